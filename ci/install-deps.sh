@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs pacheck's build and test dependencies from Debian packages.
+# Idempotent: safe to run again; apt-get skips what is already installed.
+# Usage: ci/install-deps.sh [--hip] [--browser]
+#   --hip      also install Debian's hipcc, libamdhip64-dev and rocm-device-libs (HIP backend build)
+#   --browser  also install chromium (HTML report checks)
+set -euo pipefail
+
+want_hip=0
+want_browser=0
+for arg in "$@"; do
+  case "$arg" in
+    --hip) want_hip=1 ;;
+    --browser) want_browser=1 ;;
+    *) echo "install-deps.sh: unknown option '$arg' (known: --hip, --browser)" >&2; exit 2 ;;
+  esac
+done
+
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
+
+pkgs=(
+  build-essential cmake ninja-build pkg-config git python3 python3-pip
+  libeigen3-dev libfmt-dev libgtest-dev librapidcheck-dev libcli11-dev
+  nlohmann-json3-dev libtomlplusplus-dev librandom123-dev
+)
+if [ "$want_hip" = 1 ]; then pkgs+=(hipcc libamdhip64-dev rocm-device-libs); fi
+if [ "$want_browser" = 1 ]; then pkgs+=(chromium); fi
+
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -qq
+$sudo_cmd apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+echo "install-deps.sh: installed ${#pkgs[@]} packages: ${pkgs[*]}"

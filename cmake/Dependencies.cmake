@@ -1,0 +1,30 @@
+# All third-party code comes from Debian packages (ci/install-deps.sh).
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+
+# toml++ is used header-only so binaries carry no libtomlplusplus.so dependency (the GPU machine lacks it).
+find_path(TOMLPP_INCLUDE_DIR toml++/toml.h REQUIRED)
+add_library(pacheck_tomlpp INTERFACE)
+target_include_directories(pacheck_tomlpp SYSTEM INTERFACE ${TOMLPP_INCLUDE_DIR})
+target_compile_definitions(pacheck_tomlpp INTERFACE TOML_HEADER_ONLY=1 TOML_EXCEPTIONS=1)
+
+# Random123 (Philox) is header-only: the counter-based generator behind pre-paging tensors.
+find_path(RANDOM123_INCLUDE_DIR Random123/philox.h REQUIRED)
+add_library(pacheck_random123 INTERFACE)
+target_include_directories(pacheck_random123 SYSTEM INTERFACE ${RANDOM123_INCLUDE_DIR})
+
+# fmt header-only for the same reason as toml++ (no libfmt.so on the GPU machine).
+if(TARGET fmt::fmt-header-only)
+  set(PACHECK_FMT fmt::fmt-header-only)
+else()
+  set(PACHECK_FMT fmt::fmt)
+endif()
+
+if(PACHECK_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  find_package(rapidcheck REQUIRED)
+endif()

@@ -1,0 +1,63 @@
+// Device backends: where a kernel's buffers live and how they get there. CPU is always present; CUDA
+// (kernels/gpu) when built with it and a device is found.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pacheck/kernel_abi.h"
+
+namespace pacheck {
+
+/// Memory, copies, synchronisation and timing on one device. Errors are thrown as KernelError
+/// (kernels/kernel.hpp) carrying the runtime's message; `fatal` when the context is lost.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// "cpu", "cuda:0", ...
+  virtual std::string name() const = 0;
+  virtual pacheck_device device() const = 0;
+  /// Human description for reports, e.g. "NVIDIA H200 sm_90, driver 13.0, runtime 13.0" or the CPU model.
+  virtual std::string description() const = 0;
+  virtual void* alloc(std::size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Waits for all work on the backend's stream and raises the first pending error.
+  virtual void sync() = 0;
+  /// The stream handle kernels receive in pacheck_kernel_args::stream (nullptr for CPU).
+  virtual void* stream() = 0;
+  /// Times one call of `fn` in milliseconds (CUDA events on GPUs, steady_clock on the CPU).
+  virtual double time_ms(const std::function<void()>& fn) = 0;
+  /// Device-to-device copy bandwidth in GB/s (bytes read + bytes written per second) over `bytes`,
+  /// median of `reps` copies: the ceiling bench reports kernels against.
+  virtual double copy_bandwidth_gbs(std::size_t bytes, int reps) = 0;
+};
+
+/// State of one backend kind on this machine, for `pacheck list devices`.
+struct BackendStatus {
+  std::string kind;    ///< "cpu", "cuda", "hip"
+  bool built = false;  ///< compiled into this binary
+  int devices = 0;     ///< devices found
+  std::string detail;  ///< device names, or why none ("no CUDA device: <runtime message>")
+};
+std::vector<BackendStatus> backend_status();
+
+/// Opens the backend named by `spec`: "cpu", "cuda", "cuda:N". Throws std::invalid_argument for an
+/// unknown spec and std::runtime_error ("no CUDA device: ...") when the device is absent.
+std::unique_ptr<Backend> open_backend(const std::string& spec);
+/// "cuda:0" when a CUDA device is present, otherwise "cpu".
+std::string default_device();
+
+/// The CPU backend (host memory, no stream).
+std::unique_ptr<Backend> make_cpu_backend();
+#ifdef PACHECK_HAVE_CUDA
+/// Implemented in kernels/gpu: number of CUDA devices, or 0 with `why` filled ("no CUDA device: ...").
+int cuda_device_count(std::string* why);
+std::unique_ptr<Backend> make_cuda_backend(int ordinal);
+#endif
+
+}  // namespace pacheck

@@ -1,0 +1,71 @@
+#include "kernels/kernel.hpp"
+
+#include <stdexcept>
+
+#include "kernels/layouts/pager.hpp"
+
+namespace pacheck {
+
+Registry& Registry::global() {
+  static Registry* r = [] {
+    auto* reg = new Registry;
+    register_cpu_kernels(*reg);
+    register_gpu_kernels(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void Registry::add(KernelPtr k) {
+  if (!k) throw std::invalid_argument("kernel registry: null kernel");
+  if (find(k->name())) throw std::invalid_argument("kernel registry: duplicate kernel name '" + k->name() + "'");
+  kernels_.push_back(std::move(k));
+}
+
+KernelPtr Registry::find(const std::string& name) const {
+  for (const auto& k : kernels_)
+    if (k->name() == name) return k;
+  return nullptr;
+}
+
+pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
+                              const void* value_cache, const std::int32_t* block_tables,
+                              const std::int32_t* seq_lens, void* out) {
+  pacheck_kernel_args a{};
+  a.struct_size = sizeof(pacheck_kernel_args);
+  a.num_seqs = c.num_seqs();
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.head_size = c.head_size;
+  a.block_size = c.block_size;
+  a.num_blocks = pc.num_blocks;
+  a.max_blocks_per_seq = pc.max_blocks_per_seq;
+  a.layout = static_cast<pacheck_layout>(c.layout);
+  a.q_dtype = static_cast<pacheck_dtype>(c.q_dtype);
+  a.kv_dtype = static_cast<pacheck_dtype>(c.kv_dtype);
+  a.out_dtype = static_cast<pacheck_dtype>(c.out_dtype);
+  a.query = query;
+  a.q_stride_head = c.head_size;
+  a.q_stride_seq = static_cast<std::int64_t>(c.num_heads) * c.head_size;
+  a.key_cache = key_cache;
+  a.value_cache = value_cache;
+  for (int i = 0; i < 5; ++i) {
+    a.k_strides[i] = pc.strides.k[i];
+    a.v_strides[i] = pc.strides.v[i];
+  }
+  a.block_tables = block_tables;
+  a.block_tables_stride = pc.max_blocks_per_seq;
+  a.seq_lens = seq_lens;
+  a.out = out;
+  a.out_stride_head = c.head_size;
+  a.out_stride_seq = static_cast<std::int64_t>(c.num_heads) * c.head_size;
+  a.scale = c.effective_scale();
+  a.k_scale = 1.0f;
+  a.v_scale = 1.0f;
+  a.k_scales_per_head = nullptr;
+  a.v_scales_per_head = nullptr;
+  a.stream = nullptr;
+  return a;
+}
+
+}  // namespace pacheck

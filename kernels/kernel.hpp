@@ -1,0 +1,96 @@
+// The kernel interface: what a paged-attention decode kernel under test declares and how it is called.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "faults/fault.hpp"
+#include "oracle/case.hpp"
+#include "pacheck/kernel_abi.h"
+
+namespace pacheck {
+
+/// One unit of a suite: a case and the fault injected into its cache.
+struct Cell {
+  Case c;
+  FaultSpec fault;
+  /// "<case id> <fault id>", e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail".
+  std::string id() const { return c.id() + " " + fault.id(); }
+};
+
+/// Answer to "can you run this case?": ok, or declined with a reason naming the unsupported field.
+struct Support {
+  bool ok = true;
+  std::string reason;
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+};
+
+/// A kernel failed while running (bad launch, device error, plugin returned PACHECK_ERROR).
+/// `fatal` means the device context is unusable (e.g. an illegal address on CUDA): stop the kernel's cells.
+struct KernelError : std::runtime_error {
+  explicit KernelError(const std::string& what, bool fatal_ = false) : std::runtime_error(what), fatal(fatal_) {}
+  bool fatal;
+};
+
+/// A paged-attention decode kernel under test. Implementations must be stateless between calls
+/// (`run` is const and may be called from several threads for CPU kernels).
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Registry name, e.g. "cpu.reference", "gpu.paged_v1".
+  virtual std::string name() const = 0;
+  /// One-line description of the design the kernel models.
+  virtual std::string description() const = 0;
+  virtual pacheck_device device() const = 0;
+  /// Whether the kernel runs case `c` (layouts, dtypes, head sizes, block sizes, GQA ratios); the reason
+  /// names the field when it declines.
+  virtual Support supports(const Case& c) const = 0;
+  /// Layouts the kernel reads, preferred first. Suite cells that do not pin a layout ("native") run in
+  /// the first one.
+  virtual std::vector<Layout> layouts() const { return {Layout::vllm, Layout::nhd, Layout::hnd}; }
+  /// Runs one decode call. Pointers in `args` live on the kernel's device. Throws KernelError on failure.
+  virtual void run(const pacheck_kernel_args& args) const = 0;
+  /// True when a sequence's output does not depend on the other sequences of its batch (bitwise).
+  virtual bool batch_invariant() const { return true; }
+  /// For negative controls (kernels with a planted fault): true for the cells the kernel must fail.
+  /// A run in which such a cell passes is "instrument blind". Empty for ordinary kernels.
+  virtual std::optional<std::function<bool(const Cell&)>> expected_failures() const { return std::nullopt; }
+  bool is_negative_control() const { return expected_failures().has_value(); }
+};
+
+using KernelPtr = std::shared_ptr<const Kernel>;
+
+/// The built-in kernels and those added at run time (plugins). Names are unique.
+class Registry {
+ public:
+  /// The process-wide registry with every built-in kernel of this build (CPU, and GPU when built).
+  static Registry& global();
+  /// Adds a kernel; throws std::invalid_argument if the name is taken.
+  void add(KernelPtr k);
+  /// The kernel named `name`, or nullptr.
+  KernelPtr find(const std::string& name) const;
+  const std::vector<KernelPtr>& all() const { return kernels_; }
+
+ private:
+  std::vector<KernelPtr> kernels_;
+};
+
+/// Registers the CPU kernels (kernels/cpu) into `r`.
+void register_cpu_kernels(Registry& r);
+/// Registers the GPU kernels (kernels/gpu) into `r`; a no-op in builds without CUDA.
+void register_gpu_kernels(Registry& r);
+
+/// A CPU split-KV kernel with partitions of `partition` tokens (registered as cpu.split_kv at 512).
+KernelPtr make_cpu_split_kv(int partition);
+
+/// Fills the ABI argument struct for case `c` and cache `pc` with the given buffer pointers (which live on
+/// the kernel's device). Strides are those of the contiguous layouts the pager writes.
+pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
+                              const void* value_cache, const std::int32_t* block_tables,
+                              const std::int32_t* seq_lens, void* out);
+
+}  // namespace pacheck

@@ -1,0 +1,86 @@
+// The decode case: the shape, dtypes, layout, lengths and seed of one paged-attention decode call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "oracle/dtype.hpp"
+
+namespace pacheck {
+
+/// Paged KV-cache layout. Shapes are documented on `pacheck_layout` in include/pacheck/kernel_abi.h.
+enum class Layout : std::uint8_t {
+  vllm = PACHECK_LAYOUT_VLLM,
+  nhd = PACHECK_LAYOUT_NHD,
+  hnd = PACHECK_LAYOUT_HND,
+};
+std::string_view layout_name(Layout l);
+/// Parses "vllm", "nhd" or "hnd"; throws std::invalid_argument otherwise.
+Layout parse_layout(std::string_view s);
+/// Elements per packed vector of the layout's key cache: x = 16 bytes / element size for `vllm`, 1 for
+/// `nhd` and `hnd`. head_size must be a multiple of it.
+int layout_vector_width(Layout l, DType kv_dtype);
+
+/// Distribution of the pre-paging Q, K and V values.
+///  - uniform: U(-1, 1) for Q, K and V.
+///  - normal:  N(0, 1) for Q, K and V.
+///  - peaked:  Q in [0.5, 1.5], K ~ N(0, 0.3) except a few "hot" keys per sequence and KV head set to +3,
+///             so attention concentrates on them (logit gap of ~3 * sqrt(head_size)).
+///  - extreme: Q = +-64 and K = +-64 with random signs, so logits spread to about +-4e3*sqrt(head_size)
+///             in both signs; V = +-[0.25, 0.5] x the largest finite value of the KV and output dtypes.
+enum class Dist : std::uint8_t { uniform, normal, peaked, extreme };
+std::string_view dist_name(Dist d);
+/// Parses a name written by dist_name(); throws std::invalid_argument otherwise.
+Dist parse_dist(std::string_view s);
+
+/// A bad value in a case. `field` is the case field's name (e.g. "num_kv_heads"), `reason` why it is bad.
+struct CaseError : std::invalid_argument {
+  CaseError(std::string field, std::string reason);
+  std::string field, reason;
+};
+
+/// One decode call. `seq_lens.size()` is num_seqs. Paging options say how the pager lays the pool out.
+struct Case {
+  int num_heads = 32;     ///< query heads
+  int num_kv_heads = 8;   ///< KV heads (GQA ratio = num_heads / num_kv_heads)
+  int head_size = 128;    ///< elements per head
+  int block_size = 16;    ///< tokens per KV block
+  std::vector<int> seq_lens{4090};  ///< context tokens per sequence, each >= 1
+  std::optional<float> scale;       ///< softmax scale; default 1/sqrt(head_size)
+  DType q_dtype = DType::bf16;
+  DType kv_dtype = DType::bf16;
+  DType out_dtype = DType::bf16;
+  Layout layout = Layout::nhd;
+  std::uint64_t seed = 7;
+  Dist dist = Dist::normal;
+
+  // Paging of the pool (see kernels/layouts/pager.hpp).
+  int spare_blocks = 3;        ///< blocks in the pool beyond those the sequences need (>= 1)
+  int padding_columns = 2;     ///< block-table columns past the longest sequence's last block (>= 0)
+  int padding_target = -1;     ///< physical block padding entries point at; -1 = a dedicated spare block
+
+  int num_seqs() const { return static_cast<int>(seq_lens.size()); }
+  int gqa_ratio() const { return num_heads / num_kv_heads; }
+  float effective_scale() const;
+  /// Blocks sequence `s` occupies: ceil(seq_lens[s] / block_size).
+  int blocks_for(int s) const { return (seq_lens[s] + block_size - 1) / block_size; }
+  /// True when some sequence ends inside a block (seq_len % block_size != 0).
+  bool straddles() const;
+
+  /// Checks every field; throws CaseError naming the first bad field and why.
+  void validate() const;
+
+  /// Stable, human-readable id, e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7". It is also the filter
+  /// key and the name printed in reports. Non-default dtypes per tensor, distribution and paging options
+  /// are appended ("q=f32", "dist=peaked", "pad=5"), so two different cases never share an id.
+  std::string id() const;
+};
+
+/// Parses an id written by Case::id() back into a Case (used by `pacheck repro`).
+/// Throws CaseError naming the token that could not be read.
+Case parse_case_id(const std::string& id);
+
+}  // namespace pacheck

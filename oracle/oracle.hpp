@@ -1,0 +1,35 @@
+// The oracle: decode attention computed with Eigen from the pre-paging tensors, never from the cache.
+#pragma once
+
+#include <vector>
+
+#include "oracle/case.hpp"
+#include "oracle/tensors.hpp"
+
+namespace pacheck {
+
+enum class Precision { f32, f64 };
+
+/// Oracle output of one case.
+///  - out: [num_seqs, num_heads, head_size], out[s,h,:] = softmax(scale * q[s,h,:] . K_s^T) V_s, where
+///    query head h reads KV head h / (num_heads / num_kv_heads).
+///  - lse: [num_seqs, num_heads], natural-log log-sum-exp of the scaled logits of each row.
+/// Values are held as double whatever the precision the oracle computed in.
+struct OracleResult {
+  std::vector<double> out;
+  std::vector<double> lse;
+  Precision precision = Precision::f32;
+};
+
+/// Computes the oracle from the pre-paging tensors (values already rounded to their dtypes) in fp32 or
+/// fp64, one Eigen matrix product per GQA group so all query heads of a group share one read of K and V.
+/// The softmax subtracts the row max (safe for the "extreme" distribution). Throws CaseError if `c` is
+/// invalid or std::invalid_argument if `p` does not match `c`'s shapes.
+OracleResult oracle(const Case& c, const PrePaging& p, Precision precision = Precision::f32);
+
+/// Low-precision emulation of a kernel of the case's dtypes, used by the `calibrated` tolerance: fp32
+/// logits and softmax, probabilities rounded to out_dtype before P.V (as vLLM-style kernels do for
+/// bf16/f16), fp32 accumulation, output rounded to out_dtype. Shape as OracleResult::out.
+std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p);
+
+}  // namespace pacheck

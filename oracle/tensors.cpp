@@ -1,0 +1,108 @@
+#include "oracle/tensors.hpp"
+
+#include <Random123/philox.h>
+#include <Random123/uniform.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace pacheck {
+namespace {
+
+enum Stream : std::uint32_t { kQ = 1, kK = 2, kV = 3, kHot = 4, kSign = 5 };
+
+/// Four independent 32-bit draws for coordinate (stream, seq, index).
+r123::Philox4x32::ctr_type draw(std::uint64_t seed, Stream stream, std::uint32_t seq, std::uint64_t index) {
+  r123::Philox4x32 rng;
+  r123::Philox4x32::ctr_type ctr{{stream, seq, static_cast<std::uint32_t>(index),
+                                  static_cast<std::uint32_t>(index >> 32)}};
+  r123::Philox4x32::key_type key{{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+  return rng(ctr, key);
+}
+
+float uniform01(std::uint32_t r) { return r123::u01<float>(r); }               // (0, 1]
+float uniform_pm1(std::uint32_t r) { return r123::uneg11<float>(r); }           // [-1, 1]
+float normal(std::uint32_t a, std::uint32_t b) {                                // Box-Muller
+  const float u1 = uniform01(a), u2 = uniform01(b);
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864f * u2);
+}
+
+struct ValueGen {
+  const Case& c;
+  float v_extreme;  // magnitude scale of V for the "extreme" distribution
+
+  float q(std::uint32_t seq, std::uint64_t i) const {
+    auto r = draw(c.seed, kQ, seq, i);
+    switch (c.dist) {
+      case Dist::uniform: return uniform_pm1(r[0]);
+      case Dist::normal: return normal(r[0], r[1]);
+      case Dist::peaked: return 0.5f + uniform01(r[0]);
+      case Dist::extreme: return (r[2] & 1u) ? 64.0f : -64.0f;
+    }
+    return 0;
+  }
+  // Key element d of token t, KV head g of sequence seq; `i` is its flat pre-paging index.
+  float k(std::uint32_t seq, std::uint64_t i, int t, int g) const {
+    auto r = draw(c.seed, kK, seq, i);
+    switch (c.dist) {
+      case Dist::uniform: return uniform_pm1(r[0]);
+      case Dist::normal: return normal(r[0], r[1]);
+      case Dist::peaked: return is_hot(seq, t, g) ? 3.0f : 0.3f * normal(r[0], r[1]);
+      case Dist::extreme: return (r[2] & 1u) ? 64.0f : -64.0f;
+    }
+    return 0;
+  }
+  float v(std::uint32_t seq, std::uint64_t i) const {
+    auto r = draw(c.seed, kV, seq, i);
+    switch (c.dist) {
+      case Dist::uniform: return uniform_pm1(r[0]);
+      case Dist::normal:
+      case Dist::peaked: return normal(r[0], r[1]);
+      case Dist::extreme: {
+        const float mag = v_extreme * (0.25f + 0.25f * uniform01(r[0]));
+        return (r[2] & 1u) ? mag : -mag;
+      }
+    }
+    return 0;
+  }
+  // About one token in 500 (at least one per sequence and KV head) is hot under "peaked".
+  bool is_hot(std::uint32_t seq, int t, int g) const {
+    const int len = c.seq_lens[seq];
+    auto r = draw(c.seed, kHot, seq, static_cast<std::uint64_t>(g));
+    if (t == static_cast<int>(r[0] % static_cast<std::uint32_t>(len))) return true;
+    auto rt = draw(c.seed, kHot, seq, (static_cast<std::uint64_t>(t) << 20) | static_cast<std::uint64_t>(g + 1));
+    return rt[1] % 500u == 0;
+  }
+};
+
+}  // namespace
+
+PrePaging generate(const Case& c) {
+  c.validate();
+  const double vmax = std::min(dtype_max_finite(c.kv_dtype), dtype_max_finite(c.out_dtype));
+  ValueGen gen{c, static_cast<float>(std::min(vmax, 3.0e38))};
+  PrePaging p;
+  const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
+  p.q.resize(static_cast<std::size_t>(c.num_seqs()) * H * D);
+  for (int s = 0; s < c.num_seqs(); ++s)
+    for (std::size_t i = 0; i < static_cast<std::size_t>(H) * D; ++i)
+      p.q[s * static_cast<std::size_t>(H) * D + i] = round_to(gen.q(s, i), c.q_dtype);
+
+  p.k.resize(c.num_seqs());
+  p.v.resize(c.num_seqs());
+  for (int s = 0; s < c.num_seqs(); ++s) {
+    const std::size_t n = static_cast<std::size_t>(c.seq_lens[s]) * G * D;
+    p.k[s].resize(n);
+    p.v[s].resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int t = static_cast<int>(i / (static_cast<std::size_t>(G) * D));
+      const int g = static_cast<int>((i / D) % G);
+      p.k[s][i] = round_to(gen.k(s, i, t, g), c.kv_dtype);
+      p.v[s][i] = round_to(gen.v(s, i), c.kv_dtype);
+    }
+  }
+  return p;
+}
+
+}  // namespace pacheck

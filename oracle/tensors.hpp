@@ -1,0 +1,24 @@
+// Pre-paging tensors: the Q, K and V a decode case is made of, before any paging.
+#pragma once
+
+#include <vector>
+
+#include "oracle/case.hpp"
+
+namespace pacheck {
+
+/// The inputs of a case before paging, as fp32 values already rounded to their dtypes (so upcasting a
+/// stored bf16/f16 element gives exactly the value here).
+///  - q: [num_seqs, num_heads, head_size], rounded to q_dtype.
+///  - k[s], v[s]: [seq_len_s, num_kv_heads, head_size] per sequence s, rounded to kv_dtype.
+struct PrePaging {
+  std::vector<float> q;
+  std::vector<std::vector<float>> k, v;
+};
+
+/// Generates the pre-paging tensors of `c` from `c.seed` with Philox4x32-10 (Random123, Salmon et al.,
+/// SC'11), keyed by the seed and counted by (tensor, sequence, element index). Each value depends only on
+/// its coordinates, never on thread count or generation order. Throws CaseError if `c` is invalid.
+PrePaging generate(const Case& c);
+
+}  // namespace pacheck
