@@ -1,0 +1,135 @@
+#include "faults/fault.hpp"
+
+#include <bit>
+#include <stdexcept>
+
+#include "kernels/kernel.hpp"
+
+namespace pacheck {
+
+std::string_view poison_name(Poison p) {
+  switch (p) {
+    case Poison::none: return "none";
+    case Poison::nan: return "nan";
+    case Poison::pinf: return "+inf";
+    case Poison::ninf: return "-inf";
+    case Poison::big: return "1e4";
+    case Poison::max_finite: return "max";
+    case Poison::zero: return "zero";
+  }
+  return "?";
+}
+
+Poison parse_poison(std::string_view s) {
+  for (Poison p : {Poison::none, Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite, Poison::zero})
+    if (s == poison_name(p)) return p;
+  if (s == "inf") return Poison::pinf;
+  throw std::invalid_argument("unknown poison '" + std::string(s) + "' (expected none, nan, +inf, -inf, 1e4, max or zero)");
+}
+
+bool poison_is_nonfinite(Poison p) { return p == Poison::nan || p == Poison::pinf || p == Poison::ninf; }
+
+std::uint32_t poison_bits(Poison p, DType t) {
+  switch (p) {
+    case Poison::none:
+    case Poison::zero: return 0;
+    case Poison::nan:
+      switch (t) {
+        case DType::f32: return 0x7FC00000u;
+        case DType::f16: return 0x7E00u;
+        case DType::bf16: return 0x7FC0u;
+      }
+      break;
+    case Poison::pinf: return to_bits(std::bit_cast<float>(0x7F800000u), t);
+    case Poison::ninf: return to_bits(std::bit_cast<float>(0xFF800000u), t);
+    case Poison::big: return to_bits(1.0e4f, t);
+    case Poison::max_finite: return to_bits(static_cast<float>(dtype_max_finite(t)), t);
+  }
+  return 0;
+}
+
+std::string_view target_name(Target t) {
+  switch (t) {
+    case Target::k: return "K";
+    case Target::v: return "V";
+    case Target::kv: return "K+V";
+  }
+  return "?";
+}
+
+Target parse_target(std::string_view s) {
+  if (s == "K" || s == "k") return Target::k;
+  if (s == "V" || s == "v") return Target::v;
+  if (s == "K+V" || s == "kv" || s == "KV" || s == "k+v") return Target::kv;
+  throw std::invalid_argument("unknown poison target '" + std::string(s) + "' (expected K, V or K+V)");
+}
+
+std::string_view region_name(Region r) {
+  switch (r) {
+    case Region::tail: return "tail";
+    case Region::unused: return "unused";
+    case Region::padding: return "padding";
+    case Region::all: return "all";
+  }
+  return "?";
+}
+
+Region parse_region(std::string_view s) {
+  for (Region r : {Region::tail, Region::unused, Region::padding, Region::all})
+    if (s == region_name(r)) return r;
+  throw std::invalid_argument("unknown poison region '" + std::string(s) + "' (expected tail, unused, padding or all)");
+}
+
+std::string FaultSpec::id() const {
+  if (clean()) return "clean";
+  return std::string(target_name(target)) + ":" + std::string(poison_name(poison)) + "@" + std::string(region_name(region));
+}
+
+FaultSpec parse_fault(std::string_view s) {
+  FaultSpec f;
+  if (s == "clean" || s == "none") return f;
+  const auto colon = s.find(':'), at = s.find('@');
+  if (colon == std::string_view::npos || at == std::string_view::npos || at < colon)
+    throw std::invalid_argument("fault '" + std::string(s) + "' is not TARGET:POISON@REGION (e.g. V:nan@tail) or clean");
+  f.target = parse_target(s.substr(0, colon));
+  f.poison = parse_poison(s.substr(colon + 1, at - colon - 1));
+  f.region = parse_region(s.substr(at + 1));
+  return f;
+}
+
+namespace {
+bool region_has(Region r, SlotClass c) {
+  switch (r) {
+    case Region::tail: return c == SlotClass::tail;
+    case Region::unused: return c == SlotClass::unused;
+    case Region::padding: return c == SlotClass::padding_target;
+    case Region::all: return c != SlotClass::written;
+  }
+  return false;
+}
+}  // namespace
+
+std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
+  if (f.clean()) return 0;
+  const std::uint32_t bits = poison_bits(f.poison, pc.kv_dtype);
+  const bool to_k = f.target != Target::v, to_v = f.target != Target::k;
+  std::int64_t written = 0;
+  for (int block = 0; block < pc.num_blocks; ++block)
+    for (int slot = 0; slot < pc.block_size; ++slot) {
+      if (!region_has(f.region, pc.slot_class(block, slot))) continue;
+      for (int g = 0; g < pc.num_kv_heads; ++g)
+        for (int d = 0; d < pc.head_size; ++d) {
+          if (to_k) store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), pc.kv_dtype, bits), ++written;
+          if (to_v) store_bits(pc.value_cache.data(), pc.value_offset(block, g, slot, d), pc.kv_dtype, bits), ++written;
+        }
+    }
+  return written;
+}
+
+bool poisons_v_tail(const Cell& cell) {
+  const FaultSpec& f = cell.fault;
+  return poison_is_nonfinite(f.poison) && f.target != Target::k &&
+         (f.region == Region::tail || f.region == Region::all) && cell.c.straddles();
+}
+
+}  // namespace pacheck

@@ -1,0 +1,59 @@
+// Shared pieces of the CPU kernels: typed element access over pacheck_kernel_args and dtype dispatch.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/layouts/layout.hpp"
+#include "oracle/dtype.hpp"
+
+namespace pacheck::cpu {
+
+/// Reads element i of a raw buffer of dtype T as fp32 (inline; the CPU kernels' inner loops use it).
+template <DType T>
+inline float ld(const void* base, std::int64_t i) {
+  if constexpr (T == DType::f32) {
+    float v;
+    std::memcpy(&v, static_cast<const char*>(base) + 4 * i, 4);
+    return v;
+  } else {
+    std::uint16_t b;
+    std::memcpy(&b, static_cast<const char*>(base) + 2 * i, 2);
+    if constexpr (T == DType::bf16) return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+    else return from_bits(b, DType::f16);
+  }
+}
+
+/// Calls f.template operator()<KV>() with the KV dtype of `a` as a template argument.
+template <typename F>
+void dispatch_kv(const pacheck_kernel_args& a, F&& f) {
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_F32: f.template operator()<DType::f32>(); return;
+    case PACHECK_DTYPE_F16: f.template operator()<DType::f16>(); return;
+    case PACHECK_DTYPE_BF16: f.template operator()<DType::bf16>(); return;
+    default: throw std::invalid_argument("cpu kernel: unsupported kv dtype");
+  }
+}
+
+/// Query element (s, h, d) as fp32.
+inline float query(const pacheck_kernel_args& a, int s, int h, int d) {
+  return load(a.query, s * a.q_stride_seq + h * a.q_stride_head + d, static_cast<DType>(a.q_dtype));
+}
+
+/// Writes output element (s, h, d), rounded to the output dtype.
+inline void store_out(const pacheck_kernel_args& a, int s, int h, int d, float v) {
+  store(a.out, static_cast<std::size_t>(s * a.out_stride_seq + h * a.out_stride_head + d),
+        static_cast<DType>(a.out_dtype), v);
+}
+
+/// x of the vllm key layout for the kv dtype (16 bytes per packed vector).
+inline int pack_x(const pacheck_kernel_args& a) { return static_cast<int>(16 / dtype_size(static_cast<DType>(a.kv_dtype))); }
+
+/// Physical block of logical block j of sequence s.
+inline std::int64_t physical_block(const pacheck_kernel_args& a, int s, int j) {
+  return a.block_tables[s * a.block_tables_stride + j];
+}
+
+}  // namespace pacheck::cpu

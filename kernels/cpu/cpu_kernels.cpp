@@ -1,0 +1,211 @@
+// CPU kernels: faithful models of real paged-attention decode designs, including negative controls.
+//
+//  cpu.reference        reads only valid slots; fp32 logits, softmax and accumulation.
+//  cpu.vector_v         vLLM v1-style: logits of a whole block computed and masked past seq_len, but V
+//                       multiplied in vectors covering the whole final block, so p = 0 meets the tail:
+//                       0 * NaN = NaN. NEGATIVE CONTROL (vLLM issue 641; ROCm custom kernel, PR 53856).
+//  cpu.vector_v_masked  the same design with the straddling V vector's slots >= seq_len zeroed (the fix).
+//  cpu.split_kv         split-KV (vLLM paged_attention_v2 / FlashDecoding): partitions of 512 tokens each
+//                       produce (max, exp-sum, partial out); a merge rescales by exp(m_i - M).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_common.hpp"
+#include "kernels/kernel.hpp"
+
+namespace pacheck {
+namespace {
+
+using cpu::dispatch_kv;
+using cpu::ld;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+class CpuKernel : public Kernel {
+ public:
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+};
+
+/// Reads K/V through the block table; `slot_of(t)` etc. computed per token.
+struct SeqView {
+  const pacheck_kernel_args& a;
+  int s, x;
+  std::int64_t block_of(int t) const { return cpu::physical_block(a, s, t / a.block_size); }
+  template <DType KV>
+  float k(int t, int g, int d) const {
+    return ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block_of(t), g, t % a.block_size, d));
+  }
+  template <DType KV>
+  float v(int t, int g, int d) const {
+    return ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block_of(t), g, t % a.block_size, d));
+  }
+};
+
+class Reference final : public CpuKernel {
+ public:
+  std::string name() const override { return "cpu.reference"; }
+  std::string description() const override { return "reads only valid slots; fp32 softmax and accumulation"; }
+  void run(const pacheck_kernel_args& a) const override {
+    dispatch_kv(a, [&]<DType KV>() {
+      const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size;
+      std::vector<float> q(D), logits, acc(D);
+      for (int s = 0; s < a.num_seqs; ++s) {
+        const SeqView sv{a, s, cpu::pack_x(a)};
+        const int len = a.seq_lens[s];
+        logits.assign(len, 0.0f);
+        for (int h = 0; h < a.num_heads; ++h) {
+          const int g = h / ratio;
+          for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
+          float m = kNegInf;
+          for (int t = 0; t < len; ++t) {
+            float dot = 0;
+            for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
+            logits[t] = dot * a.scale;
+            m = std::max(m, logits[t]);
+          }
+          float sum = 0;
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int t = 0; t < len; ++t) {
+            const float p = std::exp(logits[t] - m);
+            sum += p;
+            for (int d = 0; d < D; ++d) acc[d] += p * sv.v<KV>(t, g, d);
+          }
+          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d] / sum);
+        }
+      }
+    });
+  }
+};
+
+/// vLLM v1-style block loop. Logits are computed for every slot of every block the sequence touches and
+/// masked to -inf at or past seq_len (so K in the tail is harmless); V is multiplied in vectors spanning a
+/// whole block. With MaskV the slots >= seq_len of the straddling vector are zeroed first.
+template <bool MaskV>
+class VectorV final : public CpuKernel {
+ public:
+  std::string name() const override { return MaskV ? "cpu.vector_v_masked" : "cpu.vector_v"; }
+  std::string description() const override {
+    return MaskV ? "block-vector V with the straddling V vector masked (the fix)"
+                 : "block-vector V over the whole final block, tail unmasked (negative control)";
+  }
+  std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
+    if (MaskV) return std::nullopt;
+    return std::function<bool(const Cell&)>(poisons_v_tail);
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    dispatch_kv(a, [&]<DType KV>() {
+      const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size, B = a.block_size;
+      std::vector<float> q(D), logits, acc(D), vvec(static_cast<std::size_t>(B) * D);
+      for (int s = 0; s < a.num_seqs; ++s) {
+        const SeqView sv{a, s, cpu::pack_x(a)};
+        const int len = a.seq_lens[s];
+        const int nblocks = (len + B - 1) / B;
+        logits.assign(static_cast<std::size_t>(nblocks) * B, kNegInf);
+        for (int h = 0; h < a.num_heads; ++h) {
+          const int g = h / ratio;
+          for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
+          float m = kNegInf;
+          for (int t = 0; t < nblocks * B; ++t) {
+            float dot = 0;
+            for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);  // whole block, tail included
+            logits[t] = t < len ? dot * a.scale : kNegInf;                 // the logit mask
+            m = std::max(m, logits[t]);
+          }
+          float sum = 0;
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int j = 0; j < nblocks; ++j) {
+            // Load the block's V vector: every slot, as a vectorised load would.
+            for (int slot = 0; slot < B; ++slot)
+              for (int d = 0; d < D; ++d) {
+                const int t = j * B + slot;
+                vvec[static_cast<std::size_t>(slot) * D + d] = (MaskV && t >= len) ? 0.0f : sv.v<KV>(t, g, d);
+              }
+            for (int slot = 0; slot < B; ++slot) {
+              const float p = std::exp(logits[j * B + slot] - m);  // exactly 0 past seq_len
+              sum += p;
+              for (int d = 0; d < D; ++d) acc[d] += p * vvec[static_cast<std::size_t>(slot) * D + d];
+            }
+          }
+          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d] / sum);
+        }
+      }
+    });
+  }
+};
+
+/// Split-KV over partitions of `partition` tokens: each partition keeps (max m_i, exp-sum l_i, unnormalised
+/// partial o_i); the merge takes M = max m_i and out = sum exp(m_i - M) o_i / sum exp(m_i - M) l_i, skipping
+/// empty partitions (m_i = -inf) so -inf - -inf never appears.
+class SplitKv final : public CpuKernel {
+ public:
+  explicit SplitKv(int partition) : partition_(partition) {}
+  std::string name() const override {
+    return partition_ == 512 ? "cpu.split_kv" : "cpu.split_kv_p" + std::to_string(partition_);
+  }
+  std::string description() const override {
+    return "split-KV: partitions of " + std::to_string(partition_) + " tokens merged by max and exp-sum";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    dispatch_kv(a, [&]<DType KV>() {
+      const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size, P = partition_;
+      std::vector<float> q(D), part_m, part_l, part_o, logits(P);
+      for (int s = 0; s < a.num_seqs; ++s) {
+        const SeqView sv{a, s, cpu::pack_x(a)};
+        const int len = a.seq_lens[s];
+        const int nparts = (len + P - 1) / P;
+        for (int h = 0; h < a.num_heads; ++h) {
+          const int g = h / ratio;
+          for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
+          part_m.assign(nparts, kNegInf);
+          part_l.assign(nparts, 0.0f);
+          part_o.assign(static_cast<std::size_t>(nparts) * D, 0.0f);
+          for (int pi = 0; pi < nparts; ++pi) {
+            const int t0 = pi * P, t1 = std::min(len, t0 + P);
+            for (int t = t0; t < t1; ++t) {
+              float dot = 0;
+              for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
+              logits[t - t0] = dot * a.scale;
+              part_m[pi] = std::max(part_m[pi], logits[t - t0]);
+            }
+            for (int t = t0; t < t1; ++t) {
+              const float p = std::exp(logits[t - t0] - part_m[pi]);
+              part_l[pi] += p;
+              for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += p * sv.v<KV>(t, g, d);
+            }
+          }
+          float M = kNegInf;
+          for (int pi = 0; pi < nparts; ++pi) M = std::max(M, part_m[pi]);
+          float denom = 0;
+          std::vector<float> out(D, 0.0f);
+          for (int pi = 0; pi < nparts; ++pi) {
+            if (part_m[pi] == kNegInf) continue;  // empty partition
+            const float w = std::exp(part_m[pi] - M);
+            denom += w * part_l[pi];
+            for (int d = 0; d < D; ++d) out[d] += w * part_o[static_cast<std::size_t>(pi) * D + d];
+          }
+          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, out[d] / denom);
+        }
+      }
+    });
+  }
+
+ private:
+  int partition_;
+};
+
+}  // namespace
+
+void register_cpu_kernels(Registry& r) {
+  r.add(std::make_shared<Reference>());
+  r.add(std::make_shared<VectorV<false>>());
+  r.add(std::make_shared<VectorV<true>>());
+  r.add(std::make_shared<SplitKv>(512));
+}
+
+/// Factory for tests and properties that need another partition size.
+KernelPtr make_cpu_split_kv(int partition) { return std::make_shared<SplitKv>(partition); }
+
+}  // namespace pacheck
