@@ -1,0 +1,111 @@
+#include "cli/common.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/backend.hpp"
+
+namespace pacheck::cli {
+
+std::string resolve_device(const std::string& device) { return device.empty() ? default_device() : device; }
+
+std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device) {
+  const Registry& reg = Registry::global();
+  const bool cpu = device == "cpu";
+  std::vector<KernelPtr> out;
+  if (names.empty()) {
+    for (const auto& k : reg.all())
+      if ((k->device() == PACHECK_DEVICE_CPU) == cpu) out.push_back(k);
+    if (out.empty()) throw UsageError(fmt::format("no built-in kernel runs on device '{}'", device));
+    return out;
+  }
+  for (const auto& n : names) {
+    KernelPtr k = reg.find(n);
+    if (!k) {
+      std::string known;
+      for (const auto& kk : reg.all()) known += (known.empty() ? "" : ", ") + kk->name();
+      throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", n, known));
+    }
+    if (k->device() != PACHECK_DEVICE_CPU && cpu)
+      throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device cuda)", n));
+    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  }
+  return out;
+}
+
+void CommonOptions::bind(CLI::App* cmd) {
+  cmd->add_option("--suite,-s", suite, "suite name (suites/NAME.toml) or path to a suite file")->capture_default_str();
+  cmd->add_option("--kernel,-k", kernels, "kernel(s) to test (default: every built-in kernel of the device)");
+  cmd->add_option("--device,-d", device, "cpu, cuda or cuda:N (default: cuda:0 when present, else cpu)");
+  cmd->add_option("--filter,-f", filter, "only cells whose id matches this regular expression");
+  cmd->add_option("--seed", seed, "override every cell's seed");
+  cmd->add_option("--threads,-j", threads, "CPU worker threads (default: all cores)");
+  cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
+  cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
+  cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
+}
+
+RunOptions CommonOptions::run_options() const {
+  RunOptions o;
+  o.threads = threads;
+  if (tolerance == "fixed") o.tolerance.policy = TolerancePolicy::fixed;
+  else if (tolerance == "calibrated") o.tolerance.policy = TolerancePolicy::calibrated;
+  else throw UsageError(fmt::format("--tolerance: '{}' is not fixed or calibrated", tolerance));
+  if (!(multiple > 0)) throw UsageError("--multiple: must be > 0");
+  o.tolerance.multiple = multiple;
+  if (precision == "f32") o.oracle_precision = Precision::f32;
+  else if (precision == "f64") o.oracle_precision = Precision::f64;
+  else throw UsageError(fmt::format("--oracle-precision: '{}' is not f32 or f64", precision));
+  if (!filter.empty()) {
+    try {
+      o.filter = std::regex(filter);
+    } catch (const std::regex_error& e) {
+      throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}", filter, e.what()));
+    }
+  }
+  if (seed >= 0) o.seed = static_cast<std::uint64_t>(seed);
+  return o;
+}
+
+namespace {
+constexpr int kCellWidth = 58;
+std::string clip(const std::string& s, std::size_t w) { return s.size() <= w ? s : s.substr(0, w - 1) + "~"; }
+}  // namespace
+
+void print_header() {
+  fmt::print("{:<{}} {:<20} {:<15} {:<8} {:<13} {:>9} {:>9} {:>7}\n", "cell", kCellWidth, "kernel", "fault", "length",
+             "verdict", "rel_linf", "max_abs", "margin");
+}
+
+void print_row(const CellResult& r) {
+  std::string verdict(verdict_name(r.verdict));
+  if (r.expected_fail) verdict += is_failure(r.verdict) ? " (caught)" : " (MISSED)";
+  // The cell column shows the case; the fault has its own column.
+  if (r.verdict == Verdict::declined || r.verdict == Verdict::error) {
+    fmt::print("{:<{}} {:<20} {:<15} {:<8} {:<13} {}\n", clip(r.case_id, kCellWidth), kCellWidth, r.kernel, r.fault,
+               r.straddle ? "straddle" : "aligned", verdict, r.detail);
+    return;
+  }
+  fmt::print("{:<{}} {:<20} {:<15} {:<8} {:<13} {:>9.2e} {:>9.2e} {:>7.3f}\n", clip(r.case_id, kCellWidth), kCellWidth,
+             r.kernel, r.fault, r.straddle ? "straddle" : "aligned", verdict, r.metrics.rel_linf, r.metrics.max_abs,
+             r.margin);
+}
+
+void print_summary(const RunSummary& s) {
+  fmt::print("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}\n", "kernel", "passed", "failed", "declined", "caught", "missed",
+             "negative control");
+  for (const auto& k : s.kernels)
+    fmt::print("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}{}\n", k.kernel, k.passed, k.failed, k.declined, k.caught, k.missed,
+               control_outcome_name(k.control), k.vacuous ? "  (NO CELL RAN: counts as a failure)" : "");
+  fmt::print("comparator self-test: {}\n", s.selftest.passed ? "passed" : "FAILED");
+  if (!s.selftest.passed)
+    for (const auto& l : s.selftest.lines) fmt::print("  {}\n", l);
+  if (s.blind) fmt::print("INSTRUMENT BLIND: a negative control was not caught; this run proves nothing (exit 3)\n");
+  fmt::print("\n{} passed, {} failed ({} declined, {} caught by negative controls)\n", s.passed, s.failed, s.declined,
+             s.caught);
+}
+
+}  // namespace pacheck::cli

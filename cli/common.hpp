@@ -1,0 +1,66 @@
+// Shared pieces of the pacheck subcommands: exit codes, kernel selection, console output.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runner/runner.hpp"
+
+namespace pacheck::cli {
+
+/// Documented exit codes (README "Exit codes").
+enum Exit : int {
+  kPass = 0,        ///< every cell passed and every negative control was caught
+  kFail = 1,        ///< some cell failed, or some kernel ran no cell
+  kUsage = 2,       ///< bad command line or bad input file (suite, case id, plugin)
+  kBlind = 3,       ///< instrument blind: a negative control was not caught or the comparator self-test failed
+};
+
+/// A usage or input error: printed as "pacheck: error: ..." and exits with kUsage.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// State shared by subcommands: the exit code the chosen subcommand sets.
+struct Context {
+  int exit_code = kPass;
+};
+
+/// Kernels named by `names` (all kernels of `device`'s kind when empty). Throws UsageError for an
+/// unknown name (listing the known ones) or a GPU kernel asked for on the CPU device.
+std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device);
+
+/// Resolves "--device" ("" = the default device: cuda:0 when present, else cpu).
+std::string resolve_device(const std::string& device);
+
+/// Prints the per-cell console table header and rows (fmt). Rows are printed as results arrive.
+void print_header();
+void print_row(const CellResult& r);
+/// Prints per-kernel summaries, the self-test outcome and the closing "N passed, M failed" line.
+void print_summary(const RunSummary& s);
+
+/// Options shared by run-like commands (run, fuzz, bench), bound onto `cmd`.
+struct CommonOptions {
+  std::string suite = "gate";
+  std::vector<std::string> kernels;
+  std::string device;
+  std::string filter;
+  std::int64_t seed = -1;
+  int threads = 0;
+  std::string tolerance = "fixed";
+  double multiple = 4.0;
+  std::string precision = "f32";
+  void bind(CLI::App* cmd);
+  /// RunOptions from the flags; throws UsageError for a bad regex or policy.
+  RunOptions run_options() const;
+};
+
+void add_run_command(CLI::App& app, Context& ctx);
+void add_list_command(CLI::App& app, Context& ctx);
+void add_selftest_command(CLI::App& app, Context& ctx);
+void add_repro_command(CLI::App& app, Context& ctx);
+
+}  // namespace pacheck::cli

@@ -1,0 +1,43 @@
+// pacheck: numerical-correctness and fault-injection tests for paged-attention decode kernels.
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "cli/common.hpp"
+#include "runner/report.hpp"
+
+int main(int argc, char** argv) {
+  using namespace pacheck::cli;
+  CLI::App app{"pacheck: numerical-correctness and fault-injection tests for paged-attention decode kernels.\n"
+               "Exit codes: 0 all cells pass and negative controls caught, 1 some cell failed, 2 usage or input\n"
+               "error, 3 instrument blind (a negative control was not caught or the comparator self-test failed)."};
+  app.set_version_flag("--version", pacheck::pacheck_version());
+  Context ctx;
+  add_run_command(app, ctx);
+  add_list_command(app, ctx);
+  add_selftest_command(app, ctx);
+  add_repro_command(app, ctx);
+  app.require_subcommand(1, 1);
+  // `pacheck` alone runs the default job: `run` on the gate suite on the default device.
+  std::vector<const char*> args(argv, argv + argc);
+  if (argc == 1) args.push_back("run");
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUsage;
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "pacheck: error: {}\n", e.what());
+    return kUsage;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "pacheck: error: {}\n", e.what());
+    return kUsage;
+  }
+  return ctx.exit_code;
+}

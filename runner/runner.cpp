@@ -1,0 +1,434 @@
+#include "runner/runner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "faults/fault.hpp"
+
+namespace pacheck {
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return "pass";
+    case Verdict::fail: return "fail";
+    case Verdict::poisoned: return "poisoned";
+    case Verdict::variant: return "variant";
+    case Verdict::unwritten: return "unwritten";
+    case Verdict::oob_write: return "oob_write";
+    case Verdict::input_mutated: return "input_mutated";
+    case Verdict::declined: return "declined";
+    case Verdict::error: return "error";
+    case Verdict::crash: return "crash";
+    case Verdict::timeout: return "timeout";
+  }
+  return "?";
+}
+
+Verdict parse_verdict(std::string_view s) {
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::poisoned, Verdict::variant, Verdict::unwritten,
+                    Verdict::oob_write, Verdict::input_mutated, Verdict::declined, Verdict::error, Verdict::crash,
+                    Verdict::timeout})
+    if (s == verdict_name(v)) return v;
+  throw std::invalid_argument("unknown verdict '" + std::string(s) + "'");
+}
+
+bool is_failure(Verdict v) { return v != Verdict::pass && v != Verdict::declined; }
+
+std::string_view control_outcome_name(ControlOutcome o) {
+  switch (o) {
+    case ControlOutcome::not_control: return "-";
+    case ControlOutcome::caught: return "caught";
+    case ControlOutcome::blind: return "BLIND";
+    case ControlOutcome::not_exercised: return "not exercised";
+  }
+  return "?";
+}
+
+int RunSummary::exit_code() const {
+  if (blind || !selftest.passed) return 3;
+  if (failed > 0 || vacuous) return 1;
+  return 0;
+}
+
+namespace {
+
+/// Output fill pattern: a signalling NaN with an unusual payload, which arithmetic never produces (it
+/// yields quiet NaNs), so an element still holding it was never written.
+std::uint32_t fill_bits(DType t) {
+  switch (t) {
+    case DType::f32: return 0x7FA5A5A5u;
+    case DType::f16: return 0x7DA5u;
+    case DType::bf16: return 0x7FA5u;
+  }
+  return 0;
+}
+
+constexpr std::size_t kGuardBytes = 4096;
+std::uint8_t guard_byte(std::size_t i) { return static_cast<std::uint8_t>((i * 131u + 7u) & 0xFFu); }
+
+/// A device buffer freed on scope exit.
+struct DeviceBuffer {
+  Backend& b;
+  void* p = nullptr;
+  DeviceBuffer(Backend& backend, std::size_t bytes) : b(backend), p(backend.alloc(std::max<std::size_t>(bytes, 1))) {}
+  ~DeviceBuffer() { b.release(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre) {
+  std::vector<std::uint8_t> q(pre.q.size() * dtype_size(c.q_dtype));
+  for (std::size_t i = 0; i < pre.q.size(); ++i) store(q.data(), i, c.q_dtype, pre.q[i]);
+  return q;
+}
+
+/// Uploads `host`, and after the run checks the device copy is unchanged.
+struct CheckedInput {
+  const char* name;
+  const void* host;
+  std::size_t bytes;
+  DeviceBuffer buf;
+  CheckedInput(Backend& b, const char* n, const void* h, std::size_t sz) : name(n), host(h), bytes(sz), buf(b, sz) {
+    b.upload(buf.p, host, bytes);
+  }
+  /// Empty when unchanged, else a description of the first changed byte.
+  std::string check(Backend& b) const {
+    std::vector<std::uint8_t> back(bytes);
+    b.download(back.data(), buf.p, bytes);
+    if (std::memcmp(back.data(), host, bytes) == 0) return {};
+    std::size_t i = 0;
+    while (i < bytes && back[i] == static_cast<const std::uint8_t*>(host)[i]) ++i;
+    return fmt::format("{} changed at byte {} of {}", name, i, bytes);
+  }
+};
+
+}  // namespace
+
+CaseData prepare_case(const Case& c, const RunOptions& opt) {
+  CaseData d;
+  d.c = c;
+  d.pre = generate(c);
+  d.ref = oracle(c, d.pre, opt.oracle_precision);
+  if (opt.tolerance.policy == TolerancePolicy::calibrated) {
+    const auto emu = emulate_low_precision(c, d.pre);
+    d.emulation_rel_linf = compare(emu, d.ref.out, c, c.out_dtype).rel_linf;
+  }
+  d.cache = page(c, d.pre);
+  return d;
+}
+
+RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const PagedCache& cache) {
+  const Case& c = data.c;
+  RawRun r;
+  const auto qbytes = query_bytes(c, data.pre);
+  CheckedInput q(b, "query", qbytes.data(), qbytes.size());
+  CheckedInput kc(b, "key_cache", cache.key_cache.data(), cache.key_cache.size());
+  CheckedInput vc(b, "value_cache", cache.value_cache.data(), cache.value_cache.size());
+  CheckedInput bt(b, "block_tables", cache.block_tables.data(), cache.block_tables.size() * 4);
+  CheckedInput sl(b, "seq_lens", cache.seq_lens.data(), cache.seq_lens.size() * 4);
+
+  const std::size_t n = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size;
+  const std::size_t esz = dtype_size(c.out_dtype), out_bytes = n * esz;
+  std::vector<std::uint8_t> host_out(out_bytes + 2 * kGuardBytes);
+  for (std::size_t i = 0; i < kGuardBytes; ++i) {
+    host_out[i] = guard_byte(i);
+    host_out[kGuardBytes + out_bytes + i] = guard_byte(i + kGuardBytes);
+  }
+  const std::uint32_t fill = fill_bits(c.out_dtype);
+  for (std::size_t i = 0; i < n; ++i) store_bits(host_out.data() + kGuardBytes, i, c.out_dtype, fill);
+  DeviceBuffer out(b, host_out.size());
+  b.upload(out.p, host_out.data(), host_out.size());
+  b.sync();
+
+  pacheck_kernel_args args = make_args(c, cache, q.buf.p, kc.buf.p, vc.buf.p, static_cast<const std::int32_t*>(bt.buf.p),
+                                       static_cast<const std::int32_t*>(sl.buf.p),
+                                       static_cast<std::uint8_t*>(out.p) + kGuardBytes);
+  args.stream = b.stream();
+  r.ms = b.time_ms([&] { k.run(args); });
+  b.sync();
+
+  b.download(host_out.data(), out.p, host_out.size());
+  for (std::size_t i = 0; i < kGuardBytes && r.guard_ok; ++i) {
+    if (host_out[i] != guard_byte(i)) {
+      r.guard_ok = false;
+      r.guard_detail = fmt::format("guard before the output changed at byte -{}", kGuardBytes - i);
+    }
+  }
+  for (std::size_t i = 0; i < kGuardBytes && r.guard_ok; ++i) {
+    if (host_out[kGuardBytes + out_bytes + i] != guard_byte(i + kGuardBytes)) {
+      r.guard_ok = false;
+      r.guard_detail = fmt::format("guard after the output changed at byte +{}", i);
+    }
+  }
+  for (const CheckedInput* in : {&q, &kc, &vc, &bt, &sl}) {
+    std::string why = in->check(b);
+    if (!why.empty() && r.inputs_ok) {
+      r.inputs_ok = false;
+      r.inputs_detail = why;
+    }
+  }
+  r.bits.resize(n);
+  r.out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    r.bits[i] = load_bits(host_out.data() + kGuardBytes, i, c.out_dtype);
+    r.out[i] = from_bits(r.bits[i], c.out_dtype);
+    if (r.bits[i] == fill) {
+      if (r.first_unwritten < 0) r.first_unwritten = static_cast<std::int64_t>(i);
+      ++r.unwritten;
+    }
+  }
+  return r;
+}
+
+namespace {
+std::string where(const Case& c, std::int64_t flat) {
+  const std::int64_t D = c.head_size, H = c.num_heads;
+  return fmt::format("(seq {}, head {}, dim {})", flat / (H * D), (flat / D) % H, flat % D);
+}
+}  // namespace
+
+CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const RawRun& run,
+                 const std::vector<std::uint32_t>* clean_bits, const RunOptions& opt) {
+  const Case& c = data.c;
+  CellResult r;
+  r.kernel = k.name();
+  r.cell_id = cell.id();
+  r.case_id = c.id();
+  r.fault = cell.fault.id();
+  r.straddle = c.straddles();
+  r.seconds = run.ms / 1000.0;
+  if (auto pred = k.expected_failures()) r.expected_fail = (*pred)(cell);
+  r.metrics = compare(run.out, data.ref.out, c, c.out_dtype);
+  r.limit = opt.tolerance.limit(c.out_dtype, data.emulation_rel_linf.value_or(0.0));
+  r.margin = r.limit > 0 ? r.metrics.rel_linf / r.limit : 0;
+  if (clean_bits) {
+    for (std::size_t i = 0; i < run.bits.size(); ++i)
+      if (run.bits[i] != (*clean_bits)[i]) ++r.variant_elements;
+  }
+  const Index3& w = r.metrics.worst;
+  if (!run.guard_ok) {
+    r.verdict = Verdict::oob_write;
+    r.detail = run.guard_detail;
+  } else if (!run.inputs_ok) {
+    r.verdict = Verdict::input_mutated;
+    r.detail = run.inputs_detail;
+  } else if (run.unwritten > 0) {
+    r.verdict = Verdict::unwritten;
+    r.detail = fmt::format("{} of {} output elements never written, first at {}", run.unwritten, run.bits.size(),
+                           where(c, run.first_unwritten));
+  } else if (r.metrics.bad_nonfinite > 0) {
+    r.verdict = Verdict::poisoned;
+    r.detail = fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at (seq {}, head {}, dim {})",
+                           r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements, w.seq, w.head, w.dim);
+  } else if (r.variant_elements > 0) {
+    r.verdict = Verdict::variant;
+    r.detail = fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements);
+  } else if (!(r.metrics.rel_linf <= r.limit)) {
+    r.verdict = Verdict::fail;
+    r.detail = fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})", r.metrics.rel_linf,
+                           r.limit, w.seq, w.head, w.dim);
+  } else {
+    r.verdict = Verdict::pass;
+  }
+  return r;
+}
+
+std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backend& backend, const RunOptions& opt,
+                                       CaseData* data_out) {
+  CaseData data = prepare_case(cell.c, opt);
+  std::vector<std::uint32_t> clean;
+  if (!cell.fault.clean()) clean = run_kernel_once(k, backend, data, data.cache).bits;
+  PagedCache cache = data.cache;
+  inject(cache, cell.fault);
+  RawRun raw = run_kernel_once(k, backend, data, cache);
+  CellResult r = judge(cell, k, data, raw, cell.fault.clean() ? nullptr : &clean, opt);
+  if (data_out) *data_out = std::move(data);
+  return {std::move(r), std::move(raw)};
+}
+
+namespace {
+
+/// One case and every (kernel, cell) that uses it.
+struct WorkItem {
+  Case c;
+  struct Job {
+    std::size_t result_index;
+    const Kernel* kernel;
+    Cell cell;
+  };
+  std::vector<Job> jobs;
+};
+
+CellResult declined_result(const Cell& cell, const Kernel& k, std::string why) {
+  CellResult r;
+  r.kernel = k.name();
+  r.cell_id = cell.id();
+  r.case_id = cell.c.id();
+  r.fault = cell.fault.id();
+  r.straddle = cell.c.straddles();
+  r.verdict = Verdict::declined;
+  r.detail = std::move(why);
+  if (auto pred = k.expected_failures()) r.expected_fail = (*pred)(cell);
+  return r;
+}
+
+CellResult error_result(const Cell& cell, const Kernel& k, std::string why) {
+  CellResult r = declined_result(cell, k, std::move(why));
+  r.verdict = Verdict::error;
+  return r;
+}
+
+/// Runs all jobs of one case on `backend`; a clean run per kernel serves as the invariance baseline.
+void run_item(const WorkItem& item, Backend& backend, const RunOptions& opt, std::vector<CellResult>& results,
+              const std::function<void(CellResult&)>& emit, std::atomic<bool>& device_lost) {
+  std::optional<CaseData> data;
+  try {
+    data = prepare_case(item.c, opt);
+  } catch (const std::exception& e) {
+    for (const auto& j : item.jobs) emit(results[j.result_index] = error_result(j.cell, *j.kernel, fmt::format("case preparation failed: {}", e.what())));
+    return;
+  }
+  std::unordered_map<const Kernel*, std::optional<std::vector<std::uint32_t>>> clean_bits;
+  for (const auto& j : item.jobs) {
+    CellResult r;
+    if (device_lost && j.kernel->device() != PACHECK_DEVICE_CPU) {
+      r = error_result(j.cell, *j.kernel, "not run: the device context was lost by an earlier fatal error");
+    } else {
+      try {
+        auto& clean = clean_bits[j.kernel];
+        if (!clean && !j.cell.fault.clean()) clean = run_kernel_once(*j.kernel, backend, *data, data->cache).bits;
+        PagedCache cache = data->cache;
+        inject(cache, j.cell.fault);
+        const auto t0 = std::chrono::steady_clock::now();
+        RawRun raw = run_kernel_once(*j.kernel, backend, *data, j.cell.fault.clean() ? data->cache : cache);
+        if (j.cell.fault.clean() && !clean) clean = raw.bits;
+        r = judge(j.cell, *j.kernel, *data, raw, j.cell.fault.clean() ? nullptr : &*clean, opt);
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } catch (const KernelError& e) {
+        r = error_result(j.cell, *j.kernel, e.what());
+        if (e.fatal) device_lost = true;
+      } catch (const std::exception& e) {
+        r = error_result(j.cell, *j.kernel, e.what());
+      }
+    }
+    results[j.result_index] = r;
+    emit(results[j.result_index]);
+  }
+}
+
+}  // namespace
+
+RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, const std::string& device_spec,
+                     const RunOptions& opt) {
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    throw std::invalid_argument(fmt::format("--shard: index {} of {} is out of range", opt.shard_index, opt.shard_count));
+  RunSummary sum;
+  sum.selftest = comparator_selftest();
+
+  const bool any_gpu = std::any_of(kernels.begin(), kernels.end(), [](const KernelPtr& k) { return k->device() != PACHECK_DEVICE_CPU; });
+  std::unique_ptr<Backend> gpu;
+  if (any_gpu) gpu = open_backend(device_spec == "cpu" ? "cuda" : device_spec);
+
+  // Expand cells per kernel (resolving native layouts), apply shard, seed and filter.
+  std::vector<WorkItem> items;
+  std::unordered_map<std::string, std::size_t> item_of_case[2];  // [0] CPU, [1] GPU
+  std::vector<std::size_t> gpu_items, cpu_items;
+  for (const auto& k : kernels) {
+    for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
+      if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
+      Cell cell = suite.cells[ci].for_kernel(*k);
+      if (opt.seed) cell.c.seed = *opt.seed;
+      const std::string id = cell.id();
+      if (opt.filter && !std::regex_search(id, *opt.filter)) continue;
+      const std::size_t index = sum.results.size();
+      sum.results.emplace_back();
+      Support s = k->supports(cell.c);
+      if (!s.ok) {
+        sum.results[index] = declined_result(cell, *k, s.reason);
+        sum.results[index].suite = suite.name;
+        continue;
+      }
+      const int dev = k->device() == PACHECK_DEVICE_CPU ? 0 : 1;
+      const std::string key = cell.c.id();
+      auto it = item_of_case[dev].find(key);
+      if (it == item_of_case[dev].end()) {
+        it = item_of_case[dev].emplace(key, items.size()).first;
+        (dev ? gpu_items : cpu_items).push_back(items.size());
+        items.push_back(WorkItem{cell.c, {}});
+      }
+      items[it->second].jobs.push_back({index, k.get(), std::move(cell)});
+    }
+  }
+
+  std::mutex mu;
+  int done = 0;
+  const int total = static_cast<int>(sum.results.size());
+  std::function<void(CellResult&)> emit = [&](CellResult& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    r.suite = suite.name;
+    ++done;
+    if (opt.on_result) opt.on_result(r);
+    if (opt.on_progress) opt.on_progress(done, total);
+  };
+  for (auto& r : sum.results)
+    if (r.verdict == Verdict::declined) emit(r);
+
+  std::atomic<bool> device_lost{false};
+  // GPU work runs in order on one stream; CPU work is spread over workers. Results land at fixed indices,
+  // so the report does not depend on the thread count.
+  std::thread gpu_thread;
+  if (!gpu_items.empty())
+    gpu_thread = std::thread([&] {
+      for (std::size_t i : gpu_items) run_item(items[i], *gpu, opt, sum.results, emit, device_lost);
+    });
+  const int threads = std::max(1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < std::min<int>(threads, static_cast<int>(cpu_items.size())); ++t)
+    workers.emplace_back([&] {
+      auto cpu = make_cpu_backend();
+      for (std::size_t i; (i = next++) < cpu_items.size();) run_item(items[cpu_items[i]], *cpu, opt, sum.results, emit, device_lost);
+    });
+  for (auto& w : workers) w.join();
+  if (gpu_thread.joinable()) gpu_thread.join();
+
+  // Summaries per kernel.
+  for (const auto& k : kernels) {
+    KernelSummary ks;
+    ks.kernel = k->name();
+    const bool control = k->is_negative_control();
+    int expected = 0;
+    for (const auto& r : sum.results) {
+      if (r.kernel != ks.kernel) continue;
+      if (r.verdict == Verdict::declined) { ++ks.declined; continue; }
+      if (control && r.expected_fail) {
+        ++expected;
+        (is_failure(r.verdict) ? ks.caught : ks.missed)++;
+      } else if (is_failure(r.verdict)) {
+        ++ks.failed;
+      } else {
+        ++ks.passed;
+      }
+    }
+    ks.vacuous = ks.passed + ks.failed + ks.caught + ks.missed == 0;
+    if (control) ks.control = expected == 0 ? ControlOutcome::not_exercised : ks.missed ? ControlOutcome::blind : ControlOutcome::caught;
+    sum.passed += ks.passed;
+    sum.failed += ks.failed;
+    sum.declined += ks.declined;
+    sum.caught += ks.caught;
+    sum.blind = sum.blind || ks.control == ControlOutcome::blind;
+    sum.vacuous = sum.vacuous || ks.vacuous;
+    sum.kernels.push_back(ks);
+  }
+  return sum;
+}
+
+}  // namespace pacheck

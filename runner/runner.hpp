@@ -1,0 +1,134 @@
+// The runner: for each cell and kernel, generate -> page -> inject -> run on a backend with guard regions
+// -> compare with the oracle -> verdict.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/kernel.hpp"
+#include "oracle/comparator.hpp"
+#include "oracle/oracle.hpp"
+#include "runner/suite.hpp"
+
+namespace pacheck {
+
+/// Outcome of one cell on one kernel, in order of precedence when several apply.
+enum class Verdict {
+  pass,           ///< within tolerance, finite, bitwise invariant under the fault
+  fail,           ///< beyond tolerance
+  poisoned,       ///< NaN/Inf where the oracle is finite
+  variant,        ///< output changed under a change that must not change it (e.g. the poison value)
+  unwritten,      ///< output elements left untouched (still the NaN fill pattern)
+  oob_write,      ///< a guard region around the output changed
+  input_mutated,  ///< query, caches, block_tables or seq_lens changed
+  declined,       ///< the kernel does not support the cell
+  error,          ///< the kernel or device reported an error
+  crash,          ///< the kernel's process died (isolated runs)
+  timeout,        ///< the kernel's process hung past the cell timeout (isolated runs)
+};
+std::string_view verdict_name(Verdict v);
+Verdict parse_verdict(std::string_view s);
+/// True for every verdict but pass and declined.
+bool is_failure(Verdict v);
+
+/// Result of one cell on one kernel.
+struct CellResult {
+  std::string suite;
+  std::string kernel;
+  std::string cell_id;     ///< Cell::id() with the layout the kernel ran
+  std::string case_id;
+  std::string fault;       ///< FaultSpec::id()
+  bool straddle = false;   ///< some seq_len % block_size != 0
+  Verdict verdict = Verdict::pass;
+  std::string detail;      ///< why (decline reason, error message, first differing element, ...)
+  Metrics metrics;         ///< vs the oracle
+  double limit = 0;        ///< allowed rel_linf
+  double margin = 0;       ///< rel_linf / limit
+  std::int64_t variant_elements = 0;  ///< elements whose bits differ from the clean run
+  bool expected_fail = false;  ///< negative control: the kernel's planted fault must show here
+  double seconds = 0;      ///< wall time of the cell (generation excluded)
+};
+
+/// How a negative control fared in a run.
+enum class ControlOutcome { not_control, caught, blind, not_exercised };
+std::string_view control_outcome_name(ControlOutcome o);
+
+struct KernelSummary {
+  std::string kernel;
+  int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0;
+  ControlOutcome control = ControlOutcome::not_control;
+  bool vacuous = false;  ///< no cell of this kernel ran (all declined or none selected)
+};
+
+struct RunOptions {
+  int threads = 0;                         ///< CPU worker threads; 0 = hardware concurrency
+  Tolerance tolerance;
+  Precision oracle_precision = Precision::f32;
+  std::optional<std::regex> filter;        ///< keep cells whose id matches (std::regex_search)
+  std::optional<std::uint64_t> seed;       ///< overrides every cell's seed
+  int shard_index = 0, shard_count = 1;    ///< take cells with index % shard_count == shard_index
+  std::function<void(const CellResult&)> on_result;  ///< called as each cell finishes (in any order)
+  std::function<void(int done, int total)> on_progress;
+};
+
+struct RunSummary {
+  std::vector<CellResult> results;   ///< in suite order, kernel-major
+  std::vector<KernelSummary> kernels;
+  SelfTestResult selftest;
+  int passed = 0, failed = 0, declined = 0, caught = 0;
+  bool blind = false;                ///< a negative control was not caught or the self-test failed
+  bool vacuous = false;              ///< some kernel ran no cell
+  /// 0 all pass (controls caught), 1 some cell failed or a kernel ran nothing, 3 instrument blind.
+  int exit_code() const;
+};
+
+/// Everything the runner computes for one case, shared by all cells and kernels of that case.
+struct CaseData {
+  Case c;
+  PrePaging pre;
+  OracleResult ref;
+  std::optional<double> emulation_rel_linf;  ///< filled for the calibrated policy
+  PagedCache cache;                          ///< clean paged cache
+};
+CaseData prepare_case(const Case& c, const RunOptions& opt);
+
+/// Output of one kernel call plus the integrity checks around it.
+struct RawRun {
+  std::vector<double> out;            ///< decoded output [num_seqs, num_heads, head_size]
+  std::vector<std::uint32_t> bits;    ///< raw output bits
+  bool guard_ok = true;
+  std::string guard_detail;
+  bool inputs_ok = true;
+  std::string inputs_detail;
+  std::int64_t unwritten = 0;         ///< elements still holding the fill pattern
+  std::int64_t first_unwritten = -1;
+  double ms = 0;
+};
+
+/// Runs `k` once on `backend` over `cache` (already faulted): uploads inputs, fills the output with the
+/// NaN fill pattern between guard regions, runs, downloads, and checks guards and input checksums.
+/// Throws KernelError from the kernel or backend.
+RawRun run_kernel_once(const Kernel& k, Backend& backend, const CaseData& data, const PagedCache& cache);
+
+/// Judges one cell from a raw run: unwritten, guards, inputs, non-finite, invariance vs `clean_bits`
+/// (nullptr for a clean cell), tolerance.
+CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const RawRun& run,
+                 const std::vector<std::uint32_t>* clean_bits, const RunOptions& opt);
+
+/// Runs every selected cell of `suite` on every kernel in `kernels` on the device `device_spec`
+/// ("cpu", "cuda:0"). CPU kernels use `opt.threads` workers; GPU kernels run in order on one stream.
+/// Also runs the comparator self-test. Throws std::runtime_error / std::invalid_argument for an unusable
+/// device or options.
+RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, const std::string& device_spec,
+                     const RunOptions& opt);
+
+/// Runs a single cell on one kernel (for `pacheck repro`), returning the result and the raw run.
+std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backend& backend, const RunOptions& opt,
+                                       CaseData* data_out = nullptr);
+
+}  // namespace pacheck
