@@ -1,0 +1,80 @@
+// pacheck bench: per-cell timing of one or two kernels on one device (same-binary A/B).
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "cli/common.hpp"
+#include "runner/bench.hpp"
+#include "runner/report.hpp"
+
+namespace pacheck::cli {
+
+void add_bench_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("bench", "time kernels per cell (median of repeats, GB/s vs a device copy, A/B ratio)");
+  auto opts = std::make_shared<CommonOptions>();
+  auto bo = std::make_shared<BenchOptions>();
+  auto json_path = std::make_shared<std::string>();
+  opts->suite = "sweep";
+  opts->bind(cmd);
+  cmd->add_option("--samples", bo->samples, "timed samples per cell (median reported)")->capture_default_str();
+  cmd->add_option("--warmup", bo->warmup, "untimed calls before sampling")->capture_default_str();
+  cmd->add_option("--min-sample-ms", bo->min_sample_ms, "batch calls until one sample lasts this long")->capture_default_str();
+  cmd->add_option("--json", *json_path, "write the bench table to this JSON file");
+  cmd->callback([&ctx, opts, bo, json_path] {
+    if (opts->kernels.empty() || opts->kernels.size() > 2) throw UsageError("bench: give one or two --kernel (A, and B for an A/B)");
+    if (bo->samples < 3) throw UsageError("--samples: at least 3");
+    const std::string device = resolve_device(opts->device);
+    Suite suite;
+    try {
+      suite = load_suite(opts->suite);
+    } catch (const SuiteError& e) {
+      throw UsageError(e.what());
+    }
+    auto kernels = select_kernels(opts->kernels, device);
+    bo->run = opts->run_options();
+    bo->filter = bo->run.filter;
+    // CPU kernels are timed on the CPU even when a GPU is the default device.
+    const bool all_cpu = std::all_of(kernels.begin(), kernels.end(), [](const KernelPtr& k) { return k->device() == PACHECK_DEVICE_CPU; });
+    const std::string dev = all_cpu ? "cpu" : device;
+    BenchResult res = run_bench(suite, kernels, dev, *bo);
+    fmt::print("pacheck bench | suite {} | {} | device copy {:.0f} GB/s (read + write)\n\n", suite.name, res.device, res.copy_gbs);
+    fmt::print("{:<48} {:>9}", "case", "KV MB");
+    for (const auto& k : kernels) fmt::print(" | {:>22} {:>9} {:>7} {:>6} {:>9}", k->name() + " us", "spread%", "GB/s", "%copy", "rel_linf");
+    if (kernels.size() == 2) fmt::print(" | {:>7}", "A/B");
+    fmt::print("\n");
+    nlohmann::json rows = nlohmann::json::array();
+    bool any_wrong = false;
+    for (const auto& row : res.rows) {
+      fmt::print("{:<48} {:>9.1f}", row.case_id, static_cast<double>(row.kv_bytes) / 1e6);
+      nlohmann::json jr = {{"case", row.case_id}, {"kv_bytes", row.kv_bytes}};
+      for (const auto& t : row.timings) {
+        if (!t.ran) fmt::print(" | {:>57}", t.note.substr(0, 57));
+        else
+          fmt::print(" | {:>22.2f} {:>9.1f} {:>7.1f} {:>5.0f}% {:>9.2e}", t.median_us, t.spread_pct, t.gbs, 100 * t.copy_fraction,
+                     t.rel_linf);
+        if (t.ran && is_failure(t.verdict)) any_wrong = true;
+        jr["kernels"].push_back({{"kernel", t.kernel}, {"ran", t.ran}, {"note", t.note}, {"verdict", std::string(verdict_name(t.verdict))},
+                                 {"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us},
+                                 {"spread_pct", t.spread_pct}, {"gbs", t.gbs}, {"copy_fraction", t.copy_fraction},
+                                 {"rel_linf", t.rel_linf}});
+      }
+      if (row.ratio) {
+        fmt::print(" | {:>7.3f}", *row.ratio);
+        jr["ratio"] = *row.ratio;
+      }
+      fmt::print("\n");
+      rows.push_back(jr);
+    }
+    if (kernels.size() == 2) fmt::print("\nA/B = time({}) / time({}): above 1 means {} is faster.\n", kernels[0]->name(), kernels[1]->name(), kernels[1]->name());
+    if (any_wrong) fmt::print("WARNING: some timed kernel failed its correctness check on a bench cell (see --json)\n");
+    if (!json_path->empty()) {
+      std::ofstream out(*json_path);
+      if (!out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
+      out << nlohmann::json{{"pacheck", pacheck_version()}, {"suite", suite.name}, {"device", res.device},
+                            {"copy_gbs", res.copy_gbs}, {"rows", rows}}.dump(1) << "\n";
+    }
+    ctx.exit_code = any_wrong ? kFail : kPass;
+  });
+}
+
+}  // namespace pacheck::cli
