@@ -1,0 +1,124 @@
+// Fault injector: poison bit patterns, regions from the slot map, and the negative-control predicate.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "faults/fault.hpp"
+#include "kernels/kernel.hpp"
+#include "oracle/tensors.hpp"
+
+namespace pacheck {
+namespace {
+
+Case small_case(Layout layout, DType dt, std::vector<int> lens, int bs = 16) {
+  Case c;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_size = 16;
+  c.block_size = bs;
+  c.seq_lens = std::move(lens);
+  c.layout = layout;
+  c.q_dtype = c.kv_dtype = c.out_dtype = dt;
+  return c;
+}
+
+TEST(PoisonBits, ExactPatternsPerDtype) {
+  EXPECT_EQ(poison_bits(Poison::nan, DType::bf16), 0x7FC0u);
+  EXPECT_EQ(poison_bits(Poison::nan, DType::f16), 0x7E00u);
+  EXPECT_EQ(poison_bits(Poison::nan, DType::f32), 0x7FC00000u);
+  EXPECT_EQ(poison_bits(Poison::pinf, DType::bf16), 0x7F80u);
+  EXPECT_EQ(poison_bits(Poison::ninf, DType::f16), 0xFC00u);
+  EXPECT_EQ(poison_bits(Poison::pinf, DType::f32), 0x7F800000u);
+  EXPECT_EQ(poison_bits(Poison::max_finite, DType::f16), 0x7BFFu);
+  EXPECT_EQ(poison_bits(Poison::max_finite, DType::bf16), 0x7F7Fu);
+  EXPECT_EQ(from_bits(poison_bits(Poison::big, DType::f32), DType::f32), 1.0e4f);
+  EXPECT_EQ(from_bits(poison_bits(Poison::big, DType::bf16), DType::bf16), 9984.0f);  // 1e4 rounded to bf16
+  EXPECT_EQ(poison_bits(Poison::zero, DType::bf16), 0u);
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    EXPECT_TRUE(std::isnan(from_bits(poison_bits(Poison::nan, t), t)));
+    EXPECT_TRUE(std::isinf(from_bits(poison_bits(Poison::ninf, t), t)));
+  }
+}
+
+TEST(FaultSpec, IdRoundTripAndErrors) {
+  for (const char* id : {"clean", "V:nan@tail", "K+V:-inf@all", "K:1e4@unused", "V:max@padding", "K:+inf@tail"})
+    EXPECT_EQ(parse_fault(id).id(), id);
+  EXPECT_THROW(parse_fault("V:nan"), std::invalid_argument);
+  EXPECT_THROW(parse_fault("Q:nan@tail"), std::invalid_argument);
+  EXPECT_THROW(parse_fault("V:banana@tail"), std::invalid_argument);
+  EXPECT_THROW(parse_fault("V:nan@nowhere"), std::invalid_argument);
+}
+
+/// Counts slots whose K (or V) elements all hold `bits`, per class.
+std::vector<std::int64_t> poisoned_slots(const PagedCache& pc, bool k, std::uint32_t bits) {
+  std::vector<std::int64_t> n(4, 0);
+  for (int b = 0; b < pc.num_blocks; ++b)
+    for (int s = 0; s < pc.block_size; ++s) {
+      bool all = true;
+      for (int g = 0; g < pc.num_kv_heads && all; ++g)
+        for (int d = 0; d < pc.head_size && all; ++d) {
+          const auto off = k ? pc.key_offset(b, g, s, d) : pc.value_offset(b, g, s, d);
+          all = load_bits(k ? pc.key_cache.data() : pc.value_cache.data(), off, pc.kv_dtype) == bits;
+        }
+      if (all) ++n[static_cast<int>(pc.slot_class(b, s))];
+    }
+  return n;
+}
+
+TEST(Inject, WritesExactlyTheRegionAndTarget) {
+  for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+    const Case c = small_case(layout, DType::bf16, {37, 16, 5});
+    const PrePaging pre = generate(c);
+    const PagedCache clean = page(c, pre);
+    const auto counts = clean.class_counts();
+    const std::uint32_t nan = poison_bits(Poison::nan, DType::bf16);
+    struct Want { Region r; Target t; };
+    for (Want w : {Want{Region::tail, Target::v}, Want{Region::tail, Target::k}, Want{Region::unused, Target::kv},
+                   Want{Region::padding, Target::kv}, Want{Region::all, Target::v}}) {
+      PagedCache pc = clean;
+      const auto written = inject(pc, FaultSpec{Poison::nan, w.t, w.r});
+      const auto k_slots = poisoned_slots(pc, true, nan), v_slots = poisoned_slots(pc, false, nan);
+      std::vector<std::int64_t> expect(4, 0);
+      for (int cls = 1; cls < 4; ++cls) {
+        const bool in = w.r == Region::all || (w.r == Region::tail && cls == 1) || (w.r == Region::unused && cls == 2) ||
+                        (w.r == Region::padding && cls == 3);
+        if (in) expect[cls] = counts[cls];
+      }
+      const std::vector<std::int64_t> none(4, 0);
+      EXPECT_EQ(v_slots, w.t == Target::k ? none : expect) << layout_name(layout) << " " << region_name(w.r);
+      EXPECT_EQ(k_slots, w.t == Target::v ? none : expect) << layout_name(layout) << " " << region_name(w.r);
+      std::int64_t slots = 0;
+      for (auto e : expect) slots += e;
+      EXPECT_EQ(written, slots * c.num_kv_heads * c.head_size * (w.t == Target::kv ? 2 : 1));
+      // Written slots are untouched.
+      for (int s = 0; s < c.num_seqs(); ++s) EXPECT_EQ(gather(pc, s), gather(clean, s));
+    }
+  }
+}
+
+TEST(Inject, AlignedLengthHasNoTail) {
+  const Case c = small_case(Layout::nhd, DType::f16, {32, 16});
+  PagedCache pc = page(c, generate(c));
+  EXPECT_EQ(inject(pc, FaultSpec{Poison::nan, Target::kv, Region::tail}), 0);
+  EXPECT_GT(inject(pc, FaultSpec{Poison::nan, Target::kv, Region::unused}), 0);
+}
+
+TEST(NegativeControlPredicate, OnlyNonFiniteVTailAtStraddlingLengths) {
+  Cell cell{small_case(Layout::vllm, DType::bf16, {4090}), FaultSpec{Poison::nan, Target::v, Region::tail}};
+  EXPECT_TRUE(poisons_v_tail(cell));
+  cell.fault.target = Target::kv;
+  EXPECT_TRUE(poisons_v_tail(cell));
+  cell.fault.target = Target::k;
+  EXPECT_FALSE(poisons_v_tail(cell));
+  cell.fault = FaultSpec{Poison::big, Target::v, Region::tail};
+  EXPECT_FALSE(poisons_v_tail(cell));
+  cell.fault = FaultSpec{Poison::nan, Target::v, Region::unused};
+  EXPECT_FALSE(poisons_v_tail(cell));
+  cell.fault = FaultSpec{Poison::ninf, Target::v, Region::all};
+  EXPECT_TRUE(poisons_v_tail(cell));
+  cell.c.seq_lens = {4096};
+  EXPECT_FALSE(poisons_v_tail(cell));
+}
+
+}  // namespace
+}  // namespace pacheck

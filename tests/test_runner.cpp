@@ -1,0 +1,197 @@
+// The runner's verdicts, each produced by a kernel planted to produce it, and the negative-control logic.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "runner/runner.hpp"
+
+namespace pacheck {
+namespace {
+
+/// A CPU kernel that runs cpu.reference and then plants one fault.
+class Planted : public Kernel {
+ public:
+  enum class What { none, write_past_output, skip_element, write_input, decline, throw_error, drop_last_token,
+                    leak_v_tail, nan_everywhere };
+  explicit Planted(What w, std::string name, bool control = false) : what_(w), name_(std::move(name)), control_(control) {}
+  std::string name() const override { return name_; }
+  std::string description() const override { return "planted fault"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override {
+    return what_ == What::decline ? Support::no("declines everything") : Support::yes();
+  }
+  std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
+    if (!control_) return std::nullopt;
+    return std::function<bool(const Cell&)>(poisons_v_tail);
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    static const KernelPtr ref = Registry::global().find("cpu.reference");
+    const DType out = static_cast<DType>(a.out_dtype);
+    const std::size_t n = static_cast<std::size_t>(a.num_seqs) * a.num_heads * a.head_size;
+    switch (what_) {
+      case What::drop_last_token: {
+        // Off by one: every sequence loses its last token.
+        std::vector<std::int32_t> lens(a.seq_lens, a.seq_lens + a.num_seqs);
+        for (auto& l : lens) l = std::max(1, l - 1);
+        pacheck_kernel_args b = a;
+        b.seq_lens = lens.data();
+        ref->run(b);
+        return;
+      }
+      case What::skip_element: {
+        // Computes everything into scratch but copies back all elements except the last one.
+        std::vector<std::uint8_t> scratch(n * dtype_size(out));
+        pacheck_kernel_args b = a;
+        b.out = scratch.data();
+        ref->run(b);
+        std::memcpy(a.out, scratch.data(), (n - 1) * dtype_size(out));
+        return;
+      }
+      case What::throw_error: throw KernelError("planted launch failure");
+      default: ref->run(a);
+    }
+    switch (what_) {
+      case What::write_past_output: store(a.out, n, out, 1.0f); break;
+      case What::write_input: std::memset(const_cast<void*>(a.key_cache), 0x11, 4); break;
+      case What::nan_everywhere: store(a.out, 0, out, NAN); break;
+      case What::leak_v_tail: {
+        // Adds a tiny multiple of the first tail V element of sequence 0: finite stale data moves an output.
+        const int len = a.seq_lens[0];
+        if (len % a.block_size == 0) break;
+        const std::int64_t block = a.block_tables[(len - 1) / a.block_size];
+        const float v = load(a.value_cache, value_offset(a.layout, a.v_strides, block, 0, len % a.block_size, 0),
+                             static_cast<DType>(a.kv_dtype));
+        store(a.out, 0, out, load(a.out, 0, out) + 1e-6f * v);
+        break;
+      }
+      default: break;
+    }
+  }
+
+ private:
+  What what_;
+  std::string name_;
+  bool control_;
+};
+
+Suite small_suite(std::vector<FaultSpec> faults, std::vector<int> lens = {37, 48}) {
+  Suite s;
+  s.name = "test";
+  for (int len : lens)
+    for (const auto& f : faults) {
+      SuiteCell sc;
+      sc.cell.c.num_heads = 4;
+      sc.cell.c.num_kv_heads = 2;
+      sc.cell.c.head_size = 32;
+      sc.cell.c.block_size = 16;
+      sc.cell.c.seq_lens = {len, 32};  // the second sequence is aligned: only `len` decides straddling
+      sc.cell.fault = f;
+      s.cells.push_back(sc);
+    }
+  return s;
+}
+
+const FaultSpec kClean{};
+const FaultSpec kVNanTail{Poison::nan, Target::v, Region::tail};
+const FaultSpec kV1e4Tail{Poison::big, Target::v, Region::tail};
+
+RunSummary run_one(const Kernel* k, const Suite& s, int threads = 2) {
+  RunOptions o;
+  o.threads = threads;
+  return run_suite(s, {KernelPtr(k, [](const Kernel*) {})}, "cpu", o);
+}
+
+Verdict only_verdict(const RunSummary& s) {
+  EXPECT_FALSE(s.results.empty());
+  for (const auto& r : s.results) EXPECT_EQ(r.verdict, s.results.front().verdict) << r.cell_id << " " << r.detail;
+  return s.results.front().verdict;
+}
+
+TEST(Verdicts, EachPlantedKernelGetsItsVerdict) {
+  const Suite suite = small_suite({kClean});
+  struct Row { Planted::What what; Verdict v; };
+  for (Row row : {Row{Planted::What::none, Verdict::pass}, Row{Planted::What::write_past_output, Verdict::oob_write},
+                  Row{Planted::What::skip_element, Verdict::unwritten}, Row{Planted::What::write_input, Verdict::input_mutated},
+                  Row{Planted::What::decline, Verdict::declined}, Row{Planted::What::throw_error, Verdict::error},
+                  Row{Planted::What::drop_last_token, Verdict::fail}, Row{Planted::What::nan_everywhere, Verdict::poisoned}}) {
+    Planted k(row.what, "planted");
+    const RunSummary s = run_one(&k, suite);
+    EXPECT_EQ(only_verdict(s), row.v) << static_cast<int>(row.what);
+    EXPECT_EQ(s.exit_code(), row.v == Verdict::pass ? 0 : 1);
+  }
+}
+
+TEST(Verdicts, FiniteStaleTailIsVariantEvenWithinTolerance) {
+  Planted k(Planted::What::leak_v_tail, "planted.leak");
+  const RunSummary s = run_one(&k, small_suite({kClean, kV1e4Tail}, {37}));
+  ASSERT_EQ(s.results.size(), 2u);
+  EXPECT_EQ(s.results[0].verdict, Verdict::pass);     // clean tail: zeros leak nothing
+  EXPECT_EQ(s.results[1].verdict, Verdict::variant);  // 1e4 in the tail moves one element
+  EXPECT_LT(s.results[1].metrics.rel_linf, s.results[1].limit);
+  EXPECT_EQ(s.results[1].variant_elements, 1);
+}
+
+TEST(Verdicts, AllDeclinedIsNotAPass) {
+  Planted k(Planted::What::decline, "planted.decline");
+  const RunSummary s = run_one(&k, small_suite({kClean}));
+  EXPECT_TRUE(s.vacuous);
+  EXPECT_EQ(s.exit_code(), 1);
+}
+
+TEST(NegativeControl, CaughtWhenItsCellsFail) {
+  const KernelPtr vv = Registry::global().find("cpu.vector_v");
+  const RunSummary s = run_suite(small_suite({kClean, kVNanTail}), {vv}, "cpu", RunOptions{});
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].control, ControlOutcome::caught);
+  EXPECT_EQ(s.kernels[0].caught, 1);  // only ctx 37 straddles with V poisoned; 48 is aligned
+  EXPECT_EQ(s.exit_code(), 0);
+}
+
+TEST(NegativeControl, BlindWhenAControlPasses) {
+  // A correct kernel that claims to be a tail-read control is not caught: the run must be invalid (exit 3).
+  Planted k(Planted::What::none, "planted.fake_control", /*control=*/true);
+  const RunSummary s = run_one(&k, small_suite({kClean, kVNanTail}));
+  EXPECT_TRUE(s.blind);
+  EXPECT_EQ(s.kernels[0].control, ControlOutcome::blind);
+  EXPECT_EQ(s.exit_code(), 3);
+}
+
+TEST(Runner, ResultsIndependentOfThreadCount) {
+  const KernelPtr k = Registry::global().find("cpu.split_kv");
+  const Suite suite = small_suite({kClean, kVNanTail, kV1e4Tail}, {1, 15, 16, 17, 600});
+  RunOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  const RunSummary a = run_suite(suite, {k}, "cpu", one), b = run_suite(suite, {k}, "cpu", two);
+  ASSERT_EQ(a.results.size(), b.results.size());
+  for (std::size_t i = 0; i < a.results.size(); ++i) {
+    EXPECT_EQ(a.results[i].cell_id, b.results[i].cell_id);
+    EXPECT_EQ(a.results[i].verdict, b.results[i].verdict);
+    EXPECT_EQ(a.results[i].metrics.rel_linf, b.results[i].metrics.rel_linf);
+  }
+}
+
+TEST(Runner, FilterAndShardSelectCells) {
+  const KernelPtr k = Registry::global().find("cpu.reference");
+  const Suite suite = small_suite({kClean, kVNanTail}, {17, 33, 64});
+  RunOptions o;
+  o.filter = std::regex("ctx33,");
+  EXPECT_EQ(run_suite(suite, {k}, "cpu", o).results.size(), 2u);
+  RunOptions s0, s1;
+  s0.shard_count = s1.shard_count = 2;
+  s1.shard_index = 1;
+  const auto a = run_suite(suite, {k}, "cpu", s0), b = run_suite(suite, {k}, "cpu", s1);
+  EXPECT_EQ(a.results.size() + b.results.size(), suite.cells.size());
+  RunOptions bad;
+  bad.shard_count = 2;
+  bad.shard_index = 2;
+  EXPECT_THROW(run_suite(suite, {k}, "cpu", bad), std::invalid_argument);
+}
+
+TEST(Runner, UnknownDeviceIsAnError) {
+  EXPECT_THROW(open_backend("tpu:0"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pacheck

@@ -1,0 +1,96 @@
+// Suite files: the built-in suites load with the documented cell counts, and malformed files give errors
+// naming file, line and field.
+#include <gtest/gtest.h>
+
+#include "runner/suite.hpp"
+
+namespace pacheck {
+namespace {
+
+TEST(BuiltinSuites, AllLoadWithExpectedCounts) {
+  const auto names = list_suites();
+  for (const char* want : {"tail-poison", "boundary", "sweep", "models", "gate"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  EXPECT_EQ(load_suite("tail-poison").cells.size(), 32u);  // 2 dtypes x 2 ratios x 4 faults x 2 lengths
+  EXPECT_EQ(load_suite("sweep").cells.size(), 60u);        // 5 shapes x 6 lengths x {aligned, straddling}
+  EXPECT_EQ(load_suite("boundary").cells.size(), 48u);
+  const Suite gate = load_suite("gate");
+  EXPECT_GT(gate.cells.size(), 32u + 48u);
+  for (const auto& n : names) EXPECT_NO_THROW(load_suite(n)) << n;
+}
+
+TEST(BuiltinSuites, TailPoisonStraddlesExactlyAt4090) {
+  for (const auto& sc : load_suite("tail-poison").cells)
+    EXPECT_EQ(sc.cell.c.straddles(), sc.cell.c.seq_lens[0] == 4090) << sc.cell.id();
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_suite(text, "bad.toml");
+  } catch (const SuiteError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+constexpr const char* kGood = R"(name = "x"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+seq_lens = [17]
+)";
+
+TEST(SuiteErrors, NameFileLineAndField) {
+  EXPECT_EQ(parse_suite(kGood, "good.toml").cells.size(), 1u);
+  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale)");
+  EXPECT_EQ(error_of(R"(name = "x"
+[[cells]]
+heads = "8/3"
+head_sizes = 64
+block_sizes = 16
+seq_lens = [17]
+)"), "bad.toml:6: cells.num_heads: 8 is not a multiple of num_kv_heads 3");
+  EXPECT_EQ(error_of(R"(name = "x"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+seq_lens = [17]
+)"), "bad.toml:2: cells.block_sizes: missing");
+  EXPECT_EQ(error_of(R"(name = "x"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+seq_lens = [17, 0]
+)"), "bad.toml:6: cells.seq_lens: seq_len of sequence 0 is 0, must be >= 1");
+  EXPECT_EQ(error_of(std::string(kGood) + "faults = [\"V:nan@tail\", \"W:nan@tail\"]\n"),
+            "bad.toml:7: faults: unknown poison target 'W' (expected K, V or K+V)");
+  EXPECT_EQ(error_of(std::string(kGood) + "dtypes = \"fp4\"\n"),
+            "bad.toml:7: dtypes: unknown dtype 'fp4' (expected f32, f16 or bf16)");
+  EXPECT_EQ(error_of("name = \"x\"\n[[cells]]\nheads = 8\n"), "bad.toml:3: cells.heads: must be a string or a non-empty array of strings");
+  EXPECT_EQ(error_of("[[cells]]\nheads = \"8/2\"\n"), "bad.toml:1: name: missing");
+  EXPECT_NE(error_of("name = \"x\"\nheads = [\n").find("bad.toml:"), std::string::npos);  // TOML syntax error
+  EXPECT_EQ(error_of("name = \"x\"\n"), "bad.toml:1: cells: missing: a suite needs [[cells]] groups or an include");
+}
+
+TEST(SuiteErrors, UnknownSuiteNameListsKnownOnes) {
+  try {
+    load_suite("no-such-suite");
+    FAIL() << "expected SuiteError";
+  } catch (const SuiteError& e) {
+    EXPECT_NE(std::string(e.what()).find("no suite named 'no-such-suite' (known: boundary, gate"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SuiteCells, NativeLayoutResolvesPerKernel) {
+  const Suite s = parse_suite(kGood, "good.toml");
+  ASSERT_TRUE(s.cells[0].native_layout);
+  const KernelPtr ref = Registry::global().find("cpu.reference");
+  EXPECT_EQ(s.cells[0].for_kernel(*ref).c.layout, ref->layouts().front());
+  const Suite pinned = parse_suite(std::string(kGood) + "layouts = \"hnd\"\n", "p.toml");
+  EXPECT_EQ(pinned.cells[0].for_kernel(*ref).c.layout, Layout::hnd);
+}
+
+}  // namespace
+}  // namespace pacheck
