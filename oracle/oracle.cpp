@@ -1,0 +1,277 @@
+// The oracle: decode attention from the pre-paging tensors. Per sequence and KV head, the R =
+// num_heads / num_kv_heads query heads of the GQA group are computed together against one read of
+// that head's K and V.
+//
+// Why the two products are not plain Eigen products: with only R (1..16) right-hand columns, Eigen's
+// GEMM spends its time packing K and V into panels; on the benchmark cell (h32/8 d128 ctx32768, R = 4)
+// it ran at ~8 GFLOP/s and the oracle took 6x a stream over the same bytes. They are written instead
+// on Eigen's packet layer (the SIMD abstraction Eigen's own kernels use, so SSE/AVX/AVX-512/NEON follow
+// the build flags) as register-blocked loops that read K and V once, in place, one token tile of all
+// KV heads at a time. docs/BENCHMARKS.md has the numbers.
+#include "oracle/oracle.hpp"
+
+#include <Eigen/Core>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+
+namespace pacheck {
+namespace {
+
+namespace ei = Eigen::internal;
+using Eigen::Index;
+
+template <class S>
+using Packet = typename ei::packet_traits<S>::type;
+template <class S>
+constexpr int kLanes = ei::unpacket_traits<Packet<S>>::size;
+template <class S>
+using ColMat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+/// Tokens per tile. A tile of K or V ([kTile, num_kv_heads, head_size], contiguous in the pre-paging
+/// layout) is read for all KV heads before the next one, so every page is finished while it is in the
+/// TLB and the next tile can be prefetched as one contiguous range. Walking one KV head over the whole
+/// sequence instead (rows num_kv_heads * head_size apart) measured 2x slower.
+constexpr Index kTile = 128;
+
+void check_shapes(const Case& c, const PrePaging& p) {
+  c.validate();
+  const std::size_t H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
+  const std::size_t n = static_cast<std::size_t>(c.num_seqs());
+  if (p.q.size() != n * H * D)
+    throw std::invalid_argument(fmt::format(
+        "oracle: q has {} elements, case needs num_seqs*num_heads*head_size = {}", p.q.size(), n * H * D));
+  if (p.k.size() != n || p.v.size() != n)
+    throw std::invalid_argument(
+        fmt::format("oracle: {} K and {} V sequences for num_seqs = {}", p.k.size(), p.v.size(), n));
+  for (std::size_t s = 0; s < n; ++s) {
+    const std::size_t want = static_cast<std::size_t>(c.seq_lens[s]) * G * D;
+    if (p.k[s].size() != want || p.v[s].size() != want)
+      throw std::invalid_argument(fmt::format(
+          "oracle: sequence {} has K {} / V {} elements, seq_len*num_kv_heads*head_size = {}", s,
+          p.k[s].size(), p.v[s].size(), want));
+  }
+}
+
+/// The values of a pre-paging tensor in scalar S. fp32 reads the caller's buffer in place (no copy:
+/// the oracle's cost is then one read of K and V); fp64 converts once into `scratch`.
+template <class S>
+const S* as_scalar(const std::vector<float>& src, std::vector<S>& scratch) {
+  if constexpr (std::is_same_v<S, float>) {
+    return src.data();
+  } else {
+    scratch.assign(src.begin(), src.end());
+    return scratch.data();
+  }
+}
+
+/// Prefetches part `part` of `parts` equal parts of [begin, end): spread over the KV heads of one
+/// tile, the next tile arrives while this one is computed.
+template <class S>
+void prefetch_part(const S* begin, const S* end, int part, int parts) {
+  constexpr Index kPerLine = 64 / static_cast<Index>(sizeof(S));
+  const Index n = end - begin, lo = n * part / parts, hi = n * (part + 1) / parts;
+  for (Index i = lo; i < hi; i += kPerLine) ei::prefetch(begin + i);
+}
+
+/// lg(t, j) = q_j . K_t for RB query heads j and tokens t in [0, T) (the product [T, D] x [D, RB]).
+///  q: RB rows of head_size D, contiguous. k: token t's row of this KV head at k + t * ks.
+///  lg: column j at lg + j * ld.
+/// Two tokens per step share each load of q; the RB x 2 dot products stay in registers.
+template <class S, int RB>
+void qk_block(const S* q, int D, const S* k, Index ks, Index T, S* lg, Index ld) {
+  using P = Packet<S>;
+  constexpr int N = kLanes<S>;
+  const int Dv = D - D % N;
+  auto tail = [&](const S* kt, int j) {  // head_size not a multiple of the packet width
+    S s = 0;
+    for (int d = Dv; d < D; ++d) s += kt[d] * q[j * D + d];
+    return s;
+  };
+  Index t = 0;
+  for (; t + 2 <= T; t += 2) {
+    const S* k0 = k + t * ks;
+    const S* k1 = k0 + ks;
+    P a0[RB], a1[RB];
+    for (int j = 0; j < RB; ++j) a0[j] = a1[j] = ei::pset1<P>(S(0));
+    for (int d = 0; d < Dv; d += N) {
+      const P x0 = ei::ploadu<P>(k0 + d), x1 = ei::ploadu<P>(k1 + d);
+      for (int j = 0; j < RB; ++j) {
+        const P qj = ei::ploadu<P>(q + j * D + d);
+        a0[j] = ei::pmadd(x0, qj, a0[j]);
+        a1[j] = ei::pmadd(x1, qj, a1[j]);
+      }
+    }
+    for (int j = 0; j < RB; ++j) {
+      lg[j * ld + t] = ei::predux(a0[j]) + tail(k0, j);
+      lg[j * ld + t + 1] = ei::predux(a1[j]) + tail(k1, j);
+    }
+  }
+  for (; t < T; ++t) {
+    const S* k0 = k + t * ks;
+    for (int j = 0; j < RB; ++j) {
+      P a = ei::pset1<P>(S(0));
+      for (int d = 0; d < Dv; d += N) a = ei::pmadd(ei::ploadu<P>(k0 + d), ei::ploadu<P>(q + j * D + d), a);
+      lg[j * ld + t] = ei::predux(a) + tail(k0, j);
+    }
+  }
+}
+
+/// acc_j = sum over t in [0, T) of p(t, j) * V_t for RB query heads (overwrites acc, RB rows of D).
+///  p: column j at p + j * ld. v: V_t at v + t * vs.
+/// Columns of D in chunks of two packets keep RB x 2 accumulators in registers across the tile.
+template <class S, int RB>
+void pv_block(const S* p, Index ld, const S* v, Index vs, Index T, int D, S* acc) {
+  using P = Packet<S>;
+  constexpr int N = kLanes<S>;
+  int d = 0;
+  for (; d + 2 * N <= D; d += 2 * N) {
+    P a[RB][2];
+    for (int j = 0; j < RB; ++j) a[j][0] = a[j][1] = ei::pset1<P>(S(0));
+    for (Index t = 0; t < T; ++t) {
+      const S* vt = v + t * vs + d;
+      const P v0 = ei::ploadu<P>(vt), v1 = ei::ploadu<P>(vt + N);
+      for (int j = 0; j < RB; ++j) {
+        const P pj = ei::pset1<P>(p[j * ld + t]);
+        a[j][0] = ei::pmadd(pj, v0, a[j][0]);
+        a[j][1] = ei::pmadd(pj, v1, a[j][1]);
+      }
+    }
+    for (int j = 0; j < RB; ++j) {
+      ei::pstoreu(acc + j * D + d, a[j][0]);
+      ei::pstoreu(acc + j * D + d + N, a[j][1]);
+    }
+  }
+  for (; d < D; ++d) {  // head_size not a multiple of two packets (e.g. 80 with 16-lane AVX-512)
+    for (int j = 0; j < RB; ++j) {
+      S s = 0;
+      for (Index t = 0; t < T; ++t) s += p[j * ld + t] * v[t * vs + d];
+      acc[j * D + d] = s;
+    }
+  }
+}
+
+/// Runs `fn(j, integral_constant<RB>)` over query-head blocks of 4, then the 1..3 heads left: R need
+/// not be a multiple of 4 (GQA 7 is legal), and a compile-time RB keeps the accumulators in registers.
+template <class Fn>
+void by_head_blocks(int R, Fn&& fn) {
+  int j = 0;
+  for (; j + 4 <= R; j += 4) fn(j, std::integral_constant<int, 4>{});
+  switch (R - j) {
+    case 3: fn(j, std::integral_constant<int, 3>{}); break;
+    case 2: fn(j, std::integral_constant<int, 2>{}); break;
+    case 1: fn(j, std::integral_constant<int, 1>{}); break;
+    default: break;
+  }
+}
+
+/// Softmax of each column of `lg` ([L, num_heads], one column per query head), in place, after scaling
+/// the logits; lse[h] gets column h's log-sum-exp. Subtracting the column max keeps exp() <= 1, so the
+/// "extreme" distribution (logits ~1e4) neither overflows nor loses the row. The probabilities are
+/// normalised before P.V (not the output after it): with V near the largest finite value, the
+/// unnormalised sum of a few tied weights would overflow.
+template <class S>
+void softmax_columns(ColMat<S>& lg, S scale, S* lse) {
+  for (Index h = 0; h < lg.cols(); ++h) {
+    auto col = lg.col(h);
+    col *= scale;
+    const S mx = col.maxCoeff();
+    col = (col.array() - mx).exp();
+    const S sum = col.sum();
+    col *= S(1) / sum;
+    lse[h] = mx + std::log(sum);
+  }
+}
+
+/// Mode::oracle sums the per-tile partial outputs in double (two-level summation: rounding error grows
+/// with kTile + seq_len / kTile terms, not seq_len). Mode::emulate is a kernel's arithmetic instead:
+/// probabilities rounded to out_dtype, per-tile partial sums added into an fp32 total (as split-KV
+/// kernels do), output rounded to out_dtype.
+enum class Mode { oracle, emulate };
+
+template <class S, Mode mode>
+void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::vector<double>* lse_out) {
+  check_shapes(c, p);
+  using Acc = std::conditional_t<mode == Mode::oracle, double, S>;
+  const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size, R = c.gqa_ratio();
+  const Index row = static_cast<Index>(G) * D;  // one token of K or V: [num_kv_heads, head_size]
+  const S scale = static_cast<S>(c.effective_scale());
+  out.assign(static_cast<std::size_t>(c.num_seqs()) * H * D, 0.0);
+  if (lse_out) lse_out->assign(static_cast<std::size_t>(c.num_seqs()) * H, 0.0);
+
+  std::vector<S> kbuf, vbuf, q(static_cast<std::size_t>(H) * D), tile(static_cast<std::size_t>(R) * D), lse(H);
+  std::vector<Acc> o(static_cast<std::size_t>(H) * D);
+  ColMat<S> lg;  // [seq_len, num_heads]: logits, then probabilities
+  for (int s = 0; s < c.num_seqs(); ++s) {
+    const Index L = c.seq_lens[s];
+    const S* k = as_scalar<S>(p.k[s], kbuf);
+    const S* v = as_scalar<S>(p.v[s], vbuf);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<S>(p.q[s * q.size() + i]);
+    lg.resize(L, H);
+
+    // Logits: for each KV head g, [T, D] x [D, R] against the R query heads g*R .. g*R+R-1 (contiguous
+    // rows of q, contiguous columns of lg). The scale is applied to the dot products, as kernels do.
+    for (Index t0 = 0; t0 < L; t0 += kTile) {
+      const Index T = std::min(kTile, L - t0);
+      const S* next = k + std::min(L, t0 + T) * row;
+      for (int g = 0; g < G; ++g) {
+        prefetch_part(next, k + std::min(L, t0 + T + kTile) * row, g, G);
+        by_head_blocks(R, [&](int j, auto rb) {
+          const Index h = static_cast<Index>(g) * R + j;
+          qk_block<S, decltype(rb)::value>(q.data() + h * D, D, k + t0 * row + g * D, row, T,
+                                           lg.data() + h * L + t0, L);
+        });
+      }
+    }
+    softmax_columns<S>(lg, scale, lse.data());
+    if constexpr (mode == Mode::emulate)
+      lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
+
+    // Output: for each KV head g, [R, T] x [T, D] per tile, summed over tiles in Acc.
+    std::fill(o.begin(), o.end(), Acc(0));
+    for (Index t0 = 0; t0 < L; t0 += kTile) {
+      const Index T = std::min(kTile, L - t0);
+      const S* next = v + std::min(L, t0 + T) * row;
+      for (int g = 0; g < G; ++g) {
+        prefetch_part(next, v + std::min(L, t0 + T + kTile) * row, g, G);
+        by_head_blocks(R, [&](int j, auto rb) {
+          const Index h = static_cast<Index>(g) * R + j;
+          pv_block<S, decltype(rb)::value>(lg.data() + h * L + t0, L, v + t0 * row + g * D, row, T, D,
+                                           tile.data() + static_cast<Index>(j) * D);
+        });
+        Acc* og = o.data() + static_cast<Index>(g) * R * D;
+        for (Index i = 0; i < static_cast<Index>(R) * D; ++i) og[i] += static_cast<Acc>(tile[i]);
+      }
+    }
+
+    const std::size_t base = static_cast<std::size_t>(s) * H * D;
+    for (std::size_t i = 0; i < o.size(); ++i)
+      out[base + i] = mode == Mode::emulate ? static_cast<double>(round_to(static_cast<float>(o[i]), c.out_dtype))
+                                            : static_cast<double>(o[i]);
+    if (lse_out)
+      for (int h = 0; h < H; ++h) (*lse_out)[static_cast<std::size_t>(s) * H + h] = static_cast<double>(lse[h]);
+  }
+}
+
+}  // namespace
+
+OracleResult oracle(const Case& c, const PrePaging& p, Precision precision) {
+  OracleResult r;
+  r.precision = precision;
+  if (precision == Precision::f64)
+    attend<double, Mode::oracle>(c, p, r.out, &r.lse);
+  else
+    attend<float, Mode::oracle>(c, p, r.out, &r.lse);
+  return r;
+}
+
+std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p) {
+  std::vector<double> out;
+  attend<float, Mode::emulate>(c, p, out, nullptr);
+  return out;
+}
+
+}  // namespace pacheck
