@@ -119,6 +119,15 @@ long long to_int(std::string_view text, std::string_view field) {
   return v;
 }
 
+/// The seed is a full 64-bit unsigned value; long long would reject seeds >= 2^63.
+std::uint64_t to_u64(std::string_view text, std::string_view field) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size())
+    throw CaseError(std::string(field), fmt::format("'{}' is not an unsigned 64-bit integer", text));
+  return v;
+}
+
 }  // namespace
 
 Case parse_case_id(const std::string& id) {
@@ -154,7 +163,7 @@ Case parse_case_id(const std::string& id) {
       }
       have_ctx = true;
     } else if (t.starts_with("seed")) {
-      c.seed = static_cast<std::uint64_t>(to_int(t.substr(4), "seed"));
+      c.seed = to_u64(t.substr(4), "seed");
     } else if (t.starts_with("q=")) {
       c.q_dtype = dtype_of(t.substr(2), "q_dtype");
     } else if (t.starts_with("o=")) {

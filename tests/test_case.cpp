@@ -1,0 +1,207 @@
+// The case model: validation names the field, and the case id round-trips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "oracle/case.hpp"
+
+namespace pacheck {
+namespace {
+
+/// The field named by the CaseError `c.validate()` throws, or "" if it does not throw.
+std::string failing_field(const Case& c) {
+  try {
+    c.validate();
+  } catch (const CaseError& e) {
+    EXPECT_NE(std::string(e.what()).find(e.field), std::string::npos) << "what() names the field";
+    EXPECT_FALSE(e.reason.empty());
+    return e.field;
+  }
+  return "";
+}
+
+struct Invalid {
+  const char* what;
+  std::function<void(Case&)> edit;
+  const char* field;
+};
+
+TEST(CaseValidation, DefaultCaseIsValid) {
+  EXPECT_EQ(failing_field(Case{}), "");
+  EXPECT_EQ(Case{}.gqa_ratio(), 4);
+}
+
+TEST(CaseValidation, EveryErrorNamesItsField) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<Invalid> cases = {
+      {"num_heads 0", [](Case& c) { c.num_heads = 0; }, "num_heads"},
+      {"num_kv_heads 0", [](Case& c) { c.num_kv_heads = 0; }, "num_kv_heads"},
+      {"num_heads not a multiple of num_kv_heads", [](Case& c) { c.num_heads = 30; }, "num_heads"},
+      {"head_size 0", [](Case& c) { c.head_size = 0; }, "head_size"},
+      {"head_size 12 vs vllm bf16 x = 8",
+       [](Case& c) {
+         c.layout = Layout::vllm;
+         c.head_size = 12;
+       },
+       "head_size"},
+      {"head_size 6 vs vllm f32 x = 4",
+       [](Case& c) {
+         c.layout = Layout::vllm;
+         c.kv_dtype = DType::f32;
+         c.head_size = 6;
+       },
+       "head_size"},
+      {"block_size 0", [](Case& c) { c.block_size = 0; }, "block_size"},
+      {"block_size -4", [](Case& c) { c.block_size = -4; }, "block_size"},
+      {"no sequences", [](Case& c) { c.seq_lens.clear(); }, "seq_lens"},
+      {"seq_len 0", [](Case& c) { c.seq_lens = {16, 0, 3}; }, "seq_lens"},
+      {"seq_len -1", [](Case& c) { c.seq_lens = {-1}; }, "seq_lens"},
+      {"scale 0", [](Case& c) { c.scale = 0.0f; }, "scale"},
+      {"scale < 0", [](Case& c) { c.scale = -0.1f; }, "scale"},
+      {"scale NaN", [nan](Case& c) { c.scale = nan; }, "scale"},
+      {"scale Inf", [inf](Case& c) { c.scale = inf; }, "scale"},
+      {"spare_blocks 0", [](Case& c) { c.spare_blocks = 0; }, "spare_blocks"},
+      {"padding_columns -1", [](Case& c) { c.padding_columns = -1; }, "padding_columns"},
+      {"padding_target -2", [](Case& c) { c.padding_target = -2; }, "padding_target"},
+      // Default case: ceil(4090/16) = 256 blocks + 3 spare = 259 in the pool.
+      {"padding_target past the pool", [](Case& c) { c.padding_target = 259; }, "padding_target"},
+  };
+  for (const auto& inv : cases) {
+    Case c;
+    inv.edit(c);
+    EXPECT_EQ(failing_field(c), inv.field) << inv.what;
+  }
+}
+
+TEST(CaseValidation, BoundaryValuesAreAccepted) {
+  Case c;
+  c.padding_target = 258;  // last block of the 259-block pool
+  EXPECT_EQ(failing_field(c), "");
+  c = Case{};
+  c.layout = Layout::vllm;
+  c.head_size = 8;  // exactly one bf16 vector
+  EXPECT_EQ(failing_field(c), "");
+  c.layout = Layout::nhd;
+  c.head_size = 3;  // nhd/hnd have vector width 1
+  EXPECT_EQ(failing_field(c), "");
+  c = Case{};
+  c.block_size = 1;
+  c.seq_lens = {1};
+  c.padding_columns = 0;
+  c.num_heads = c.num_kv_heads = 1;
+  EXPECT_EQ(failing_field(c), "");
+}
+
+TEST(CaseModel, DerivedQuantities) {
+  Case c;
+  EXPECT_FLOAT_EQ(c.effective_scale(), 1.0f / std::sqrt(128.0f));
+  c.scale = 0.25f;
+  EXPECT_EQ(c.effective_scale(), 0.25f);
+  c.seq_lens = {1, 16, 17, 32};
+  EXPECT_EQ(c.blocks_for(0), 1);
+  EXPECT_EQ(c.blocks_for(1), 1);
+  EXPECT_EQ(c.blocks_for(2), 2);
+  EXPECT_EQ(c.blocks_for(3), 2);
+  EXPECT_TRUE(c.straddles());
+  c.seq_lens = {16, 4096};
+  EXPECT_FALSE(c.straddles()) << "4096 fills its final block exactly";
+  c.seq_lens = {4090};
+  EXPECT_TRUE(c.straddles()) << "4090 leaves six unwritten slots";
+  EXPECT_EQ(layout_vector_width(Layout::vllm, DType::bf16), 8);
+  EXPECT_EQ(layout_vector_width(Layout::vllm, DType::f32), 4);
+  EXPECT_EQ(layout_vector_width(Layout::hnd, DType::bf16), 1);
+}
+
+TEST(CaseId, DefaultIdIsTheDocumentedOne) {
+  EXPECT_EQ(Case{}.id(), "h32/8 d128 bs16 bf16 ctx4090 nhd seed7");
+}
+
+void expect_same_case(const Case& a, const Case& b) {
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
+  EXPECT_EQ(a.head_size, b.head_size);
+  EXPECT_EQ(a.block_size, b.block_size);
+  EXPECT_EQ(a.seq_lens, b.seq_lens);
+  EXPECT_EQ(a.scale, b.scale);
+  EXPECT_EQ(a.q_dtype, b.q_dtype);
+  EXPECT_EQ(a.kv_dtype, b.kv_dtype);
+  EXPECT_EQ(a.out_dtype, b.out_dtype);
+  EXPECT_EQ(a.layout, b.layout);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.dist, b.dist);
+  EXPECT_EQ(a.spare_blocks, b.spare_blocks);
+  EXPECT_EQ(a.padding_columns, b.padding_columns);
+  EXPECT_EQ(a.padding_target, b.padding_target);
+}
+
+TEST(CaseId, RoundTripsEveryField) {
+  std::vector<Case> cases(7);
+  cases[1].seq_lens = {1, 15, 16, 17, 4096};
+  cases[1].layout = Layout::vllm;
+  cases[1].kv_dtype = cases[1].q_dtype = cases[1].out_dtype = DType::f16;
+  cases[2].q_dtype = DType::f32;
+  cases[2].out_dtype = DType::f32;
+  cases[2].dist = Dist::peaked;
+  cases[2].scale = 0.0883883461356163f;
+  cases[3].num_heads = 28;
+  cases[3].num_kv_heads = 4;
+  cases[3].head_size = 80;
+  cases[3].block_size = 1;
+  cases[3].layout = Layout::hnd;
+  cases[3].seed = 18446744073709551ull;
+  cases[3].dist = Dist::extreme;
+  cases[4].spare_blocks = 9;
+  cases[4].padding_columns = 0;
+  cases[4].padding_target = 5;
+  cases[4].dist = Dist::uniform;
+  cases[5].kv_dtype = DType::f32;  // q and out stay bf16, so both get their own token
+  cases[5].scale = 1e-3f;
+  cases[6].seed = 0xFFFFFFFFFFFFFFFFull;  // the seed is 64-bit unsigned: the largest must round-trip too
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.id());
+    const Case back = parse_case_id(c.id());
+    expect_same_case(back, c);
+    EXPECT_EQ(back.id(), c.id());
+  }
+  // Different cases have different ids.
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    for (std::size_t j = i + 1; j < cases.size(); ++j) EXPECT_NE(cases[i].id(), cases[j].id());
+}
+
+TEST(CaseId, ParseErrorsNameTheToken) {
+  auto field_of = [](const std::string& id) -> std::string {
+    try {
+      parse_case_id(id);
+    } catch (const CaseError& e) {
+      return e.field;
+    }
+    return "";
+  };
+  EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 nhd seed7"), "case id");          // no ctx
+  EXPECT_EQ(field_of("d128 bs16 bf16 ctx4090 nhd seed7"), "case id");        // no heads
+  EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 ctx4090 nhd seed7 wat"), "case id");
+  EXPECT_EQ(field_of("h32/x d128 bs16 bf16 ctx4090 nhd seed7"), "num_kv_heads");
+  EXPECT_EQ(field_of("h32/8 d128 bsq bf16 ctx4090 nhd seed7"), "block_size");
+  EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 ctx40,x nhd seed7"), "seq_lens");
+  EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 ctx4090 nhd seed7 q=fp9"), "q_dtype");
+  EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 ctx4090 nhd seed7 dist=flat"), "dist");
+  EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 ctx4090 nhd seed7 scale=abc"), "scale");
+  // A well-formed id of an invalid case fails validation with the case field.
+  EXPECT_EQ(field_of("h32/5 d128 bs16 bf16 ctx4090 nhd seed7"), "num_heads");
+  EXPECT_EQ(field_of("h32/8 d12 bs16 bf16 ctx4090 vllm seed7"), "head_size");
+  EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 ctx0 nhd seed7"), "seq_lens");
+}
+
+TEST(CaseNames, LayoutsAndDistributionsParse) {
+  for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd}) EXPECT_EQ(parse_layout(layout_name(l)), l);
+  for (Dist d : {Dist::uniform, Dist::normal, Dist::peaked, Dist::extreme}) EXPECT_EQ(parse_dist(dist_name(d)), d);
+  EXPECT_THROW(parse_layout("nchw"), std::invalid_argument);
+  EXPECT_THROW(parse_dist("cauchy"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pacheck
