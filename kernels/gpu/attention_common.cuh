@@ -1,0 +1,171 @@
+// Device and launch helpers shared by the GPU decode kernels: block reductions, the split-KV merge kernel
+// and its scratch buffers, and launch-error checking.
+//
+// Split-KV scratch (vLLM paged_attention_v2's tmp_out / max_logits / exp_sums; FlashDecoding's partials):
+//   tmp_out    [num_seqs, num_heads, max_parts, head_size] fp32, each partition's output already divided
+//              by its own exp sum (and multiplied by v_scale);
+//   max_logits [num_seqs, num_heads, max_parts] fp32, the partition's max logit in the log2 domain
+//              (logits are kept as scale * log2(e) * q.k so every exponential is one exp2f);
+//   exp_sums   [num_seqs, num_heads, max_parts] fp32, sum of exp2(logit - max) over the partition.
+// A sequence has ceil(seq_len / partition_size) partitions; both the partition kernel and the merge kernel
+// derive that count from seq_lens with the same formula, so they agree on which partitions exist.
+// Sequences with a single partition are written straight to `out` and skipped by the merge.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/gpu/gpu_runtime.hpp"
+#include "kernels/gpu/launch.hpp"
+
+namespace pacheck::gpu {
+
+/// Warps per thread block of every decode kernel (4 x kWarpSize threads: 128 on CUDA).
+inline constexpr int kWarps = 4;
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+__host__ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/// Block-wide max (NaN-propagating: a NaN logit must not be silently dropped). `red` holds kWarps floats.
+PACHECK_DEVICE float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+
+PACHECK_DEVICE float block_max(float v, float* red) {
+  for (int m = kWarpSize / 2; m >= 1; m >>= 1) v = nan_max(v, shfl_xor(v, m));
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float r = red[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) r = nan_max(r, red[w]);
+  __syncthreads();  // `red` may be reused by the caller's next reduction
+  return r;
+}
+
+/// Block-wide sum, in a fixed order (deterministic). `red` holds kWarps floats.
+PACHECK_DEVICE float block_sum(float v, float* red) {
+  for (int m = kWarpSize / 2; m >= 1; m >>= 1) v += shfl_xor(v, m);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float r = red[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) r += red[w];
+  __syncthreads();
+  return r;
+}
+
+/// Where one launch's split-KV partials go.
+struct SplitScratch {
+  float* tmp_out = nullptr;
+  float* max_logits = nullptr;
+  float* exp_sums = nullptr;
+  int partition_size = 0;  ///< tokens per partition
+  int max_parts = 1;       ///< partition dimension of the scratch tensors
+};
+
+struct MergeParams {
+  SplitScratch sc;
+  void* out;
+  std::int64_t out_stride_seq, out_stride_head;
+  const std::int32_t* seq_lens;
+  int num_heads, head_size;
+};
+
+/// Second kernel of split-KV: one block per (query head, sequence) combines the partitions of a sequence,
+/// weighting each by exp2(max_i - max) * exp_sum_i. A partition that exists but is empty (exp_sum 0,
+/// max -inf) gets weight 0 and its partial output is not read, so -inf - -inf never forms; a partition
+/// whose scratch was never written reads as NaN (pre-filled) and propagates, which is the point.
+template <class T>
+__global__ void __launch_bounds__(kWarps * kWarpSize) merge_partitions_kernel(MergeParams p) {
+  const int h = blockIdx.x, s = blockIdx.y;
+  const int num_parts = ceil_div(p.seq_lens[s], p.sc.partition_size);
+  if (num_parts <= 1) return;  // the partition kernel wrote `out` directly
+  extern __shared__ float weights[];  // [max_parts] + kWarps for reductions
+  float* red = weights + p.sc.max_parts;
+  const std::int64_t base = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts;
+
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < num_parts; i += blockDim.x) m = nan_max(m, p.sc.max_logits[base + i]);
+  const float gmax = block_max(m, red);
+
+  float l = 0.f;
+  for (int i = threadIdx.x; i < num_parts; i += blockDim.x) {
+    const float li = p.sc.exp_sums[base + i];
+    const float w = (li == 0.f) ? 0.f : exp2f(p.sc.max_logits[base + i] - gmax) * li;
+    weights[i] = w;
+    l += w;
+  }
+  const float total = block_sum(l, red);  // its trailing barrier also publishes `weights`
+  // Weights normalised first, so the output is a convex combination of the partials (no fp32 overflow
+  // for V near the dtype's largest finite value).
+  const float inv = 1.f / total;
+  for (int i = threadIdx.x; i < num_parts; i += blockDim.x) weights[i] *= inv;
+  __syncthreads();
+
+  T* out = static_cast<T*>(p.out) + s * p.out_stride_seq + h * p.out_stride_head;
+  for (int d = threadIdx.x; d < p.head_size; d += blockDim.x) {
+    float o = 0.f;
+    for (int i = 0; i < num_parts; ++i) {
+      const float w = weights[i];
+      if (w != 0.f) o = fmaf(w, p.sc.tmp_out[(base + i) * p.head_size + d], o);
+    }
+    out[d] = Elem<T>::from_float(o);
+  }
+}
+
+/// "<what>: <CUDA error name>: <message>" for a failed runtime call; fatal when the error is sticky.
+inline LaunchResult runtime_failure(const std::string& what, Error e) {
+  return {what + ": " + error_name(e) + ": " + error_string(e), is_sticky(e)};
+}
+
+/// Checks the last launch: a bad configuration shows here at once; faults inside the kernel show at the
+/// next synchronisation (Backend::sync).
+inline LaunchResult check_launch(const char* kernel) {
+  const Error e = get_last_error();
+  if (e != kSuccess) return runtime_failure(std::string(kernel) + ": launch failed", e);
+  return {};
+}
+
+/// Allocates split-KV scratch on `stream` (stream-ordered, freed by release_scratch after the merge).
+inline LaunchResult alloc_scratch(SplitScratch& sc, int num_seqs, int num_heads, int head_size, Stream stream,
+                                  void** block) {
+  const std::size_t rows = static_cast<std::size_t>(num_seqs) * num_heads * sc.max_parts;
+  const std::size_t floats = rows * (static_cast<std::size_t>(head_size) + 2);
+  keep_scratch_pool();
+  const Error e = malloc_async(block, floats * sizeof(float), stream);
+  if (e != kSuccess) return runtime_failure("split-KV scratch allocation of " + std::to_string(floats * 4) + " bytes", e);
+  float* f = static_cast<float*>(*block);
+  sc.tmp_out = f;
+  sc.max_logits = f + rows * head_size;
+  sc.exp_sums = sc.max_logits + rows;
+  if (scratch_poison_enabled()) {
+    // 0xFF bytes are a NaN in fp32: a merge that reads unwritten scratch yields NaN.
+    const Error m = memset_async(*block, 0xFF, floats * sizeof(float), stream);
+    if (m != kSuccess) return runtime_failure("split-KV scratch NaN fill", m);
+  }
+  return {};
+}
+
+inline LaunchResult release_scratch(void* block, Stream stream) {
+  const Error e = free_async(block, stream);
+  if (e != kSuccess) return runtime_failure("split-KV scratch release", e);
+  return {};
+}
+
+/// Launches the merge of `sc` into `out` for every (sequence, query head).
+template <class T>
+LaunchResult launch_merge(const SplitScratch& sc, const pacheck_kernel_args& a, Stream stream) {
+  MergeParams mp{sc, a.out, a.out_stride_seq, a.out_stride_head, a.seq_lens, a.num_heads, a.head_size};
+  const int smem = (sc.max_parts + kWarps) * static_cast<int>(sizeof(float));
+  if (smem > 48 * 1024) {
+    const Error e = allow_dynamic_smem(merge_partitions_kernel<T>, smem);
+    if (e != kSuccess) return runtime_failure("merge: " + std::to_string(sc.max_parts) + " partitions", e);
+  }
+  const dim3 grid(a.num_heads, a.num_seqs);
+  merge_partitions_kernel<T><<<grid, kWarps * warp_size(), smem, stream>>>(mp);
+  return check_launch("split-KV merge");
+}
+
+}  // namespace pacheck::gpu

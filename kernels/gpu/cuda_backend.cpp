@@ -1,0 +1,190 @@
+// The CUDA device backend: discovery, memory, copies, one stream per backend, event timing, and the
+// conversion of runtime errors into KernelError (fatal when the context is lost). Every runtime call goes
+// through kernels/gpu/gpu_runtime.hpp.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/gpu/gpu_runtime.hpp"
+#include "kernels/kernel.hpp"
+
+namespace pacheck {
+namespace {
+
+using namespace pacheck::gpu;
+
+std::string version_string(int v) {
+  // The runtime encodes versions as 1000 * major + 10 * minor.
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+[[noreturn]] void fail(const std::string& what, Error e) {
+  throw KernelError("cuda: " + what + ": " + error_name(e) + ": " + error_string(e), is_sticky(e));
+}
+
+void check(Error e, const std::string& what) {
+  if (e != kSuccess) fail(what, e);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int ordinal) : ordinal_(ordinal) {
+    check(set_device(ordinal_), "select device " + std::to_string(ordinal_));
+    check(device_props(&props_, ordinal_), "device properties");
+    check(stream_create(&stream_), "create stream");
+    keep_scratch_pool();
+  }
+  ~CudaBackend() override {
+    if (stream_) {
+      (void)set_device(ordinal_);
+      (void)stream_destroy(stream_);
+      (void)get_last_error();
+    }
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
+  pacheck_device device() const override { return PACHECK_DEVICE_CUDA; }
+
+  std::string description() const override {
+    int drv = 0, rt = 0;
+    (void)driver_version(&drv);
+    (void)runtime_version(&rt);
+    char mem[32];
+    std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(props_.totalGlobalMem) / (1024.0 * 1024 * 1024));
+    return std::string(props_.name) + " sm_" + std::to_string(props_.major) + std::to_string(props_.minor) + ", " +
+           std::to_string(props_.multiProcessorCount) + " SMs, " + mem + ", driver " + version_string(drv) +
+           ", runtime " + version_string(rt);
+  }
+
+  void* alloc(std::size_t bytes) override {
+    select();
+    void* p = nullptr;
+    check(malloc_device(&p, std::max<std::size_t>(bytes, 1)), "allocate " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+
+  // Never throws: release runs during clean-up, also after the context was lost.
+  void release(void* p) override {
+    if (!p) return;
+    (void)set_device(ordinal_);
+    if (free_device(p) != kSuccess) (void)get_last_error();
+  }
+
+  void upload(void* dst, const void* src, std::size_t bytes) override {
+    select();
+    check(copy_h2d_async(dst, src, bytes, stream_), "upload " + std::to_string(bytes) + " bytes");
+    check(stream_sync(stream_), "upload " + std::to_string(bytes) + " bytes");
+  }
+
+  void download(void* dst, const void* src, std::size_t bytes) override {
+    select();
+    check(copy_d2h_async(dst, src, bytes, stream_), "download " + std::to_string(bytes) + " bytes");
+    check(stream_sync(stream_), "download " + std::to_string(bytes) + " bytes");
+  }
+
+  void sync() override {
+    select();
+    // A fault inside a kernel surfaces here (illegal address: sticky, the context is gone).
+    Error e = stream_sync(stream_);
+    if (e == kSuccess) e = get_last_error();
+    if (e != kSuccess) fail("kernel execution", e);
+  }
+
+  void* stream() override { return static_cast<void*>(stream_); }
+
+  double time_ms(const std::function<void()>& fn) override {
+    select();
+    Event a{}, b{};
+    check(event_create(&a), "create event");
+    Error e = event_create(&b);
+    if (e != kSuccess) {
+      (void)event_destroy(a);
+      fail("create event", e);
+    }
+    float ms = 0.f;
+    try {
+      check(event_record(a, stream_), "record event");
+      fn();
+      check(event_record(b, stream_), "record event");
+      check(event_sync(b), "wait for event");
+      check(event_elapsed_ms(&ms, a, b), "event time");
+    } catch (...) {
+      (void)event_destroy(a);
+      (void)event_destroy(b);
+      throw;
+    }
+    (void)event_destroy(a);
+    (void)event_destroy(b);
+    return ms;
+  }
+
+  double copy_bandwidth_gbs(std::size_t bytes, int reps) override {
+    select();
+    void* src = alloc(bytes);
+    void* dst = nullptr;
+    try {
+      dst = alloc(bytes);
+      // Not zeros: a copy engine or compressor must not get an easy input.
+      check(memset_async(src, 0x5A, bytes, stream_), "fill copy source");
+      check(copy_d2d_async(dst, src, bytes, stream_), "warm-up copy");
+      std::vector<double> ms;
+      for (int r = 0; r < std::max(reps, 1); ++r)
+        ms.push_back(time_ms([&] { check(copy_d2d_async(dst, src, bytes, stream_), "device-to-device copy"); }));
+      std::sort(ms.begin(), ms.end());
+      release(src);
+      release(dst);
+      // Bytes read plus bytes written, per second.
+      return 2.0 * static_cast<double>(bytes) / (ms[ms.size() / 2] * 1e6);
+    } catch (...) {
+      release(src);
+      release(dst);
+      throw;
+    }
+  }
+
+ private:
+  void select() { check(set_device(ordinal_), "select device " + std::to_string(ordinal_)); }
+
+  int ordinal_;
+  DeviceProp props_{};
+  Stream stream_{};
+};
+
+}  // namespace
+
+int cuda_device_count(std::string* why) {
+  int n = 0;
+  const Error e = device_count(&n);
+  if (e != kSuccess) {
+    (void)get_last_error();  // discovery failures are not sticky: clear them for later calls
+    if (why) *why = std::string("no CUDA device: ") + error_string(e);
+    return 0;
+  }
+  if (n <= 0) {
+    if (why) *why = "no CUDA device: the runtime reports 0 devices";
+    return 0;
+  }
+  if (why) {
+    std::string names;
+    for (int i = 0; i < n; ++i) {
+      DeviceProp p{};
+      if (device_props(&p, i) != kSuccess) {
+        (void)get_last_error();
+        continue;
+      }
+      if (!names.empty()) names += "; ";
+      names += "cuda:" + std::to_string(i) + " " + p.name + " sm_" + std::to_string(p.major) + std::to_string(p.minor);
+    }
+    *why = names;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int ordinal) { return std::make_unique<CudaBackend>(ordinal); }
+
+}  // namespace pacheck

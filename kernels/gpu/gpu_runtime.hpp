@@ -1,0 +1,267 @@
+// The one portability header of the GPU code: everything that names the CUDA runtime lives here, so the
+// kernels and the backend can later be compiled as HIP (issue: HIP backend, gfx90a wave64 and gfx1030
+// wave32) by adding the HIP half of this file rather than touching the kernels.
+//
+// What it provides, in namespace pacheck::gpu:
+//   - runtime calls and types: Error, Stream, Event, DeviceProp and thin wrappers (malloc_async, ...);
+//   - error strings and the "sticky error" test (errors after which the context is unusable);
+//   - element types: half_t, bf16_t, and exact fp32 conversions for them (device code);
+//   - kWarpSize (compile-time, device code) and the warp shuffles kernels use;
+//   - 16-byte vector loads and their expansion to fp32.
+// Kernels never write 32 for the warp width: they use kWarpSize in device code and the launcher asks
+// the device (warp_size()) for the block width, so a wave64 build shapes its blocks to match.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(PACHECK_GPU_HIP) || defined(__HIP_PLATFORM_AMD__)
+#define PACHECK_GPU_IS_HIP 1
+#include <hip/hip_bfloat16.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#else
+#define PACHECK_GPU_IS_HIP 0
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define PACHECK_DEVICE __device__ __forceinline__
+#define PACHECK_GPU_COMPILER 1
+#else
+#define PACHECK_GPU_COMPILER 0
+#endif
+
+namespace pacheck::gpu {
+
+// ---------------------------------------------------------------------------------------------------
+// Runtime: types and calls.
+#if PACHECK_GPU_IS_HIP
+using Error = hipError_t;
+using Stream = hipStream_t;
+using Event = hipEvent_t;
+using DeviceProp = hipDeviceProp_t;
+using MemPool = hipMemPool_t;
+inline constexpr Error kSuccess = hipSuccess;
+inline constexpr const char* kRuntimeName = "HIP";
+inline const char* error_string(Error e) { return hipGetErrorString(e); }
+inline const char* error_name(Error e) { return hipGetErrorName(e); }
+inline Error get_last_error() { return hipGetLastError(); }
+inline Error peek_last_error() { return hipPeekAtLastError(); }
+inline Error device_count(int* n) { return hipGetDeviceCount(n); }
+inline Error set_device(int d) { return hipSetDevice(d); }
+inline Error get_device(int* d) { return hipGetDevice(d); }
+inline Error device_props(DeviceProp* p, int d) { return hipGetDeviceProperties(p, d); }
+inline Error driver_version(int* v) { return hipDriverGetVersion(v); }
+inline Error runtime_version(int* v) { return hipRuntimeGetVersion(v); }
+inline Error malloc_device(void** p, std::size_t n) { return hipMalloc(p, n); }
+inline Error free_device(void* p) { return hipFree(p); }
+inline Error malloc_async(void** p, std::size_t n, Stream s) { return hipMallocAsync(p, n, s); }
+inline Error free_async(void* p, Stream s) { return hipFreeAsync(p, s); }
+inline Error memset_async(void* p, int v, std::size_t n, Stream s) { return hipMemsetAsync(p, v, n, s); }
+inline Error copy_h2d_async(void* d, const void* h, std::size_t n, Stream s) { return hipMemcpyAsync(d, h, n, hipMemcpyHostToDevice, s); }
+inline Error copy_d2h_async(void* h, const void* d, std::size_t n, Stream s) { return hipMemcpyAsync(h, d, n, hipMemcpyDeviceToHost, s); }
+inline Error copy_d2d_async(void* d, const void* src, std::size_t n, Stream s) { return hipMemcpyAsync(d, src, n, hipMemcpyDeviceToDevice, s); }
+inline Error stream_create(Stream* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
+inline Error stream_destroy(Stream s) { return hipStreamDestroy(s); }
+inline Error stream_sync(Stream s) { return hipStreamSynchronize(s); }
+inline Error event_create(Event* e) { return hipEventCreate(e); }
+inline Error event_destroy(Event e) { return hipEventDestroy(e); }
+inline Error event_record(Event e, Stream s) { return hipEventRecord(e, s); }
+inline Error event_sync(Event e) { return hipEventSynchronize(e); }
+inline Error event_elapsed_ms(float* ms, Event a, Event b) { return hipEventElapsedTime(ms, a, b); }
+inline Error default_mem_pool(MemPool* p, int d) { return hipDeviceGetDefaultMemPool(p, d); }
+inline Error keep_pool_memory(MemPool p) {
+  std::uint64_t keep = UINT64_MAX;
+  return hipMemPoolSetAttribute(p, hipMemPoolAttrReleaseThreshold, &keep);
+}
+template <class F>
+inline Error allow_dynamic_smem(F* kernel, int bytes) {
+  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+inline bool is_no_device(Error e) { return e == hipErrorNoDevice || e == hipErrorInsufficientDriver; }
+/// Errors after which the context is unusable: every later call fails with the same error.
+inline bool is_sticky(Error e) {
+  return e == hipErrorIllegalAddress || e == hipErrorLaunchFailure || e == hipErrorIllegalState ||
+         e == hipErrorAssert || e == hipErrorLaunchTimeOut || e == hipErrorECCNotCorrectable;
+}
+inline int shared_mem_optin(const DeviceProp& p) { return static_cast<int>(p.sharedMemPerBlock); }
+#else
+using Error = cudaError_t;
+using Stream = cudaStream_t;
+using Event = cudaEvent_t;
+using DeviceProp = cudaDeviceProp;
+using MemPool = cudaMemPool_t;
+inline constexpr Error kSuccess = cudaSuccess;
+inline constexpr const char* kRuntimeName = "CUDA";
+inline const char* error_string(Error e) { return cudaGetErrorString(e); }
+inline const char* error_name(Error e) { return cudaGetErrorName(e); }
+inline Error get_last_error() { return cudaGetLastError(); }
+inline Error peek_last_error() { return cudaPeekAtLastError(); }
+inline Error device_count(int* n) { return cudaGetDeviceCount(n); }
+inline Error set_device(int d) { return cudaSetDevice(d); }
+inline Error get_device(int* d) { return cudaGetDevice(d); }
+inline Error device_props(DeviceProp* p, int d) { return cudaGetDeviceProperties(p, d); }
+inline Error driver_version(int* v) { return cudaDriverGetVersion(v); }
+inline Error runtime_version(int* v) { return cudaRuntimeGetVersion(v); }
+inline Error malloc_device(void** p, std::size_t n) { return cudaMalloc(p, n); }
+inline Error free_device(void* p) { return cudaFree(p); }
+inline Error malloc_async(void** p, std::size_t n, Stream s) { return cudaMallocAsync(p, n, s); }
+inline Error free_async(void* p, Stream s) { return cudaFreeAsync(p, s); }
+inline Error memset_async(void* p, int v, std::size_t n, Stream s) { return cudaMemsetAsync(p, v, n, s); }
+inline Error copy_h2d_async(void* d, const void* h, std::size_t n, Stream s) { return cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s); }
+inline Error copy_d2h_async(void* h, const void* d, std::size_t n, Stream s) { return cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s); }
+inline Error copy_d2d_async(void* d, const void* src, std::size_t n, Stream s) { return cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToDevice, s); }
+inline Error stream_create(Stream* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+inline Error stream_destroy(Stream s) { return cudaStreamDestroy(s); }
+inline Error stream_sync(Stream s) { return cudaStreamSynchronize(s); }
+inline Error event_create(Event* e) { return cudaEventCreate(e); }
+inline Error event_destroy(Event e) { return cudaEventDestroy(e); }
+inline Error event_record(Event e, Stream s) { return cudaEventRecord(e, s); }
+inline Error event_sync(Event e) { return cudaEventSynchronize(e); }
+inline Error event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventElapsedTime(ms, a, b); }
+inline Error default_mem_pool(MemPool* p, int d) { return cudaDeviceGetDefaultMemPool(p, d); }
+/// Stream-ordered scratch (malloc_async) is returned to the pool, not the OS, between calls: without
+/// this, every kernel call after a sync would map fresh pages and the bench would time the allocator.
+inline Error keep_pool_memory(MemPool p) {
+  std::uint64_t keep = UINT64_MAX;
+  return cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep);
+}
+template <class F>
+inline Error allow_dynamic_smem(F* kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+/// "No device" rather than an error: no GPU, or the toolkit without a driver (cudaErrorInsufficientDriver
+/// on the CPU machines: "CUDA driver version is insufficient for CUDA runtime version").
+inline bool is_no_device(Error e) { return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver; }
+/// Errors after which the context is unusable: every later call fails with the same error.
+inline bool is_sticky(Error e) {
+  return e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorMisalignedAddress ||
+         e == cudaErrorIllegalInstruction || e == cudaErrorInvalidAddressSpace || e == cudaErrorInvalidPc ||
+         e == cudaErrorHardwareStackError || e == cudaErrorAssert || e == cudaErrorLaunchTimeout ||
+         e == cudaErrorECCUncorrectable || e == cudaErrorTensorMemoryLeak;
+}
+inline int shared_mem_optin(const DeviceProp& p) { return static_cast<int>(p.sharedMemPerBlockOptin); }
+#endif
+
+// ---------------------------------------------------------------------------------------------------
+// Element types. bf16 is converted by bit manipulation (exact upcast, round-to-nearest-even downcast with
+// NaN kept quiet), so both runtimes give bit-identical results whatever their bf16 library offers.
+#if PACHECK_GPU_IS_HIP
+using half_t = __half;
+using bf16_t = hip_bfloat16;
+#else
+using half_t = __half;
+using bf16_t = __nv_bfloat16;
+#endif
+static_assert(sizeof(half_t) == 2 && sizeof(bf16_t) == 2, "16-bit element types");
+
+#if PACHECK_GPU_COMPILER
+
+// Wave width known at compile time in device code. A HIP build compiles once per target, so the device
+// pass sees its target's width; the host pass never uses kWarpSize (launchers call warp_size()).
+#if PACHECK_GPU_IS_HIP
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+inline constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
+#else
+inline constexpr int kWarpSize = 64;
+#endif
+#else
+inline constexpr int kWarpSize = 32;
+#endif
+
+/// Butterfly exchange within the warp: the value of lane (lane ^ mask).
+PACHECK_DEVICE float shfl_xor(float v, int mask) {
+#if PACHECK_GPU_IS_HIP
+  return __shfl_xor(v, mask);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+
+PACHECK_DEVICE float bits_to_float(std::uint32_t b) { return __uint_as_float(b); }
+
+/// Element <-> fp32, exact upcast; downcast rounds to nearest even.
+template <class T> struct Elem;
+template <> struct Elem<float> {
+  static PACHECK_DEVICE float to_float(float v) { return v; }
+  static PACHECK_DEVICE float from_float(float v) { return v; }
+};
+template <> struct Elem<half_t> {
+  static PACHECK_DEVICE float to_float(half_t v) { return __half2float(v); }
+  static PACHECK_DEVICE half_t from_float(float v) { return __float2half_rn(v); }
+};
+template <> struct Elem<bf16_t> {
+  static PACHECK_DEVICE float to_float(bf16_t v) {
+    std::uint16_t b;
+    memcpy(&b, &v, 2);
+    return __uint_as_float(static_cast<std::uint32_t>(b) << 16);
+  }
+  static PACHECK_DEVICE bf16_t from_float(float f) {
+    std::uint32_t u = __float_as_uint(f);
+    std::uint16_t b;
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      b = static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // NaN stays a quiet NaN
+    } else {
+      u += 0x7fffu + ((u >> 16) & 1u);                       // round to nearest, ties to even
+      b = static_cast<std::uint16_t>(u >> 16);
+    }
+    bf16_t r;
+    memcpy(&r, &b, 2);
+    return r;
+  }
+};
+
+/// Elements of T in one 16-byte vector.
+template <class T>
+inline constexpr int kVec16 = static_cast<int>(16 / sizeof(T));
+
+/// 16-byte read-only load (ld.global.nc on CUDA). `p` must be 16-byte aligned.
+PACHECK_DEVICE uint4 load16(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+/// Expands one 16-byte vector of T into kVec16<T> fp32 values (exact).
+template <class T>
+PACHECK_DEVICE void expand16(const uint4& v, float* out);
+template <>
+PACHECK_DEVICE void expand16<float>(const uint4& v, float* out) {
+  out[0] = __uint_as_float(v.x); out[1] = __uint_as_float(v.y);
+  out[2] = __uint_as_float(v.z); out[3] = __uint_as_float(v.w);
+}
+template <>
+PACHECK_DEVICE void expand16<bf16_t>(const uint4& v, float* out) {
+  const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(w[i] << 16);
+    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+template <>
+PACHECK_DEVICE void expand16<half_t>(const uint4& v, float* out) {
+  const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2 h;
+    memcpy(&h, &w[i], 4);
+    const float2 f = __half22float2(h);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+#endif  // PACHECK_GPU_COMPILER
+
+// ---------------------------------------------------------------------------------------------------
+// Host helpers shared by the launchers.
+
+/// The current device's warp (wave) width, cached per device ordinal.
+int warp_size();
+/// The current device's multiprocessor count and opt-in shared memory per block (bytes).
+int multiprocessor_count();
+int max_shared_per_block();
+/// Sets the default memory pool of the current device to keep freed scratch (once per device).
+void keep_scratch_pool();
+
+}  // namespace pacheck::gpu

@@ -1,0 +1,59 @@
+// Host entry points of the GPU kernels (kernels/gpu/*.cu). Plain C++17 over the C ABI struct, so the .cu
+// files see no project C++20 headers (and no Eigen: see docs/device-notes.md); gpu_kernels.cpp wraps them
+// as pacheck::Kernel objects and turns a failed LaunchResult into a KernelError.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "pacheck/kernel_abi.h"
+
+namespace pacheck::gpu {
+
+/// Outcome of a launch: empty `error` on success; otherwise the runtime's message, and `fatal` when the
+/// error is sticky (illegal address and the like: the device context is lost).
+struct LaunchResult {
+  std::string error;
+  bool fatal = false;
+  bool ok() const { return error.empty(); }
+};
+
+/// Tokens per partition of gpu.paged_v2 (vLLM's PARTITION_SIZE).
+inline constexpr int kPagedV2PartitionSize = 512;
+
+/// vLLM-style paged attention over the `vllm` layout (csrc/attention paged_attention_v1/v2 design):
+/// one thread block per (sequence, query head[, partition]), logits of the block's tokens in shared memory.
+///  - partition_size == 0: v1, one partition covering the whole context (logits of the longest possible
+///    context, max_blocks_per_seq * block_size, must fit in shared memory: see paged_v1_max_tokens).
+///  - partition_size > 0: v2, split-KV partitions of that many tokens (a multiple of block_size) write
+///    partial outputs, max logits and exp sums to scratch, merged by a second kernel.
+///  - zero_v_tail == false builds the planted fault: the V vector that straddles seq_len is used as
+///    loaded, so a NaN/Inf in the unwritten tail of the final block reaches P.V as 0 * NaN.
+LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail);
+
+/// Longest context (tokens, counted as max_blocks_per_seq * block_size) gpu.paged_v1 holds in shared
+/// memory for `head_size` on the current device (the H200's 227 KiB opt-in when no device is present).
+int paged_v1_max_tokens(int head_size);
+
+/// Warp-split decode over the `nhd` layout (FlashDecoding-style split-KV with an online softmax per warp).
+/// gqa_fused == false: one block per (sequence, query head, partition); true: one block per (sequence, KV
+/// head, partition, tile of up to 8 query heads of the group), each K/V row loaded once for the tile.
+LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused);
+
+/// Tokens per split-KV partition of the warp-split kernels. A constant of the build (not of the batch), so
+/// a sequence's output does not depend on the other sequences of its batch. Settable for tuning runs.
+int warp_split_partition_size();
+void set_warp_split_partition_size(int tokens);
+
+/// True when split-KV scratch is pre-filled with NaN before the partition kernels run, so a merge that reads
+/// a partition never written shows as NaN: always in builds without NDEBUG, and when the environment sets
+/// PACHECK_GPU_POISON_SCRATCH=1.
+bool scratch_poison_enabled();
+
+/// Fills `n` elements of `dtype` at device pointer `p` with values uniform in [-amplitude, amplitude]
+/// drawn from a counter hash of (seed, index), on `stream`. For benchmarks, which must not run on zeros.
+LaunchResult fill_uniform(void* p, std::size_t n, pacheck_dtype dtype, std::uint64_t seed, float amplitude,
+                          void* stream);
+
+}  // namespace pacheck::gpu
