@@ -1,0 +1,332 @@
+// gpu.paged_v1, gpu.paged_v1_tail_fault and gpu.paged_v2: paged-attention decode over the `vllm` layout,
+// after the design of vLLM's csrc/attention paged_attention_v1/v2 kernels (written here from that design,
+// not from its code).
+//
+// Layout (include/pacheck/kernel_abi.h, PACHECK_LAYOUT_VLLM), x = 16 bytes / element size:
+//   query       [num_seqs, num_heads, head_size]                 (strides from the args)
+//   key_cache   [num_blocks, num_kv_heads, head_size / x, block_size, x]
+//   value_cache [num_blocks, num_kv_heads, head_size, block_size]
+//   out         [num_seqs, num_heads, head_size]                 (strides from the args)
+//
+// One thread block (kWarps warps) per (query head, sequence, partition); v1 has one partition per sequence.
+//  1. q . K: each warp takes whole KV blocks in turn. Within a block a "thread group" of
+//     max(kWarpSize / block_size, 1) lanes shares one token and reads its key 16 bytes (one x-vector) at a
+//     time; lanes are ordered token-fastest so a warp's loads of one x-chunk are contiguous. Logits of
+//     slots at or past seq_len are stored as -inf: the K tail may hold NaN and is never used.
+//  2. Softmax over the partition's logits in shared memory (block max, exp2, block sum, then p / sum;
+//     masked slots get p = 0 exactly).
+//  3. P . V: V rows are contiguous over tokens, so each lane loads 16-byte vectors of consecutive tokens of
+//     one head-dim row (kVec16<T> tokens) and multiplies them with the matching probabilities. The final
+//     block's vectors cover slots past seq_len; their lanes are zeroed before the multiply (the fix of
+//     vLLM issue 641, and of the ROCm kernel in PR 53856): p is 0 there, but 0 * NaN = NaN. The
+//     ZERO_V_TAIL = false instantiation omits exactly that zeroing: gpu.paged_v1_tail_fault.
+//  4. Warps' partial rows are summed through shared memory in a fixed order.
+// Accumulation is fp32 throughout; logits are kept as scale * log2(e) * q.k so the exponentials are exp2f.
+#include <algorithm>
+#include <string>
+
+#include "kernels/gpu/attention_common.cuh"
+#include "kernels/layouts/layout.hpp"
+
+namespace pacheck::gpu {
+namespace {
+
+struct PagedParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  std::int64_t q_stride_seq, q_stride_head, out_stride_seq, out_stride_head;
+  std::int64_t ks[5], vs[5];
+  const std::int32_t* block_tables;
+  std::int64_t bt_stride;
+  const std::int32_t* seq_lens;
+  int num_heads, num_kv_heads, block_size;
+  float scale_log2;  ///< scale * k_scale * log2(e)
+  float v_scale;
+  int partition_size;  ///< tokens per partition, a multiple of block_size; v1: at least the longest context
+  int logits_capacity; ///< floats of shared memory for one partition's logits
+  bool split;          ///< v2: write partials of multi-partition sequences to scratch
+  SplitScratch sc;
+};
+
+/// Shared memory floats besides the logits: q [D], reductions [kWarps] x 2, warp rows [kWarps, D].
+__host__ __device__ constexpr int fixed_smem_floats(int head_size) { return head_size + 2 * kWarps + kWarps * head_size; }
+
+// VPR: 16-byte V vectors per row per lane-row (1, 2 or 4): a warp step covers CH = VPR * kVec16<T> tokens
+// of a block and kWarpSize / VPR head-dim rows, each lane holding D * VPR / kWarpSize row accumulators.
+template <class T, int D, int VPR, bool ZERO_V_TAIL>
+__global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(PagedParams p) {
+  constexpr int X = kVec16<T>;        // elements per x-vector of the key cache (16 bytes)
+  constexpr int NCH = D / X;          // x-vectors per key row
+  constexpr int VV = kVec16<T>;       // tokens per V vector (16 bytes)
+  constexpr int CH = VPR * VV;        // tokens of a block one warp step covers in P . V
+  constexpr int RPI = kWarpSize / VPR;// head-dim rows one warp step covers
+  constexpr int ROWS = D / RPI;       // accumulators per lane
+  static_assert(D % X == 0 && D % RPI == 0, "head_size must split evenly over lanes");
+
+  const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int B = p.block_size;
+  const int seq_len = p.seq_lens[s];
+  const int num_parts = ceil_div(seq_len, p.partition_size);
+  if (part >= num_parts) return;  // a partition past this sequence's end: nothing to write
+  const int g = h / (p.num_heads / p.num_kv_heads);
+  const int tok_begin = part * p.partition_size;  // a multiple of B
+  const int tok_end = min(tok_begin + p.partition_size, seq_len);
+  const int blk_begin = tok_begin / B, blk_end = ceil_div(tok_end, B);
+  const int n_slots = (blk_end - blk_begin) * B;  // logits incl. the final block's tail
+
+  extern __shared__ float smem[];
+  float* q_s = smem;                   // [D]
+  float* red = q_s + D;                // [2 * kWarps]
+  float* rows_s = red + 2 * kWarps;    // [kWarps, D]
+  float* logits = rows_s + kWarps * D; // [n_slots]
+
+  const T* q = static_cast<const T*>(p.q) + s * p.q_stride_seq + h * p.q_stride_head;
+  for (int d = tid; d < D; d += blockDim.x) q_s[d] = Elem<T>::to_float(q[d]);
+  __syncthreads();
+
+  const T* kc = static_cast<const T*>(p.k);
+  const T* vc = static_cast<const T*>(p.v);
+  const std::int32_t* bt = p.block_tables + s * p.bt_stride;
+
+  // 1. q . K for every slot of the partition's blocks.
+  const int tg = max(kWarpSize / B, 1);  // lanes per token
+  const int tpp = kWarpSize / tg;        // tokens per pass (= min(B, kWarpSize))
+  const int tg_lane = lane / tpp, tok_in_pass = lane % tpp;
+  float qk_max = -INFINITY;
+  for (int b = blk_begin + warp; b < blk_end; b += kWarps) {
+    const std::int64_t phys = bt[b];
+    for (int pass = 0; pass < B; pass += tpp) {
+      const int slot = pass + tok_in_pass;
+      float dot = 0.f;
+      for (int c = tg_lane; c < NCH; c += tg) {
+        float kf[X];
+        expand16<T>(load16(kc + key_offset(PACHECK_LAYOUT_VLLM, p.ks, X, phys, g, slot, c * X)), kf);
+#pragma unroll
+        for (int j = 0; j < X; ++j) dot = fmaf(q_s[c * X + j], kf[j], dot);
+      }
+      for (int m = tpp; m < kWarpSize; m <<= 1) dot += shfl_xor(dot, m);
+      const int tok = b * B + slot;
+      if (tg_lane == 0) {
+        const bool valid = tok < tok_end;
+        const float logit = valid ? dot * p.scale_log2 : -INFINITY;
+        logits[tok - tok_begin] = logit;
+        if (valid) qk_max = nan_max(qk_max, logit);
+      }
+    }
+  }
+  const float gmax = block_max(qk_max, red);  // its barrier also publishes `logits`
+
+  // 2. p = exp2(logit - max) for slots before seq_len, exactly 0 for the tail.
+  float part_sum = 0.f;
+  for (int i = tid; i < n_slots; i += blockDim.x) {
+    const float e = (tok_begin + i < tok_end) ? exp2f(logits[i] - gmax) : 0.f;
+    logits[i] = e;
+    part_sum += e;
+  }
+  const float exp_sum = block_sum(part_sum, red + kWarps);  // publishes the probabilities
+  // Normalise before P . V (as vLLM does): the output is then a convex combination of V rows and cannot
+  // overflow fp32 even when V is near the dtype's largest finite value.
+  const float inv_sum = 1.f / exp_sum;
+  for (int i = tid; i < n_slots; i += blockDim.x) logits[i] *= inv_sum;
+  __syncthreads();
+
+  // 3. P . V.
+  const int vec = lane % VPR, row0 = lane / VPR;
+  float acc[ROWS];
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i) acc[i] = 0.f;
+  for (int b = blk_begin + warp; b < blk_end; b += kWarps) {
+    const std::int64_t phys = bt[b];
+    for (int c0 = 0; c0 < B; c0 += CH) {
+      const int slot = c0 + vec * VV;
+      const int tok = b * B + slot;  // first token of this lane's vector
+      float pv[VV];
+#pragma unroll
+      for (int j = 0; j < VV; ++j) pv[j] = logits[tok - tok_begin + j];
+#pragma unroll
+      for (int i = 0; i < ROWS; ++i) {
+        const int d = row0 + i * RPI;
+        float vf[VV];
+        expand16<T>(load16(vc + value_offset(PACHECK_LAYOUT_VLLM, p.vs, phys, g, slot, d)), vf);
+        if constexpr (ZERO_V_TAIL) {
+          if (tok + VV > tok_end) {
+#pragma unroll
+            for (int j = 0; j < VV; ++j)
+              if (tok + j >= tok_end) vf[j] = 0.f;
+          }
+        }
+        float sv = 0.f;
+#pragma unroll
+        for (int j = 0; j < VV; ++j) sv = fmaf(pv[j], vf[j], sv);
+        acc[i] += sv;
+      }
+    }
+  }
+  // Lanes with the same row0 hold the same rows for different token vectors: combine them.
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i)
+    for (int m = 1; m < VPR; m <<= 1) acc[i] += shfl_xor(acc[i], m);
+  if (vec == 0) {
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) rows_s[warp * D + row0 + i * RPI] = acc[i];
+  }
+  __syncthreads();
+
+  // 4. Sum the warps' rows in a fixed order.
+  const bool to_scratch = p.split && num_parts > 1;
+  const std::int64_t srow = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts + part;
+  T* out = static_cast<T*>(p.out) + s * p.out_stride_seq + h * p.out_stride_head;
+  for (int d = tid; d < D; d += blockDim.x) {
+    float o = rows_s[d];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) o += rows_s[w * D + d];
+    o *= p.v_scale;
+    if (to_scratch) p.sc.tmp_out[srow * D + d] = o;
+    else out[d] = Elem<T>::from_float(o);
+  }
+  if (to_scratch && tid == 0) {
+    p.sc.max_logits[srow] = gmax;
+    p.sc.exp_sums[srow] = exp_sum;
+  }
+}
+
+template <class T, int D, int VPR, bool ZERO>
+LaunchResult launch_one(const PagedParams& p, int num_seqs, int max_parts, Stream stream) {
+  auto* kernel = paged_attention_kernel<T, D, VPR, ZERO>;
+  const int smem = (fixed_smem_floats(D) + p.logits_capacity) * static_cast<int>(sizeof(float));
+  if (smem > 48 * 1024) {
+    const Error e = allow_dynamic_smem(kernel, smem);
+    if (e != kSuccess) return runtime_failure("paged attention: " + std::to_string(smem) + " bytes of shared memory", e);
+  }
+  const dim3 grid(p.num_heads, num_seqs, max_parts);
+  kernel<<<grid, kWarps * warp_size(), smem, stream>>>(p);
+  return check_launch(ZERO ? "paged attention" : "paged attention (tail fault)");
+}
+
+template <class T, int D, bool ZERO>
+LaunchResult dispatch_vpr(const PagedParams& p, int num_seqs, int max_parts, Stream stream) {
+  // VPR = min(block_size / vector tokens, 4): block 8 with 16-bit types is one vector per row.
+  const int vpr = std::min(p.block_size / kVec16<T>, 4);
+  if constexpr (sizeof(T) == 2) {
+    if (vpr == 1) return launch_one<T, D, 1, ZERO>(p, num_seqs, max_parts, stream);
+  }
+  if (vpr == 2) return launch_one<T, D, 2, ZERO>(p, num_seqs, max_parts, stream);
+  return launch_one<T, D, 4, ZERO>(p, num_seqs, max_parts, stream);
+}
+
+template <class T, bool ZERO>
+LaunchResult dispatch_head(const PagedParams& p, int head_size, int num_seqs, int max_parts, Stream stream) {
+  switch (head_size) {
+    case 64: return dispatch_vpr<T, 64, ZERO>(p, num_seqs, max_parts, stream);
+    case 128: return dispatch_vpr<T, 128, ZERO>(p, num_seqs, max_parts, stream);
+    case 256: return dispatch_vpr<T, 256, ZERO>(p, num_seqs, max_parts, stream);
+  }
+  return {"paged attention: head_size " + std::to_string(head_size) + " not in {64,128,256}"};
+}
+
+template <class T>
+LaunchResult dispatch(const PagedParams& p, const pacheck_kernel_args& a, int max_parts, bool zero, Stream stream) {
+  LaunchResult r = zero ? dispatch_head<T, true>(p, a.head_size, a.num_seqs, max_parts, stream)
+                        : dispatch_head<T, false>(p, a.head_size, a.num_seqs, max_parts, stream);
+  if (!r.ok() || !p.split || max_parts == 1) return r;
+  return launch_merge<T>(p.sc, a, stream);
+}
+
+bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+int paged_v1_max_tokens(int head_size) {
+  int dev = 0, n = 0;
+  const bool have = device_count(&n) == kSuccess && n > 0 && get_device(&dev) == kSuccess;
+  if (!have) (void)get_last_error();
+  const int smem = have ? max_shared_per_block() : 227 * 1024;
+  return smem / static_cast<int>(sizeof(float)) - fixed_smem_floats(head_size);
+}
+
+LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail) {
+  const char* who = partition_size > 0 ? "gpu.paged_v2" : (zero_v_tail ? "gpu.paged_v1" : "gpu.paged_v1_tail_fault");
+  auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
+  if (a.struct_size < sizeof(pacheck_kernel_args)) return fail("pacheck_kernel_args from an older ABI");
+  if (a.layout != PACHECK_LAYOUT_VLLM) return fail("layout must be vllm");
+  if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) return fail("q_dtype, kv_dtype and out_dtype must match");
+  if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
+    return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
+  if (!is_pow2(a.block_size) || a.block_size < 8 || a.block_size > 256)
+    return fail("block_size " + std::to_string(a.block_size) + " not in {8,16,32,64,128,256}");
+  if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
+  if (a.k_scales_per_head || a.v_scales_per_head) return fail("per-head KV scales are not supported");
+  if (a.num_seqs <= 0) return {};
+
+  int esize = 0;
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_F32: esize = 4; break;
+    case PACHECK_DTYPE_F16: case PACHECK_DTYPE_BF16: esize = 2; break;
+    default: return fail("kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) + " not in {f32,f16,bf16}");
+  }
+  // 16-byte vector loads need unit innermost strides and 16-byte aligned vectors.
+  const int x = 16 / esize;
+  if (a.k_strides[4] != 1 || a.v_strides[3] != 1) return fail("the innermost cache stride must be 1");
+  for (int i = 0; i < 4; ++i)
+    if (a.k_strides[i] % x != 0) return fail("key_cache strides must be multiples of x = " + std::to_string(x));
+  for (int i = 0; i < 2; ++i)
+    if (a.v_strides[i] % x != 0) return fail("value_cache strides must be multiples of 16 bytes");
+  if ((reinterpret_cast<std::uintptr_t>(a.key_cache) | reinterpret_cast<std::uintptr_t>(a.value_cache)) % 16 != 0)
+    return fail("key_cache and value_cache must be 16-byte aligned");
+
+  PagedParams p{};
+  p.q = a.query; p.k = a.key_cache; p.v = a.value_cache; p.out = a.out;
+  p.q_stride_seq = a.q_stride_seq; p.q_stride_head = a.q_stride_head;
+  p.out_stride_seq = a.out_stride_seq; p.out_stride_head = a.out_stride_head;
+  for (int i = 0; i < 5; ++i) { p.ks[i] = a.k_strides[i]; p.vs[i] = a.v_strides[i]; }
+  p.block_tables = a.block_tables; p.bt_stride = a.block_tables_stride; p.seq_lens = a.seq_lens;
+  p.num_heads = a.num_heads; p.num_kv_heads = a.num_kv_heads; p.block_size = a.block_size;
+  p.scale_log2 = a.scale * a.k_scale * kLog2e;
+  p.v_scale = a.v_scale;
+
+  // The host never reads seq_lens (device memory): the longest context is bounded by the block table.
+  const int max_tokens = a.max_blocks_per_seq * a.block_size;
+  const Stream stream = static_cast<Stream>(a.stream);
+  int max_parts = 1;
+  void* scratch = nullptr;
+  if (partition_size > 0) {
+    if (partition_size % a.block_size != 0) return fail("partition size must be a multiple of block_size");
+    p.partition_size = partition_size;
+    p.logits_capacity = partition_size;
+    max_parts = std::max(1, ceil_div(max_tokens, partition_size));
+    p.split = max_parts > 1;
+    p.sc.partition_size = partition_size;
+    p.sc.max_parts = max_parts;
+    if (p.split) {
+      LaunchResult r = alloc_scratch(p.sc, a.num_seqs, a.num_heads, a.head_size, stream, &scratch);
+      if (!r.ok()) return {std::string(who) + ": " + r.error, r.fatal};
+    }
+  } else {
+    const int cap = paged_v1_max_tokens(a.head_size);
+    if (max_tokens > cap)
+      return fail("context bound max_blocks_per_seq * block_size = " + std::to_string(max_tokens) +
+                  " exceeds the " + std::to_string(cap) + " logits shared memory holds");
+    p.partition_size = std::max(max_tokens, a.block_size);
+    p.logits_capacity = p.partition_size;
+    p.sc.partition_size = p.partition_size;
+    p.sc.max_parts = 1;
+  }
+
+  LaunchResult r;
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_F32: r = dispatch<float>(p, a, max_parts, zero_v_tail, stream); break;
+    case PACHECK_DTYPE_F16: r = dispatch<half_t>(p, a, max_parts, zero_v_tail, stream); break;
+    default: r = dispatch<bf16_t>(p, a, max_parts, zero_v_tail, stream); break;
+  }
+  if (scratch) {
+    LaunchResult f = release_scratch(scratch, stream);
+    if (r.ok() && !f.ok()) r = f;
+  }
+  if (!r.ok()) r.error = std::string(who) + ": " + r.error;
+  return r;
+}
+
+}  // namespace pacheck::gpu

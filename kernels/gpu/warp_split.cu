@@ -1,0 +1,366 @@
+// gpu.warp_split and gpu.warp_split_gqa: split-KV decode over the `nhd` layout with an online softmax held
+// in registers (the FlashDecoding design: Dao et al., "Flash-Decoding for long-context inference", 2023;
+// online softmax after Milakov & Gimelshein, 2018). Written for pacheck from that design.
+//
+// Layout (PACHECK_LAYOUT_NHD): key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_size];
+// query and out [num_seqs, num_heads, head_size] with the strides from the args.
+//
+// Grid: x = (kv head, partition, head tile), tiles fastest; y = sequence. A thread block of kWarps warps
+// handles one partition (warp_split_partition_size() tokens) of one sequence for a tile of QG query heads
+// of one KV head:
+//  - gpu.warp_split: QG = 1, so a block serves one query head; the ratio blocks that read the same K/V
+//    rows are adjacent in the grid, so the repeats mostly hit L2.
+//  - gpu.warp_split_gqa: QG = min(8, next power of two >= gqa ratio): each K/V row is loaded once for every
+//    query head of the tile (once for the whole group up to ratio 8; ratio 16 runs two tiles).
+// A head row is split over LPR lanes holding EPL contiguous elements each, EPL = max(head_size / kWarpSize,
+// 16 bytes): for head 256 bf16 (and f32 128 and up) one warp covers one row, EPL = head / kWarpSize; for
+// smaller rows a warp covers several rows at once rather than drop below 16-byte loads. Each row slot of a
+// warp is a "worker" that strides over the partition's keys, U tokens per step with all 2U loads issued
+// before the first use, keeping per query head a running max m, exp sum l and output accumulator in
+// registers (logits in the log2 domain, rescaled once per step; the accumulator kept normalised).
+// Workers are merged by butterfly shuffles within a warp and then across warps through shared memory. A
+// sequence with one partition writes `out` directly; otherwise partitions write normalised partials to
+// split-KV scratch and merge_partitions_kernel combines them (attention_common.cuh).
+// Nothing past seq_len is ever loaded (each token is a separate row), so tail poison cannot reach the output.
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "kernels/gpu/attention_common.cuh"
+#include "kernels/layouts/layout.hpp"
+
+namespace pacheck::gpu {
+namespace {
+
+std::atomic<int> g_partition_size{512};
+
+struct WarpSplitParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  std::int64_t q_stride_seq, q_stride_head, out_stride_seq, out_stride_head;
+  std::int64_t ks[5], vs[5];
+  const std::int32_t* block_tables;
+  std::int64_t bt_stride;
+  const std::int32_t* seq_lens;
+  int num_heads, num_kv_heads, ratio, tiles;
+  int block_size, block_shift;  ///< block_shift = log2(block_size), or -1 when not a power of two
+  float scale_log2;             ///< scale * k_scale * log2(e)
+  float v_scale;
+  SplitScratch sc;              ///< partition_size and max_parts always set; buffers when max_parts > 1
+};
+
+template <class T, int D>
+struct RowSplit {
+  static constexpr int kVec = kVec16<T>;
+  static constexpr int kEpl = (D / kWarpSize > kVec) ? D / kWarpSize : kVec;  // elements per lane
+  static constexpr int kNv = kEpl / kVec;                                      // 16-byte loads per lane per row
+  static constexpr int kLpr = D / kEpl;                                        // lanes per row
+  static constexpr int kRpw = kWarpSize / kLpr;                                // rows (workers) per warp
+  static_assert(kLpr >= 1 && kLpr <= kWarpSize && D % kEpl == 0, "head row must split over a warp");
+};
+
+template <class T, int D, int QG>
+__global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSplitParams p) {
+  using RS = RowSplit<T, D>;
+  constexpr int EPL = RS::kEpl, NV = RS::kNv, LPR = RS::kLpr, RPW = RS::kRpw, VEC = RS::kVec;
+  constexpr int NRW = kWarps * RPW;     // workers per block
+  constexpr int U = QG >= 8 ? 2 : 4;    // tokens per worker per step (2 loads each, all in flight)
+
+  const int s = blockIdx.y;
+  int bx = blockIdx.x;
+  const int tile = bx % p.tiles;
+  bx /= p.tiles;
+  const int part = bx % p.sc.max_parts;
+  const int g = bx / p.sc.max_parts;
+
+  const int seq_len = p.seq_lens[s];
+  const int P = p.sc.partition_size;
+  const int num_parts = ceil_div(seq_len, P);
+  if (part >= num_parts) return;
+  const int t_begin = part * P, t_end = min(t_begin + P, seq_len);
+  const int h0 = g * p.ratio + tile * QG;
+  const int nh = min(QG, p.ratio - tile * QG);  // query heads of this tile
+
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int sg = lane / LPR, sl = lane % LPR;
+  const int d0 = sl * EPL;
+
+  // Query rows of the tile, fp32. Heads past nh repeat the last one (computed, never written).
+  float q[QG][EPL];
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    const T* qp = static_cast<const T*>(p.q) + s * p.q_stride_seq + (h0 + min(j, nh - 1)) * p.q_stride_head + d0;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) q[j][e] = Elem<T>::to_float(qp[e]);
+  }
+  float m[QG], l[QG], acc[QG][EPL];
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    m[j] = -INFINITY;
+    l[j] = 0.f;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) acc[j][e] = 0.f;
+  }
+
+  const T* kc = static_cast<const T*>(p.k);
+  const T* vc = static_cast<const T*>(p.v);
+  const std::int32_t* bt = p.block_tables + s * p.bt_stride;
+
+  // The loop bound is warp-uniform (shuffles need the whole warp); tokens past t_end are masked per worker.
+  for (int tw = t_begin + warp * RPW; tw < t_end; tw += U * NRW) {
+    uint4 kr[U][NV], vr[U][NV];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = tw + sg + u * NRW;
+      valid[u] = t < t_end;
+      if (valid[u]) {
+        const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
+        const int slot = t - lb * p.block_size;
+        const std::int64_t phys = bt[lb];
+        const T* kp = kc + key_offset(PACHECK_LAYOUT_NHD, p.ks, 1, phys, g, slot, d0);
+        const T* vp = vc + value_offset(PACHECK_LAYOUT_NHD, p.vs, phys, g, slot, d0);
+#pragma unroll
+        for (int n = 0; n < NV; ++n) kr[u][n] = load16(kp + n * VEC);
+#pragma unroll
+        for (int n = 0; n < NV; ++n) vr[u][n] = load16(vp + n * VEC);
+      } else {
+#pragma unroll
+        for (int n = 0; n < NV; ++n) kr[u][n] = vr[u][n] = make_uint4(0, 0, 0, 0);
+      }
+    }
+
+    // Logits of the U tokens for every head of the tile (log2 domain).
+    float sc[U][QG];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[EPL];
+#pragma unroll
+      for (int n = 0; n < NV; ++n) expand16<T>(kr[u][n], kf + n * VEC);
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        float dot = 0.f;
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) dot = fmaf(q[j][e], kf[e], dot);
+#pragma unroll
+        for (int mk = 1; mk < LPR; mk <<= 1) dot += shfl_xor(dot, mk);
+        sc[u][j] = valid[u] ? dot * p.scale_log2 : -INFINITY;
+      }
+    }
+
+    // Online softmax, one rescale per step. acc stays normalised (the softmax-weighted mean of the V rows
+    // seen so far): acc' = (acc * l * corr + sum p v) / l', at the same per-element cost as the unnormalised
+    // form, and it cannot overflow fp32 for V near the dtype's largest finite value. A worker with no valid
+    // token yet keeps m = -inf and l = 0 and must not form exp2(-inf - -inf).
+    float pr[U][QG];
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      float cmax = sc[0][j];
+#pragma unroll
+      for (int u = 1; u < U; ++u) cmax = fmaxf(cmax, sc[u][j]);
+      const float mn = fmaxf(m[j], cmax);
+      const float corr = (mn == -INFINITY) ? 1.f : exp2f(m[j] - mn);
+      float psum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        pr[u][j] = valid[u] ? exp2f(sc[u][j] - mn) : 0.f;
+        psum += pr[u][j];
+      }
+      const float ln = fmaf(l[j], corr, psum);
+      const float inv = (ln == 0.f) ? 0.f : 1.f / ln;
+      const float keep = l[j] * corr * inv;
+#pragma unroll
+      for (int u = 0; u < U; ++u) pr[u][j] *= inv;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[j][e] *= keep;
+      l[j] = ln;
+      m[j] = mn;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[EPL];
+#pragma unroll
+      for (int n = 0; n < NV; ++n) expand16<T>(vr[u][n], vf + n * VEC);
+#pragma unroll
+      for (int j = 0; j < QG; ++j)
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) acc[j][e] = fmaf(pr[u][j], vf[e], acc[j][e]);
+    }
+  }
+
+  // Merge the RPW workers of each warp (butterfly over the lane bits above the row's lanes).
+#pragma unroll
+  for (int mk = LPR; mk < kWarpSize; mk <<= 1) {
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      const float mo = shfl_xor(m[j], mk), lo = shfl_xor(l[j], mk);
+      const float mn = fmaxf(m[j], mo);
+      const float a = (mn == -INFINITY) ? 0.f : exp2f(m[j] - mn) * l[j];
+      const float b = (mn == -INFINITY) ? 0.f : exp2f(mo - mn) * lo;
+      const float ls = a + b;
+      const float inv = (ls == 0.f) ? 0.f : 1.f / ls;
+      const float wa = a * inv, wb = b * inv;
+      l[j] = ls;
+      m[j] = mn;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[j][e] = acc[j][e] * wa + shfl_xor(acc[j][e], mk) * wb;
+    }
+  }
+
+  // Merge the warps through shared memory.
+  __shared__ float ml_s[kWarps][QG][2];
+  __shared__ __align__(16) float acc_s[kWarps][QG][D];
+  if (sg == 0) {
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc_s[warp][j][d0 + e] = acc[j][e];
+      if (sl == 0) {
+        ml_s[warp][j][0] = m[j];
+        ml_s[warp][j][1] = l[j];
+      }
+    }
+  }
+  __syncthreads();
+
+  const bool to_scratch = num_parts > 1;
+  for (int idx = tid; idx < nh * D; idx += blockDim.x) {
+    const int j = idx / D, d = idx % D;
+    float gm = ml_s[0][j][0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) gm = fmaxf(gm, ml_s[w][j][0]);
+    float wt[kWarps], lsum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = ml_s[w][j][0];
+      wt[w] = (mw == -INFINITY) ? 0.f : exp2f(mw - gm) * ml_s[w][j][1];
+      lsum += wt[w];
+    }
+    const float inv = 1.f / lsum;
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) o = fmaf(acc_s[w][j][d], wt[w] * inv, o);
+    o *= p.v_scale;
+    const int h = h0 + j;
+    if (to_scratch) {
+      const std::int64_t srow = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts + part;
+      p.sc.tmp_out[srow * D + d] = o;
+      if (d == 0) {
+        p.sc.max_logits[srow] = gm;
+        p.sc.exp_sums[srow] = lsum;
+      }
+    } else {
+      static_cast<T*>(p.out)[s * p.out_stride_seq + h * p.out_stride_head + d] = Elem<T>::from_float(o);
+    }
+  }
+}
+
+template <class T, int D, int QG>
+LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream) {
+  const dim3 grid(p.num_kv_heads * p.sc.max_parts * p.tiles, num_seqs);
+  warp_split_kernel<T, D, QG><<<grid, kWarps * warp_size(), 0, stream>>>(p);
+  return check_launch("warp split");
+}
+
+template <class T, int D>
+LaunchResult dispatch_qg(const WarpSplitParams& p, int qg, int num_seqs, Stream stream) {
+  switch (qg) {
+    case 1: return launch_one<T, D, 1>(p, num_seqs, stream);
+    case 2: return launch_one<T, D, 2>(p, num_seqs, stream);
+    case 4: return launch_one<T, D, 4>(p, num_seqs, stream);
+    default: return launch_one<T, D, 8>(p, num_seqs, stream);
+  }
+}
+
+template <class T>
+LaunchResult dispatch(const WarpSplitParams& p, const pacheck_kernel_args& a, int qg, Stream stream) {
+  LaunchResult r;
+  switch (a.head_size) {
+    case 64: r = dispatch_qg<T, 64>(p, qg, a.num_seqs, stream); break;
+    case 128: r = dispatch_qg<T, 128>(p, qg, a.num_seqs, stream); break;
+    case 256: r = dispatch_qg<T, 256>(p, qg, a.num_seqs, stream); break;
+    default: return {"head_size " + std::to_string(a.head_size) + " not in {64,128,256}"};
+  }
+  if (!r.ok() || p.sc.max_parts == 1) return r;
+  return launch_merge<T>(p.sc, a, stream);
+}
+
+}  // namespace
+
+int warp_split_partition_size() { return g_partition_size.load(); }
+void set_warp_split_partition_size(int tokens) { g_partition_size.store(std::max(tokens, 1)); }
+
+LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
+  const char* who = gqa_fused ? "gpu.warp_split_gqa" : "gpu.warp_split";
+  auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
+  if (a.struct_size < sizeof(pacheck_kernel_args)) return fail("pacheck_kernel_args from an older ABI");
+  if (a.layout != PACHECK_LAYOUT_NHD) return fail("layout must be nhd");
+  if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) return fail("q_dtype, kv_dtype and out_dtype must match");
+  if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
+    return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
+  if (a.block_size <= 0) return fail("block_size must be positive");
+  if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
+  if (a.k_scales_per_head || a.v_scales_per_head) return fail("per-head KV scales are not supported");
+  if (a.num_seqs <= 0) return {};
+  int esize = 0;
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_F32: esize = 4; break;
+    case PACHECK_DTYPE_F16: case PACHECK_DTYPE_BF16: esize = 2; break;
+    default: return fail("kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) + " not in {f32,f16,bf16}");
+  }
+  const int vec = 16 / esize;
+  if (a.k_strides[3] != 1 || a.v_strides[3] != 1) return fail("the innermost cache stride must be 1");
+  for (int i = 0; i < 3; ++i)
+    if (a.k_strides[i] % vec != 0 || a.v_strides[i] % vec != 0) return fail("cache rows must be 16-byte aligned");
+  if ((reinterpret_cast<std::uintptr_t>(a.key_cache) | reinterpret_cast<std::uintptr_t>(a.value_cache)) % 16 != 0)
+    return fail("key_cache and value_cache must be 16-byte aligned");
+
+  WarpSplitParams p{};
+  p.q = a.query; p.k = a.key_cache; p.v = a.value_cache; p.out = a.out;
+  p.q_stride_seq = a.q_stride_seq; p.q_stride_head = a.q_stride_head;
+  p.out_stride_seq = a.out_stride_seq; p.out_stride_head = a.out_stride_head;
+  for (int i = 0; i < 5; ++i) { p.ks[i] = a.k_strides[i]; p.vs[i] = a.v_strides[i]; }
+  p.block_tables = a.block_tables; p.bt_stride = a.block_tables_stride; p.seq_lens = a.seq_lens;
+  p.num_heads = a.num_heads; p.num_kv_heads = a.num_kv_heads;
+  p.ratio = a.num_heads / a.num_kv_heads;
+  p.block_size = a.block_size;
+  p.block_shift = -1;
+  if ((a.block_size & (a.block_size - 1)) == 0)
+    for (int sft = 0; sft < 31; ++sft)
+      if ((1 << sft) == a.block_size) p.block_shift = sft;
+  p.scale_log2 = a.scale * a.k_scale * kLog2e;
+  p.v_scale = a.v_scale;
+
+  int qg = 1;
+  if (gqa_fused) {
+    while (qg < p.ratio && qg < 8) qg *= 2;
+  }
+  p.tiles = ceil_div(p.ratio, qg);
+
+  const int P = warp_split_partition_size();
+  const int max_tokens = a.max_blocks_per_seq * a.block_size;  // host bound on seq_lens (device memory)
+  p.sc.partition_size = P;
+  p.sc.max_parts = std::max(1, ceil_div(max_tokens, P));
+  const Stream stream = static_cast<Stream>(a.stream);
+  void* scratch = nullptr;
+  if (p.sc.max_parts > 1) {
+    LaunchResult r = alloc_scratch(p.sc, a.num_seqs, a.num_heads, a.head_size, stream, &scratch);
+    if (!r.ok()) return {std::string(who) + ": " + r.error, r.fatal};
+  }
+  LaunchResult r;
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_F32: r = dispatch<float>(p, a, qg, stream); break;
+    case PACHECK_DTYPE_F16: r = dispatch<half_t>(p, a, qg, stream); break;
+    default: r = dispatch<bf16_t>(p, a, qg, stream); break;
+  }
+  if (scratch) {
+    LaunchResult f = release_scratch(scratch, stream);
+    if (r.ok() && !f.ok()) r = f;
+  }
+  if (!r.ok()) r.error = std::string(who) + ": " + r.error;
+  return r;
+}
+
+}  // namespace pacheck::gpu
