@@ -1,0 +1,615 @@
+// GPU decode kernels against the oracle on a CUDA device: case -> pre-paging tensors -> paged cache ->
+// (fault) -> upload -> kernel -> download -> comparator. Skips with the runtime's reason where no CUDA
+// device is present (CI), except for the checks that need none (registration, declines).
+//
+// What each test proves:
+//  - Accuracy: every kernel within the fixed rel_linf limit of its dtype over head 64/128/256, GQA 1..16,
+//    f32/f16/bf16, block sizes 8..256, straddling and aligned lengths, single- and multi-partition lengths.
+//  - TailPoison: poison in every unwritten region leaves the correct kernels bitwise unchanged, and
+//    poisons gpu.paged_v1_tail_fault exactly on the cells poisons_v_tail() names (the negative control).
+//  - Paging invariance, batch invariance, determinism, query/out strides, args.scale.
+//  - A fault inside a kernel (illegal address) is reported as a fatal KernelError (death test).
+//  - Bench (PACHECK_GPU_BENCH=1 only): bandwidth of each kernel at 64 x 8192 x 32/8 x 128 bf16 against the
+//    device-to-device copy bandwidth measured in the same run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "faults/fault.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/kernel.hpp"
+#include "kernels/layouts/layout.hpp"
+#include "oracle/comparator.hpp"
+#include "runner/runner.hpp"
+#ifdef PACHECK_HAVE_CUDA
+#include "kernels/gpu/launch.hpp"
+#endif
+
+namespace pacheck {
+namespace {
+
+const std::vector<std::string> kCorrectKernels = {"gpu.paged_v1", "gpu.paged_v2", "gpu.warp_split",
+                                                  "gpu.warp_split_gqa"};
+const std::vector<std::string> kAllKernels = {"gpu.paged_v1", "gpu.paged_v1_tail_fault", "gpu.paged_v2",
+                                              "gpu.warp_split", "gpu.warp_split_gqa"};
+
+/// The CUDA backend, opened once; `why` says why not ("no CUDA device: <runtime message>").
+struct Gpu {
+  std::unique_ptr<Backend> backend;
+  std::string why;
+};
+Gpu& gpu() {
+  static Gpu g = [] {
+    Gpu r;
+    // Split-KV scratch pre-filled with NaN: a merge that reads an unwritten partition fails loudly.
+    setenv("PACHECK_GPU_POISON_SCRATCH", "1", 1);
+    try {
+      r.backend = open_backend("cuda");
+    } catch (const std::exception& e) {
+      r.why = e.what();
+    }
+    return r;
+  }();
+  return g;
+}
+
+#define REQUIRE_GPU()                                    \
+  do {                                                   \
+    if (!gpu().backend) GTEST_SKIP() << gpu().why;       \
+  } while (0)
+
+KernelPtr kernel(const std::string& name) { return Registry::global().find(name); }
+
+Case make_case(const Kernel& k, int heads, int kv_heads, int d, int bs, DType dt, std::vector<int> lens) {
+  Case c;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  c.head_size = d;
+  c.block_size = bs;
+  c.q_dtype = c.kv_dtype = c.out_dtype = dt;
+  c.seq_lens = std::move(lens);
+  c.layout = k.layouts().front();
+  return c;
+}
+
+RawRun run(const Kernel& k, const CaseData& d, const PagedCache& cache) {
+  return run_kernel_once(k, *gpu().backend, d, cache);
+}
+
+/// Integrity of a raw run: nothing left unwritten, no guard or input touched.
+void expect_clean_run(const RawRun& r) {
+  EXPECT_EQ(r.unwritten, 0) << "first unwritten element " << r.first_unwritten;
+  EXPECT_TRUE(r.guard_ok) << r.guard_detail;
+  EXPECT_TRUE(r.inputs_ok) << r.inputs_detail;
+}
+
+std::int64_t differing(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b) {
+  if (a.size() != b.size()) return -1;
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+/// The largest rel_linf seen per (kernel, dtype), printed at the end of the accuracy test for reports.
+std::map<std::string, double>& worst_rel_linf() {
+  static std::map<std::string, double> m;
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Registration and declines: no device needed.
+
+TEST(GpuKernels, RegisteredWithDeclineReasonsNamingTheField) {
+#ifndef PACHECK_HAVE_CUDA
+  GTEST_SKIP() << "no CUDA device: this pacheck was built without the CUDA backend";
+#else
+  for (const auto& name : kAllKernels) {
+    const KernelPtr k = kernel(name);
+    ASSERT_TRUE(k) << name << " is not registered";
+    EXPECT_EQ(k->device(), PACHECK_DEVICE_CUDA);
+    EXPECT_FALSE(k->description().empty());
+    Case c = make_case(*k, 32, 8, 128, 16, DType::bf16, {4090});
+    EXPECT_TRUE(k->supports(c).ok) << name << ": " << k->supports(c).reason;
+    for (int ratio : {1, 2, 3, 4, 8, 16}) {
+      Case g = make_case(*k, 2 * ratio, 2, 64, 8, DType::f32, {100});
+      EXPECT_TRUE(k->supports(g).ok) << name << " GQA " << ratio << ": " << k->supports(g).reason;
+    }
+
+    Case bad = c;
+    bad.head_size = 96;
+    EXPECT_NE(k->supports(bad).reason.find("head_size 96"), std::string::npos) << k->supports(bad).reason;
+    bad = c;
+    bad.q_dtype = DType::f32;
+    EXPECT_NE(k->supports(bad).reason.find("q_dtype"), std::string::npos) << k->supports(bad).reason;
+    bad = c;
+    bad.layout = k->layouts().front() == Layout::vllm ? Layout::nhd : Layout::vllm;
+    EXPECT_NE(k->supports(bad).reason.find("layout"), std::string::npos) << k->supports(bad).reason;
+    if (name.find("paged") != std::string::npos) {
+      bad = c;
+      bad.block_size = 24;
+      EXPECT_NE(k->supports(bad).reason.find("block_size 24"), std::string::npos) << k->supports(bad).reason;
+    } else {
+      bad = c;
+      bad.block_size = 24;  // nhd rows are per token: any block size works
+      EXPECT_TRUE(k->supports(bad).ok) << k->supports(bad).reason;
+    }
+  }
+  // v1 holds a whole context's logits in shared memory; v2 does not.
+  Case longc = make_case(*kernel("gpu.paged_v1"), 8, 8, 128, 16, DType::bf16, {1 << 20});
+  EXPECT_NE(kernel("gpu.paged_v1")->supports(longc).reason.find("seq_lens"), std::string::npos);
+  EXPECT_TRUE(kernel("gpu.paged_v2")->supports(longc).ok);
+
+  EXPECT_TRUE(kernel("gpu.paged_v1_tail_fault")->is_negative_control());
+  for (const auto& name : kCorrectKernels) EXPECT_FALSE(kernel(name)->is_negative_control()) << name;
+#endif
+}
+
+TEST(GpuBackend, AbsentDeviceIsAReasonNotAnError) {
+  const auto st = backend_status();
+  const auto it = std::find_if(st.begin(), st.end(), [](const BackendStatus& s) { return s.kind == "cuda"; });
+  ASSERT_NE(it, st.end());
+  if (it->devices == 0) {
+    EXPECT_EQ(it->detail.rfind("no CUDA device", 0), 0u) << it->detail;
+    EXPECT_FALSE(gpu().backend);
+    EXPECT_EQ(gpu().why.rfind("no CUDA device", 0), 0u) << gpu().why;
+  } else {
+    EXPECT_TRUE(gpu().backend) << gpu().why;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Backend.
+
+TEST(GpuBackend, DescribesCopiesAndTimes) {
+  REQUIRE_GPU();
+  Backend& b = *gpu().backend;
+  EXPECT_EQ(b.name(), "cuda:0");
+  const std::string desc = b.description();
+  EXPECT_NE(desc.find("sm_"), std::string::npos) << desc;
+  EXPECT_NE(desc.find("driver"), std::string::npos) << desc;
+  std::printf("[ device   ] %s\n", desc.c_str());
+
+  std::vector<std::uint8_t> host(1 << 20), back(1 << 20);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::uint8_t>(i * 37 + 11);
+  void* p = b.alloc(host.size());
+  b.upload(p, host.data(), host.size());
+  b.download(back.data(), p, back.size());
+  b.release(p);
+  EXPECT_EQ(host, back);
+  const double ms = b.time_ms([] {});
+  EXPECT_GE(ms, 0.0);
+  const double gbs = b.copy_bandwidth_gbs(std::size_t{256} << 20, 5);
+  EXPECT_GT(gbs, 1.0);
+  std::printf("[ copy bw  ] %.0f GB/s (256 MiB device-to-device, read + write)\n", gbs);
+}
+
+// An illegal address ends the context: sync() must say so with a fatal KernelError. Run in a child
+// process (gtest's threadsafe death test re-executes the binary), since the context is lost afterwards.
+void provoke_illegal_address() {
+  auto b = open_backend("cuda");
+  const KernelPtr k = kernel("gpu.warp_split");
+  Case c = make_case(*k, 8, 8, 128, 16, DType::bf16, {64});
+  CaseData d = prepare_case(c, RunOptions{});
+  PagedCache bad = d.cache;
+  for (auto& e : bad.block_tables) e = 1 << 28;  // 2^28 blocks x 32 KiB: far outside the pool
+  try {
+    run_kernel_once(*k, *b, d, bad);
+  } catch (const KernelError& e) {
+    std::fprintf(stderr, "caught: %s (fatal=%d)\n", e.what(), e.fatal ? 1 : 0);
+    std::exit(e.fatal ? 0 : 2);
+  }
+  std::exit(3);
+}
+
+TEST(GpuBackendDeathTest, IllegalAddressIsFatal) {
+  REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(provoke_illegal_address(), ::testing::ExitedWithCode(0), "caught: .*(illegal|address)");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Accuracy against the oracle.
+
+class GpuAccuracy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuAccuracy, WithinFixedLimitOverShapes) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  const bool paged = GetParam().find("paged") != std::string::npos;
+  const int small_blocks[] = {8, 16, 32};
+  const int large_blocks[] = {64, 128, 256};
+  int idx = 0, ran = 0;
+  for (int d : {64, 128, 256}) {
+    for (int ratio : {1, 2, 4, 8, 16}) {
+      for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+        ++idx;
+        int bs = (idx % 4 == 3) ? large_blocks[idx % 3] : small_blocks[idx % 3];
+        if (!paged && idx % 7 == 0) bs = 24;  // nhd: a block size that is not a power of two
+        const int kv = ratio == 16 ? 1 : 2;
+        // Lengths: 1 token; one short of a block; a partition edge; straddling multi-partition lengths;
+        // an aligned multi-partition length.
+        std::vector<int> lens = {1, bs - 1, 512, 515 + 7 * (idx % 5), 1024 + bs * (idx % 3), 1537 + idx};
+        Case c = make_case(*k, kv * ratio, kv, d, bs, dt, lens);
+        c.seed = 100 + idx;
+        if (idx % 5 == 1) c.scale = 0.05f;  // args.scale is honoured, not assumed 1/sqrt(d)
+        if (idx % 6 == 2) c.dist = Dist::uniform;
+        const Support s = k->supports(c);
+        ASSERT_TRUE(s.ok) << c.id() << ": " << s.reason;
+        SCOPED_TRACE(c.id());
+        CaseData data = prepare_case(c, RunOptions{});
+        const RawRun r = run(*k, data, data.cache);
+        expect_clean_run(r);
+        const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
+        EXPECT_EQ(m.bad_nonfinite, 0);
+        EXPECT_LE(m.rel_linf, fixed_limit(dt)) << "worst at seq " << m.worst.seq << " head " << m.worst.head
+                                               << " dim " << m.worst.dim;
+        double& w = worst_rel_linf()[GetParam() + " " + std::string(dtype_name(dt))];
+        w = std::max(w, m.rel_linf);
+        ++ran;
+      }
+    }
+  }
+  EXPECT_EQ(ran, 45);
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const std::string key = GetParam() + " " + std::string(dtype_name(dt));
+    std::printf("[ rel_linf ] %-24s %-5s max %.3e (limit %.3e)\n", GetParam().c_str(), std::string(dtype_name(dt)).c_str(),
+                worst_rel_linf()[key], fixed_limit(dt));
+  }
+}
+
+TEST_P(GpuAccuracy, PeakedAndExtremeLogits) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  for (Dist dist : {Dist::peaked, Dist::extreme}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      Case c = make_case(*k, 16, 4, 128, 16, dt, {1, 33, 700, 2049});
+      c.dist = dist;
+      SCOPED_TRACE(c.id());
+      CaseData data = prepare_case(c, RunOptions{});
+      const RawRun r = run(*k, data, data.cache);
+      expect_clean_run(r);
+      const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
+      EXPECT_EQ(m.bad_nonfinite, 0);
+      EXPECT_LE(m.rel_linf, fixed_limit(dt));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuAccuracy, ::testing::ValuesIn(kAllKernels),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param.substr(4);
+                           return n;
+                         });
+
+// ---------------------------------------------------------------------------------------------------
+// Tail poison: correct kernels are bitwise blind to every unwritten slot; the planted fault shows exactly
+// where poisons_v_tail() says.
+
+class GpuTailPoison : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuTailPoison, BitwiseUnchangedOrCaughtExactly) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  const auto expected = k->expected_failures();
+  int caught = 0, must_catch = 0;
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    for (const std::vector<int>& lens : {std::vector<int>{4090}, std::vector<int>{4096},
+                                         std::vector<int>{4090, 1000, 33, 517}, std::vector<int>{1, 15, 17}}) {
+      Case c = make_case(*k, 8, 2, 128, 16, dt, lens);
+      SCOPED_TRACE(c.id());
+      CaseData data = prepare_case(c, RunOptions{});
+      const RawRun clean = run(*k, data, data.cache);
+      expect_clean_run(clean);
+      ASSERT_EQ(compare(clean.out, data.ref.out, c, c.out_dtype).bad_nonfinite, 0);
+      for (Target t : {Target::k, Target::v, Target::kv}) {
+        for (Poison p : {Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite}) {
+          for (Region rg : {Region::tail, Region::all}) {
+            const Cell cell{c, FaultSpec{p, t, rg}};
+            SCOPED_TRACE(cell.fault.id());
+            PagedCache faulted = data.cache;
+            inject(faulted, cell.fault);
+            const RawRun r = run(*k, data, faulted);
+            expect_clean_run(r);
+            const bool must_fail = expected && (*expected)(cell);
+            if (must_fail) {
+              ++must_catch;
+              const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
+              EXPECT_GT(m.bad_nonfinite, 0) << "negative control blind: the planted fault did not show";
+              caught += m.bad_nonfinite > 0;
+            } else {
+              EXPECT_EQ(differing(r.bits, clean.bits), 0) << "output changed under poison";
+            }
+          }
+        }
+      }
+    }
+  }
+  if (expected) {
+    EXPECT_GT(must_catch, 0);
+    EXPECT_EQ(caught, must_catch);
+    std::printf("[ control  ] %s caught %d of %d poisons_v_tail cells\n", GetParam().c_str(), caught, must_catch);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuTailPoison, ::testing::ValuesIn(kAllKernels),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param.substr(4); });
+
+// ---------------------------------------------------------------------------------------------------
+// Invariances.
+
+/// Moves every physical block b to perm[b] (a fresh permutation) and rewrites the block table to match.
+PagedCache permute_blocks(const PagedCache& pc, std::uint64_t seed) {
+  std::vector<int> perm(pc.num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  PagedCache out = pc;
+  const std::size_t esz = dtype_size(pc.kv_dtype);
+  const std::size_t kb = static_cast<std::size_t>(pc.strides.k[0]) * esz, vb = static_cast<std::size_t>(pc.strides.v[0]) * esz;
+  EXPECT_EQ(pc.key_cache.size(), kb * pc.num_blocks);
+  EXPECT_EQ(pc.value_cache.size(), vb * pc.num_blocks);
+  for (int b = 0; b < pc.num_blocks; ++b) {
+    std::memcpy(out.key_cache.data() + perm[b] * kb, pc.key_cache.data() + b * kb, kb);
+    std::memcpy(out.value_cache.data() + perm[b] * vb, pc.value_cache.data() + b * vb, vb);
+    for (int s = 0; s < pc.block_size; ++s)
+      out.slot_map[static_cast<std::size_t>(perm[b]) * pc.block_size + s] = pc.slot_map[static_cast<std::size_t>(b) * pc.block_size + s];
+  }
+  for (auto& e : out.block_tables) e = perm[e];
+  if (pc.padding_block >= 0) out.padding_block = perm[pc.padding_block];
+  return out;
+}
+
+class GpuInvariance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuInvariance, PagingBatchAndRepeat) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  for (DType dt : {DType::bf16, DType::f32}) {
+    Case c = make_case(*k, 16, 4, 128, 16, dt, {1000, 33, 517, 4090});
+    SCOPED_TRACE(c.id());
+    CaseData data = prepare_case(c, RunOptions{});
+    // Poison every unwritten slot, so a kernel that reads a block it should not is also caught here.
+    PagedCache poisoned = data.cache;
+    inject(poisoned, FaultSpec{Poison::nan, Target::kv, Region::all});
+    const RawRun base = run(*k, data, poisoned);
+    expect_clean_run(base);
+
+    // Same cache, run again: deterministic.
+    EXPECT_EQ(differing(run(*k, data, poisoned).bits, base.bits), 0) << "two identical runs differ";
+
+    // Physical blocks permuted.
+    for (std::uint64_t seed : {1u, 2u}) {
+      const RawRun r = run(*k, data, permute_blocks(poisoned, seed));
+      EXPECT_EQ(differing(r.bits, base.bits), 0) << "block permutation " << seed << " changed the output";
+    }
+
+    // Spare blocks and padding columns changed: the pager draws another permutation of a larger pool.
+    Case c2 = c;
+    c2.spare_blocks = 11;
+    c2.padding_columns = 5;
+    CaseData data2 = prepare_case(c2, RunOptions{});
+    const RawRun r2 = run(*k, data2, data2.cache);
+    EXPECT_EQ(differing(r2.bits, base.bits), 0) << "spare blocks / padding columns changed the output";
+
+    // Sequence 0 alone vs in the batch (its Q/K/V depend only on its own coordinates).
+    Case alone = c;
+    alone.seq_lens = {c.seq_lens[0]};
+    CaseData data_a = prepare_case(alone, RunOptions{});
+    const RawRun ra = run(*k, data_a, data_a.cache);
+    const std::size_t row = static_cast<std::size_t>(c.num_heads) * c.head_size;
+    ASSERT_EQ(ra.bits.size(), row);
+    EXPECT_TRUE(std::equal(ra.bits.begin(), ra.bits.end(), base.bits.begin())) << "batch composition changed sequence 0";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuInvariance, ::testing::ValuesIn(kCorrectKernels),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param.substr(4); });
+
+#ifdef PACHECK_HAVE_CUDA
+/// Device buffer for the manual-argument tests and the bench.
+struct Buf {
+  Backend& b;
+  void* p;
+  Buf(Backend& be, std::size_t n) : b(be), p(be.alloc(n)) {}
+  ~Buf() { b.release(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+// Query and output with padded strides (not the contiguous ones make_args writes) give the same bits.
+TEST_P(GpuInvariance, HonoursQueryAndOutStrides) {
+  REQUIRE_GPU();
+  Backend& b = *gpu().backend;
+  const KernelPtr k = kernel(GetParam());
+  Case c = make_case(*k, 8, 2, 64, 16, DType::bf16, {70, 600});
+  CaseData data = prepare_case(c, RunOptions{});
+  const RawRun base = run(*k, data, data.cache);
+
+  const int S = c.num_seqs(), H = c.num_heads, D = c.head_size;
+  const std::int64_t qh = D + 24, qs = H * qh + 40, oh = D + 8, os = H * oh + 16;  // elements
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(S * qs) * 2, 0xFF), o(static_cast<std::size_t>(S * os) * 2, 0xFF);
+  for (int s = 0; s < S; ++s)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < D; ++d)
+        store(q.data(), s * qs + h * qh + d, c.q_dtype, data.pre.q[(static_cast<std::size_t>(s) * H + h) * D + d]);
+  Buf dq(b, q.size()), dout(b, o.size()), dk(b, data.cache.key_cache.size()), dv(b, data.cache.value_cache.size()),
+      dbt(b, data.cache.block_tables.size() * 4), dsl(b, data.cache.seq_lens.size() * 4);
+  b.upload(dq.p, q.data(), q.size());
+  b.upload(dout.p, o.data(), o.size());
+  b.upload(dk.p, data.cache.key_cache.data(), data.cache.key_cache.size());
+  b.upload(dv.p, data.cache.value_cache.data(), data.cache.value_cache.size());
+  b.upload(dbt.p, data.cache.block_tables.data(), data.cache.block_tables.size() * 4);
+  b.upload(dsl.p, data.cache.seq_lens.data(), data.cache.seq_lens.size() * 4);
+  pacheck_kernel_args a = make_args(c, data.cache, dq.p, dk.p, dv.p, static_cast<const std::int32_t*>(dbt.p),
+                                    static_cast<const std::int32_t*>(dsl.p), dout.p);
+  a.q_stride_head = qh;
+  a.q_stride_seq = qs;
+  a.out_stride_head = oh;
+  a.out_stride_seq = os;
+  a.stream = b.stream();
+  k->run(a);
+  b.sync();
+  b.download(o.data(), dout.p, o.size());
+  std::int64_t diff = 0, pad_touched = 0;
+  for (int s = 0; s < S; ++s)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < oh; ++d) {
+        const std::uint32_t bits = load_bits(o.data(), s * os + h * oh + d, c.out_dtype);
+        if (d < D) diff += bits != base.bits[(static_cast<std::size_t>(s) * H + h) * D + d];
+        else pad_touched += bits != 0xFFFFu;
+      }
+  EXPECT_EQ(diff, 0);
+  EXPECT_EQ(pad_touched, 0) << "wrote between output rows";
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Bench: only with PACHECK_GPU_BENCH=1 (ci/gpu-check.sh sets it). Bytes counted are the KV cache bytes of
+// the context (K and V, each read once), against the device-to-device copy bandwidth measured here.
+
+struct BenchShape {
+  int num_seqs = 64, ctx = 8192, heads = 32, kv_heads = 8, head = 128, block = 16;
+};
+
+struct Timing {
+  double median = 0, min = 0, max = 0;
+};
+
+Timing time_kernel(Backend& b, const Kernel& k, const pacheck_kernel_args& a, int reps) {
+  for (int i = 0; i < 3; ++i) k.run(a);
+  b.sync();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back(b.time_ms([&] { k.run(a); }));
+  b.sync();
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms.front(), ms.back()};
+}
+
+TEST(GpuBench, DecodeBandwidth) {
+  REQUIRE_GPU();
+  const char* on = std::getenv("PACHECK_GPU_BENCH");
+  if (!on || std::string(on) != "1") GTEST_SKIP() << "set PACHECK_GPU_BENCH=1 to run the bandwidth bench";
+  Backend& b = *gpu().backend;
+  const double copy_gbs = b.copy_bandwidth_gbs(std::size_t{2} << 30, 10);
+  std::printf("[ bench    ] device: %s\n", b.description().c_str());
+  std::printf("[ bench    ] copy bandwidth (2 GiB D2D, read+write, median of 10): %.0f GB/s\n", copy_gbs);
+
+  auto bench_shape = [&](const BenchShape& sh, const std::vector<std::string>& names, bool cross_check) {
+    const int bpseq = (sh.ctx + sh.block - 1) / sh.block;
+    const int num_blocks = sh.num_seqs * bpseq + 1;
+    const std::size_t elems = static_cast<std::size_t>(num_blocks) * sh.block * sh.kv_heads * sh.head;
+    const std::size_t kv_bytes = static_cast<std::size_t>(sh.num_seqs) * sh.ctx * sh.kv_heads * sh.head * 2 * 2;
+    Buf kc(b, elems * 2), vc(b, elems * 2), q(b, static_cast<std::size_t>(sh.num_seqs) * sh.heads * sh.head * 2);
+    Buf out(b, static_cast<std::size_t>(sh.num_seqs) * sh.heads * sh.head * 2);
+    ASSERT_TRUE(gpu::fill_uniform(kc.p, elems, PACHECK_DTYPE_BF16, 1, 1.f, b.stream()).ok());
+    ASSERT_TRUE(gpu::fill_uniform(vc.p, elems, PACHECK_DTYPE_BF16, 2, 1.f, b.stream()).ok());
+    ASSERT_TRUE(gpu::fill_uniform(q.p, static_cast<std::size_t>(sh.num_seqs) * sh.heads * sh.head, PACHECK_DTYPE_BF16, 3, 1.f,
+                                  b.stream()).ok());
+    std::vector<std::int32_t> bt(static_cast<std::size_t>(sh.num_seqs) * bpseq), sl(sh.num_seqs, sh.ctx);
+    std::iota(bt.begin(), bt.end(), 1);
+    std::mt19937_64 rng(42);
+    std::shuffle(bt.begin(), bt.end(), rng);  // physical ids unlike logical ones
+    Buf dbt(b, bt.size() * 4), dsl(b, sl.size() * 4);
+    b.upload(dbt.p, bt.data(), bt.size() * 4);
+    b.upload(dsl.p, sl.data(), sl.size() * 4);
+    b.sync();
+
+    std::map<std::string, std::vector<std::uint16_t>> outs;
+    for (const auto& name : names) {
+      const KernelPtr k = kernel(name);
+      const pacheck_layout layout = name.find("paged") != std::string::npos ? PACHECK_LAYOUT_VLLM : PACHECK_LAYOUT_NHD;
+      pacheck_kernel_args a{};
+      a.struct_size = sizeof a;
+      a.num_seqs = sh.num_seqs;
+      a.num_heads = sh.heads;
+      a.num_kv_heads = sh.kv_heads;
+      a.head_size = sh.head;
+      a.block_size = sh.block;
+      a.num_blocks = num_blocks;
+      a.max_blocks_per_seq = bpseq;
+      a.layout = layout;
+      a.q_dtype = a.kv_dtype = a.out_dtype = PACHECK_DTYPE_BF16;
+      a.query = q.p;
+      a.q_stride_head = sh.head;
+      a.q_stride_seq = static_cast<std::int64_t>(sh.heads) * sh.head;
+      a.key_cache = kc.p;
+      a.value_cache = vc.p;
+      const CacheStrides st = make_strides(layout, sh.kv_heads, sh.head, sh.block, 8);
+      for (int i = 0; i < 5; ++i) {
+        a.k_strides[i] = st.k[i];
+        a.v_strides[i] = st.v[i];
+      }
+      a.block_tables = static_cast<const std::int32_t*>(dbt.p);
+      a.block_tables_stride = bpseq;
+      a.seq_lens = static_cast<const std::int32_t*>(dsl.p);
+      a.out = out.p;
+      a.out_stride_head = sh.head;
+      a.out_stride_seq = static_cast<std::int64_t>(sh.heads) * sh.head;
+      a.scale = 1.f / std::sqrt(static_cast<float>(sh.head));
+      a.k_scale = a.v_scale = 1.f;
+      a.stream = b.stream();
+      const Timing t = time_kernel(b, *k, a, 20);
+      const double gbs = static_cast<double>(kv_bytes) / (t.median * 1e6);
+      std::printf("[ bench    ] %-20s h%d/%d d%d bs%d ctx%d x%d bf16 P%-5d %8.3f ms (min %.3f max %.3f)  %6.0f GB/s  %5.1f%% of copy\n",
+                  name.c_str(), sh.heads, sh.kv_heads, sh.head, sh.block, sh.ctx, sh.num_seqs,
+                  name.find("warp") != std::string::npos ? gpu::warp_split_partition_size() : (name == "gpu.paged_v2" ? 512 : 0),
+                  t.median, t.min, t.max, gbs, 100.0 * gbs / copy_gbs);
+      if (cross_check) {
+        std::vector<std::uint16_t> host(static_cast<std::size_t>(sh.num_seqs) * sh.heads * sh.head);
+        b.download(host.data(), out.p, host.size() * 2);
+        outs[name] = std::move(host);
+      }
+    }
+    // Kernels reading the same layout must agree (within bf16 output rounding and summation order).
+    auto agree = [&](const std::string& x, const std::string& y) {
+      if (!outs.count(x) || !outs.count(y)) return;
+      double worst = 0, scale = 0;
+      std::int64_t nonfinite = 0;
+      for (std::size_t i = 0; i < outs[x].size(); ++i) {
+        const float fx = from_bits(outs[x][i], DType::bf16), fy = from_bits(outs[y][i], DType::bf16);
+        if (!std::isfinite(fx) || !std::isfinite(fy)) ++nonfinite;
+        worst = std::max(worst, static_cast<double>(std::fabs(fx - fy)));
+        scale = std::max(scale, static_cast<double>(std::fabs(fy)));
+      }
+      std::printf("[ bench    ] %s vs %s: rel_linf %.3e, non-finite %lld\n", x.c_str(), y.c_str(), worst / scale,
+                  static_cast<long long>(nonfinite));
+      EXPECT_EQ(nonfinite, 0);
+      EXPECT_LE(worst / scale, 2 * fixed_limit(DType::bf16));
+    };
+    agree("gpu.paged_v1", "gpu.paged_v2");
+    agree("gpu.warp_split", "gpu.warp_split_gqa");
+  };
+
+  BenchShape target;
+  bench_shape(target, {"gpu.paged_v1", "gpu.paged_v2", "gpu.warp_split", "gpu.warp_split_gqa"}, true);
+  // Partition size of the warp-split kernels (a build constant; 512 by default).
+  const int default_p = gpu::warp_split_partition_size();
+  for (int p : {256, 1024, 2048}) {
+    gpu::set_warp_split_partition_size(p);
+    bench_shape(target, {"gpu.warp_split", "gpu.warp_split_gqa"}, false);
+  }
+  gpu::set_warp_split_partition_size(default_p);
+  // Other GQA ratios at the same token count.
+  for (int kv : {32, 4, 2}) {
+    BenchShape sh;
+    sh.kv_heads = kv;
+    bench_shape(sh, {"gpu.warp_split", "gpu.warp_split_gqa"}, false);
+  }
+}
+#endif  // PACHECK_HAVE_CUDA
+
+}  // namespace
+}  // namespace pacheck
