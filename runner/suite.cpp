@@ -28,6 +28,13 @@ Cell SuiteCell::for_kernel(const Kernel& k) const {
 
 std::string suites_dir() {
   if (const char* env = std::getenv("PACHECK_SUITES_DIR"); env && *env) return env;
+  std::error_code ec;
+  if (std::filesystem::is_directory(PACHECK_SUITES_DIR, ec)) return PACHECK_SUITES_DIR;
+  // A build carried to another machine (e.g. the GPU machine) finds the suites of the checkout it sits in:
+  // walk up from the executable to the first folder holding suites/gate.toml.
+  auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  for (; !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+    if (std::filesystem::exists(dir / "suites" / "gate.toml", ec)) return (dir / "suites").string();
   return PACHECK_SUITES_DIR;
 }
 
@@ -64,7 +71,10 @@ class Parser {
         if (depth_ > 8) throw SuiteError(file_, line, "include", "includes nest deeper than 8 (a cycle?)");
         Suite other;
         try {
-          other = load_named(name, depth_ + 1);
+          // A bare name resolves next to the including file, so a suite folder can be moved as a whole.
+          const auto sibling = std::filesystem::path(file_).parent_path() / (name + ".toml");
+          const bool bare = name.find('/') == std::string::npos && !name.ends_with(".toml");
+          other = load_named(bare && std::filesystem::exists(sibling) ? sibling.string() : name, depth_ + 1);
         } catch (const SuiteError&) {
           throw;
         } catch (const std::exception& e) {
@@ -186,9 +196,39 @@ class Parser {
     return out;
   }
 
+  /// fp8 dequantisation scale of a group: KEY = number (per tensor) or array of numbers (one per KV
+  /// head), or KEY_range = [first, last] (per KV head, linear from head 0 to the last head).
+  KvScale kv_scale(const toml::table& g, std::string_view key) {
+    const std::string field = fmt::format("cells.{}", key), range_key = fmt::format("{}_range", key);
+    auto number = [&](const toml::node& n) {
+      auto v = n.value<double>();
+      if (!v) throw SuiteError(file_, line_of(n), field, "items must be numbers");
+      return static_cast<float>(*v);
+    };
+    KvScale k;
+    auto n = g[key], r = g[range_key];
+    if (n && r) throw SuiteError(file_, line_of(*r.node()), "cells." + range_key, fmt::format("give {} or {}, not both", key, range_key));
+    if (n) {
+      if (const toml::array* a = n.as_array()) {
+        if (a->empty()) throw SuiteError(file_, line_of(*n.node()), field, "must be a number or a non-empty array of numbers (one per KV head)");
+        for (const auto& e : *a) k.values.push_back(number(e));
+      } else {
+        k.values.push_back(number(*n.node()));
+      }
+    }
+    if (r) {
+      const toml::array* a = r.as_array();
+      if (!a || a->size() != 2)
+        throw SuiteError(file_, line_of(*r.node()), "cells." + range_key, "must be [first, last]: the scales of KV head 0 and of the last KV head");
+      k.range = std::pair{number((*a)[0]), number((*a)[1])};
+    }
+    return k;
+  }
+
   void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
     check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
-                   "spare_blocks", "padding_columns", "padding_target", "scale"},
+                   "spare_blocks", "padding_columns", "padding_target", "scale", "k_scale", "v_scale", "k_scale_range",
+                   "v_scale_range"},
                "cells.");
     const int gline = line_of(g);
     // heads = ["32/8", ...]
@@ -263,6 +303,8 @@ class Parser {
       if (!v) throw SuiteError(file_, line_of(*n.node()), "cells.scale", "must be a number");
       scale = static_cast<float>(*v);
     }
+    const KvScale k_scale = kv_scale(g, "k_scale"), v_scale = kv_scale(g, "v_scale");
+    const int faults_line = g["faults"] ? line_of(*g["faults"].node()) : gline;
     const Case defaults{};
     const int spare = int_value(g, "spare_blocks", defaults.spare_blocks);
     const int padcols = int_value(g, "padding_columns", defaults.padding_columns);
@@ -292,6 +334,8 @@ class Parser {
                       c.dist = dist;
                       c.seed = static_cast<std::uint64_t>(seed);
                       c.scale = scale;
+                      c.k_scale = k_scale;
+                      c.v_scale = v_scale;
                       c.spare_blocks = spare;
                       c.padding_columns = padcols;
                       c.padding_target = padto;
@@ -307,6 +351,11 @@ class Parser {
                         }
                       } catch (const CaseError& e) {
                         throw SuiteError(file_, lline, fmt::format("cells.{}", e.field), e.reason);
+                      }
+                      try {
+                        check_fault(f, c.kv_dtype);
+                      } catch (const std::invalid_argument& e) {
+                        throw SuiteError(file_, faults_line, "cells.faults", e.what());
                       }
                       out.push_back(std::move(sc));
                     }
