@@ -43,6 +43,7 @@ nlohmann::json to_json(const CellResult& r) {
       {"margin", num(r.margin)},
       {"variant_elements", r.variant_elements},
       {"seconds", r.seconds},
+      {"index", r.index},
   };
 }
 
@@ -73,6 +74,7 @@ CellResult cell_result_from_json(const nlohmann::json& j) {
     r.margin = get_num(j, "margin");
     r.variant_elements = j.at("variant_elements").get<std::int64_t>();
     r.seconds = j.at("seconds").get<double>();
+    r.index = j.value("index", -1);  // absent in reports written before merge/resume existed
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("malformed cell result: ") + e.what());

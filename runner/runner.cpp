@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "faults/fault.hpp"
+#include "runner/isolate.hpp"
 
 namespace pacheck {
 
@@ -41,6 +42,8 @@ Verdict parse_verdict(std::string_view s) {
 }
 
 bool is_failure(Verdict v) { return v != Verdict::pass && v != Verdict::declined; }
+
+std::string result_key(const std::string& kernel, const std::string& cell_id) { return kernel + '\n' + cell_id; }
 
 std::string_view control_outcome_name(ControlOutcome o) {
   switch (o) {
@@ -263,6 +266,7 @@ struct WorkItem {
     std::size_t result_index;
     const Kernel* kernel;
     Cell cell;
+    int index;  ///< position of the cell in Suite::cells
   };
   std::vector<Job> jobs;
 };
@@ -286,6 +290,30 @@ CellResult error_result(const Cell& cell, const Kernel& k, std::string why) {
   return r;
 }
 
+/// Runs one job on a prepared case. `clean` is the kernel's clean-cache output for this case (the
+/// invariance baseline), computed on first need. Sets `fatal` when the device context was lost.
+CellResult run_job(const WorkItem::Job& j, Backend& backend, const CaseData& data,
+                   std::optional<std::vector<std::uint32_t>>& clean, const RunOptions& opt, bool& fatal) {
+  CellResult r;
+  try {
+    if (!clean && !j.cell.fault.clean()) clean = run_kernel_once(*j.kernel, backend, data, data.cache).bits;
+    PagedCache cache = data.cache;
+    inject(cache, j.cell.fault);
+    const auto t0 = std::chrono::steady_clock::now();
+    RawRun raw = run_kernel_once(*j.kernel, backend, data, j.cell.fault.clean() ? data.cache : cache);
+    if (j.cell.fault.clean() && !clean) clean = raw.bits;
+    r = judge(j.cell, *j.kernel, data, raw, j.cell.fault.clean() ? nullptr : &*clean, opt);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } catch (const KernelError& e) {
+    r = error_result(j.cell, *j.kernel, e.what());
+    if (e.fatal) fatal = true;
+  } catch (const std::exception& e) {
+    r = error_result(j.cell, *j.kernel, e.what());
+  }
+  r.index = j.index;
+  return r;
+}
+
 /// Runs all jobs of one case on `backend`; a clean run per kernel serves as the invariance baseline.
 void run_item(const WorkItem& item, Backend& backend, const RunOptions& opt, std::vector<CellResult>& results,
               const std::function<void(CellResult&)>& emit, std::atomic<bool>& device_lost) {
@@ -293,7 +321,11 @@ void run_item(const WorkItem& item, Backend& backend, const RunOptions& opt, std
   try {
     data = prepare_case(item.c, opt);
   } catch (const std::exception& e) {
-    for (const auto& j : item.jobs) emit(results[j.result_index] = error_result(j.cell, *j.kernel, fmt::format("case preparation failed: {}", e.what())));
+    for (const auto& j : item.jobs) {
+      results[j.result_index] = error_result(j.cell, *j.kernel, fmt::format("case preparation failed: {}", e.what()));
+      results[j.result_index].index = j.index;
+      emit(results[j.result_index]);
+    }
     return;
   }
   std::unordered_map<const Kernel*, std::optional<std::vector<std::uint32_t>>> clean_bits;
@@ -301,110 +333,77 @@ void run_item(const WorkItem& item, Backend& backend, const RunOptions& opt, std
     CellResult r;
     if (device_lost && j.kernel->device() != PACHECK_DEVICE_CPU) {
       r = error_result(j.cell, *j.kernel, "not run: the device context was lost by an earlier fatal error");
+      r.index = j.index;
     } else {
-      try {
-        auto& clean = clean_bits[j.kernel];
-        if (!clean && !j.cell.fault.clean()) clean = run_kernel_once(*j.kernel, backend, *data, data->cache).bits;
-        PagedCache cache = data->cache;
-        inject(cache, j.cell.fault);
-        const auto t0 = std::chrono::steady_clock::now();
-        RawRun raw = run_kernel_once(*j.kernel, backend, *data, j.cell.fault.clean() ? data->cache : cache);
-        if (j.cell.fault.clean() && !clean) clean = raw.bits;
-        r = judge(j.cell, *j.kernel, *data, raw, j.cell.fault.clean() ? nullptr : &*clean, opt);
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      } catch (const KernelError& e) {
-        r = error_result(j.cell, *j.kernel, e.what());
-        if (e.fatal) device_lost = true;
-      } catch (const std::exception& e) {
-        r = error_result(j.cell, *j.kernel, e.what());
-      }
+      bool fatal = false;
+      r = run_job(j, backend, *data, clean_bits[j.kernel], opt, fatal);
+      if (fatal) device_lost = true;
     }
     results[j.result_index] = r;
     emit(results[j.result_index]);
   }
 }
 
-}  // namespace
+/// State of one isolated child process. run_suite's instance is only ever used inside children: each
+/// child starts from the parent's copy, which the parent never touches, so every child starts empty.
+struct ChildState {
+  std::size_t item = SIZE_MAX;  ///< the case `data` holds
+  std::optional<CaseData> data;
+  std::string prepare_error;
+  std::optional<std::vector<std::uint32_t>> clean;  ///< baseline of the child's kernel on `item`
+  std::unique_ptr<Backend> cpu, gpu;
+};
 
-RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, const std::string& device_spec,
-                     const RunOptions& opt) {
-  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
-    throw std::invalid_argument(fmt::format("--shard: index {} of {} is out of range", opt.shard_index, opt.shard_count));
-  RunSummary sum;
-  sum.selftest = comparator_selftest();
-
-  const bool any_gpu = std::any_of(kernels.begin(), kernels.end(), [](const KernelPtr& k) { return k->device() != PACHECK_DEVICE_CPU; });
-  std::unique_ptr<Backend> gpu;
-  if (any_gpu) gpu = open_backend(device_spec == "cpu" ? "cuda" : device_spec);
-
-  // Expand cells per kernel (resolving native layouts), apply shard, seed and filter.
-  std::vector<WorkItem> items;
-  std::unordered_map<std::string, std::size_t> item_of_case[2];  // [0] CPU, [1] GPU
-  std::vector<std::size_t> gpu_items, cpu_items;
-  for (const auto& k : kernels) {
-    for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
-      if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
-      Cell cell = suite.cells[ci].for_kernel(*k);
-      if (opt.seed) cell.c.seed = *opt.seed;
-      const std::string id = cell.id();
-      if (opt.filter && !std::regex_search(id, *opt.filter)) continue;
-      const std::size_t index = sum.results.size();
-      sum.results.emplace_back();
-      Support s = k->supports(cell.c);
-      if (!s.ok) {
-        sum.results[index] = declined_result(cell, *k, s.reason);
-        sum.results[index].suite = suite.name;
-        continue;
-      }
-      const int dev = k->device() == PACHECK_DEVICE_CPU ? 0 : 1;
-      const std::string key = cell.c.id();
-      auto it = item_of_case[dev].find(key);
-      if (it == item_of_case[dev].end()) {
-        it = item_of_case[dev].emplace(key, items.size()).first;
-        (dev ? gpu_items : cpu_items).push_back(items.size());
-        items.push_back(WorkItem{cell.c, {}});
-      }
-      items[it->second].jobs.push_back({index, k.get(), std::move(cell)});
+/// Runs job `jj` of `item` inside an isolated child (see run_isolated).
+ChildOutcome run_in_child(ChildState& st, std::size_t item_index, const WorkItem& item, std::size_t jj,
+                          const std::string& device_spec, const RunOptions& opt) {
+  const WorkItem::Job& j = item.jobs[jj];
+  ChildOutcome out;
+  if (st.item != item_index) {
+    st.item = item_index;
+    st.data.reset();
+    st.clean.reset();
+    st.prepare_error.clear();
+    try {
+      st.data = prepare_case(item.c, opt);
+    } catch (const std::exception& e) {
+      st.prepare_error = e.what();
     }
   }
+  if (!st.data) {
+    out.result = error_result(j.cell, *j.kernel, fmt::format("case preparation failed: {}", st.prepare_error));
+    out.result.index = j.index;
+    return out;
+  }
+  const bool cpu = j.kernel->device() == PACHECK_DEVICE_CPU;
+  std::unique_ptr<Backend>& backend = cpu ? st.cpu : st.gpu;
+  if (!backend) {
+    try {
+      // Opened here, not inherited: a GPU context does not survive fork().
+      backend = cpu ? make_cpu_backend() : open_backend(device_spec == "cpu" ? "cuda" : device_spec);
+    } catch (const std::exception& e) {
+      out.result = error_result(j.cell, *j.kernel, fmt::format("cannot open the device: {}", e.what()));
+      out.result.index = j.index;
+      out.restart = true;
+      return out;
+    }
+  }
+  bool fatal = false;
+  out.result = run_job(j, *backend, *st.data, st.clean, opt, fatal);
+  out.restart = fatal;
+  return out;
+}
 
-  std::mutex mu;
-  int done = 0;
-  const int total = static_cast<int>(sum.results.size());
-  std::function<void(CellResult&)> emit = [&](CellResult& r) {
-    std::lock_guard<std::mutex> lock(mu);
-    r.suite = suite.name;
-    ++done;
-    if (opt.on_result) opt.on_result(r);
-    if (opt.on_progress) opt.on_progress(done, total);
-  };
-  for (auto& r : sum.results)
-    if (r.verdict == Verdict::declined) emit(r);
+}  // namespace
 
-  std::atomic<bool> device_lost{false};
-  // GPU work runs in order on one stream; CPU work is spread over workers. Results land at fixed indices,
-  // so the report does not depend on the thread count.
-  std::thread gpu_thread;
-  if (!gpu_items.empty())
-    gpu_thread = std::thread([&] {
-      for (std::size_t i : gpu_items) run_item(items[i], *gpu, opt, sum.results, emit, device_lost);
-    });
-  const int threads = std::max(1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < std::min<int>(threads, static_cast<int>(cpu_items.size())); ++t)
-    workers.emplace_back([&] {
-      auto cpu = make_cpu_backend();
-      for (std::size_t i; (i = next++) < cpu_items.size();) run_item(items[cpu_items[i]], *cpu, opt, sum.results, emit, device_lost);
-    });
-  for (auto& w : workers) w.join();
-  if (gpu_thread.joinable()) gpu_thread.join();
-
-  // Summaries per kernel.
+void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
+  sum.kernels.clear();
+  sum.passed = sum.failed = sum.declined = sum.caught = 0;
+  sum.blind = sum.vacuous = false;
   for (const auto& k : kernels) {
     KernelSummary ks;
-    ks.kernel = k->name();
-    const bool control = k->is_negative_control();
+    ks.kernel = k.name;
+    const bool control = k.negative_control;
     int expected = 0;
     for (const auto& r : sum.results) {
       if (r.kernel != ks.kernel) continue;
@@ -428,6 +427,161 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
     sum.vacuous = sum.vacuous || ks.vacuous;
     sum.kernels.push_back(ks);
   }
+}
+
+RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, const std::string& device_spec,
+                     const RunOptions& opt) {
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    throw std::invalid_argument(fmt::format("--shard: index {} of {} is out of range", opt.shard_index, opt.shard_count));
+  if (opt.isolate && !(opt.cell_timeout_s > 0))
+    throw std::invalid_argument(fmt::format("--cell-timeout: {} s (must be > 0)", opt.cell_timeout_s));
+  RunSummary sum;
+  sum.selftest = comparator_selftest();
+
+  auto isolated = [&](const Kernel& k) { return opt.isolate && opt.isolate(k); };
+  // The parent opens the GPU only for kernels it runs itself: isolated GPU kernels open their own context
+  // in each child, and a CUDA context created before fork() is unusable in the child.
+  const bool parent_gpu = std::any_of(kernels.begin(), kernels.end(), [&](const KernelPtr& k) {
+    return k->device() != PACHECK_DEVICE_CPU && !isolated(*k);
+  });
+  std::unique_ptr<Backend> gpu;
+  if (parent_gpu) gpu = open_backend(device_spec == "cpu" ? "cuda" : device_spec);
+
+  // Expand cells per kernel (resolving native layouts), apply shard, seed and filter.
+  std::vector<WorkItem> items;
+  // [0] CPU, [1] GPU, by case id; [2] CPU, [3] GPU isolated, by kernel and case id (one kernel per child).
+  std::unordered_map<std::string, std::size_t> item_of_case[4];
+  std::vector<std::size_t> gpu_items, cpu_items, iso_cpu_items, iso_gpu_items;
+  std::vector<std::size_t> resumed;  // result indices taken from opt.previous
+  for (const auto& k : kernels) {
+    const bool iso = isolated(*k);
+    for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
+      if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
+      Cell cell = suite.cells[ci].for_kernel(*k);
+      if (opt.seed) cell.c.seed = *opt.seed;
+      const std::string id = cell.id();
+      if (opt.filter && !std::regex_search(id, *opt.filter)) continue;
+      const std::size_t index = sum.results.size();
+      sum.results.emplace_back();
+      if (auto prev = opt.previous.find(result_key(k->name(), id)); prev != opt.previous.end()) {
+        sum.results[index] = prev->second;
+        sum.results[index].suite = suite.name;
+        sum.results[index].index = static_cast<int>(ci);
+        resumed.push_back(index);
+        continue;
+      }
+      Support s = k->supports(cell.c);
+      if (!s.ok) {
+        sum.results[index] = declined_result(cell, *k, s.reason);
+        sum.results[index].suite = suite.name;
+        sum.results[index].index = static_cast<int>(ci);
+        continue;
+      }
+      const int dev = (k->device() == PACHECK_DEVICE_CPU ? 0 : 1) + (iso ? 2 : 0);
+      const std::string key = iso ? result_key(k->name(), cell.c.id()) : cell.c.id();
+      auto it = item_of_case[dev].find(key);
+      if (it == item_of_case[dev].end()) {
+        it = item_of_case[dev].emplace(key, items.size()).first;
+        std::vector<std::size_t>* lists[4] = {&cpu_items, &gpu_items, &iso_cpu_items, &iso_gpu_items};
+        lists[dev]->push_back(items.size());
+        items.push_back(WorkItem{cell.c, {}});
+      }
+      items[it->second].jobs.push_back({index, k.get(), std::move(cell), static_cast<int>(ci)});
+    }
+  }
+
+  std::mutex mu;
+  int done = static_cast<int>(resumed.size());
+  const int total = static_cast<int>(sum.results.size());
+  std::function<void(CellResult&)> emit = [&](CellResult& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    r.suite = suite.name;
+    ++done;
+    if (opt.on_result) opt.on_result(r);
+    if (opt.on_progress) opt.on_progress(done, total);
+  };
+  for (std::size_t i = 0; i < sum.results.size(); ++i)
+    if (sum.results[i].verdict == Verdict::declined && !std::binary_search(resumed.begin(), resumed.end(), i))
+      emit(sum.results[i]);
+
+  std::atomic<bool> device_lost{false};
+  // GPU work runs in order on one stream; CPU work is spread over workers. Results land at fixed indices,
+  // so the report does not depend on the thread count.
+  std::thread gpu_thread;
+  if (!gpu_items.empty())
+    gpu_thread = std::thread([&] {
+      for (std::size_t i : gpu_items) run_item(items[i], *gpu, opt, sum.results, emit, device_lost);
+    });
+  const int threads = std::max(1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < std::min<int>(threads, static_cast<int>(cpu_items.size())); ++t)
+    workers.emplace_back([&] {
+      auto cpu = make_cpu_backend();
+      for (std::size_t i; (i = next++) < cpu_items.size();) run_item(items[cpu_items[i]], *cpu, opt, sum.results, emit, device_lost);
+    });
+  for (auto& w : workers) w.join();
+  if (gpu_thread.joinable()) gpu_thread.join();
+
+  // Isolated kernels run after the in-process ones, so no thread is inside a kernel when a child is forked.
+  // A job number is (item << 32 | job within the item); every child of every lane shares `child`.
+  if (!iso_cpu_items.empty() || !iso_gpu_items.empty()) {
+    ChildState child;
+    IsolationHooks hooks;
+    auto job_of = [&](std::size_t job) -> const WorkItem::Job& { return items[job >> 32].jobs[job & 0xFFFFFFFFu]; };
+    hooks.run = [&](std::size_t job) {
+      return run_in_child(child, job >> 32, items[job >> 32], job & 0xFFFFFFFFu, device_spec, opt);
+    };
+    hooks.lost = [&](std::size_t job, Verdict v, const std::string& detail, double seconds) {
+      const WorkItem::Job& j = job_of(job);
+      CellResult r = error_result(j.cell, *j.kernel, detail);
+      r.verdict = v;
+      r.seconds = seconds;
+      r.index = j.index;
+      return r;
+    };
+    hooks.done = [&](std::size_t job, CellResult& r) {
+      const WorkItem::Job& j = job_of(job);
+      sum.results[j.result_index] = std::move(r);
+      emit(sum.results[j.result_index]);
+    };
+    auto batches = [&](const std::vector<std::size_t>& list) {
+      std::vector<IsolatedBatch> out;
+      for (std::size_t i : list) {
+        IsolatedBatch b{items[i].jobs.front().kernel->name(), {}};
+        for (std::size_t jj = 0; jj < items[i].jobs.size(); ++jj) b.jobs.push_back(i << 32 | jj);
+        out.push_back(std::move(b));
+      }
+      return out;
+    };
+    IsolationOptions cpu_opt, gpu_opt;
+    cpu_opt.lanes = opt.isolate_lanes > 0 ? opt.isolate_lanes : threads;
+    cpu_opt.cell_timeout_s = gpu_opt.cell_timeout_s = opt.cell_timeout_s;
+    gpu_opt.lanes = 1;  // one device: GPU cells run one at a time, as in-process
+    std::exception_ptr gpu_error;
+    std::thread iso_gpu;
+    if (!iso_gpu_items.empty())
+      iso_gpu = std::thread([&] {
+        try {
+          run_isolated(batches(iso_gpu_items), gpu_opt, hooks);
+        } catch (...) {
+          gpu_error = std::current_exception();
+        }
+      });
+    std::exception_ptr cpu_error;
+    try {
+      if (!iso_cpu_items.empty()) run_isolated(batches(iso_cpu_items), cpu_opt, hooks);
+    } catch (...) {
+      cpu_error = std::current_exception();
+    }
+    if (iso_gpu.joinable()) iso_gpu.join();
+    if (cpu_error) std::rethrow_exception(cpu_error);
+    if (gpu_error) std::rethrow_exception(gpu_error);
+  }
+
+  std::vector<KernelRole> roles;
+  for (const auto& k : kernels) roles.push_back({k->name(), k->is_negative_control()});
+  summarize(sum, roles);
   return sum;
 }
 

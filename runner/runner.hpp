@@ -7,6 +7,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -52,7 +53,11 @@ struct CellResult {
   std::int64_t variant_elements = 0;  ///< elements whose bits differ from the clean run
   bool expected_fail = false;  ///< negative control: the kernel's planted fault must show here
   double seconds = 0;      ///< wall time of the cell (generation excluded)
+  int index = -1;          ///< position of the cell in Suite::cells; orders merged and resumed reports
 };
+
+/// The key that identifies a cell's result within one run: kernel and cell id (resume, merge).
+std::string result_key(const std::string& kernel, const std::string& cell_id);
 
 /// How a negative control fared in a run.
 enum class ControlOutcome { not_control, caught, blind, not_exercised };
@@ -74,6 +79,14 @@ struct RunOptions {
   int shard_index = 0, shard_count = 1;    ///< take cells with index % shard_count == shard_index
   std::function<void(const CellResult&)> on_result;  ///< called as each cell finishes (in any order)
   std::function<void(int done, int total)> on_progress;
+  /// Kernels whose cells run in child processes (runner/isolate.hpp); empty = none. A crash or hang then
+  /// becomes the cell's verdict (crash, timeout) instead of ending the run.
+  std::function<bool(const Kernel&)> isolate;
+  double cell_timeout_s = 60;              ///< isolated cells: wall seconds before the child is killed
+  int isolate_lanes = 0;                   ///< isolated CPU kernels: child processes at once; 0 = `threads`
+  /// Results already measured (--resume), keyed by result_key(kernel, cell id): those cells are not run
+  /// again and their results are neither re-emitted through on_result nor recomputed.
+  std::unordered_map<std::string, CellResult> previous;
 };
 
 struct RunSummary {
@@ -86,6 +99,17 @@ struct RunSummary {
   /// 0 all pass (controls caught), 1 some cell failed or a kernel ran nothing, 3 instrument blind.
   int exit_code() const;
 };
+
+/// A kernel as the per-kernel summary needs it: its name and whether it is a negative control.
+struct KernelRole {
+  std::string name;
+  bool negative_control = false;
+};
+
+/// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, blind, vacuous) from
+/// `s.results`, one KernelSummary per entry of `kernels` in that order. run_suite and merge share it, so a
+/// merged report is judged exactly as a single run would be.
+void summarize(RunSummary& s, const std::vector<KernelRole>& kernels);
 
 /// Everything the runner computes for one case, shared by all cells and kernels of that case.
 struct CaseData {
@@ -122,6 +146,9 @@ CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const 
 
 /// Runs every selected cell of `suite` on every kernel in `kernels` on the device `device_spec`
 /// ("cpu", "cuda:0"). CPU kernels use `opt.threads` workers; GPU kernels run in order on one stream.
+/// Kernels selected by `opt.isolate` run afterwards in child processes (runner/isolate.hpp), one kernel
+/// per child, with a watchdog of `opt.cell_timeout_s` per cell. Cells found in `opt.previous` are not run.
+/// Results sit at fixed positions (kernel-major, suite order), whatever the thread count or isolation.
 /// Also runs the comparator self-test. Throws std::runtime_error / std::invalid_argument for an unusable
 /// device or options.
 RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, const std::string& device_spec,
