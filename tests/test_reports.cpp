@@ -1,0 +1,382 @@
+// Reports CI reads: results.jsonl survives a killed run and --resume completes it to the report an
+// uninterrupted run gives; shards merge to the unsharded report; junit.xml and summary.md carry verdicts,
+// metrics and the environment fingerprint; nothing is dropped silently.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "runner/report.hpp"
+#include "runner/reports.hpp"
+
+namespace pacheck {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/pacheck_reports_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const char* name) const { return (path / name).string(); }
+};
+
+/// cpu.reference, optionally slowed down (so a kill lands mid-run) or failing on one length.
+class Planted : public Kernel {
+ public:
+  Planted(std::string name, int sleep_ms = 0, int fail_len = -1, std::string message = "planted failure")
+      : name_(std::move(name)), sleep_ms_(sleep_ms), fail_len_(fail_len), message_(std::move(message)) {}
+  std::string name() const override { return name_; }
+  std::string description() const override { return "planted"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case& c) const override {
+    return c.seq_lens[0] == 1 ? Support::no("declines ctx1 (planted)") : Support::yes();
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    static const KernelPtr ref = Registry::global().find("cpu.reference");
+    if (sleep_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
+    if (a.seq_lens[0] == fail_len_) throw KernelError(message_);
+    ref->run(a);
+  }
+
+ private:
+  std::string name_;
+  int sleep_ms_, fail_len_;
+  std::string message_;
+};
+
+Suite suite_of(std::vector<int> lens, std::string name = "rep") {
+  Suite s;
+  s.name = std::move(name);
+  for (int len : lens)
+    for (FaultSpec f : {FaultSpec{}, FaultSpec{Poison::nan, Target::v, Region::tail}}) {
+      SuiteCell sc;
+      sc.cell.c.num_heads = 4;
+      sc.cell.c.num_kv_heads = 2;
+      sc.cell.c.head_size = 32;
+      sc.cell.c.block_size = 16;
+      sc.cell.c.seq_lens = {len, 32};
+      sc.cell.fault = f;
+      s.cells.push_back(sc);
+    }
+  return s;
+}
+
+KernelPtr unowned(const Kernel* k) { return KernelPtr(k, [](const Kernel*) {}); }
+std::vector<std::string> names(const std::vector<KernelPtr>& ks) {
+  std::vector<std::string> out;
+  for (const auto& k : ks) out.push_back(k->name());
+  return out;
+}
+
+/// What two reports of the same cells must agree on: everything but timings, environment and run identity.
+nlohmann::json comparable(const nlohmann::json& report) {
+  nlohmann::json j = without_timings(report);
+  nlohmann::json out;
+  for (const char* k : {"results", "kernels", "summary", "selftest", "exit_code", "suite"}) out[k] = j.at(k);
+  return out;
+}
+
+ReportMeta meta_for(const Suite& suite, const std::vector<KernelPtr>& ks, const RunOptions& o) {
+  return ReportMeta{suite.name, "cpu", collect_environment("cpu"), run_identity(suite, names(ks), "cpu", o, "")};
+}
+
+// ---- results.jsonl -------------------------------------------------------------------------------------
+
+TEST(ResultsJsonl, EveryFinishedCellIsALineThatReadsBackExactly) {
+  TempDir dir;
+  const Suite suite = suite_of({17, 33, 64});
+  const std::vector<KernelPtr> ks = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
+  RunOptions o;
+  ReportDir rd = ReportDir::start(dir.path.string(), run_identity(suite, names(ks), "cpu", o, ""));
+  o.on_result = [&](const CellResult& r) { rd.append(r); };
+  const RunSummary s = run_suite(suite, ks, "cpu", o);
+  const ResultsLog log = read_results_jsonl(dir.file("results.jsonl"));
+  ASSERT_EQ(log.results.size(), s.results.size());
+  std::multiset<std::string> want, got;
+  for (const auto& r : s.results) want.insert(to_json(r).dump());
+  for (const auto& r : log.results) got.insert(to_json(r).dump());
+  EXPECT_EQ(got, want);
+}
+
+TEST(ResultsJsonl, TornLastLineIsDroppedAndCutOffOnResume) {
+  TempDir dir;
+  const Suite suite = suite_of({17, 33});
+  const KernelPtr ref = Registry::global().find("cpu.reference");
+  RunOptions o;
+  const auto id = run_identity(suite, {ref->name()}, "cpu", o, "");
+  RunSummary s;
+  {
+    ReportDir rd = ReportDir::start(dir.path.string(), id);
+    o.on_result = [&](const CellResult& r) { rd.append(r); };
+    s = run_suite(suite, {ref}, "cpu", o);
+  }
+  // A kill in the middle of a write leaves part of a line.
+  std::ofstream(dir.file("results.jsonl"), std::ios::app) << R"({"suite":"rep","kernel":"cpu.refer)";
+  ResultsLog log = read_results_jsonl(dir.file("results.jsonl"));
+  EXPECT_TRUE(log.torn_tail);
+  EXPECT_EQ(log.results.size(), s.results.size());
+  ReportDir rd = ReportDir::resume(dir.path.string(), id);
+  EXPECT_EQ(rd.previous().size(), s.results.size());
+  rd.append(s.results.front());
+  log = read_results_jsonl(dir.file("results.jsonl"));
+  EXPECT_FALSE(log.torn_tail);
+  EXPECT_EQ(log.results.size(), s.results.size() + 1);  // the new line starts on a line of its own
+}
+
+TEST(ResultsJsonl, AMalformedLineInTheMiddleIsAnErrorNamingIt) {
+  TempDir dir;
+  std::ofstream(dir.file("results.jsonl")) << "{\"not\": \"a result\"}\n{}\n";
+  try {
+    read_results_jsonl(dir.file("results.jsonl"));
+    FAIL() << "no error";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("results.jsonl:1:"), std::string::npos) << e.what();
+  }
+}
+
+// ---- resume --------------------------------------------------------------------------------------------
+
+TEST(Resume, RefusesAnotherRunsDirectoryNamingWhatDiffers) {
+  TempDir dir;
+  const Suite suite = suite_of({17});
+  RunOptions o;
+  ReportDir::start(dir.path.string(), run_identity(suite, {"cpu.reference"}, "cpu", o, ""));
+  o.seed = 99;
+  try {
+    ReportDir::resume(dir.path.string(), run_identity(suite, {"cpu.reference"}, "cpu", o, ""));
+    FAIL() << "no error";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("seed was null, now 99"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ReportDir::resume((dir.path / "nothing").string(), nlohmann::json::object()), ReportError);
+}
+
+TEST(Resume, KilledRunCompletesToTheUninterruptedReport) {
+  const Suite suite = suite_of({17, 33, 48, 64, 100, 130, 200, 257});
+  Planted slow("planted.slow", /*sleep_ms=*/40);
+  const std::vector<KernelPtr> ks = {unowned(&slow), Registry::global().find("cpu.vector_v")};
+  RunOptions base;
+  base.threads = 1;
+  const auto id = run_identity(suite, names(ks), "cpu", base, "");
+
+  TempDir dir;
+  const pid_t runner = ::fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    ReportDir rd = ReportDir::start(dir.path.string(), id);
+    RunOptions o = base;
+    o.on_result = [&](const CellResult& r) { rd.append(r); };
+    run_suite(suite, ks, "cpu", o);
+    ::_exit(0);
+  }
+  std::size_t seen = 0;
+  for (int i = 0; i < 2000 && seen < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::ifstream in(dir.file("results.jsonl"));
+    seen = static_cast<std::size_t>(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+  }
+  ::kill(runner, SIGKILL);
+  int status = 0;
+  ::waitpid(runner, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
+
+  const ResultsLog killed = read_results_jsonl(dir.file("results.jsonl"));  // valid: throws otherwise
+  const std::size_t total = 2 * suite.cells.size();
+  ASSERT_GE(killed.results.size(), 5u);
+  ASSERT_LT(killed.results.size(), total);
+  EXPECT_FALSE(fs::exists(dir.file("report.json")));  // an unfinished run has no final report
+  EXPECT_THROW(load_report(dir.path.string()), ReportError);
+
+  ReportDir rd = ReportDir::resume(dir.path.string(), id);
+  RunOptions o = base;
+  for (const auto& r : rd.previous()) o.previous[result_key(r.kernel, r.cell_id)] = r;
+  std::size_t ran = 0;
+  o.on_result = [&](const CellResult& r) {
+    ++ran;
+    rd.append(r);
+  };
+  const RunSummary resumed = run_suite(suite, ks, "cpu", o);
+  EXPECT_EQ(ran + killed.results.size(), total);  // only the missing cells ran
+  rd.finish(resumed, meta_for(suite, ks, base));
+
+  const RunSummary whole = run_suite(suite, ks, "cpu", base);
+  EXPECT_EQ(comparable(load_report(dir.path.string())), comparable(report_json(whole, meta_for(suite, ks, base))));
+  // results.jsonl now holds every cell exactly once.
+  std::set<std::string> keys;
+  for (const auto& r : read_results_jsonl(dir.file("results.jsonl")).results) keys.insert(result_key(r.kernel, r.cell_id));
+  EXPECT_EQ(keys.size(), total);
+  EXPECT_EQ(read_results_jsonl(dir.file("results.jsonl")).results.size(), total);
+}
+
+// ---- merge ---------------------------------------------------------------------------------------------
+
+struct Sharded {
+  Suite suite = suite_of({1, 17, 33, 48, 64});
+  std::vector<KernelPtr> ks = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
+  nlohmann::json shard(int index, int count) const {
+    RunOptions o;
+    o.shard_index = index;
+    o.shard_count = count;
+    return report_json(run_suite(suite, ks, "cpu", o), meta_for(suite, ks, o));
+  }
+};
+
+TEST(Merge, TwoShardsMergedEqualTheUnshardedRun) {
+  const Sharded sh;
+  const nlohmann::json whole = sh.shard(0, 1);
+  const nlohmann::json a = sh.shard(0, 2), b = sh.shard(1, 2);
+  EXPECT_LT(a["results"].size(), whole["results"].size());
+  // Order of the inputs does not matter.
+  for (const auto& inputs : {std::vector<MergeInput>{{"a", a}, {"b", b}}, std::vector<MergeInput>{{"b", b}, {"a", a}}}) {
+    const auto [s, meta] = merge_reports(inputs);
+    EXPECT_EQ(comparable(report_json(s, meta)), comparable(whole));
+    EXPECT_EQ(meta.merged_from.size(), 2u);
+    EXPECT_FALSE(meta.run.contains("shard"));
+  }
+}
+
+TEST(Merge, AMissingOrRepeatedShardIsAnError) {
+  const Sharded sh;
+  const nlohmann::json a = sh.shard(0, 3), c = sh.shard(2, 3);
+  try {
+    merge_reports({{"a", a}, {"c", c}});
+    FAIL() << "merged an incomplete set of shards";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("shard(s) 1 of 3 missing"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(merge_reports({{"a", a}, {"a again", a}, {"c", c}}), ReportError);
+}
+
+TEST(Merge, DifferentVerdictsForOneCellAreAnError) {
+  const Sharded sh;
+  const nlohmann::json a = sh.shard(0, 1);
+  nlohmann::json b = a;
+  b["run"]["seed"] = 1;  // another run of the same cells (not a shard of this one)
+  b["results"][1]["verdict"] = "fail";
+  EXPECT_THROW(merge_reports({{"a", a}, {"b", b}}), ReportError);
+  b["results"][1]["verdict"] = a["results"][1]["verdict"];
+  EXPECT_NO_THROW(merge_reports({{"a", a}, {"b", b}}));  // the same cell twice with one verdict is kept once
+  EXPECT_EQ(merge_reports({{"a", a}, {"b", b}}).first.results.size(), a["results"].size());
+}
+
+// ---- junit.xml, summary.md, environment ----------------------------------------------------------------
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t p = 0; (p = text.find(what, p)) != std::string::npos; p += what.size()) ++n;
+  return n;
+}
+
+std::string attr(const std::string& xml, const std::string& tag, const std::string& name) {
+  const std::size_t t = xml.find("<" + tag + " ");
+  const std::size_t a = xml.find(" " + name + "=\"", t);
+  const std::size_t b = xml.find('"', a + name.size() + 3);
+  return xml.substr(a + name.size() + 3, b - a - name.size() - 3);
+}
+
+TEST(Junit, CountsMatchTheElementsAndFailuresCarryVerdictAndMetrics) {
+  Planted failing("planted.error", 0, /*fail_len=*/33, "bad <launch> & \"quote\" \x01 \xff");
+  const Suite suite = suite_of({1, 17, 33});
+  const std::vector<KernelPtr> ks = {unowned(&failing), Registry::global().find("cpu.vector_v")};
+  RunOptions o;
+  const RunSummary s = run_suite(suite, ks, "cpu", o);
+  ASSERT_EQ(s.exit_code(), 1);
+  const std::string x = junit_xml(s, meta_for(suite, ks, o));
+  // Root counts = elements.
+  EXPECT_EQ(std::stoi(attr(x, "testsuites", "tests")), count(x, "<testcase "));
+  EXPECT_EQ(std::stoi(attr(x, "testsuites", "failures")), count(x, "<failure "));
+  EXPECT_EQ(std::stoi(attr(x, "testsuites", "errors")), count(x, "<error "));
+  EXPECT_EQ(std::stoi(attr(x, "testsuites", "skipped")), count(x, "<skipped "));
+  EXPECT_EQ(count(x, "<testsuite "), 3);  // two kernels + pacheck.checks
+  // The error cell: type is the verdict, message the detail, escaped; the body carries metrics.
+  EXPECT_NE(x.find("<error type=\"error\" message=\"error: bad &lt;launch&gt; &amp; &quot;quote&quot; ? ?\""), std::string::npos);
+  EXPECT_NE(x.find("rel_linf: "), std::string::npos);
+  EXPECT_EQ(x.find('\x01'), std::string::npos);
+  EXPECT_EQ(x.find('\xff'), std::string::npos);
+  // Declined cells are skipped, caught negative-control cells pass with a note, the environment is there.
+  EXPECT_NE(x.find("<skipped message=\"declined: declines ctx1 (planted)\"/>"), std::string::npos);
+  EXPECT_NE(x.find("negative control: the planted fault was caught (poisoned)"), std::string::npos);
+  EXPECT_NE(x.find("<property name=\"pacheck.git_commit\""), std::string::npos);
+  // The JSON report of the same run serialises the invalid UTF-8 without throwing.
+  EXPECT_NO_THROW(report_json(s, meta_for(suite, ks, o)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
+  const Suite suite = suite_of({17, 33});
+  const std::vector<KernelPtr> ks = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
+  RunOptions o;
+  RunSummary s = run_suite(suite, ks, "cpu", o);
+  ASSERT_EQ(s.exit_code(), 0);
+  std::string x = junit_xml(s, meta_for(suite, ks, o));
+  EXPECT_EQ(count(x, "<failure ") + count(x, "<error "), 0);
+  // A blind negative control (one expected failure passes) and a failed self-test each fail the file.
+  for (auto& r : s.results)
+    if (r.expected_fail) {
+      r.verdict = Verdict::pass;
+      break;
+    }
+  summarize(s, {{"cpu.reference", false}, {"cpu.vector_v", true}});
+  ASSERT_EQ(s.exit_code(), 3);
+  x = junit_xml(s, meta_for(suite, ks, o));
+  EXPECT_NE(x.find("<failure type=\"missed\""), std::string::npos);
+  EXPECT_NE(x.find("name=\"cpu.vector_v: negative control caught\""), std::string::npos);
+}
+
+TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {
+  Planted failing("planted.error", 0, /*fail_len=*/33);
+  const Suite suite = suite_of({17, 33});
+  const std::vector<KernelPtr> ks = {unowned(&failing), Registry::global().find("cpu.vector_v")};
+  RunOptions o;
+  const RunSummary s = run_suite(suite, ks, "cpu", o);
+  const std::string md = summary_markdown(s, meta_for(suite, ks, o));
+  EXPECT_NE(md.find("## pacheck rep: FAIL (exit 1)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rep | `planted.error` | 2 | 2 | 0 | - |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rep | `cpu.vector_v` | 2 | 0 | 0 | caught (2 caught, 0 missed) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("**Comparator self-test:** passed"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Worst cells (2 failing)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `planted.error` | `h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean` | error | - | - | planted failure |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| pacheck.git_commit |"), std::string::npos) << md;
+}
+
+TEST(Environment, FingerprintNamesBuildCompilerAndDevice) {
+  const Environment e = collect_environment("cpu", {{"lib/libk.so", std::string(64, 'a')}});
+  EXPECT_EQ(e.pacheck_version, pacheck_version());
+  EXPECT_FALSE(e.git_commit.empty());
+  EXPECT_TRUE(e.compiler.rfind("gcc ", 0) == 0 || e.compiler.rfind("clang ", 0) == 0) << e.compiler;
+  EXPECT_FALSE(e.device_name.empty());
+  utsname u{};
+  ::uname(&u);
+  EXPECT_EQ(e.arch, u.machine);
+  const nlohmann::json j = to_json(e);
+  EXPECT_EQ(j["plugins"][0]["sha256"], std::string(64, 'a'));
+  EXPECT_EQ(to_json(environment_from_json(j)), j);
+  // A device the build lacks is recorded as unavailable, not thrown.
+  EXPECT_EQ(collect_environment("tpu:0").device_name.rfind("unavailable: ", 0), 0u);
+
+  Environment g;
+  g.device = "cuda:0";
+  parse_device_description(g, "NVIDIA H200 sm_90, 132 SMs, 139.8 GiB, driver 13.0, runtime 12.8");
+  EXPECT_EQ(g.device_name, "NVIDIA H200");
+  EXPECT_EQ(g.arch, "sm_90");
+  EXPECT_EQ(g.driver, "13.0");
+  EXPECT_EQ(g.runtime, "12.8");
+  Environment h;
+  h.device = "hip:0";
+  parse_device_description(h, "AMD Radeon RX 7900 XTX gfx1100, driver 6.3.4");
+  EXPECT_EQ(h.arch, "gfx1100");
+  EXPECT_EQ(h.device_name, "AMD Radeon RX 7900 XTX");
+}
+
+}  // namespace
+}  // namespace pacheck
