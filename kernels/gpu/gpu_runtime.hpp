@@ -1,6 +1,6 @@
-// The one portability header of the GPU code: everything that names the CUDA runtime lives here, so the
-// kernels and the backend can later be compiled as HIP (issue: HIP backend, gfx90a wave64 and gfx1030
-// wave32) by adding the HIP half of this file rather than touching the kernels.
+// The one portability header of the GPU code: everything that names the CUDA or the HIP runtime lives here,
+// so the same kernels and device backend compile with nvcc (CUDA) and with hipcc (HIP: gfx90a wave64,
+// gfx1030 wave32). HIP's own CUDA-platform headers do not compile against CUDA 13, hence a header of our own.
 //
 // What it provides, in namespace pacheck::gpu:
 //   - runtime calls and types: Error, Stream, Event, DeviceProp and thin wrappers (malloc_async, ...);
@@ -14,8 +14,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
-#if defined(PACHECK_GPU_HIP) || defined(__HIP_PLATFORM_AMD__)
+// HIP when hipcc compiles (__HIPCC__) or when a host-only TU of the HIP library is built with the host compiler
+// (CMake defines PACHECK_GPU_HIP and __HIP_PLATFORM_AMD__ for those: see kernels/gpu/CMakeLists.txt).
+#if defined(PACHECK_GPU_HIP) || defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
 #define PACHECK_GPU_IS_HIP 1
 #include <hip/hip_bfloat16.h>
 #include <hip/hip_fp16.h>
@@ -87,7 +90,14 @@ inline bool is_sticky(Error e) {
   return e == hipErrorIllegalAddress || e == hipErrorLaunchFailure || e == hipErrorIllegalState ||
          e == hipErrorAssert || e == hipErrorLaunchTimeOut || e == hipErrorECCNotCorrectable;
 }
+/// AMD has no shared-memory opt-in: a workgroup may use all of its LDS (64 KiB on gfx90a and gfx1030).
 inline int shared_mem_optin(const DeviceProp& p) { return static_cast<int>(p.sharedMemPerBlock); }
+/// "gfx90a:sramecc+:xnack-" and the like: the code-object target the runtime picked for this device.
+inline std::string arch_name(const DeviceProp& p) { return p.gcnArchName; }
+/// HIP encodes versions as 10^7 * major + 10^5 * minor + patch (5.2.21153 -> 50221153).
+inline std::string version_string(int v) {
+  return std::to_string(v / 10000000) + "." + std::to_string((v / 100000) % 100) + "." + std::to_string(v % 100000);
+}
 #else
 using Error = cudaError_t;
 using Stream = cudaStream_t;
@@ -144,6 +154,10 @@ inline bool is_sticky(Error e) {
          e == cudaErrorECCUncorrectable || e == cudaErrorTensorMemoryLeak;
 }
 inline int shared_mem_optin(const DeviceProp& p) { return static_cast<int>(p.sharedMemPerBlockOptin); }
+/// "sm_90": the compute capability.
+inline std::string arch_name(const DeviceProp& p) { return "sm_" + std::to_string(p.major) + std::to_string(p.minor); }
+/// CUDA encodes versions as 1000 * major + 10 * minor (13000 -> 13.0).
+inline std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 #endif
 
 // ---------------------------------------------------------------------------------------------------
@@ -160,24 +174,38 @@ static_assert(sizeof(half_t) == 2 && sizeof(bf16_t) == 2, "16-bit element types"
 
 #if PACHECK_GPU_COMPILER
 
-// Wave width known at compile time in device code. A HIP build compiles once per target, so the device
-// pass sees its target's width; the host pass never uses kWarpSize (launchers call warp_size()).
+// Wave width known at compile time in device code. hipcc compiles device code once per --offload-arch, and
+// each device pass sees its target's width in __AMDGCN_WAVEFRONT_SIZE: 64 on gfx90a (CDNA), 32 on gfx1030
+// (RDNA, whose default is wave32). The host pass also defines the macro (64 whatever the targets), so in
+// host code kWarpSize is meaningless: launchers size blocks and shared memory with warp_size(), the
+// device's runtime width, through the functions of lane_math.hpp.
 #if PACHECK_GPU_IS_HIP
-#if defined(__AMDGCN_WAVEFRONT_SIZE)
-inline constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
-#else
-inline constexpr int kWarpSize = 64;
+#if !defined(__AMDGCN_WAVEFRONT_SIZE)
+#error "hipcc did not define __AMDGCN_WAVEFRONT_SIZE: the wave width of the target is unknown"
 #endif
+inline constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
 #else
 inline constexpr int kWarpSize = 32;
 #endif
+static_assert(kWarpSize == 32 || kWarpSize == 64, "the kernels' shuffles and lane splits assume a 32- or 64-wide warp");
 
-/// Butterfly exchange within the warp: the value of lane (lane ^ mask).
-PACHECK_DEVICE float shfl_xor(float v, int mask) {
+/// Butterfly exchange among groups of `width` lanes (a power of two, at most the warp): the value of lane
+/// (lane ^ mask). Every lane of the warp must call it (CUDA: full mask; AMD waves run in lockstep).
+PACHECK_DEVICE float shfl_xor(float v, int mask, int width = kWarpSize) {
 #if PACHECK_GPU_IS_HIP
-  return __shfl_xor(v, mask);
+  return __shfl_xor(v, mask, width);
 #else
-  return __shfl_xor_sync(0xffffffffu, v, mask);
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+#endif
+}
+
+/// Copies the bytes of one object into another of the same size in device code (a bit cast that keeps NaN
+/// payloads). HIP's device code has no libc memcpy; the compiler builtin is what its own headers use.
+PACHECK_DEVICE void copy_bits(void* dst, const void* src, std::size_t n) {
+#if PACHECK_GPU_IS_HIP
+  __builtin_memcpy(dst, src, n);
+#else
+  memcpy(dst, src, n);
 #endif
 }
 
@@ -196,7 +224,7 @@ template <> struct Elem<half_t> {
 template <> struct Elem<bf16_t> {
   static PACHECK_DEVICE float to_float(bf16_t v) {
     std::uint16_t b;
-    memcpy(&b, &v, 2);
+    copy_bits(&b, &v, 2);
     return __uint_as_float(static_cast<std::uint32_t>(b) << 16);
   }
   static PACHECK_DEVICE bf16_t from_float(float f) {
@@ -209,7 +237,7 @@ template <> struct Elem<bf16_t> {
       b = static_cast<std::uint16_t>(u >> 16);
     }
     bf16_t r;
-    memcpy(&r, &b, 2);
+    copy_bits(&r, &b, 2);
     return r;
   }
 };
@@ -244,7 +272,7 @@ PACHECK_DEVICE void expand16<half_t>(const uint4& v, float* out) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     __half2 h;
-    memcpy(&h, &w[i], 4);
+    copy_bits(&h, &w[i], 4);
     const float2 f = __half22float2(h);
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
