@@ -99,8 +99,9 @@ TEST_P(LaneMath, PagedPvFormsEveryTokenRowProductOnce) {
     for (int d : kHeads)
       for (int b : kPagedBlocks) {
         const int vpr = paged_vpr(b, eb);
-        ASSERT_TRUE(paged_pv_exact(W(), d, eb, b, vpr)) << where(W(), d, eb, b) << " vpr " << vpr;
+        ASSERT_TRUE(paged_pv_exact(W(), d, eb, vpr)) << where(W(), d, eb, b) << " vpr " << vpr;
         const PagedPv pv = paged_pv(W(), d, eb, vpr);
+        ASSERT_TRUE(paged_pv_tiles_block(pv, b)) << where(W(), d, eb, b) << " vpr " << vpr;
         std::vector<int> count(static_cast<std::size_t>(b) * d, 0);  // [slot][row]
         for (int c0 = 0; c0 < b; c0 += pv.chunk_tokens)
           for (int lane = 0; lane < W(); ++lane)
@@ -248,8 +249,11 @@ TEST(LaneMathHost, PipelinedSharedMemoryDependsOnTheWarpWidth) {
 
 // Shapes outside what the kernels instantiate are reported as inexact rather than silently mis-split.
 TEST(LaneMathHost, InexactSplitsAreDetected) {
-  EXPECT_FALSE(paged_pv_exact(64, 64, 2, 4, paged_vpr(4, 2)));   // block 4 of bf16: no whole V vector
-  EXPECT_FALSE(paged_pv_exact(64, 96, 2, 16, 3));                 // vpr 3 does not divide the warp
+  EXPECT_FALSE(paged_pv_exact(64, 64, 2, paged_vpr(4, 2)));      // block 4 of bf16: no whole V vector
+  EXPECT_FALSE(paged_pv_exact(64, 96, 2, 3));                     // vpr 3 does not divide the warp
+  EXPECT_FALSE(paged_pv_exact(64, 32, 4, 1));                     // 32 rows, 64 per wave64 step
+  EXPECT_TRUE(paged_pv_exact(32, 32, 4, 1));                      // ... but exactly one wave32 step
+  EXPECT_FALSE(paged_pv_tiles_block(paged_pv(32, 64, 4, 4), 8));  // 16-token steps over an 8-token block
   EXPECT_FALSE(row_split_exact(64, 48, 2));                       // 48 / 8 = 6 lanes do not divide 64
   EXPECT_FALSE(supported_warp(16));
 }

@@ -18,12 +18,14 @@
 #include <string>
 
 #include "kernels/gpu/gpu_runtime.hpp"
+#include "kernels/gpu/lane_math.hpp"
 #include "kernels/gpu/launch.hpp"
 
 namespace pacheck::gpu {
 
-/// Warps per thread block of every decode kernel (4 x kWarpSize threads: 128 on CUDA).
-inline constexpr int kWarps = 4;
+/// Warps per thread block of every decode kernel (4 x kWarpSize threads: 128 on CUDA and wave32, 256 on
+/// wave64). Launchers multiply it by warp_size(), never by kWarpSize (host code: see gpu_runtime.hpp).
+inline constexpr int kWarps = lanes::kBlockWarps;
 inline constexpr float kLog2e = 1.4426950408889634f;
 
 __host__ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -115,9 +117,20 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) merge_partitions_kernel(Me
   }
 }
 
-/// "<what>: <CUDA error name>: <message>" for a failed runtime call; fatal when the error is sticky.
+/// "<what>: <runtime error name>: <message>" for a failed runtime call; fatal when the error is sticky.
 inline LaunchResult runtime_failure(const std::string& what, Error e) {
   return {what + ": " + error_name(e) + ": " + error_string(e), is_sticky(e)};
+}
+
+/// Threads per block of the decode kernels on the current device, or an error when its warp width is not one
+/// the kernels are compiled for (also when the width is unknown: launching 128 threads of a wave64 kernel
+/// would silently skip half its warps).
+inline LaunchResult block_threads(int* threads) {
+  const int w = warp_size();
+  if (!lanes::supported_warp(w))
+    return {"device warp size " + std::to_string(w) + " not in {32, 64} (device properties unavailable?)", false};
+  *threads = kWarps * w;
+  return {};
 }
 
 /// Checks the last launch: a bad configuration shows here at once; faults inside the kernel show at the
@@ -163,8 +176,10 @@ LaunchResult launch_merge(const SplitScratch& sc, const pacheck_kernel_args& a, 
     const Error e = allow_dynamic_smem(merge_partitions_kernel<T>, smem);
     if (e != kSuccess) return runtime_failure("merge: " + std::to_string(sc.max_parts) + " partitions", e);
   }
+  int threads = 0;
+  if (LaunchResult r = block_threads(&threads); !r.ok()) return r;
   const dim3 grid(a.num_heads, a.num_seqs);
-  merge_partitions_kernel<T><<<grid, kWarps * warp_size(), smem, stream>>>(mp);
+  merge_partitions_kernel<T><<<grid, threads, smem, stream>>>(mp);
   return check_launch("split-KV merge");
 }
 

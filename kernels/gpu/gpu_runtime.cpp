@@ -15,7 +15,8 @@ namespace {
 struct DeviceFacts {
   bool known = false;
   bool pool_kept = false;
-  int warp = 32;
+  int warp = 0;  // unknown until the device answers: block_threads() refuses to launch with it, since a
+                 // guessed 32 would run a wave64 kernel with half its warps
   int sms = 1;
   int smem_optin = 48 * 1024;
 };

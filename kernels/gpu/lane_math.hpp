@@ -79,10 +79,12 @@ struct PagedPv {
 
   PACHECK_LANE_FN int vec(int lane) const { return lane % vpr; }
   PACHECK_LANE_FN int row0(int lane) const { return lane / vpr; }
-  /// The i-th head-dim row lane `lane` accumulates (i < rows_per_lane).
-  PACHECK_LANE_FN int row(int lane, int i) const { return row0(lane) + i * rows_per_step; }
-  /// First slot of the vector lane `lane` loads in the warp step starting at slot c0 of a block.
-  PACHECK_LANE_FN int slot(int c0, int lane) const { return c0 + vec(lane) * vec_tokens; }
+  /// The i-th head-dim row (i < rows_per_lane) of a lane whose row0() is `r0`.
+  PACHECK_LANE_FN int row_at(int r0, int i) const { return r0 + i * rows_per_step; }
+  PACHECK_LANE_FN int row(int lane, int i) const { return row_at(row0(lane), i); }
+  /// First slot of the vector a lane whose vec() is `v` loads in the warp step starting at slot c0 of a block.
+  PACHECK_LANE_FN int slot_at(int c0, int v) const { return c0 + v * vec_tokens; }
+  PACHECK_LANE_FN int slot(int c0, int lane) const { return slot_at(c0, vec(lane)); }
   /// Partial rows of the vpr lanes that share them are summed by xor offsets 1, 2, ... < vpr.
   PACHECK_LANE_FN int reduce_end() const { return vpr; }
 };
@@ -92,11 +94,16 @@ PACHECK_LANE_FN PagedPv paged_pv(int warp, int head_size, int elem_bytes, int vp
   return PagedPv{vpr, vec16(elem_bytes), vpr * vec16(elem_bytes), rps, head_size / rps};
 }
 
-/// True when paged_pv's split is exact: rows split evenly over the lanes and warp steps tile the block.
-PACHECK_LANE_FN bool paged_pv_exact(int warp, int head_size, int elem_bytes, int block_size, int vpr) {
+/// True when paged_pv's rows split evenly over the lanes (checked at compile time by the kernel).
+PACHECK_LANE_FN bool paged_pv_exact(int warp, int head_size, int elem_bytes, int vpr) {
   if (vpr < 1 || !is_pow2(vpr) || warp % vpr != 0) return false;
   const PagedPv pv = paged_pv(warp, head_size, elem_bytes, vpr);
-  return pv.rows_per_lane >= 1 && head_size % pv.rows_per_step == 0 && block_size % pv.chunk_tokens == 0;
+  return pv.rows_per_lane >= 1 && head_size % pv.rows_per_step == 0;
+}
+/// True when the warp steps of `pv` tile a block exactly, so no V vector runs past its block (the launcher
+/// picks vpr with paged_vpr, which guarantees it for the power-of-two blocks 8..256 it accepts).
+PACHECK_LANE_FN bool paged_pv_tiles_block(const PagedPv& pv, int block_size) {
+  return pv.chunk_tokens >= 1 && block_size % pv.chunk_tokens == 0;
 }
 
 // -------------------------------------------------------------------------------------------------------

@@ -55,15 +55,18 @@ __host__ __device__ constexpr int fixed_smem_floats(int head_size) { return head
 
 // VPR: 16-byte V vectors per row per lane-row (1, 2 or 4): a warp step covers CH = VPR * kVec16<T> tokens
 // of a block and kWarpSize / VPR head-dim rows, each lane holding D * VPR / kWarpSize row accumulators.
+// Which lane owns which token and element in steps 1 and 3 is lanes::paged_qk / lanes::paged_pv
+// (lane_math.hpp, tested for wave32 and wave64 in tests/test_lane_math.cpp).
 template <class T, int D, int VPR, bool ZERO_V_TAIL>
 __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(PagedParams p) {
-  constexpr int X = kVec16<T>;        // elements per x-vector of the key cache (16 bytes)
-  constexpr int NCH = D / X;          // x-vectors per key row
-  constexpr int VV = kVec16<T>;       // tokens per V vector (16 bytes)
-  constexpr int CH = VPR * VV;        // tokens of a block one warp step covers in P . V
-  constexpr int RPI = kWarpSize / VPR;// head-dim rows one warp step covers
-  constexpr int ROWS = D / RPI;       // accumulators per lane
-  static_assert(D % X == 0 && D % RPI == 0, "head_size must split evenly over lanes");
+  constexpr lanes::PagedPv PV = lanes::paged_pv(kWarpSize, D, sizeof(T), VPR);
+  constexpr int X = kVec16<T>;              // elements per x-vector of the key cache (16 bytes)
+  constexpr int NCH = D / X;                // x-vectors per key row
+  constexpr int VV = PV.vec_tokens;         // tokens per V vector (16 bytes)
+  constexpr int CH = PV.chunk_tokens;       // tokens of a block one warp step covers in P . V
+  constexpr int ROWS = PV.rows_per_lane;    // accumulators per lane
+  static_assert(D % X == 0 && lanes::paged_pv_exact(kWarpSize, D, sizeof(T), VPR),
+                "head_size must split evenly over lanes");
 
   const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
@@ -92,9 +95,10 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   const std::int32_t* bt = p.block_tables + s * p.bt_stride;
 
   // 1. q . K for every slot of the partition's blocks.
-  const int tg = max(kWarpSize / B, 1);  // lanes per token
-  const int tpp = kWarpSize / tg;        // tokens per pass (= min(B, kWarpSize))
-  const int tg_lane = lane / tpp, tok_in_pass = lane % tpp;
+  const lanes::PagedQk qk = lanes::paged_qk(kWarpSize, B);
+  const int tg = qk.group;              // lanes per token
+  const int tpp = qk.tokens_per_pass;   // tokens per pass (= min(B, kWarpSize))
+  const int tg_lane = qk.group_lane(lane), tok_in_pass = qk.token_in_pass(lane);
   float qk_max = -INFINITY;
   for (int b = blk_begin + warp; b < blk_end; b += kWarps) {
     const std::int64_t phys = bt[b];
@@ -107,7 +111,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
 #pragma unroll
         for (int j = 0; j < X; ++j) dot = fmaf(q_s[c * X + j], kf[j], dot);
       }
-      for (int m = tpp; m < kWarpSize; m <<= 1) dot += shfl_xor(dot, m);
+      for (int m = qk.reduce_first(); m < qk.reduce_end(); m <<= 1) dot += shfl_xor(dot, m);
       const int tok = b * B + slot;
       if (tg_lane == 0) {
         const bool valid = tok < tok_end;
@@ -134,21 +138,21 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   __syncthreads();
 
   // 3. P . V.
-  const int vec = lane % VPR, row0 = lane / VPR;
+  const int vec = PV.vec(lane), row0 = PV.row0(lane);
   float acc[ROWS];
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) acc[i] = 0.f;
   for (int b = blk_begin + warp; b < blk_end; b += kWarps) {
     const std::int64_t phys = bt[b];
     for (int c0 = 0; c0 < B; c0 += CH) {
-      const int slot = c0 + vec * VV;
+      const int slot = PV.slot_at(c0, vec);
       const int tok = b * B + slot;  // first token of this lane's vector
       float pv[VV];
 #pragma unroll
       for (int j = 0; j < VV; ++j) pv[j] = logits[tok - tok_begin + j];
 #pragma unroll
       for (int i = 0; i < ROWS; ++i) {
-        const int d = row0 + i * RPI;
+        const int d = PV.row_at(row0, i);
         float vf[VV];
         expand16<T>(load16(vc + value_offset(PACHECK_LAYOUT_VLLM, p.vs, phys, g, slot, d)), vf);
         if constexpr (ZERO_V_TAIL) {
@@ -168,10 +172,10 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   // Lanes with the same row0 hold the same rows for different token vectors: combine them.
 #pragma unroll
   for (int i = 0; i < ROWS; ++i)
-    for (int m = 1; m < VPR; m <<= 1) acc[i] += shfl_xor(acc[i], m);
+    for (int m = 1; m < PV.reduce_end(); m <<= 1) acc[i] += shfl_xor(acc[i], m);
   if (vec == 0) {
 #pragma unroll
-    for (int i = 0; i < ROWS; ++i) rows_s[warp * D + row0 + i * RPI] = acc[i];
+    for (int i = 0; i < ROWS; ++i) rows_s[warp * D + PV.row_at(row0, i)] = acc[i];
   }
   __syncthreads();
 
@@ -201,15 +205,17 @@ LaunchResult launch_one(const PagedParams& p, int num_seqs, int max_parts, Strea
     const Error e = allow_dynamic_smem(kernel, smem);
     if (e != kSuccess) return runtime_failure("paged attention: " + std::to_string(smem) + " bytes of shared memory", e);
   }
+  int threads = 0;
+  if (LaunchResult r = block_threads(&threads); !r.ok()) return r;
   const dim3 grid(p.num_heads, num_seqs, max_parts);
-  kernel<<<grid, kWarps * warp_size(), smem, stream>>>(p);
+  kernel<<<grid, threads, smem, stream>>>(p);
   return check_launch(ZERO ? "paged attention" : "paged attention (tail fault)");
 }
 
 template <class T, int D, bool ZERO>
 LaunchResult dispatch_vpr(const PagedParams& p, int num_seqs, int max_parts, Stream stream) {
   // VPR = min(block_size / vector tokens, 4): block 8 with 16-bit types is one vector per row.
-  const int vpr = std::min(p.block_size / kVec16<T>, 4);
+  const int vpr = lanes::paged_vpr(p.block_size, sizeof(T));
   if constexpr (sizeof(T) == 2) {
     if (vpr == 1) return launch_one<T, D, 1, ZERO>(p, num_seqs, max_parts, stream);
   }
