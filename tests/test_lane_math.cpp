@@ -182,12 +182,13 @@ TEST_P(LaneMath, WarpSplitTakesEveryTokenOfAPartitionOnce) {
               if (len < 1) continue;
               const int t_end = t_begin + len;
               std::vector<int> count(len, 0);
+              const int all = ws_all_workers(rs, warps);
               for (int w = 0; w < warps; ++w)
                 // The kernels' loop: a warp-uniform bound on the step's first token, tokens masked per worker.
-                for (int tw = ws_first_step(rs, t_begin, w); tw < t_end; tw += ws_step_stride(rs, warps, unroll))
+                for (int tw = ws_first_step(rs, t_begin, w); tw < t_end; tw += ws_step_stride(all, unroll))
                   for (int k = 0; k < rs.workers; ++k)
                     for (int u = 0; u < unroll; ++u) {
-                      const int t = ws_token(rs, warps, tw, k, u);
+                      const int t = ws_token(tw, k, u, all);
                       ASSERT_GE(t, t_begin);
                       if (t < t_end) ++count[t - t_begin];
                     }

@@ -122,8 +122,9 @@ struct RowSplit {
 
   PACHECK_LANE_FN int worker(int lane) const { return lane / lanes_per_row; }
   PACHECK_LANE_FN int row_lane(int lane) const { return lane % lanes_per_row; }
-  /// First head-dim element of lane `lane`; it owns [first_elem, first_elem + elems_per_lane).
-  PACHECK_LANE_FN int first_elem(int lane) const { return row_lane(lane) * elems_per_lane; }
+  /// First head-dim element of a lane whose row_lane() is `rl`; it owns [that, that + elems_per_lane).
+  PACHECK_LANE_FN int elem_at(int rl) const { return rl * elems_per_lane; }
+  PACHECK_LANE_FN int first_elem(int lane) const { return elem_at(row_lane(lane)); }
   /// Dot products of a row are summed by xor offsets 1, 2, ... < lanes_per_row (the row's lanes).
   PACHECK_LANE_FN int dot_reduce_end() const { return lanes_per_row; }
   /// Workers of a warp are merged by xor offsets lanes_per_row, 2 * lanes_per_row, ... < warp.
@@ -146,18 +147,17 @@ PACHECK_LANE_FN bool row_split_exact(int warp, int head_size, int elem_bytes) {
 }
 
 /// Token order of the warp-split workers. `warps` warps (all of a block, or those of one head slot) with
-/// `rs.workers` workers each form `warps * rs.workers` interleaved workers; a step of a warp covers
-/// `unroll` tokens per worker. Warp w starts at t_begin + w * workers and steps by unroll * all workers;
-/// worker k of that warp takes token step_first + k + u * all workers, u < unroll.
+/// `rs.workers` workers each form all = warps * rs.workers interleaved workers; a step of a warp covers
+/// `unroll` tokens per worker. Warp w starts at t_begin + w * workers and steps by unroll * all; worker k
+/// of that warp takes token step_first + k + u * all, u < unroll. (`all` is passed in, not recomputed, so
+/// the kernels keep the value they computed once.)
 PACHECK_LANE_FN int ws_all_workers(const RowSplit& rs, int warps) { return warps * rs.workers; }
 PACHECK_LANE_FN int ws_first_step(const RowSplit& rs, int t_begin, int warp_in_group) {
   return t_begin + warp_in_group * rs.workers;
 }
-PACHECK_LANE_FN int ws_step_stride(const RowSplit& rs, int warps, int unroll) {
-  return unroll * ws_all_workers(rs, warps);
-}
-PACHECK_LANE_FN int ws_token(const RowSplit& rs, int warps, int step_first, int worker, int u) {
-  return step_first + worker + u * ws_all_workers(rs, warps);
+PACHECK_LANE_FN int ws_step_stride(int all_workers, int unroll) { return unroll * all_workers; }
+PACHECK_LANE_FN int ws_token(int step_first, int worker, int u, int all_workers) {
+  return step_first + worker + u * all_workers;
 }
 
 /// Tokens per worker per step of the warp-split kernels: 4, or 2 for tiles of 8 query heads (registers).

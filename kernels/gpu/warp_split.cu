@@ -51,22 +51,24 @@ struct WarpSplitParams {
   SplitScratch sc;              ///< partition_size and max_parts always set; buffers when max_parts > 1
 };
 
+// Which lanes own which elements and tokens, and the shuffle offsets of the reductions: lanes::row_split and
+// the lanes::ws_* token order (lane_math.hpp, tested for wave32 and wave64 in tests/test_lane_math.cpp).
 template <class T, int D>
 struct RowSplit {
-  static constexpr int kVec = kVec16<T>;
-  static constexpr int kEpl = (D / kWarpSize > kVec) ? D / kWarpSize : kVec;  // elements per lane
-  static constexpr int kNv = kEpl / kVec;                                      // 16-byte loads per lane per row
-  static constexpr int kLpr = D / kEpl;                                        // lanes per row
-  static constexpr int kRpw = kWarpSize / kLpr;                                // rows (workers) per warp
-  static_assert(kLpr >= 1 && kLpr <= kWarpSize && D % kEpl == 0, "head row must split over a warp");
+  static constexpr lanes::RowSplit kSplit = lanes::row_split(kWarpSize, D, sizeof(T));
+  static constexpr int kVec = kSplit.vec;
+  static constexpr int kEpl = kSplit.elems_per_lane;  // elements per lane
+  static constexpr int kNv = kSplit.loads;            // 16-byte loads per lane per row
+  static_assert(lanes::row_split_exact(kWarpSize, D, sizeof(T)), "head row must split over a warp");
 };
 
 template <class T, int D, int QG>
 __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSplitParams p) {
   using RS = RowSplit<T, D>;
-  constexpr int EPL = RS::kEpl, NV = RS::kNv, LPR = RS::kLpr, RPW = RS::kRpw, VEC = RS::kVec;
-  constexpr int NRW = kWarps * RPW;     // workers per block
-  constexpr int U = QG >= 8 ? 2 : 4;    // tokens per worker per step (2 loads each, all in flight)
+  constexpr lanes::RowSplit SP = RS::kSplit;
+  constexpr int EPL = RS::kEpl, NV = RS::kNv, VEC = RS::kVec;
+  constexpr int NRW = lanes::ws_all_workers(SP, kWarps);  // workers per block
+  constexpr int U = lanes::ws_unroll(QG);  // tokens per worker per step (2 loads each, all in flight)
 
   const int s = blockIdx.y;
   int bx = blockIdx.x;
@@ -84,8 +86,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSpli
   const int nh = min(QG, p.ratio - tile * QG);  // query heads of this tile
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int sg = lane / LPR, sl = lane % LPR;
-  const int d0 = sl * EPL;
+  const int sg = SP.worker(lane), sl = SP.row_lane(lane);
+  const int d0 = SP.elem_at(sl);
 
   // Query rows of the tile, fp32. Heads past nh repeat the last one (computed, never written).
   float q[QG][EPL];
@@ -109,12 +111,12 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSpli
   const std::int32_t* bt = p.block_tables + s * p.bt_stride;
 
   // The loop bound is warp-uniform (shuffles need the whole warp); tokens past t_end are masked per worker.
-  for (int tw = t_begin + warp * RPW; tw < t_end; tw += U * NRW) {
+  for (int tw = lanes::ws_first_step(SP, t_begin, warp); tw < t_end; tw += lanes::ws_step_stride(NRW, U)) {
     uint4 kr[U][NV], vr[U][NV];
     bool valid[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int t = tw + sg + u * NRW;
+      const int t = lanes::ws_token(tw, sg, u, NRW);
       valid[u] = t < t_end;
       if (valid[u]) {
         const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
@@ -145,7 +147,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSpli
 #pragma unroll
         for (int e = 0; e < EPL; ++e) dot = fmaf(q[j][e], kf[e], dot);
 #pragma unroll
-        for (int mk = 1; mk < LPR; mk <<= 1) dot += shfl_xor(dot, mk);
+        for (int mk = 1; mk < SP.dot_reduce_end(); mk <<= 1) dot += shfl_xor(dot, mk);
         sc[u][j] = valid[u] ? dot * p.scale_log2 : -INFINITY;
       }
     }
@@ -192,7 +194,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSpli
 
   // Merge the RPW workers of each warp (butterfly over the lane bits above the row's lanes).
 #pragma unroll
-  for (int mk = LPR; mk < kWarpSize; mk <<= 1) {
+  for (int mk = SP.merge_first(); mk < SP.merge_end(); mk <<= 1) {
 #pragma unroll
     for (int j = 0; j < QG; ++j) {
       const float mo = shfl_xor(m[j], mk), lo = shfl_xor(l[j], mk);
@@ -260,7 +262,9 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSpli
 template <class T, int D, int QG>
 LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream) {
   const dim3 grid(p.num_kv_heads * p.sc.max_parts * p.tiles, num_seqs);
-  warp_split_kernel<T, D, QG><<<grid, kWarps * warp_size(), 0, stream>>>(p);
+  int threads = 0;
+  if (LaunchResult r = block_threads(&threads); !r.ok()) return r;
+  warp_split_kernel<T, D, QG><<<grid, threads, 0, stream>>>(p);
   return check_launch("warp split");
 }
 
