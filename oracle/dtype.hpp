@@ -1,4 +1,5 @@
 // Element types of query, KV cache and output, and exact conversions between them and fp32.
+// The fp8 types are KV-cache encodings only (docs/FP8.md); oracle/fp8.hpp defines them.
 #pragma once
 
 #include <cstddef>
@@ -15,22 +16,34 @@ enum class DType : std::uint8_t {
   f32 = PACHECK_DTYPE_F32,
   f16 = PACHECK_DTYPE_F16,
   bf16 = PACHECK_DTYPE_BF16,
+  fp8_e4m3fn = PACHECK_DTYPE_FP8_E4M3FN,      ///< OCP OFP8 E4M3: NaN 0x7F/0xFF, no Inf, max 448
+  fp8_e4m3fnuz = PACHECK_DTYPE_FP8_E4M3FNUZ,  ///< AMD/Graphcore: NaN 0x80 only, no -0, max 240 (0x7F)
+  fp8_e5m2 = PACHECK_DTYPE_FP8_E5M2,          ///< OCP OFP8 E5M2: IEEE-like, Inf and NaN, max 57344
 };
 
-/// Size of one element in bytes (4 for f32, 2 for f16 and bf16).
+/// True for the three fp8 encodings (KV-cache dtypes only).
+constexpr bool is_fp8(DType t) {
+  return t == DType::fp8_e4m3fn || t == DType::fp8_e4m3fnuz || t == DType::fp8_e5m2;
+}
+
+/// Size of one element in bytes (4 for f32, 2 for f16 and bf16, 1 for fp8).
 std::size_t dtype_size(DType t);
-/// Lower-case name used in case ids and suite files: "f32", "f16", "bf16".
+/// Lower-case name used in case ids and suite files: "f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz",
+/// "fp8_e5m2".
 std::string_view dtype_name(DType t);
-/// Parses a name written by dtype_name(); throws std::invalid_argument naming the text otherwise.
+/// Parses a name written by dtype_name() (or "float32", "float8_e4m3fn", ... as PyTorch spells them);
+/// throws std::invalid_argument naming the text otherwise.
 DType parse_dtype(std::string_view s);
-/// Largest finite value of the type (f32 3.40282347e38, f16 65504, bf16 3.38953139e38).
+/// Largest finite value of the type (f32 3.40282347e38, f16 65504, bf16 3.38953139e38, fp8_e4m3fn 448,
+/// fp8_e4m3fnuz 240, fp8_e5m2 57344).
 double dtype_max_finite(DType t);
 
-/// Rounds an fp32 value to `t` (round to nearest, ties to even; NaN stays NaN, Inf stays Inf, f16
-/// subnormals kept) and returns the bit pattern in the low bits of the result.
-/// Conversions are Eigen's `Eigen::half` / `Eigen::bfloat16`, which implement IEEE RNE.
+/// Rounds an fp32 value to `t` (round to nearest, ties to even; f16 subnormals kept) and returns the bit
+/// pattern in the low bits of the result. f16/bf16: NaN stays NaN, Inf stays Inf, overflow gives Inf
+/// (Eigen's `Eigen::half` / `Eigen::bfloat16`, which implement IEEE RNE). fp8: saturating, as
+/// oracle/fp8.hpp states per encoding (overflow and, without an Inf code, Inf give +-max).
 std::uint32_t to_bits(float v, DType t);
-/// Decodes a bit pattern of type `t` to fp32 exactly (every f16/bf16 value is representable).
+/// Decodes a bit pattern of type `t` to fp32 exactly (every f16/bf16/fp8 value is representable).
 float from_bits(std::uint32_t bits, DType t);
 /// Rounds `v` to `t` and back: the value a tensor of type `t` stores for `v`.
 inline float round_to(float v, DType t) { return from_bits(to_bits(v, t), t); }
