@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -51,6 +52,51 @@ Dist parse_dist(std::string_view s) {
                               "' (expected uniform, normal, peaked or extreme)");
 }
 
+std::vector<float> KvScale::resolve(int num_kv_heads) const {
+  const auto G = static_cast<std::size_t>(std::max(num_kv_heads, 0));
+  if (range) {
+    std::vector<float> out(G);
+    const double a = range->first, b = range->second;
+    for (std::size_t g = 0; g < G; ++g)
+      out[g] = static_cast<float>(G == 1 ? a : a + (b - a) * static_cast<double>(g) / static_cast<double>(G - 1));
+    return out;
+  }
+  if (values.empty()) return std::vector<float>(G, 1.0f);
+  if (values.size() == 1) return std::vector<float>(G, values[0]);
+  return values;
+}
+
+std::string KvScale::text() const {
+  if (range) return fmt::format("{}~{}", range->first, range->second);
+  if (values.empty()) return "1";
+  return fmt::format("{}", fmt::join(values, ","));
+}
+
+namespace {
+float parse_float(std::string_view t, std::string_view whole) {
+  float v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || p != t.data() + t.size())
+    throw std::invalid_argument(fmt::format("'{}' in scale '{}' is not a number", t, whole));
+  return v;
+}
+}  // namespace
+
+KvScale KvScale::parse(std::string_view text) {
+  KvScale k;
+  if (const auto tilde = text.find('~'); tilde != std::string_view::npos) {
+    k.range = std::pair{parse_float(text.substr(0, tilde), text), parse_float(text.substr(tilde + 1), text)};
+    return k;
+  }
+  while (true) {
+    const auto comma = text.find(',');
+    k.values.push_back(parse_float(text.substr(0, comma), text));
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);
+  }
+  return k;
+}
+
 CaseError::CaseError(std::string f, std::string r)
     : std::invalid_argument(fmt::format("{}: {}", f, r)), field(std::move(f)), reason(std::move(r)) {}
 
@@ -81,6 +127,22 @@ void Case::validate() const {
       throw CaseError("seq_lens", fmt::format("seq_len of sequence {} is {}, must be >= 1", i, seq_lens[i]));
   if (scale && !(std::isfinite(*scale) && *scale > 0))
     throw CaseError("scale", fmt::format("must be finite and > 0, got {}", *scale));
+  for (auto [t, field] : {std::pair{q_dtype, "q_dtype"}, std::pair{out_dtype, "out_dtype"}})
+    if (is_fp8(t))
+      throw CaseError(field, fmt::format("{} is a KV-cache dtype only; query and output must be f32, f16 or bf16",
+                                         dtype_name(t)));
+  for (auto [ks, field] : {std::pair{&k_scale, "k_scale"}, std::pair{&v_scale, "v_scale"}}) {
+    if (ks->is_default()) continue;
+    if (!is_fp8(kv_dtype))
+      throw CaseError(field, fmt::format("only fp8 KV caches take scales; kv_dtype is {}", dtype_name(kv_dtype)));
+    std::vector<float> given = ks->values;
+    if (ks->range) given = {ks->range->first, ks->range->second};
+    for (float v : given)
+      if (!(std::isfinite(v) && v > 0)) throw CaseError(field, fmt::format("{} must be finite and > 0, got {}", ks->text(), v));
+    if (!ks->range && ks->values.size() != 1 && ks->values.size() != static_cast<std::size_t>(num_kv_heads))
+      throw CaseError(field, fmt::format("{} values for {} KV heads: give 1 (per tensor) or {} (per KV head)",
+                                         ks->values.size(), num_kv_heads, num_kv_heads));
+  }
   if (spare_blocks < 1) throw CaseError("spare_blocks", fmt::format("must be >= 1, got {}", spare_blocks));
   if (padding_columns < 0)
     throw CaseError("padding_columns", fmt::format("must be >= 0, got {}", padding_columns));
@@ -103,6 +165,8 @@ std::string Case::id() const {
   out += fmt::format(" {} seed{}", layout_name(layout), seed);
   if (dist != kDefaults.dist) out += fmt::format(" dist={}", dist_name(dist));
   if (scale) out += fmt::format(" scale={}", *scale);
+  if (!k_scale.is_default()) out += fmt::format(" ks={}", k_scale.text());
+  if (!v_scale.is_default()) out += fmt::format(" vs={}", v_scale.text());
   if (spare_blocks != kDefaults.spare_blocks) out += fmt::format(" spare={}", spare_blocks);
   if (padding_columns != kDefaults.padding_columns) out += fmt::format(" padcols={}", padding_columns);
   if (padding_target != kDefaults.padding_target) out += fmt::format(" padto={}", padding_target);
@@ -179,6 +243,13 @@ Case parse_case_id(const std::string& id) {
         c.scale = std::stof(std::string(t.substr(6)));
       } catch (const std::exception&) {
         throw CaseError("scale", fmt::format("'{}' is not a number", t.substr(6)));
+      }
+    } else if (t.starts_with("ks=") || t.starts_with("vs=")) {
+      const char* field = t[0] == 'k' ? "k_scale" : "v_scale";
+      try {
+        (t[0] == 'k' ? c.k_scale : c.v_scale) = KvScale::parse(t.substr(3));
+      } catch (const std::invalid_argument& e) {
+        throw CaseError(field, e.what());
       }
     } else if (t.starts_with("spare=")) {
       c.spare_blocks = static_cast<int>(to_int(t.substr(6), "spare_blocks"));

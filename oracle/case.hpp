@@ -30,11 +30,37 @@ int layout_vector_width(Layout l, DType kv_dtype);
 ///  - peaked:  Q in [0.5, 1.5], K ~ N(0, 0.3) except a few "hot" keys per sequence and KV head set to +3,
 ///             so attention concentrates on them (logit gap of ~3 * sqrt(head_size)).
 ///  - extreme: Q = +-64 and K = +-64 with random signs, so logits spread to about +-4e3*sqrt(head_size)
-///             in both signs; V = +-[0.25, 0.5] x the largest finite value of the KV and output dtypes.
+///             in both signs; V = +-[0.25, 0.5] x the largest finite value of the KV and output dtypes
+///             (fp8 KV: the smaller of the output dtype's and the encoding's max x the head's V scale,
+///             so V fills the fp8 range without saturating).
 enum class Dist : std::uint8_t { uniform, normal, peaked, extreme };
 std::string_view dist_name(Dist d);
 /// Parses a name written by dist_name(); throws std::invalid_argument otherwise.
 Dist parse_dist(std::string_view s);
+
+/// Dequantisation scale of an fp8 K or V cache: the stored code c of KV head g means
+/// fp8_decode(c) * scale_g (fp32 product). Three forms, with the id text after "ks=" / "vs=":
+///  - per tensor: `values` holds one value for every head ("0.5");
+///  - per KV head, explicit: `values` holds num_kv_heads values, head 0 first ("0.5,1,2,4");
+///  - per KV head, range: `range` = {first, last}, spaced linearly from head 0 to head num_kv_heads - 1,
+///    scale_g = first + (last - first) * g / (num_kv_heads - 1) in double, rounded to fp32 ("0.3~3").
+/// The default (no values, no range) is per tensor 1 and is left out of ids. Only fp8 caches take
+/// scales other than the default.
+struct KvScale {
+  std::vector<float> values;
+  std::optional<std::pair<float, float>> range;
+
+  bool is_default() const { return values.empty() && !range; }
+  /// True when kernels get a per-head array (pacheck_kernel_args::k_scales_per_head).
+  bool per_head() const { return range.has_value() || values.size() > 1; }
+  /// The scale of each KV head, [num_kv_heads] (all equal for a per-tensor scale).
+  std::vector<float> resolve(int num_kv_heads) const;
+  /// The id text ("0.5", "0.5,1,2,4", "0.3~3"); "1" for the default.
+  std::string text() const;
+  /// Parses text(); throws std::invalid_argument naming the text.
+  static KvScale parse(std::string_view text);
+  bool operator==(const KvScale&) const = default;
+};
 
 /// A bad value in a case. `field` is the case field's name (e.g. "num_kv_heads"), `reason` why it is bad.
 struct CaseError : std::invalid_argument {
@@ -56,6 +82,8 @@ struct Case {
   Layout layout = Layout::nhd;
   std::uint64_t seed = 7;
   Dist dist = Dist::normal;
+  KvScale k_scale;  ///< fp8 KV only: dequantisation scale of the key cache
+  KvScale v_scale;  ///< fp8 KV only: dequantisation scale of the value cache
 
   // Paging of the pool (see kernels/layouts/pager.hpp).
   int spare_blocks = 3;        ///< blocks in the pool beyond those the sequences need (>= 1)
@@ -75,7 +103,7 @@ struct Case {
 
   /// Stable, human-readable id, e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7". It is also the filter
   /// key and the name printed in reports. Non-default dtypes per tensor, distribution and paging options
-  /// are appended ("q=f32", "dist=peaked", "pad=5"), so two different cases never share an id.
+  /// are appended ("q=f32", "dist=peaked", "pad=5", "ks=0.3~3"), so two different cases never share an id.
   std::string id() const;
 };
 

@@ -30,7 +30,7 @@ float normal(std::uint32_t a, std::uint32_t b) {                                
 
 struct ValueGen {
   const Case& c;
-  float v_extreme;  // magnitude scale of V for the "extreme" distribution
+  std::vector<float> v_extreme;  // per KV head: magnitude scale of V for the "extreme" distribution
 
   float q(std::uint32_t seq, std::uint64_t i) const {
     auto r = draw(c.seed, kQ, seq, i);
@@ -53,14 +53,14 @@ struct ValueGen {
     }
     return 0;
   }
-  float v(std::uint32_t seq, std::uint64_t i) const {
+  float v(std::uint32_t seq, std::uint64_t i, int g) const {
     auto r = draw(c.seed, kV, seq, i);
     switch (c.dist) {
       case Dist::uniform: return uniform_pm1(r[0]);
       case Dist::normal:
       case Dist::peaked: return normal(r[0], r[1]);
       case Dist::extreme: {
-        const float mag = v_extreme * (0.25f + 0.25f * uniform01(r[0]));
+        const float mag = v_extreme[g] * (0.25f + 0.25f * uniform01(r[0]));
         return (r[2] & 1u) ? mag : -mag;
       }
     }
@@ -76,14 +76,31 @@ struct ValueGen {
   }
 };
 
+/// An fp8 element: the code of raw / scale and the value the cache then holds, decode(code) * scale.
+struct Quantised {
+  std::uint8_t code;
+  float value;
+};
+Quantised quantise(float raw, float scale, DType kv) {
+  const auto code = static_cast<std::uint8_t>(to_bits(raw / scale, kv));
+  return {code, from_bits(code, kv) * scale};
+}
+
 }  // namespace
 
 PrePaging generate(const Case& c) {
   c.validate();
-  const double vmax = std::min(dtype_max_finite(c.kv_dtype), dtype_max_finite(c.out_dtype));
-  ValueGen gen{c, static_cast<float>(std::min(vmax, 3.0e38))};
+  const int G = c.num_kv_heads;
+  const bool fp8 = is_fp8(c.kv_dtype);
+  const std::vector<float> ks = c.k_scale.resolve(G), vs = c.v_scale.resolve(G);
+  std::vector<float> v_extreme(G);
+  for (int g = 0; g < G; ++g) {
+    const double kv_max = dtype_max_finite(c.kv_dtype) * (fp8 ? vs[g] : 1.0);
+    v_extreme[g] = static_cast<float>(std::min({kv_max, dtype_max_finite(c.out_dtype), 3.0e38}));
+  }
+  ValueGen gen{c, std::move(v_extreme)};
   PrePaging p;
-  const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
+  const int H = c.num_heads, D = c.head_size;
   p.q.resize(static_cast<std::size_t>(c.num_seqs()) * H * D);
   for (int s = 0; s < c.num_seqs(); ++s)
     for (std::size_t i = 0; i < static_cast<std::size_t>(H) * D; ++i)
@@ -91,15 +108,32 @@ PrePaging generate(const Case& c) {
 
   p.k.resize(c.num_seqs());
   p.v.resize(c.num_seqs());
+  if (fp8) {
+    p.k_codes.resize(c.num_seqs());
+    p.v_codes.resize(c.num_seqs());
+  }
   for (int s = 0; s < c.num_seqs(); ++s) {
     const std::size_t n = static_cast<std::size_t>(c.seq_lens[s]) * G * D;
     p.k[s].resize(n);
     p.v[s].resize(n);
+    if (fp8) {
+      p.k_codes[s].resize(n);
+      p.v_codes[s].resize(n);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const int t = static_cast<int>(i / (static_cast<std::size_t>(G) * D));
       const int g = static_cast<int>((i / D) % G);
-      p.k[s][i] = round_to(gen.k(s, i, t, g), c.kv_dtype);
-      p.v[s][i] = round_to(gen.v(s, i), c.kv_dtype);
+      const float rk = gen.k(s, i, t, g), rv = gen.v(s, i, g);
+      if (fp8) {
+        const Quantised qk = quantise(rk, ks[g], c.kv_dtype), qv = quantise(rv, vs[g], c.kv_dtype);
+        p.k_codes[s][i] = qk.code;
+        p.v_codes[s][i] = qv.code;
+        p.k[s][i] = qk.value;
+        p.v[s][i] = qv.value;
+      } else {
+        p.k[s][i] = round_to(rk, c.kv_dtype);
+        p.v[s][i] = round_to(rv, c.kv_dtype);
+      }
     }
   }
   return p;

@@ -1,6 +1,7 @@
 // Pre-paging tensors: the Q, K and V a decode case is made of, before any paging.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "oracle/case.hpp"
@@ -10,10 +11,15 @@ namespace pacheck {
 /// The inputs of a case before paging, as fp32 values already rounded to their dtypes (so upcasting a
 /// stored bf16/f16 element gives exactly the value here).
 ///  - q: [num_seqs, num_heads, head_size], rounded to q_dtype.
-///  - k[s], v[s]: [seq_len_s, num_kv_heads, head_size] per sequence s, rounded to kv_dtype.
+///  - k[s], v[s]: [seq_len_s, num_kv_heads, head_size] per sequence s, rounded to kv_dtype. For an fp8
+///    kv_dtype they are the dequantised values a kernel reads: for element i of KV head g,
+///    k[s][i] = fp8_decode(k_codes[s][i]) * k_scale_g, with k_codes[s][i] = fp8_encode(raw / k_scale_g)
+///    (likewise V), so the oracle sees exactly what the cache holds and quantisation is not kernel error.
+///  - k_codes[s], v_codes[s]: fp8 only (empty otherwise), same shape: the codes the pager writes.
 struct PrePaging {
   std::vector<float> q;
   std::vector<std::vector<float>> k, v;
+  std::vector<std::vector<std::uint8_t>> k_codes, v_codes;
 };
 
 /// Generates the pre-paging tensors of `c` from `c.seed` with Philox4x32-10 (Random123, Salmon et al.,

@@ -3,6 +3,7 @@
 #include <Random123/philox.h>
 
 #include <numeric>
+#include <stdexcept>
 
 namespace pacheck {
 
@@ -70,6 +71,13 @@ PagedCache page(const Case& c, const PrePaging& p) {
   pc.num_blocks = needed + c.spare_blocks;
   pc.max_blocks_per_seq = longest + c.padding_columns;
   pc.strides = make_strides(static_cast<pacheck_layout>(c.layout), c.num_kv_heads, c.head_size, c.block_size, pc.x);
+  pc.k_scales = c.k_scale.resolve(c.num_kv_heads);
+  pc.v_scales = c.v_scale.resolve(c.num_kv_heads);
+  pc.k_per_head = c.k_scale.per_head();
+  pc.v_per_head = c.v_scale.per_head();
+  const bool fp8 = is_fp8(c.kv_dtype);
+  if (fp8 && (p.k_codes.size() != p.k.size() || p.v_codes.size() != p.v.size()))
+    throw std::invalid_argument("page: fp8 kv_dtype but the pre-paging tensors carry no codes (use generate())");
 
   const std::size_t bytes = static_cast<std::size_t>(pc.elements()) * dtype_size(c.kv_dtype);
   pc.key_cache.assign(bytes, 0);
@@ -100,6 +108,11 @@ PagedCache page(const Case& c, const PrePaging& p) {
         for (int g = 0; g < G; ++g)
           for (int d = 0; d < D; ++d) {
             const std::size_t src = (static_cast<std::size_t>(t) * G + g) * D + d;
+            if (fp8) {
+              store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k_codes[s][src]);
+              store_bits(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v_codes[s][src]);
+              continue;
+            }
             store(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k[s][src]);
             store(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v[s][src]);
           }
@@ -112,6 +125,7 @@ PagedCache page(const Case& c, const PrePaging& p) {
 std::pair<std::vector<float>, std::vector<float>> gather(const PagedCache& pc, int s) {
   const int len = pc.seq_lens[s], G = pc.num_kv_heads, D = pc.head_size;
   std::vector<float> k(static_cast<std::size_t>(len) * G * D), v(k.size());
+  const bool fp8 = is_fp8(pc.kv_dtype);
   for (int t = 0; t < len; ++t) {
     const int block = pc.block_tables[static_cast<std::size_t>(s) * pc.max_blocks_per_seq + t / pc.block_size];
     const int slot = t % pc.block_size;
@@ -120,6 +134,10 @@ std::pair<std::vector<float>, std::vector<float>> gather(const PagedCache& pc, i
         const std::size_t dst = (static_cast<std::size_t>(t) * G + g) * D + d;
         k[dst] = load(pc.key_cache.data(), pc.key_offset(block, g, slot, d), pc.kv_dtype);
         v[dst] = load(pc.value_cache.data(), pc.value_offset(block, g, slot, d), pc.kv_dtype);
+        if (fp8) {  // the product the oracle's values were made with (tensors.cpp)
+          k[dst] *= pc.k_scales[g];
+          v[dst] *= pc.v_scales[g];
+        }
       }
   }
   return {std::move(k), std::move(v)};

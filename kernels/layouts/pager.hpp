@@ -26,6 +26,9 @@ std::string_view slot_class_name(SlotClass c);
 ///    padding_columns; entries past a sequence's last block point at padding_block.
 ///  - seq_lens: [num_seqs] int32.
 ///  - slot_map: [num_blocks, block_size], the class of each slot.
+///  - k_scales, v_scales: [num_kv_heads] dequantisation scale of each KV head (fp8: the case's resolved
+///    KvScale, per tensor = all equal; other dtypes: 1). k_per_head / v_per_head: kernels get the array
+///    (pacheck_kernel_args::k_scales_per_head), else the scalar k_scale. Fault injection may change them.
 struct PagedCache {
   Layout layout{};
   DType kv_dtype{};
@@ -36,6 +39,8 @@ struct PagedCache {
   std::vector<std::uint8_t> key_cache, value_cache;
   std::vector<std::int32_t> block_tables, seq_lens;
   std::vector<SlotClass> slot_map;
+  std::vector<float> k_scales, v_scales;
+  bool k_per_head = false, v_per_head = false;
 
   std::int64_t elements() const;  ///< elements in each of key_cache and value_cache
   std::int64_t key_offset(int block, int g, int slot, int d) const;
@@ -46,12 +51,14 @@ struct PagedCache {
 };
 
 /// Pages `p` into a fresh pool for case `c`. Physical blocks are a permutation of the pool drawn from
-/// c.seed (Philox), so logical and physical ids differ; unwritten slots are zero. Throws CaseError if
-/// `c` is invalid.
+/// c.seed (Philox), so logical and physical ids differ; unwritten slots are zero. fp8 caches get the codes
+/// of p.k_codes / p.v_codes verbatim. Throws CaseError if `c` is invalid, std::invalid_argument if an fp8
+/// case's `p` has no codes.
 PagedCache page(const Case& c, const PrePaging& p);
 
-/// Reads sequence `s` back out of the cache as [seq_len, num_kv_heads, head_size] fp32 (tests only: the
-/// round trip page -> gather must be exact). Returns {K, V}.
+/// Reads sequence `s` back out of the cache as [seq_len, num_kv_heads, head_size] fp32, fp8 codes
+/// dequantised with the cache's scales (tests only: the round trip page -> gather must be exact).
+/// Returns {K, V}.
 std::pair<std::vector<float>, std::vector<float>> gather(const PagedCache& cache, int s);
 
 }  // namespace pacheck
