@@ -4,15 +4,25 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/layouts/pager.hpp"
 
 namespace pacheck {
 
-/// The value written into poisoned slots, as the exact bit pattern of the cache dtype.
+/// The value written into poisoned slots, as the exact bit pattern of the cache dtype. fp8 caches get the
+/// encoding's own pattern (docs/FP8.md has the table):
+///              e4m3fn        e4m3fnuz      e5m2
+///   nan        0x7F          0x80          0x7E
+///   +inf/-inf  rejected      rejected      0x7C / 0xFC
+///   1e4        0x7E (448)    0x7F (240)    0x71 (10240)   saturated / rounded like any value
+///   max        0x7E (448)    0x7F (240)    0x7B (57344)   the nearest thing to Inf where there is none
+///   zero       0x00          0x00          0x00
+/// +-Inf on e4m3fn / e4m3fnuz is refused (poison_unsupported) rather than written as +-max: the cell would
+/// claim a non-finite poison that is not there, and a tail-read control would look blind.
 enum class Poison : std::uint8_t {
   none,        ///< no fault: unwritten slots stay zero
-  nan,         ///< quiet NaN (f32 0x7FC00000, f16 0x7E00, bf16 0x7FC0)
+  nan,         ///< quiet NaN (f32 0x7FC00000, f16 0x7E00, bf16 0x7FC0, fp8 as above)
   pinf,        ///< +Inf
   ninf,        ///< -Inf
   big,         ///< finite garbage 1e4 (rounded to the dtype)
@@ -24,7 +34,10 @@ std::string_view poison_name(Poison p);
 Poison parse_poison(std::string_view s);
 /// True for NaN and +-Inf: values that turn 0 * x into NaN.
 bool poison_is_nonfinite(Poison p);
-/// The bit pattern of `p` in `t` (low bits).
+/// Empty when `p` can be written into a cache of dtype `t`; otherwise why not (+-Inf in an fp8 encoding
+/// without Inf).
+std::string poison_unsupported(Poison p, DType t);
+/// The bit pattern of `p` in `t` (low bits). Throws std::invalid_argument when poison_unsupported().
 std::uint32_t poison_bits(Poison p, DType t);
 
 /// Which cache a fault writes.
@@ -54,6 +67,24 @@ struct FaultSpec {
 };
 /// Parses an id written by FaultSpec::id(); throws std::invalid_argument naming the part it cannot read.
 FaultSpec parse_fault(std::string_view s);
+/// Throws std::invalid_argument when fault `f` cannot be written into a cache of dtype `kv_dtype`
+/// (poison_unsupported), naming the fault and the dtype.
+void check_fault(const FaultSpec& f, DType kv_dtype);
+
+/// A fault in the fp8 dequantisation scales a kernel is given: the K, V or both scales of KV head `head`
+/// (-1: the last KV head) replaced by `value`. 0 is a zero scale; 1 is the scale left out on one path;
+/// anything else a wrong scale. The kernel is right and its inputs are wrong, so its output must differ
+/// from the oracle: negative controls use it (kernels/cpu cpu.fp8_scale_fault, make_cpu_scale_fault).
+/// Suite cells never carry it: every correct kernel would fail such a cell.
+struct ScaleFault {
+  Target target = Target::kv;
+  int head = -1;
+  float value = 1.0f;
+  /// e.g. "K+V:scale=1@hlast", "V:scale=0@h2".
+  std::string id() const;
+  /// Applies the fault to per-KV-head scales k and v ([num_kv_heads] each); a head past the end is a no-op.
+  void apply(std::vector<float>& k, std::vector<float>& v) const;
+};
 
 /// Writes the fault into `cache` in place and returns the number of elements written (0 for a clean
 /// spec, or when the case has no slot of that region, e.g. an aligned length and Region::tail).

@@ -1,9 +1,12 @@
 #include "faults/fault.hpp"
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <stdexcept>
 
 #include "kernels/kernel.hpp"
+#include "oracle/fp8.hpp"
 
 namespace pacheck {
 
@@ -29,7 +32,21 @@ Poison parse_poison(std::string_view s) {
 
 bool poison_is_nonfinite(Poison p) { return p == Poison::nan || p == Poison::pinf || p == Poison::ninf; }
 
+std::string poison_unsupported(Poison p, DType t) {
+  if ((p == Poison::pinf || p == Poison::ninf) && is_fp8(t) && t != DType::fp8_e5m2)
+    return fmt::format("{} has no Inf code; poison 'max' writes its largest finite value {}, the nearest thing to Inf",
+                       dtype_name(t), dtype_max_finite(t));
+  return {};
+}
+
+void check_fault(const FaultSpec& f, DType kv_dtype) {
+  if (std::string why = poison_unsupported(f.poison, kv_dtype); !why.empty())
+    throw std::invalid_argument(fmt::format("fault {} cannot be written into a {} cache: {}", f.id(), dtype_name(kv_dtype), why));
+}
+
 std::uint32_t poison_bits(Poison p, DType t) {
+  if (std::string why = poison_unsupported(p, t); !why.empty())
+    throw std::invalid_argument(fmt::format("poison {}: {}", poison_name(p), why));
   switch (p) {
     case Poison::none:
     case Poison::zero: return 0;
@@ -38,6 +55,9 @@ std::uint32_t poison_bits(Poison p, DType t) {
         case DType::f32: return 0x7FC00000u;
         case DType::f16: return 0x7E00u;
         case DType::bf16: return 0x7FC0u;
+        case DType::fp8_e4m3fn:
+        case DType::fp8_e4m3fnuz:
+        case DType::fp8_e5m2: return fp8_format(static_cast<Fp8>(static_cast<std::uint8_t>(t))).nan_code;
       }
       break;
     case Poison::pinf: return to_bits(std::bit_cast<float>(0x7F800000u), t);
@@ -124,6 +144,19 @@ std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
         }
     }
   return written;
+}
+
+std::string ScaleFault::id() const {
+  return fmt::format("{}:scale={}@h{}", target_name(target), value, head < 0 ? std::string("last") : std::to_string(head));
+}
+
+void ScaleFault::apply(std::vector<float>& k, std::vector<float>& v) const {
+  const auto set = [&](std::vector<float>& s) {
+    const long g = head < 0 ? static_cast<long>(s.size()) - 1 : head;
+    if (g >= 0 && g < static_cast<long>(s.size())) s[static_cast<std::size_t>(g)] = value;
+  };
+  if (target != Target::v) set(k);
+  if (target != Target::k) set(v);
 }
 
 bool poisons_v_tail(const Cell& cell) {

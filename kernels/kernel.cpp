@@ -1,5 +1,6 @@
 #include "kernels/kernel.hpp"
 
+#include <limits>
 #include <stdexcept>
 
 #include "kernels/layouts/pager.hpp"
@@ -30,7 +31,8 @@ KernelPtr Registry::find(const std::string& name) const {
 
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
-                              const std::int32_t* seq_lens, void* out) {
+                              const std::int32_t* seq_lens, void* out, const float* k_scales_per_head,
+                              const float* v_scales_per_head) {
   pacheck_kernel_args a{};
   a.struct_size = sizeof(pacheck_kernel_args);
   a.num_seqs = c.num_seqs();
@@ -60,10 +62,13 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   a.out_stride_head = c.head_size;
   a.out_stride_seq = static_cast<std::int64_t>(c.num_heads) * c.head_size;
   a.scale = c.effective_scale();
-  a.k_scale = 1.0f;
-  a.v_scale = 1.0f;
-  a.k_scales_per_head = nullptr;
-  a.v_scales_per_head = nullptr;
+  if ((pc.k_per_head && !k_scales_per_head) || (pc.v_per_head && !v_scales_per_head))
+    throw std::invalid_argument("make_args: the cache has per-KV-head scales but no device copy of them was given");
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  a.k_scale = pc.k_per_head ? kNaN : pc.k_scales.empty() ? 1.0f : pc.k_scales[0];
+  a.v_scale = pc.v_per_head ? kNaN : pc.v_scales.empty() ? 1.0f : pc.v_scales[0];
+  a.k_scales_per_head = pc.k_per_head ? k_scales_per_head : nullptr;
+  a.v_scales_per_head = pc.v_per_head ? v_scales_per_head : nullptr;
   a.stream = nullptr;
   return a;
 }

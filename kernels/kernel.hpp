@@ -86,11 +86,21 @@ void register_gpu_kernels(Registry& r);
 
 /// A CPU split-KV kernel with partitions of `partition` tokens (registered as cpu.split_kv at 512).
 KernelPtr make_cpu_split_kv(int partition);
+/// cpu.reference given fp8 scales with fault `f` applied: a negative control that must fail the fp8 cells
+/// where `f` changes some head's scale by 25% or more (registered as cpu.fp8_scale_fault with the last
+/// head's K and V scales set to 1).
+KernelPtr make_cpu_scale_fault(std::string name, const ScaleFault& f);
 
 /// Fills the ABI argument struct for case `c` and cache `pc` with the given buffer pointers (which live on
 /// the kernel's device). Strides are those of the contiguous layouts the pager writes.
+/// Dequantisation scales come from `pc`: a per-tensor scale goes into k_scale / v_scale; a per-head one
+/// needs the device copy of pc.k_scales / pc.v_scales ([num_kv_heads] fp32) in k_scales_per_head /
+/// v_scales_per_head, and then k_scale / v_scale are NaN, so a kernel that reads the scalar instead of
+/// the array it was given produces NaN rather than a plausible wrong answer. Throws std::invalid_argument
+/// when `pc` has per-head scales and the matching pointer is null.
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
-                              const std::int32_t* seq_lens, void* out);
+                              const std::int32_t* seq_lens, void* out, const float* k_scales_per_head = nullptr,
+                              const float* v_scales_per_head = nullptr);
 
 }  // namespace pacheck

@@ -31,7 +31,10 @@ struct Copy {
     const std::size_t out_bytes = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size * dtype_size(c.out_dtype);
     std::vector<std::uint8_t> zeros(out_bytes, 0);
     void* out = up(zeros.data(), out_bytes);
-    args = make_args(c, d.cache, qd, kc, vc, static_cast<const std::int32_t*>(bt), static_cast<const std::int32_t*>(sl), out);
+    const auto* ks = d.cache.k_per_head ? static_cast<const float*>(up(d.cache.k_scales.data(), d.cache.k_scales.size() * 4)) : nullptr;
+    const auto* vs = d.cache.v_per_head ? static_cast<const float*>(up(d.cache.v_scales.data(), d.cache.v_scales.size() * 4)) : nullptr;
+    args = make_args(c, d.cache, qd, kc, vc, static_cast<const std::int32_t*>(bt), static_cast<const std::int32_t*>(sl), out,
+                     ks, vs);
     args.stream = b.stream();
   }
   ~Copy() {

@@ -137,6 +137,10 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
   CheckedInput vc(b, "value_cache", cache.value_cache.data(), cache.value_cache.size());
   CheckedInput bt(b, "block_tables", cache.block_tables.data(), cache.block_tables.size() * 4);
   CheckedInput sl(b, "seq_lens", cache.seq_lens.data(), cache.seq_lens.size() * 4);
+  // fp8 per-KV-head scales are inputs like any other: on the device, and checked for writes.
+  std::optional<CheckedInput> ks, vs;
+  if (cache.k_per_head) ks.emplace(b, "k_scales_per_head", cache.k_scales.data(), cache.k_scales.size() * 4);
+  if (cache.v_per_head) vs.emplace(b, "v_scales_per_head", cache.v_scales.data(), cache.v_scales.size() * 4);
 
   const std::size_t n = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size;
   const std::size_t esz = dtype_size(c.out_dtype), out_bytes = n * esz;
@@ -153,7 +157,9 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
 
   pacheck_kernel_args args = make_args(c, cache, q.buf.p, kc.buf.p, vc.buf.p, static_cast<const std::int32_t*>(bt.buf.p),
                                        static_cast<const std::int32_t*>(sl.buf.p),
-                                       static_cast<std::uint8_t*>(out.p) + kGuardBytes);
+                                       static_cast<std::uint8_t*>(out.p) + kGuardBytes,
+                                       ks ? static_cast<const float*>(ks->buf.p) : nullptr,
+                                       vs ? static_cast<const float*>(vs->buf.p) : nullptr);
   args.stream = b.stream();
   r.ms = b.time_ms([&] { k.run(args); });
   b.sync();
@@ -171,7 +177,8 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
       r.guard_detail = fmt::format("guard after the output changed at byte +{}", i);
     }
   }
-  for (const CheckedInput* in : {&q, &kc, &vc, &bt, &sl}) {
+  for (const CheckedInput* in : {&q, &kc, &vc, &bt, &sl, ks ? &*ks : nullptr, vs ? &*vs : nullptr}) {
+    if (!in) continue;
     std::string why = in->check(b);
     if (!why.empty() && r.inputs_ok) {
       r.inputs_ok = false;

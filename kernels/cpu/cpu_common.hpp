@@ -1,20 +1,27 @@
 // Shared pieces of the CPU kernels: typed element access over pacheck_kernel_args and dtype dispatch.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/layouts/layout.hpp"
 #include "oracle/dtype.hpp"
+#include "oracle/fp8.hpp"
 
 namespace pacheck::cpu {
 
 /// Reads element i of a raw buffer of dtype T as fp32 (inline; the CPU kernels' inner loops use it).
+/// fp8 elements are the decoded code, before any scale.
 template <DType T>
 inline float ld(const void* base, std::int64_t i) {
-  if constexpr (T == DType::f32) {
+  if constexpr (is_fp8(T)) {
+    static const std::array<float, 256>& table = fp8_decode_table(static_cast<Fp8>(static_cast<std::uint8_t>(T)));
+    return table[static_cast<const std::uint8_t*>(base)[i]];
+  } else if constexpr (T == DType::f32) {
     float v;
     std::memcpy(&v, static_cast<const char*>(base) + 4 * i, 4);
     return v;
@@ -33,9 +40,24 @@ void dispatch_kv(const pacheck_kernel_args& a, F&& f) {
     case PACHECK_DTYPE_F32: f.template operator()<DType::f32>(); return;
     case PACHECK_DTYPE_F16: f.template operator()<DType::f16>(); return;
     case PACHECK_DTYPE_BF16: f.template operator()<DType::bf16>(); return;
+    case PACHECK_DTYPE_FP8_E4M3FN: f.template operator()<DType::fp8_e4m3fn>(); return;
+    case PACHECK_DTYPE_FP8_E4M3FNUZ: f.template operator()<DType::fp8_e4m3fnuz>(); return;
+    case PACHECK_DTYPE_FP8_E5M2: f.template operator()<DType::fp8_e5m2>(); return;
     default: throw std::invalid_argument("cpu kernel: unsupported kv dtype");
   }
 }
+
+/// Dequantisation scales of one call per KV head, [num_kv_heads] each: the per-head arrays when the call
+/// has them, else the per-tensor k_scale / v_scale for every head. A K or V element of KV head g is
+/// ld() * k[g] (resp. v[g]) for fp8 caches; other caches are read unscaled (their scales are 1).
+struct Scales {
+  std::vector<float> k, v;
+  explicit Scales(const pacheck_kernel_args& a)
+      : k(a.k_scales_per_head ? std::vector<float>(a.k_scales_per_head, a.k_scales_per_head + a.num_kv_heads)
+                              : std::vector<float>(a.num_kv_heads, a.k_scale)),
+        v(a.v_scales_per_head ? std::vector<float>(a.v_scales_per_head, a.v_scales_per_head + a.num_kv_heads)
+                              : std::vector<float>(a.num_kv_heads, a.v_scale)) {}
+};
 
 /// Query element (s, h, d) as fp32.
 inline float query(const pacheck_kernel_args& a, int s, int h, int d) {

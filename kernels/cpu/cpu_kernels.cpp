@@ -7,6 +7,12 @@
 //  cpu.vector_v_masked  the same design with the straddling V vector's slots >= seq_len zeroed (the fix).
 //  cpu.split_kv         split-KV (vLLM paged_attention_v2 / FlashDecoding): partitions of 512 tokens each
 //                       produce (max, exp-sum, partial out); a merge rescales by exp(m_i - M).
+//  cpu.fp8_head0_scale  cpu.reference reading every KV head with head 0's dequantisation scales (per-head
+//                       scales indexed by a constant). NEGATIVE CONTROL (fault classes, section 5).
+//  cpu.fp8_scale_fault  cpu.reference given the last KV head's K and V scales as 1: the scale left out on
+//                       one path. NEGATIVE CONTROL (fault classes, section 5).
+// Every kernel reads fp8 caches (e4m3fn, e4m3fnuz, e5m2) as decode(code) * scale of the KV head, in fp32:
+// the product the oracle's pre-paging values were made with (oracle/tensors.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,31 +35,69 @@ class CpuKernel : public Kernel {
   Support supports(const Case&) const override { return Support::yes(); }
 };
 
-/// Reads K/V through the block table; `slot_of(t)` etc. computed per token.
+/// Reads K/V through the block table; `slot_of(t)` etc. computed per token. fp8 elements are dequantised
+/// with `sc`; other dtypes are read as stored.
 struct SeqView {
   const pacheck_kernel_args& a;
   int s, x;
+  const cpu::Scales& sc;
   std::int64_t block_of(int t) const { return cpu::physical_block(a, s, t / a.block_size); }
   template <DType KV>
   float k(int t, int g, int d) const {
-    return ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block_of(t), g, t % a.block_size, d));
+    const float e = ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block_of(t), g, t % a.block_size, d));
+    if constexpr (is_fp8(KV)) return e * sc.k[g];
+    else return e;
   }
   template <DType KV>
   float v(int t, int g, int d) const {
-    return ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block_of(t), g, t % a.block_size, d));
+    const float e = ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block_of(t), g, t % a.block_size, d));
+    if constexpr (is_fp8(KV)) return e * sc.v[g];
+    else return e;
   }
 };
 
+/// Ratio >= kMaterialScaleRatio (either way) between the scale a kernel uses and the right one is an error
+/// the fixed tolerance must see: 25% on every element of one KV head's K or V. The fp8 suites use per-head
+/// ranges whose neighbouring heads differ by 2x or more.
+constexpr float kMaterialScaleRatio = 1.25f;
+bool material(float used, float right) {
+  return !(used >= right / kMaterialScaleRatio && used <= right * kMaterialScaleRatio);
+}
+
+/// With `head0_scales` (cpu.fp8_head0_scale) every KV head is dequantised with head 0's scales.
 class Reference final : public CpuKernel {
  public:
-  std::string name() const override { return "cpu.reference"; }
-  std::string description() const override { return "reads only valid slots; fp32 softmax and accumulation"; }
+  explicit Reference(bool head0_scales = false) : head0_scales_(head0_scales) {}
+  std::string name() const override { return head0_scales_ ? "cpu.fp8_head0_scale" : "cpu.reference"; }
+  std::string description() const override {
+    return head0_scales_ ? "reference reading every KV head with head 0's fp8 scales (negative control)"
+                         : "reads only valid slots; fp32 softmax and accumulation";
+  }
+  std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
+    if (!head0_scales_) return std::nullopt;
+    // Cells with per-head scales some head of which differs materially from head 0's.
+    return std::function<bool(const Cell&)>([](const Cell& cell) {
+      const Case& c = cell.c;
+      if (!is_fp8(c.kv_dtype)) return false;
+      for (const KvScale* ks : {&c.k_scale, &c.v_scale}) {
+        const std::vector<float> s = ks->resolve(c.num_kv_heads);
+        for (float sg : s)
+          if (material(s[0], sg)) return true;
+      }
+      return false;
+    });
+  }
   void run(const pacheck_kernel_args& a) const override {
     dispatch_kv(a, [&]<DType KV>() {
       const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size;
       std::vector<float> q(D), logits, acc(D);
+      cpu::Scales sc(a);
+      if (head0_scales_) {
+        std::fill(sc.k.begin(), sc.k.end(), sc.k[0]);
+        std::fill(sc.v.begin(), sc.v.end(), sc.v[0]);
+      }
       for (int s = 0; s < a.num_seqs; ++s) {
-        const SeqView sv{a, s, cpu::pack_x(a)};
+        const SeqView sv{a, s, cpu::pack_x(a), sc};
         const int len = a.seq_lens[s];
         logits.assign(len, 0.0f);
         for (int h = 0; h < a.num_heads; ++h) {
@@ -78,6 +122,46 @@ class Reference final : public CpuKernel {
       }
     });
   }
+
+ private:
+  bool head0_scales_;
+};
+
+/// cpu.reference called with the K and V scales of one KV head replaced (faults/fault.hpp ScaleFault):
+/// the kernel is right, the scales it is given are not, as when a scale is left out on one code path.
+class ScaleFaultKernel final : public CpuKernel {
+ public:
+  ScaleFaultKernel(std::string name, ScaleFault f) : name_(std::move(name)), fault_(f) {}
+  std::string name() const override { return name_; }
+  std::string description() const override {
+    return "reference given fp8 scales with the fault " + fault_.id() + " (negative control)";
+  }
+  std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
+    const ScaleFault f = fault_;
+    return std::function<bool(const Cell&)>([f](const Cell& cell) {
+      const Case& c = cell.c;
+      if (!is_fp8(c.kv_dtype)) return false;
+      const std::vector<float> k = c.k_scale.resolve(c.num_kv_heads), v = c.v_scale.resolve(c.num_kv_heads);
+      std::vector<float> fk = k, fv = v;
+      f.apply(fk, fv);
+      for (std::size_t g = 0; g < k.size(); ++g)
+        if (material(fk[g], k[g]) || material(fv[g], v[g])) return true;
+      return false;
+    });
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    cpu::Scales sc(a);
+    fault_.apply(sc.k, sc.v);
+    pacheck_kernel_args b = a;
+    b.k_scales_per_head = sc.k.data();
+    b.v_scales_per_head = sc.v.data();
+    reference_.run(b);
+  }
+
+ private:
+  std::string name_;
+  ScaleFault fault_;
+  Reference reference_;
 };
 
 /// vLLM v1-style block loop. Logits are computed for every slot of every block the sequence touches and
@@ -99,8 +183,9 @@ class VectorV final : public CpuKernel {
     dispatch_kv(a, [&]<DType KV>() {
       const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size, B = a.block_size;
       std::vector<float> q(D), logits, acc(D), vvec(static_cast<std::size_t>(B) * D);
+      const cpu::Scales sc(a);
       for (int s = 0; s < a.num_seqs; ++s) {
-        const SeqView sv{a, s, cpu::pack_x(a)};
+        const SeqView sv{a, s, cpu::pack_x(a), sc};
         const int len = a.seq_lens[s];
         const int nblocks = (len + B - 1) / B;
         logits.assign(static_cast<std::size_t>(nblocks) * B, kNegInf);
@@ -152,8 +237,9 @@ class SplitKv final : public CpuKernel {
     dispatch_kv(a, [&]<DType KV>() {
       const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size, P = partition_;
       std::vector<float> q(D), part_m, part_l, part_o, logits(P);
+      const cpu::Scales sc(a);
       for (int s = 0; s < a.num_seqs; ++s) {
-        const SeqView sv{a, s, cpu::pack_x(a)};
+        const SeqView sv{a, s, cpu::pack_x(a), sc};
         const int len = a.seq_lens[s];
         const int nparts = (len + P - 1) / P;
         for (int h = 0; h < a.num_heads; ++h) {
@@ -203,6 +289,12 @@ void register_cpu_kernels(Registry& r) {
   r.add(std::make_shared<VectorV<false>>());
   r.add(std::make_shared<VectorV<true>>());
   r.add(std::make_shared<SplitKv>(512));
+  r.add(std::make_shared<Reference>(/*head0_scales=*/true));
+  r.add(std::make_shared<ScaleFaultKernel>("cpu.fp8_scale_fault", ScaleFault{Target::kv, -1, 1.0f}));
+}
+
+KernelPtr make_cpu_scale_fault(std::string name, const ScaleFault& f) {
+  return std::make_shared<ScaleFaultKernel>(std::move(name), f);
 }
 
 /// Factory for tests and properties that need another partition size.
