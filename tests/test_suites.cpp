@@ -9,7 +9,7 @@ namespace {
 
 TEST(BuiltinSuites, AllLoadWithExpectedCounts) {
   const auto names = list_suites();
-  for (const char* want : {"tail-poison", "boundary", "sweep", "models", "gate"})
+  for (const char* want : {"tail-poison", "boundary", "sweep", "models", "gate", "fp8"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   EXPECT_EQ(load_suite("tail-poison").cells.size(), 32u);  // 2 dtypes x 2 ratios x 4 faults x 2 lengths
   EXPECT_EQ(load_suite("sweep").cells.size(), 60u);        // 5 shapes x 6 lengths x {aligned, straddling}
@@ -43,7 +43,7 @@ seq_lens = [17]
 
 TEST(SuiteErrors, NameFileLineAndField) {
   EXPECT_EQ(parse_suite(kGood, "good.toml").cells.size(), 1u);
-  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale)");
+  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, k_scale, v_scale, k_scale_range, v_scale_range)");
   EXPECT_EQ(error_of(R"(name = "x"
 [[cells]]
 heads = "8/3"
@@ -67,7 +67,7 @@ seq_lens = [17, 0]
   EXPECT_EQ(error_of(std::string(kGood) + "faults = [\"V:nan@tail\", \"W:nan@tail\"]\n"),
             "bad.toml:7: faults: unknown poison target 'W' (expected K, V or K+V)");
   EXPECT_EQ(error_of(std::string(kGood) + "dtypes = \"fp4\"\n"),
-            "bad.toml:7: dtypes: unknown dtype 'fp4' (expected f32, f16 or bf16)");
+            "bad.toml:7: dtypes: unknown dtype 'fp4' (expected f32, f16, bf16, fp8_e4m3fn, fp8_e4m3fnuz or fp8_e5m2)");
   EXPECT_EQ(error_of("name = \"x\"\n[[cells]]\nheads = 8\n"), "bad.toml:3: cells.heads: must be a string or a non-empty array of strings");
   EXPECT_EQ(error_of("[[cells]]\nheads = \"8/2\"\n"), "bad.toml:1: name: missing");
   EXPECT_NE(error_of("name = \"x\"\nheads = [\n").find("bad.toml:"), std::string::npos);  // TOML syntax error
@@ -79,7 +79,7 @@ TEST(SuiteErrors, UnknownSuiteNameListsKnownOnes) {
     load_suite("no-such-suite");
     FAIL() << "expected SuiteError";
   } catch (const SuiteError& e) {
-    EXPECT_NE(std::string(e.what()).find("no suite named 'no-such-suite' (known: boundary, gate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no suite named 'no-such-suite' (known: boundary, fp8, gate"), std::string::npos) << e.what();
   }
 }
 
