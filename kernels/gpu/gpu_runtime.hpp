@@ -7,7 +7,8 @@
 //   - error strings and the "sticky error" test (errors after which the context is unusable);
 //   - element types: half_t, bf16_t, and exact fp32 conversions for them (device code);
 //   - kWarpSize (compile-time, device code) and the warp shuffles kernels use;
-//   - 16-byte vector loads and their expansion to fp32.
+//   - 16-byte vector loads and their expansion to fp32, asynchronous global->shared copies, and the
+//     approximate exp2 / reciprocal the softmax uses.
 // Kernels never write 32 for the warp width: they use kWarpSize in device code and the launcher asks
 // the device (warp_size()) for the block width, so a wave64 build shapes its blocks to match.
 #pragma once
@@ -277,6 +278,55 @@ PACHECK_DEVICE void expand16<half_t>(const uint4& v, float* out) {
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
+}
+
+/// 2^x with one special-function instruction (ex2.approx.ftz: about 2 ulp; -inf gives +0). For softmax
+/// weights, whose error is far below the output dtype's.
+PACHECK_DEVICE float fast_exp2(float x) {
+#if PACHECK_GPU_IS_HIP
+  return exp2f(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+/// 1/x with one special-function instruction (rcp.approx.ftz: about 1 ulp).
+PACHECK_DEVICE float fast_rcp(float x) {
+#if PACHECK_GPU_IS_HIP
+  return 1.f / x;
+#else
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+/// Asynchronous 16-byte copy global -> shared (cp.async, sm_80 and later, cached in L1 too so warps of a
+/// block that read the same rows share them). `valid == false` writes zeros and reads nothing. Only the
+/// issuing thread may read the destination, after async_wait. Elsewhere: a synchronous copy, same result.
+PACHECK_DEVICE void async_copy16(void* smem_dst, const void* gsrc, bool valid) {
+#if !PACHECK_GPU_IS_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gsrc), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *static_cast<uint4*>(smem_dst) = valid ? load16(gsrc) : make_uint4(0, 0, 0, 0);
+#endif
+}
+/// Closes the group of async copies issued since the last commit.
+PACHECK_DEVICE void async_commit() {
+#if !PACHECK_GPU_IS_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+/// Waits until at most N committed groups of this thread are still in flight.
+template <int N>
+PACHECK_DEVICE void async_wait() {
+#if !PACHECK_GPU_IS_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 
 #endif  // PACHECK_GPU_COMPILER

@@ -22,8 +22,12 @@
 // sequence with one partition writes `out` directly; otherwise partitions write normalised partials to
 // split-KV scratch and merge_partitions_kernel combines them (attention_common.cuh).
 // Nothing past seq_len is ever loaded (each token is a separate row), so tail poison cannot reach the output.
+// Two forms of the kernel (use_pipeline): gpu.warp_split runs the basic form above (loads into registers);
+// gpu.warp_split_gqa the pipelined form, which stages K/V through shared memory with cp.async several
+// steps ahead (warp_split_pipelined_kernel).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/gpu/attention_common.cuh"
@@ -33,6 +37,18 @@ namespace pacheck::gpu {
 namespace {
 
 std::atomic<int> g_partition_size{512};
+
+/// Which form runs. Measured on the H200 (64 seqs x 8192 tokens, 32/8 heads, head 128, bf16): the
+/// pipelined form takes gpu.warp_split_gqa from 1.06 to 0.75 ms (47% -> 68% of the copy bandwidth), but
+/// gpu.warp_split from 1.50 to 1.61 ms, so each kernel keeps its faster form. gpu.warp_split re-reads
+/// every row once per query head of the group; both of its forms are bound by that L2 traffic (about
+/// 5.7 TB/s at GQA 4), not by DRAM. PACHECK_WARP_SPLIT_PIPELINE=0 or =1 forces one form for both (A/B runs).
+bool use_pipeline(bool gqa_fused) {
+  const char* v = std::getenv("PACHECK_WARP_SPLIT_PIPELINE");
+  if (v && v[0] == '0') return false;
+  if (v && v[0] == '1') return true;
+  return gqa_fused;
+}
 
 struct WarpSplitParams {
   const void* q;
@@ -45,6 +61,7 @@ struct WarpSplitParams {
   std::int64_t bt_stride;
   const std::int32_t* seq_lens;
   int num_heads, num_kv_heads, ratio, tiles;
+  int head_slots;               ///< pipelined kernel: warps split into this many head slots (1, 2 or 4)
   int block_size, block_shift;  ///< block_shift = log2(block_size), or -1 when not a power of two
   float scale_log2;             ///< scale * k_scale * log2(e)
   float v_scale;
@@ -62,8 +79,9 @@ struct RowSplit {
   static_assert(lanes::row_split_exact(kWarpSize, D, sizeof(T)), "head row must split over a warp");
 };
 
+// The basic form: K/V loaded into registers, one step in flight per worker.
 template <class T, int D, int QG>
-__global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSplitParams p) {
+__global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(WarpSplitParams p) {
   using RS = RowSplit<T, D>;
   constexpr lanes::RowSplit SP = RS::kSplit;
   constexpr int EPL = RS::kEpl, NV = RS::kNv, VEC = RS::kVec;
@@ -259,32 +277,291 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_kernel(WarpSpli
   }
 }
 
+
+// The pipelined form (gpu.warp_split_gqa's; see use_pipeline). Same arithmetic as the basic form, with three
+// changes for bandwidth:
+//  - K/V rows go global -> shared through cp.async into a per-warp ring of kStages steps, so every warp
+//    keeps kStages - 1 steps of loads in flight while it computes one (no registers held by loads);
+//  - warps of a block may serve different query heads of a group (head_slots > 1, gpu.warp_split): they
+//    read the same rows at about the same time, so the repeats hit L1 instead of L2;
+//  - exp2 and 1/x are the single-instruction approximations (fast_exp2, fast_rcp).
+// The shared-memory plan is lanes::pipe_smem: a function of the warp width, so the kernel evaluates it with
+// kWarpSize and the launcher with the device's warp_size() (never with kWarpSize in host code: a HIP host
+// pass serves wave64 and wave32 targets at once).
 template <class T, int D, int QG>
-LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream) {
+struct Pipe {
+  using RS = RowSplit<T, D>;
+  static constexpr lanes::PipeSmem kPlan = lanes::pipe_smem(kWarpSize, D, sizeof(T), QG, kWarps);
+  static constexpr int kU = lanes::ws_unroll(QG);       // tokens per worker per step
+  static constexpr int kStageVecs = kPlan.stage_vecs;   // uint4 per warp per stage
+  static constexpr int kStages = kPlan.stages;
+};
+
+template <class T, int D, int QG>
+__global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kernel(WarpSplitParams p) {
+  using RS = RowSplit<T, D>;
+  using PP = Pipe<T, D, QG>;
+  constexpr lanes::RowSplit SP = RS::kSplit;
+  constexpr lanes::PipeSmem PS = PP::kPlan;
+  constexpr int EPL = RS::kEpl, NV = RS::kNv, VEC = RS::kVec;
+  constexpr int U = PP::kU, S = PP::kStages;
+
+  const int s = blockIdx.y;
+  int bx = blockIdx.x;
+  const int tile = bx % p.tiles;
+  bx /= p.tiles;
+  const int part = bx % p.sc.max_parts;
+  const int g = bx / p.sc.max_parts;
+
+  const int seq_len = p.seq_lens[s];
+  const int P = p.sc.partition_size;
+  const int num_parts = ceil_div(seq_len, P);
+  if (part >= num_parts) return;
+  const int t_begin = part * P, t_end = min(t_begin + P, seq_len);
+
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int sg = SP.worker(lane), sl = SP.row_lane(lane);
+  const int d0 = SP.elem_at(sl);
+  // Warps split into head_slots slots of QG query heads; the wph warps of a slot stride over the keys.
+  const int wph = kWarps / p.head_slots;
+  const int hs = warp / wph, wt = warp % wph;
+  const int tile_first = tile * p.head_slots * QG;  // first head of the tile, within the group
+  const int slot_first = tile_first + hs * QG;      // first head of this warp's slot, within the group
+  const int nrw = lanes::ws_all_workers(SP, wph);  // workers of the slot
+
+  float q[QG][EPL];
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    // Heads past the group's end repeat its last head (computed, never written).
+    const int hq = g * p.ratio + min(slot_first + j, p.ratio - 1);
+    const T* qp = static_cast<const T*>(p.q) + s * p.q_stride_seq + hq * p.q_stride_head + d0;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) q[j][e] = Elem<T>::to_float(qp[e]);
+  }
+  float m[QG], l[QG], acc[QG][EPL];
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    m[j] = -INFINITY;
+    l[j] = 0.f;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) acc[j][e] = 0.f;
+  }
+
+  extern __shared__ __align__(16) unsigned char ws_smem[];
+  uint4* ring = reinterpret_cast<uint4*>(ws_smem) + warp * S * PP::kStageVecs;
+  const T* kc = static_cast<const T*>(p.k);
+  const T* vc = static_cast<const T*>(p.v);
+  const std::int32_t* bt = p.block_tables + s * p.bt_stride;
+  const int stride = lanes::ws_step_stride(nrw, U);
+
+  // Issues one step's copies (token t = tw + sg + u * nrw) into ring stage `st` and commits them as one
+  // group. Tokens at or past t_end are zero-filled without reading memory, so every step commits a group
+  // and the wait counts below hold.
+  auto issue = [&](int tw, int st) {
+    uint4* dst = ring + st * PP::kStageVecs;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = lanes::ws_token(tw, sg, u, nrw);
+      const bool valid = t < t_end;
+      const T* kp = kc;
+      const T* vp = vc;
+      if (valid) {
+        const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
+        const int slot = t - lb * p.block_size;
+        const std::int64_t phys = bt[lb];
+        kp = kc + key_offset(PACHECK_LAYOUT_NHD, p.ks, 1, phys, g, slot, d0);
+        vp = vc + value_offset(PACHECK_LAYOUT_NHD, p.vs, phys, g, slot, d0);
+      }
+#pragma unroll
+      for (int n = 0; n < NV; ++n) {
+        async_copy16(dst + PS.ring_index(kWarpSize, NV, u, 0, lane, n), kp + n * VEC, valid);
+        async_copy16(dst + PS.ring_index(kWarpSize, NV, u, 1, lane, n), vp + n * VEC, valid);
+      }
+    }
+    async_commit();
+  };
+
+  const int tw0 = lanes::ws_first_step(SP, t_begin, wt);
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) issue(tw0 + i * stride, i);
+
+  int st = 0;
+  // Warp-uniform loop bound (shuffles need the whole warp); tokens past t_end are masked per worker.
+  for (int tw = tw0; tw < t_end; tw += stride) {
+    issue(tw + (S - 1) * stride, st == 0 ? S - 1 : st - 1);  // refill the stage consumed last step
+    async_wait<S - 1>();                                       // this step's group has landed
+    const uint4* src = ring + st * PP::kStageVecs;
+    st = st + 1 == S ? 0 : st + 1;
+
+    bool valid[U];
+    float sc[U][QG];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      valid[u] = lanes::ws_token(tw, sg, u, nrw) < t_end;
+      float kf[EPL];
+#pragma unroll
+      for (int n = 0; n < NV; ++n) expand16<T>(src[PS.ring_index(kWarpSize, NV, u, 0, lane, n)], kf + n * VEC);
+#pragma unroll
+      for (int j = 0; j < QG; ++j) {
+        float dot = 0.f;
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) dot = fmaf(q[j][e], kf[e], dot);
+#pragma unroll
+        for (int mk = 1; mk < SP.dot_reduce_end(); mk <<= 1) dot += shfl_xor(dot, mk);
+        sc[u][j] = valid[u] ? dot * p.scale_log2 : -INFINITY;
+      }
+    }
+    // Online softmax with a normalised accumulator, as in the basic form.
+    float pr[U][QG];
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      float cmax = sc[0][j];
+#pragma unroll
+      for (int u = 1; u < U; ++u) cmax = fmaxf(cmax, sc[u][j]);
+      const float mn = fmaxf(m[j], cmax);
+      const float corr = (mn == -INFINITY) ? 1.f : fast_exp2(m[j] - mn);
+      float psum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        pr[u][j] = valid[u] ? fast_exp2(sc[u][j] - mn) : 0.f;
+        psum += pr[u][j];
+      }
+      const float ln = fmaf(l[j], corr, psum);
+      const float inv = (ln == 0.f) ? 0.f : fast_rcp(ln);
+      const float keep = l[j] * corr * inv;
+#pragma unroll
+      for (int u = 0; u < U; ++u) pr[u][j] *= inv;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[j][e] *= keep;
+      l[j] = ln;
+      m[j] = mn;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[EPL];
+#pragma unroll
+      for (int n = 0; n < NV; ++n) expand16<T>(src[PS.ring_index(kWarpSize, NV, u, 1, lane, n)], vf + n * VEC);
+#pragma unroll
+      for (int j = 0; j < QG; ++j)
+#pragma unroll
+        for (int e = 0; e < EPL; ++e) acc[j][e] = fmaf(pr[u][j], vf[e], acc[j][e]);
+    }
+  }
+  async_wait<0>();  // no copy may land in the ring once it is reused below
+
+  // Merge the RPW workers of each warp (butterfly over the lane bits above the row's lanes).
+#pragma unroll
+  for (int mk = SP.merge_first(); mk < SP.merge_end(); mk <<= 1) {
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      const float mo = shfl_xor(m[j], mk), lo = shfl_xor(l[j], mk);
+      const float mn = fmaxf(m[j], mo);
+      const float a = (mn == -INFINITY) ? 0.f : fast_exp2(m[j] - mn) * l[j];
+      const float b = (mn == -INFINITY) ? 0.f : fast_exp2(mo - mn) * lo;
+      const float ls = a + b;
+      const float inv = (ls == 0.f) ? 0.f : fast_rcp(ls);
+      const float wa = a * inv, wb = b * inv;
+      l[j] = ls;
+      m[j] = mn;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[j][e] = acc[j][e] * wa + shfl_xor(acc[j][e], mk) * wb;
+    }
+  }
+
+  // Merge the warps of each head slot through shared memory (the ring, now idle).
+  __syncthreads();
+  float* acc_s = reinterpret_cast<float*>(ws_smem);    // [kWarps][QG][D]
+  float* ml_s = acc_s + kWarps * QG * D;                // [kWarps][QG][2]
+  if (sg == 0) {
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc_s[(warp * QG + j) * D + d0 + e] = acc[j][e];
+      if (sl == 0) {
+        ml_s[(warp * QG + j) * 2] = m[j];
+        ml_s[(warp * QG + j) * 2 + 1] = l[j];
+      }
+    }
+  }
+  __syncthreads();
+
+  const bool to_scratch = num_parts > 1;
+  const int per_slot = QG * D;
+  for (int idx = tid; idx < p.head_slots * per_slot; idx += blockDim.x) {
+    const int slot = idx / per_slot, j = (idx / D) % QG, d = idx % D;
+    const int hg = tile_first + slot * QG + j;  // head within the group
+    if (hg >= p.ratio) continue;
+    const int w0 = slot * wph;
+    float gm = -INFINITY;
+    for (int w = w0; w < w0 + wph; ++w) gm = fmaxf(gm, ml_s[(w * QG + j) * 2]);
+    float wts[kWarps], lsum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) {
+      wts[i] = 0.f;
+      if (i < wph) {
+        const float mw = ml_s[((w0 + i) * QG + j) * 2];
+        wts[i] = (mw == -INFINITY) ? 0.f : fast_exp2(mw - gm) * ml_s[((w0 + i) * QG + j) * 2 + 1];
+        lsum += wts[i];
+      }
+    }
+    const float inv = fast_rcp(lsum);
+    float o = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i)
+      if (i < wph) o = fmaf(acc_s[((w0 + i) * QG + j) * D + d], wts[i] * inv, o);
+    o *= p.v_scale;
+    const int h = g * p.ratio + hg;
+    if (to_scratch) {
+      const std::int64_t srow = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts + part;
+      p.sc.tmp_out[srow * D + d] = o;
+      if (d == 0) {
+        p.sc.max_logits[srow] = gm;
+        p.sc.exp_sums[srow] = lsum;
+      }
+    } else {
+      static_cast<T*>(p.out)[s * p.out_stride_seq + h * p.out_stride_head + d] = Elem<T>::from_float(o);
+    }
+  }
+}
+
+template <class T, int D, int QG>
+LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream, bool pipelined) {
   const dim3 grid(p.num_kv_heads * p.sc.max_parts * p.tiles, num_seqs);
   int threads = 0;
   if (LaunchResult r = block_threads(&threads); !r.ok()) return r;
-  warp_split_kernel<T, D, QG><<<grid, threads, 0, stream>>>(p);
+  if (!pipelined) {
+    warp_split_basic_kernel<T, D, QG><<<grid, threads, 0, stream>>>(p);
+    return check_launch("warp split");
+  }
+  // The device's width, not kWarpSize: see Pipe.
+  const int smem = lanes::pipe_smem(warp_size(), D, sizeof(T), QG, kWarps).bytes;
+  auto* kernel = warp_split_pipelined_kernel<T, D, QG>;
+  if (smem > 48 * 1024) {
+    const Error e = allow_dynamic_smem(kernel, smem);
+    if (e != kSuccess) return runtime_failure("warp split: " + std::to_string(smem) + " bytes of shared memory", e);
+  }
+  kernel<<<grid, threads, smem, stream>>>(p);
   return check_launch("warp split");
 }
 
 template <class T, int D>
-LaunchResult dispatch_qg(const WarpSplitParams& p, int qg, int num_seqs, Stream stream) {
+LaunchResult dispatch_qg(const WarpSplitParams& p, int qg, int num_seqs, Stream stream, bool pipelined) {
   switch (qg) {
-    case 1: return launch_one<T, D, 1>(p, num_seqs, stream);
-    case 2: return launch_one<T, D, 2>(p, num_seqs, stream);
-    case 4: return launch_one<T, D, 4>(p, num_seqs, stream);
-    default: return launch_one<T, D, 8>(p, num_seqs, stream);
+    case 1: return launch_one<T, D, 1>(p, num_seqs, stream, pipelined);
+    case 2: return launch_one<T, D, 2>(p, num_seqs, stream, pipelined);
+    case 4: return launch_one<T, D, 4>(p, num_seqs, stream, pipelined);
+    default: return launch_one<T, D, 8>(p, num_seqs, stream, pipelined);
   }
 }
 
 template <class T>
-LaunchResult dispatch(const WarpSplitParams& p, const pacheck_kernel_args& a, int qg, Stream stream) {
+LaunchResult dispatch(const WarpSplitParams& p, const pacheck_kernel_args& a, int qg, Stream stream,
+                      bool pipelined) {
   LaunchResult r;
   switch (a.head_size) {
-    case 64: r = dispatch_qg<T, 64>(p, qg, a.num_seqs, stream); break;
-    case 128: r = dispatch_qg<T, 128>(p, qg, a.num_seqs, stream); break;
-    case 256: r = dispatch_qg<T, 256>(p, qg, a.num_seqs, stream); break;
+    case 64: r = dispatch_qg<T, 64>(p, qg, a.num_seqs, stream, pipelined); break;
+    case 128: r = dispatch_qg<T, 128>(p, qg, a.num_seqs, stream, pipelined); break;
+    case 256: r = dispatch_qg<T, 256>(p, qg, a.num_seqs, stream, pipelined); break;
     default: return {"head_size " + std::to_string(a.head_size) + " not in {64,128,256}"};
   }
   if (!r.ok() || p.sc.max_parts == 1) return r;
@@ -341,7 +618,13 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   if (gqa_fused) {
     while (qg < p.ratio && qg < 8) qg *= 2;
   }
-  p.tiles = ceil_div(p.ratio, qg);
+  // gpu.warp_split in the pipelined form (forced with PACHECK_WARP_SPLIT_PIPELINE=1): the warps of a block
+  // serve up to kWarps query heads of one group (a slot per head) so their repeated reads of a row can hit
+  // L1; the slots must divide the ratio. Measured slower than the basic form on the H200 (use_pipeline).
+  const bool pipelined = use_pipeline(gqa_fused);
+  p.head_slots = 1;
+  if (!gqa_fused && pipelined) p.head_slots = p.ratio % 4 == 0 ? 4 : (p.ratio % 2 == 0 ? 2 : 1);
+  p.tiles = ceil_div(p.ratio, qg * p.head_slots);
 
   const int P = warp_split_partition_size();
   const int max_tokens = a.max_blocks_per_seq * a.block_size;  // host bound on seq_lens (device memory)
@@ -355,9 +638,9 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   }
   LaunchResult r;
   switch (a.kv_dtype) {
-    case PACHECK_DTYPE_F32: r = dispatch<float>(p, a, qg, stream); break;
-    case PACHECK_DTYPE_F16: r = dispatch<half_t>(p, a, qg, stream); break;
-    default: r = dispatch<bf16_t>(p, a, qg, stream); break;
+    case PACHECK_DTYPE_F32: r = dispatch<float>(p, a, qg, stream, pipelined); break;
+    case PACHECK_DTYPE_F16: r = dispatch<half_t>(p, a, qg, stream, pipelined); break;
+    default: r = dispatch<bf16_t>(p, a, qg, stream, pipelined); break;
   }
   if (scratch) {
     LaunchResult f = release_scratch(scratch, stream);
