@@ -22,6 +22,8 @@ Support common_support(const Case& c, Layout layout, const std::string& name) {
   if (c.layout != layout)
     return Support::no("layout " + std::string(layout_name(c.layout)) + " not supported: " + name + " reads " +
                        std::string(layout_name(layout)));
+  if (c.kv_dtype != DType::f32 && c.kv_dtype != DType::f16 && c.kv_dtype != DType::bf16)
+    return Support::no("kv_dtype " + std::string(dtype_name(c.kv_dtype)) + " not in {f32,f16,bf16}");
   if (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype)
     return Support::no(dtype_list(c) + ": mixed dtypes not supported (all three must match)");
   if (c.head_size != 64 && c.head_size != 128 && c.head_size != 256)
