@@ -5,14 +5,15 @@
 #   3. runs the bandwidth bench (PACHECK_GPU_BENCH=1) against the copy bandwidth measured in the same run;
 #   4. runs the tail-poison, boundary, sweep and models suites on every GPU kernel through the pacheck CLI,
 #      one JSON report per suite;
-#   5. optionally (GPU_CHECK_SANITIZE=1) a small compute-sanitizer memcheck run.
+#   5. optionally (GPU_CHECK_SANITIZE=1, run before the suites) a small compute-sanitizer memcheck run.
 # Every step runs even when an earlier one fails; the exit status is non-zero if any failed.
 #
 # Usage: ci/gpu-check.sh [BUILD_DIR] [OUT_DIR]
 #   BUILD_DIR  default build-gpu (relative to the repo root)
 #   OUT_DIR    default $OUT when set (the device tool's output folder), else gpu-check-out
 # Environment: CUDA_ARCH (default 90), STEP_TIMEOUT seconds per step (default 900),
-#   GPU_CHECK_SUITES (default "tail-poison boundary sweep models"), GPU_CHECK_SANITIZE=1,
+#   GPU_CHECK_SUITES (default "tail-poison boundary models sweep"), GPU_CHECK_SANITIZE=1,
+#   GPU_CHECK_KERNELS (default: the five gpu.* kernels) for the suites,
 #   GPU_CHECK_SKIP_TESTS=1 / GPU_CHECK_SKIP_BENCH=1 to leave steps out.
 # Output files (at most 8, flat, so the device tool returns them all): gpu-check.log (everything),
 #   tests.log, bench.log, <suite>.json per suite.
@@ -27,8 +28,8 @@ log="$out/gpu-check.log"
 : >"$log"
 arch="${CUDA_ARCH:-90}"
 step_timeout="${STEP_TIMEOUT:-900}"
-suites="${GPU_CHECK_SUITES:-tail-poison boundary sweep models}"
-kernels=(gpu.paged_v1 gpu.paged_v1_tail_fault gpu.paged_v2 gpu.warp_split gpu.warp_split_gqa)
+suites="${GPU_CHECK_SUITES:-tail-poison boundary models sweep}"
+read -r -a kernels <<<"${GPU_CHECK_KERNELS:-gpu.paged_v1 gpu.paged_v1_tail_fault gpu.paged_v2 gpu.warp_split gpu.warp_split_gqa}"
 status=0
 
 say() { echo "[gpu-check] $*" | tee -a "$log"; }
@@ -59,22 +60,25 @@ fi
 { echo "ldd $test_bin:"; ldd "$test_bin"; } >>"$log" 2>&1
 
 if [ "${GPU_CHECK_SKIP_TESTS:-0}" != 1 ]; then
-  step tests "$out/tests.log" "$test_bin" --gtest_color=no
+  step tests "$out/tests.log" "$test_bin" --gtest_color=no --gtest_brief=1
 fi
 if [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
   step bench "$out/bench.log" env PACHECK_GPU_BENCH=1 "$test_bin" --gtest_color=no --gtest_filter='GpuBench.*'
 fi
 
+if [ "${GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  step sanitize "$out/tests.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$test_bin" --gtest_color=no \
+    --gtest_filter='*HonoursQueryAndOutStrides*:*PeakedAndExtremeLogits/warp_split*:*PeakedAndExtremeLogits/paged_v2'
+fi
+
 kargs=()
 for k in "${kernels[@]}"; do kargs+=(--kernel "$k"); done
 for s in $suites; do
-  step "suite-$s" "$out/suites.log" "$cli_bin" run --suite "$s" "${kargs[@]}" --device cuda:0 --json "$out/$s.json"
+  # A path, not a name: the binary's built-in suites folder is the build machine's checkout.
+  spec="$s"
+  if [ -f "$root/suites/$s.toml" ]; then spec="$root/suites/$s.toml"; fi
+  step "suite-$s" "$out/suites.log" "$cli_bin" run --suite "$spec" "${kargs[@]}" --device cuda:0 --json "$out/$s.json"
 done
-
-if [ "${GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  step sanitize "$out/tests.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$test_bin" --gtest_color=no \
-    --gtest_filter='*HonoursQueryAndOutStrides*:*PeakedAndExtremeLogits/warp_split_gqa:*PeakedAndExtremeLogits/paged_v2'
-fi
 
 say "done, status $status"
 exit "$status"
