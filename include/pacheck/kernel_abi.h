@@ -33,8 +33,10 @@ extern "C" {
 #define PACHECK_ABI_VERSION 1
 
 /* Element types. Bit patterns: IEEE binary32 / binary16; bf16 = upper 16 bits of binary32;
- * fp8 encodings follow OCP (e4m3fn, e5m2) and AMD's fnuz variant (reserved for ABI v1 but not yet
- * produced by pacheck). */
+ * fp8 (KV caches only, with bf16/f16/f32 query and output): E4M3FN and E5M2 as in the OCP 8-bit floating
+ * point spec v1.0 (E4M3FN: NaN 0x7F/0xFF, no Inf, max 448; E5M2: IEEE-like with Inf, max 57344), and
+ * E4M3FNUZ, AMD's/Graphcore's variant (exponent bias 8, NaN 0x80 only, no -0, 0x7F = 240 is finite).
+ * docs/FP8.md has the table. */
 typedef enum pacheck_dtype {
   PACHECK_DTYPE_F32 = 0,
   PACHECK_DTYPE_F16 = 1,
@@ -110,9 +112,11 @@ typedef struct pacheck_kernel_args {
   int64_t out_stride_seq, out_stride_head;
 
   float scale;   /* softmax scale applied to q.k (default 1/sqrt(head_size)) */
+  /* Dequantisation of an fp8 cache: key element = decode(code) * scale of its KV head, in fp32. */
   float k_scale; /* dequantisation scale of the whole key cache (1 for f32/f16/bf16 caches) */
   float v_scale; /* dequantisation scale of the whole value cache */
-  /* Optional per-KV-head scales [num_kv_heads] (fp8); NULL means use k_scale / v_scale. */
+  /* Optional per-KV-head scales [num_kv_heads] fp32 on the kernel's device (fp8); NULL means use k_scale /
+   * v_scale. When an array is given it replaces the scalar, and pacheck sets that scalar to NaN. */
   const float* k_scales_per_head;
   const float* v_scales_per_head;
 
