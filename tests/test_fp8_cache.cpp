@@ -174,6 +174,13 @@ TEST(Fp8Args, PerTensorScalarsAndPerHeadArrays) {
   EXPECT_TRUE(std::isnan(a.v_scale)) << "the scalar is NaN when the per-head array is the scale";
   EXPECT_EQ(a.v_scales_per_head, vdev);
   EXPECT_THROW(make_args(c, pc, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), std::invalid_argument);
+  Case both = fp8_case(DType::fp8_e4m3fn);  // K and V per head
+  PagedCache pb = page(both, generate(both));
+  const float kdev[4] = {4, 3, 2, 1};
+  a = make_args(both, pb, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, kdev, vdev);
+  EXPECT_TRUE(std::isnan(a.k_scale) && std::isnan(a.v_scale));
+  EXPECT_EQ(a.k_scales_per_head, kdev);
+  EXPECT_THROW(make_args(both, pb, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, vdev), std::invalid_argument);
   Case b = c;
   b.kv_dtype = DType::bf16;
   b.k_scale = b.v_scale = KvScale{};
