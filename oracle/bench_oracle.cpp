@@ -6,6 +6,8 @@
 // both sides. Usage: bench_oracle [repeats=5]
 #include <fmt/format.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -18,19 +20,38 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Timing {
-  double median_ms = 0, min_ms = 0;
+/// Wall time and this thread's CPU time of one run, in ms. On a shared machine the wall time also
+/// counts the time the thread waited for a core; the CPU time does not (memory stalls count in both).
+struct Sample {
+  double wall_ms = 0, cpu_ms = 0;
 };
 
-Timing summarize(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.front()};
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
-double elapsed_ms(const std::function<void()>& fn) {
+Sample run_once(const std::function<void()>& fn) {
+  const double c0 = thread_cpu_ms();
   const auto t0 = Clock::now();
   fn();
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return {std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), thread_cpu_ms() - c0};
+}
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, cpu_median_ms = 0, cpu_min_ms = 0;
+};
+
+Timing summarize(const std::vector<Sample>& v) {
+  std::vector<double> w, c;
+  for (const Sample& s : v) {
+    w.push_back(s.wall_ms);
+    c.push_back(s.cpu_ms);
+  }
+  std::sort(w.begin(), w.end());
+  std::sort(c.begin(), c.end());
+  return {w[w.size() / 2], w.front(), c[c.size() / 2], c.front()};
 }
 
 /// Times `a` and `b` alternately (`repeats` each, after one untimed warm-up of each), so that load from
@@ -39,10 +60,10 @@ std::pair<Timing, Timing> time_interleaved(int repeats, const std::function<void
                                            const std::function<void()>& b) {
   a();
   b();
-  std::vector<double> ta, tb;
+  std::vector<Sample> ta, tb;
   for (int i = 0; i < repeats; ++i) {
-    ta.push_back(elapsed_ms(a));
-    tb.push_back(elapsed_ms(b));
+    ta.push_back(run_once(a));
+    tb.push_back(run_once(b));
   }
   return {summarize(ta), summarize(tb)};
 }
@@ -84,15 +105,18 @@ void run_cell(int num_seqs, int repeats) {
         sink = s;
       },
       [&] { osink = pacheck::oracle(c, p, pacheck::Precision::f32).out[0]; });
-  const double emu_ms = elapsed_ms([&] { osink = pacheck::emulate_low_precision(c, p)[0]; });
+  const double emu_ms = run_once([&] { osink = pacheck::emulate_low_precision(c, p)[0]; }).wall_ms;
 
   fmt::print("cell: {}  (K+V {:.0f} MiB fp32; generation {:.0f} ms)\n", c.id(), bytes / (1 << 20), gen_ms);
-  fmt::print("  stream K+V    median {:8.2f} ms  min {:8.2f} ms  ({:.1f} GB/s)\n", stream.median_ms,
-             stream.min_ms, bytes / stream.median_ms * 1e-6);
-  fmt::print("  oracle fp32   median {:8.2f} ms  min {:8.2f} ms  ({:.1f} GB/s of K+V)\n", orc.median_ms,
-             orc.min_ms, bytes / orc.median_ms * 1e-6);
-  fmt::print("  ratio oracle/stream: medians {:.2f}x, mins {:.2f}x\n", orc.median_ms / stream.median_ms,
-             orc.min_ms / stream.min_ms);
+  auto line = [&](const char* name, const Timing& t) {
+    fmt::print("  {:<12} wall median {:8.2f} ms  min {:8.2f} ms  ({:5.1f} GB/s) | thread CPU median {:8.2f} ms  min {:8.2f} ms\n",
+               name, t.median_ms, t.min_ms, bytes / t.min_ms * 1e-6, t.cpu_median_ms, t.cpu_min_ms);
+  };
+  line("stream K+V", stream);
+  line("oracle fp32", orc);
+  fmt::print("  ratio oracle/stream: wall medians {:.2f}x, wall mins {:.2f}x | CPU medians {:.2f}x, CPU mins {:.2f}x\n",
+             orc.median_ms / stream.median_ms, orc.min_ms / stream.min_ms, orc.cpu_median_ms / stream.cpu_median_ms,
+             orc.cpu_min_ms / stream.cpu_min_ms);
   fmt::print("  (info) low-precision emulation, one run: {:.2f} ms\n", emu_ms);
 }
 

@@ -4,7 +4,8 @@
 //
 // Why the two products are not plain Eigen products: with only R (1..16) right-hand columns, Eigen's
 // GEMM spends its time packing K and V into panels; on the benchmark cell (h32/8 d128 ctx32768, R = 4)
-// it ran at ~8 GFLOP/s and the oracle took 6x a stream over the same bytes. They are written instead
+// it ran at ~8 GFLOP/s and the oracle took 6x a stream over the same bytes. The products are the same
+// ([L, D] x [D, R] for the logits, [R, L] x [L, D] for the output), written instead
 // on Eigen's packet layer (the SIMD abstraction Eigen's own kernels use, so SSE/AVX/AVX-512/NEON follow
 // the build flags) as register-blocked loops that read K and V once, in place, one token tile of all
 // KV heads at a time. docs/BENCHMARKS.md has the numbers.
@@ -36,6 +37,8 @@ using ColMat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>
 /// TLB and the next tile can be prefetched as one contiguous range. Walking one KV head over the whole
 /// sequence instead (rows num_kv_heads * head_size apart) measured 2x slower.
 constexpr Index kTile = 128;
+/// Tokens per register pass of P.V (see pv_block); 4 and 8 measured ~12% faster than 16 and 128.
+constexpr Index kSubTile = 8;
 
 void check_shapes(const Case& c, const PrePaging& p) {
   c.validate();
@@ -68,13 +71,28 @@ const S* as_scalar(const std::vector<float>& src, std::vector<S>& scratch) {
   }
 }
 
-/// Prefetches part `part` of `parts` equal parts of [begin, end): spread over the KV heads of one
-/// tile, the next tile arrives while this one is computed.
+/// A contiguous range to prefetch a few cache lines at a time from inside the compute loops, so the
+/// next tile streams in while this one is computed instead of in one burst that stalls the core.
+struct PrefetchCursor {
+  const char* p = nullptr;
+  const char* end = nullptr;
+  int lines_per_step = 0;
+  void step() {
+    for (int i = 0; i < lines_per_step && p < end; ++i, p += 64) ei::prefetch(p);
+  }
+};
+
+/// Part `part` of `parts` equal parts of [begin, end), prefetched over `steps` steps: spread over the
+/// KV heads of one tile, the next tile arrives while this one is computed.
 template <class S>
-void prefetch_part(const S* begin, const S* end, int part, int parts) {
-  constexpr Index kPerLine = 64 / static_cast<Index>(sizeof(S));
+PrefetchCursor part_cursor(const S* begin, const S* end, int part, int parts, Index steps) {
   const Index n = end - begin, lo = n * part / parts, hi = n * (part + 1) / parts;
-  for (Index i = lo; i < hi; i += kPerLine) ei::prefetch(begin + i);
+  PrefetchCursor c;
+  c.p = reinterpret_cast<const char*>(begin + lo);
+  c.end = reinterpret_cast<const char*>(begin + hi);
+  const Index lines = (c.end - c.p + 63) / 64;
+  c.lines_per_step = static_cast<int>(steps > 0 ? (lines + steps - 1) / steps : lines);
+  return c;
 }
 
 /// lg(t, j) = q_j . K_t for RB query heads j and tokens t in [0, T) (the product [T, D] x [D, RB]).
@@ -82,7 +100,7 @@ void prefetch_part(const S* begin, const S* end, int part, int parts) {
 ///  lg: column j at lg + j * ld.
 /// Two tokens per step share each load of q; the RB x 2 dot products stay in registers.
 template <class S, int RB>
-void qk_block(const S* q, int D, const S* k, Index ks, Index T, S* lg, Index ld) {
+void qk_block(const S* q, int D, const S* k, Index ks, Index T, S* lg, Index ld, PrefetchCursor& pf) {
   using P = Packet<S>;
   constexpr int N = kLanes<S>;
   const int Dv = D - D % N;
@@ -95,6 +113,7 @@ void qk_block(const S* q, int D, const S* k, Index ks, Index T, S* lg, Index ld)
   for (; t + 2 <= T; t += 2) {
     const S* k0 = k + t * ks;
     const S* k1 = k0 + ks;
+    pf.step();
     P a0[RB], a1[RB];
     for (int j = 0; j < RB; ++j) a0[j] = a1[j] = ei::pset1<P>(S(0));
     for (int d = 0; d < Dv; d += N) {
@@ -120,22 +139,34 @@ void qk_block(const S* q, int D, const S* k, Index ks, Index T, S* lg, Index ld)
   }
 }
 
-/// acc_j = sum over t in [0, T) of p(t, j) * V_t for RB query heads (overwrites acc, RB rows of D).
-///  p: column j at p + j * ld. v: V_t at v + t * vs.
-/// Columns of D in chunks of two packets keep RB x 2 accumulators in registers across the tile.
+/// acc_j += sum over t in [0, T) of p(t, j) * V_t for RB query heads, token by token (acc: RB rows of
+/// D, fp32 running sums). p: column j at p + j * ld. v: V_t at v + t * vs. bcast: scratch of T * RB
+/// packets. Columns of D in chunks of two packets keep RB x 2 accumulators in registers over the T
+/// tokens; T is kept small (kSubTile) because the rows of one KV head are num_kv_heads * head_size
+/// apart (4 KiB for 8 x 128 fp32), so they all fall into the same L1 set, and each chunk pass must find
+/// its rows still in L1.
 template <class S, int RB>
-void pv_block(const S* p, Index ld, const S* v, Index vs, Index T, int D, S* acc) {
+void pv_block(const S* p, Index ld, const S* v, Index vs, Index T, int D, S* acc, S* bcast, PrefetchCursor& pf) {
   using P = Packet<S>;
   constexpr int N = kLanes<S>;
+  // Each probability broadcast to a full packet once, not once per column chunk: the broadcast is a
+  // shuffle on the same pipes as the multiply-adds.
+  for (Index t = 0; t < T; ++t) {
+    pf.step();
+    for (int j = 0; j < RB; ++j) ei::pstoreu(bcast + (t * RB + j) * N, ei::pset1<P>(p[j * ld + t]));
+  }
   int d = 0;
   for (; d + 2 * N <= D; d += 2 * N) {
     P a[RB][2];
-    for (int j = 0; j < RB; ++j) a[j][0] = a[j][1] = ei::pset1<P>(S(0));
+    for (int j = 0; j < RB; ++j) {
+      a[j][0] = ei::ploadu<P>(acc + j * D + d);
+      a[j][1] = ei::ploadu<P>(acc + j * D + d + N);
+    }
     for (Index t = 0; t < T; ++t) {
       const S* vt = v + t * vs + d;
       const P v0 = ei::ploadu<P>(vt), v1 = ei::ploadu<P>(vt + N);
       for (int j = 0; j < RB; ++j) {
-        const P pj = ei::pset1<P>(p[j * ld + t]);
+        const P pj = ei::ploadu<P>(bcast + (t * RB + j) * N);
         a[j][0] = ei::pmadd(pj, v0, a[j][0]);
         a[j][1] = ei::pmadd(pj, v1, a[j][1]);
       }
@@ -147,7 +178,7 @@ void pv_block(const S* p, Index ld, const S* v, Index vs, Index T, int D, S* acc
   }
   for (; d < D; ++d) {  // head_size not a multiple of two packets (e.g. 80 with 16-lane AVX-512)
     for (int j = 0; j < RB; ++j) {
-      S s = 0;
+      S s = acc[j * D + d];
       for (Index t = 0; t < T; ++t) s += p[j * ld + t] * v[t * vs + d];
       acc[j * D + d] = s;
     }
@@ -188,8 +219,9 @@ void softmax_columns(ColMat<S>& lg, S scale, S* lse) {
 
 /// Mode::oracle sums the per-tile partial outputs in double (two-level summation: rounding error grows
 /// with kTile + seq_len / kTile terms, not seq_len). Mode::emulate is a kernel's arithmetic instead:
-/// probabilities rounded to out_dtype, per-tile partial sums added into an fp32 total (as split-KV
-/// kernels do), output rounded to out_dtype.
+/// probabilities rounded to out_dtype, one fp32 accumulator per output element carried token by token
+/// over the whole sequence (the least accurate order a correct kernel uses, so the calibrated limit
+/// covers the others), output rounded to out_dtype.
 enum class Mode { oracle, emulate };
 
 template <class S, Mode mode>
@@ -202,7 +234,11 @@ void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::ve
   out.assign(static_cast<std::size_t>(c.num_seqs()) * H * D, 0.0);
   if (lse_out) lse_out->assign(static_cast<std::size_t>(c.num_seqs()) * H, 0.0);
 
-  std::vector<S> kbuf, vbuf, q(static_cast<std::size_t>(H) * D), tile(static_cast<std::size_t>(R) * D), lse(H);
+  constexpr bool kSerial = mode == Mode::emulate;
+  std::vector<S> kbuf, vbuf, q(static_cast<std::size_t>(H) * D), lse(H);
+  // fp32 running sums: of one tile and one KV head's group (oracle), or of the whole sequence (emulate).
+  std::vector<S> run(static_cast<std::size_t>(kSerial ? H : R) * D);
+  std::vector<S> bcast(static_cast<std::size_t>(kSubTile) * 4 * kLanes<S>);
   std::vector<Acc> o(static_cast<std::size_t>(H) * D);
   ColMat<S> lg;  // [seq_len, num_heads]: logits, then probabilities
   for (int s = 0; s < c.num_seqs(); ++s) {
@@ -218,11 +254,11 @@ void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::ve
       const Index T = std::min(kTile, L - t0);
       const S* next = k + std::min(L, t0 + T) * row;
       for (int g = 0; g < G; ++g) {
-        prefetch_part(next, k + std::min(L, t0 + T + kTile) * row, g, G);
+        PrefetchCursor pf = part_cursor(next, k + std::min(L, t0 + T + kTile) * row, g, G, T / 2);
         by_head_blocks(R, [&](int j, auto rb) {
           const Index h = static_cast<Index>(g) * R + j;
           qk_block<S, decltype(rb)::value>(q.data() + h * D, D, k + t0 * row + g * D, row, T,
-                                           lg.data() + h * L + t0, L);
+                                           lg.data() + h * L + t0, L, pf);
         });
       }
     }
@@ -230,22 +266,30 @@ void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::ve
     if constexpr (mode == Mode::emulate)
       lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
 
-    // Output: for each KV head g, [R, T] x [T, D] per tile, summed over tiles in Acc.
+    // Output: for each KV head g, [R, T] x [T, D] per tile, kSubTile tokens per register pass.
     std::fill(o.begin(), o.end(), Acc(0));
+    std::fill(run.begin(), run.end(), S(0));
     for (Index t0 = 0; t0 < L; t0 += kTile) {
       const Index T = std::min(kTile, L - t0);
       const S* next = v + std::min(L, t0 + T) * row;
       for (int g = 0; g < G; ++g) {
-        prefetch_part(next, v + std::min(L, t0 + T + kTile) * row, g, G);
-        by_head_blocks(R, [&](int j, auto rb) {
-          const Index h = static_cast<Index>(g) * R + j;
-          pv_block<S, decltype(rb)::value>(lg.data() + h * L + t0, L, v + t0 * row + g * D, row, T, D,
-                                           tile.data() + static_cast<Index>(j) * D);
-        });
-        Acc* og = o.data() + static_cast<Index>(g) * R * D;
-        for (Index i = 0; i < static_cast<Index>(R) * D; ++i) og[i] += static_cast<Acc>(tile[i]);
+        PrefetchCursor pf = part_cursor(next, v + std::min(L, t0 + T + kTile) * row, g, G, T);
+        if constexpr (!kSerial) std::fill(run.begin(), run.end(), S(0));
+        for (Index u0 = t0; u0 < t0 + T; u0 += kSubTile) {
+          const Index U = std::min(kSubTile, t0 + T - u0);
+          by_head_blocks(R, [&](int j, auto rb) {
+            const Index h = static_cast<Index>(g) * R + j;
+            pv_block<S, decltype(rb)::value>(lg.data() + h * L + u0, L, v + u0 * row + g * D, row, U, D,
+                                             run.data() + (kSerial ? h : j) * D, bcast.data(), pf);
+          });
+        }
+        if constexpr (!kSerial) {
+          Acc* og = o.data() + static_cast<Index>(g) * R * D;
+          for (Index i = 0; i < static_cast<Index>(R) * D; ++i) og[i] += static_cast<Acc>(run[i]);
+        }
       }
     }
+    if constexpr (kSerial) std::copy(run.begin(), run.end(), o.begin());
 
     const std::size_t base = static_cast<std::size_t>(s) * H * D;
     for (std::size_t i = 0; i < o.size(); ++i)
