@@ -22,7 +22,9 @@ struct OracleResult {
 };
 
 /// Computes the oracle from the pre-paging tensors (values already rounded to their dtypes) in fp32 or
-/// fp64, one Eigen matrix product per GQA group so all query heads of a group share one read of K and V.
+/// fp64. Both products (logits = q.K^T, then P.V) are register-blocked loops on Eigen's SIMD packet layer
+/// over 128-token tiles, processing all query heads of a GQA group against one read of K and V
+/// (a plain Eigen GEMM ran at ~8 GFLOP/s here, 6x a stream of the same bytes; see docs/BENCHMARKS.md).
 /// The softmax subtracts the row max (safe for the "extreme" distribution). Throws CaseError if `c` is
 /// invalid or std::invalid_argument if `p` does not match `c`'s shapes.
 OracleResult oracle(const Case& c, const PrePaging& p, Precision precision = Precision::f32);
