@@ -33,13 +33,14 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   auto top = std::make_shared<int>(10);
   cmd->add_option("cell", *cell_id, "cell id as printed by run, e.g. 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail'")->required();
   cmd->add_option("--kernel,-k", *kernel, "kernel")->required();
-  cmd->add_option("--device,-d", *device, "cpu, cuda or cuda:N (default: the kernel's device)");
+  cmd->add_option("--device,-d", *device, "cpu, cuda[:N] or hip[:N] (default: the kernel's device)");
   cmd->add_option("--top", *top, "worst elements to print")->capture_default_str();
   cmd->callback([&ctx, cell_id, kernel, device, top] {
     Cell cell = parse_cell_id(*cell_id);
     KernelPtr k = Registry::global().find(*kernel);
     if (!k) throw UsageError(fmt::format("--kernel: no kernel named '{}'", *kernel));
-    const std::string dev = k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? "cuda" : *device);
+    const std::string dev =
+        k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);
     Support sup = k->supports(cell.c);
     if (!sup.ok) {
       fmt::print("{} declines {}: {}\n", k->name(), cell.id(), sup.reason);

@@ -30,7 +30,8 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
       throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", n, known));
     }
     if (k->device() != PACHECK_DEVICE_CPU && cpu)
-      throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device cuda)", n));
+      throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device {})", n,
+                                   device_kind_spec(k->device())));
     if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
   }
   return out;
@@ -39,7 +40,7 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
 void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--suite,-s", suite, "suite name (suites/NAME.toml) or path to a suite file")->capture_default_str();
   cmd->add_option("--kernel,-k", kernels, "kernel(s) to test (default: every built-in kernel of the device)");
-  cmd->add_option("--device,-d", device, "cpu, cuda or cuda:N (default: cuda:0 when present, else cpu)");
+  cmd->add_option("--device,-d", device, "cpu, cuda[:N] or hip[:N] (default: cuda:0 or hip:0 when present, else cpu)");
   cmd->add_option("--filter,-f", filter, "only cells whose id matches this regular expression");
   cmd->add_option("--seed", seed, "override every cell's seed");
   cmd->add_option("--threads,-j", threads, "CPU worker threads (default: all cores)");

@@ -60,53 +60,102 @@ double CpuBackend::copy_bandwidth_gbs(std::size_t bytes, int reps) {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
+namespace {
+
+/// A GPU backend kind as this binary knows it: its entry points when linked, nullptr otherwise.
+struct GpuKind {
+  const char* name;     ///< "cuda": the --device prefix and BackendStatus::kind
+  const char* runtime;  ///< "CUDA": as in "no CUDA device: ..."
+  pacheck_device device;
+  int (*count)(std::string* why);
+  std::unique_ptr<Backend> (*make)(int ordinal);
+  const char* not_built;  ///< BackendStatus::detail when not linked
+};
+
+const GpuKind kGpuKinds[] = {
+#ifdef PACHECK_HAVE_CUDA
+    {"cuda", "CUDA", PACHECK_DEVICE_CUDA, cuda_device_count, make_cuda_backend, ""},
+#else
+    {"cuda", "CUDA", PACHECK_DEVICE_CUDA, nullptr, nullptr, "not built (configure with the CUDA toolkit present)"},
+#endif
+#ifdef PACHECK_HAVE_HIP
+    {"hip", "HIP", PACHECK_DEVICE_HIP, hip_device_count, make_hip_backend, ""},
+#else
+    // A binary links one GPU runtime: with CUDA present the HIP objects are built but not linked here.
+    {"hip", "HIP", PACHECK_DEVICE_HIP, nullptr, nullptr,
+     "not built into this binary (a HIP build needs hipcc and -DPACHECK_CUDA=OFF: docs/HIP.md)"},
+#endif
+};
+
+/// N of "<kind>:N" (0 for a bare "<kind>"); std::invalid_argument when N is not a device ordinal.
+int parse_ordinal(const std::string& spec, const std::string& kind) {
+  if (spec.size() == kind.size()) return 0;
+  const std::string tail = spec.substr(kind.size() + 1);
+  try {
+    std::size_t used = 0;
+    const int ordinal = std::stoi(tail, &used);
+    if (used != tail.size() || ordinal < 0) throw std::invalid_argument("");
+    return ordinal;
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--device: '" + spec + "' is not " + kind + ":N with N a device ordinal");
+  }
+}
+
+}  // namespace
+
 std::vector<BackendStatus> backend_status() {
   std::vector<BackendStatus> out;
   out.push_back({"cpu", true, 1, cpu_model()});
-#ifdef PACHECK_HAVE_CUDA
-  std::string why;
-  int n = cuda_device_count(&why);
-  out.push_back({"cuda", true, n, n > 0 ? why : why});
-#else
-  out.push_back({"cuda", false, 0, "not built (configure with the CUDA toolkit present)"});
-#endif
+  for (const GpuKind& k : kGpuKinds) {
+    if (!k.count) {
+      out.push_back({k.name, false, 0, k.not_built});
+      continue;
+    }
+    std::string why;
+    const int n = k.count(&why);
+    out.push_back({k.name, true, n, why});
+  }
   return out;
 }
 
 std::string default_device() {
-#ifdef PACHECK_HAVE_CUDA
-  std::string why;
-  if (cuda_device_count(&why) > 0) return "cuda:0";
-#endif
+  for (const GpuKind& k : kGpuKinds) {
+    std::string why;
+    if (k.count && k.count(&why) > 0) return std::string(k.name) + ":0";
+  }
+  return "cpu";
+}
+
+std::string gpu_backend_kind() {
+  for (const GpuKind& k : kGpuKinds)
+    if (k.count) return k.name;
+  return "";
+}
+
+std::string device_kind_spec(pacheck_device device) {
+  for (const GpuKind& k : kGpuKinds)
+    if (k.device == device) return k.name;
   return "cpu";
 }
 
 std::unique_ptr<Backend> open_backend(const std::string& spec) {
   if (spec == "cpu") return make_cpu_backend();
-  if (spec == "cuda" || spec.rfind("cuda:", 0) == 0) {
-#ifdef PACHECK_HAVE_CUDA
-    int ordinal = 0;
-    if (spec.size() > 5) {
-      try {
-        std::size_t used = 0;
-        ordinal = std::stoi(spec.substr(5), &used);
-        if (used != spec.size() - 5 || ordinal < 0) throw std::invalid_argument("");
-      } catch (const std::exception&) {
-        throw std::invalid_argument("--device: '" + spec + "' is not cuda:N with N a device ordinal");
-      }
-    }
+  for (const GpuKind& k : kGpuKinds) {
+    const std::string name = k.name;
+    if (spec != name && spec.rfind(name + ":", 0) != 0) continue;
+    const int ordinal = parse_ordinal(spec, name);
+    if (!k.count)
+      throw std::runtime_error("no " + std::string(k.runtime) + " device: this pacheck was built without the " +
+                               k.runtime + " backend");
     std::string why;
-    const int n = cuda_device_count(&why);
+    const int n = k.count(&why);
     if (n == 0) throw std::runtime_error(why);
     if (ordinal >= n)
       throw std::invalid_argument("--device: " + spec + " asks for device " + std::to_string(ordinal) + " but " +
-                                  std::to_string(n) + " CUDA device(s) exist");
-    return make_cuda_backend(ordinal);
-#else
-    throw std::runtime_error("no CUDA device: this pacheck was built without the CUDA backend");
-#endif
+                                  std::to_string(n) + " " + k.runtime + " device(s) exist");
+    return k.make(ordinal);
   }
-  throw std::invalid_argument("--device: unknown device '" + spec + "' (expected cpu, cuda or cuda:N)");
+  throw std::invalid_argument("--device: unknown device '" + spec + "' (expected cpu, cuda[:N] or hip[:N])");
 }
 
 }  // namespace pacheck

@@ -1,5 +1,6 @@
-// Device backends: where a kernel's buffers live and how they get there. CPU is always present; CUDA
-// (kernels/gpu) when built with it and a device is found.
+// Device backends: where a kernel's buffers live and how they get there. CPU is always present; one GPU
+// backend at most per binary (kernels/gpu): CUDA when built with nvcc, otherwise HIP when built with hipcc
+// (docs/HIP.md says why not both), usable when a device is found.
 #pragma once
 
 #include <cstddef>
@@ -44,13 +45,19 @@ struct BackendStatus {
   int devices = 0;     ///< devices found
   std::string detail;  ///< device names, or why none ("no CUDA device: <runtime message>")
 };
+/// One entry per kind: cpu, cuda, hip (in that order), built or not.
 std::vector<BackendStatus> backend_status();
 
-/// Opens the backend named by `spec`: "cpu", "cuda", "cuda:N". Throws std::invalid_argument for an
-/// unknown spec and std::runtime_error ("no CUDA device: ...") when the device is absent.
+/// Opens the backend named by `spec`: "cpu", "cuda", "cuda:N", "hip", "hip:N". Throws
+/// std::invalid_argument for an unknown spec and std::runtime_error ("no CUDA device: ...", "no HIP
+/// device: ...") when the device is absent or its backend is not built into this binary.
 std::unique_ptr<Backend> open_backend(const std::string& spec);
-/// "cuda:0" when a CUDA device is present, otherwise "cpu".
+/// "cuda:0" or "hip:0" when a device of the linked GPU backend is present, otherwise "cpu".
 std::string default_device();
+/// The GPU backend linked into this binary: "cuda", "hip", or "" when it has none.
+std::string gpu_backend_kind();
+/// The backend spec a kernel of `device` runs on when no GPU device was named: "cpu", "cuda" or "hip".
+std::string device_kind_spec(pacheck_device device);
 
 /// The CPU backend (host memory, no stream).
 std::unique_ptr<Backend> make_cpu_backend();
@@ -58,6 +65,12 @@ std::unique_ptr<Backend> make_cpu_backend();
 /// Implemented in kernels/gpu: number of CUDA devices, or 0 with `why` filled ("no CUDA device: ...").
 int cuda_device_count(std::string* why);
 std::unique_ptr<Backend> make_cuda_backend(int ordinal);
+#endif
+#ifdef PACHECK_HAVE_HIP
+/// Implemented in kernels/gpu (built with hipcc): number of HIP devices, or 0 with `why` filled
+/// ("no HIP device: hipErrorNoDevice" on a machine without an AMD GPU).
+int hip_device_count(std::string* why);
+std::unique_ptr<Backend> make_hip_backend(int ordinal);
 #endif
 
 }  // namespace pacheck

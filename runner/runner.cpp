@@ -387,7 +387,8 @@ ChildOutcome run_in_child(ChildState& st, std::size_t item_index, const WorkItem
   if (!backend) {
     try {
       // Opened here, not inherited: a GPU context does not survive fork().
-      backend = cpu ? make_cpu_backend() : open_backend(device_spec == "cpu" ? "cuda" : device_spec);
+      backend = cpu ? make_cpu_backend()
+                    : open_backend(device_spec == "cpu" ? device_kind_spec(j.kernel->device()) : device_spec);
     } catch (const std::exception& e) {
       out.result = error_result(j.cell, *j.kernel, fmt::format("cannot open the device: {}", e.what()));
       out.result.index = j.index;
@@ -448,11 +449,13 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   auto isolated = [&](const Kernel& k) { return opt.isolate && opt.isolate(k); };
   // The parent opens the GPU only for kernels it runs itself: isolated GPU kernels open their own context
   // in each child, and a CUDA context created before fork() is unusable in the child.
-  const bool parent_gpu = std::any_of(kernels.begin(), kernels.end(), [&](const KernelPtr& k) {
+  const auto first_gpu = std::find_if(kernels.begin(), kernels.end(), [&](const KernelPtr& k) {
     return k->device() != PACHECK_DEVICE_CPU && !isolated(*k);
   });
+  const bool parent_gpu = first_gpu != kernels.end();
   std::unique_ptr<Backend> gpu;
-  if (parent_gpu) gpu = open_backend(device_spec == "cpu" ? "cuda" : device_spec);
+  // With no GPU named (device "cpu"), the kernel's own kind: cuda, or hip in a HIP build.
+  if (parent_gpu) gpu = open_backend(device_spec == "cpu" ? device_kind_spec((*first_gpu)->device()) : device_spec);
 
   // Expand cells per kernel (resolving native layouts), apply shard, seed and filter.
   std::vector<WorkItem> items;

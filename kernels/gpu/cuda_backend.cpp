@@ -1,6 +1,8 @@
-// The CUDA device backend: discovery, memory, copies, one stream per backend, event timing, and the
+// The GPU device backend: discovery, memory, copies, one stream per backend, event timing, and the
 // conversion of runtime errors into KernelError (fatal when the context is lost). Every runtime call goes
-// through kernels/gpu/gpu_runtime.hpp.
+// through kernels/gpu/gpu_runtime.hpp, so this one file is the CUDA backend in pacheck_gpu (nvcc build) and
+// the HIP backend in pacheck_hip (compiled with PACHECK_GPU_HIP): names, messages and the exported entry
+// points follow the runtime (cuda_device_count / make_cuda_backend, hip_device_count / make_hip_backend).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -9,6 +11,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/gpu/gpu_runtime.hpp"
+#include "kernels/gpu/launch.hpp"
 #include "kernels/kernel.hpp"
 
 namespace pacheck {
@@ -16,39 +19,35 @@ namespace {
 
 using namespace pacheck::gpu;
 
-std::string version_string(int v) {
-  // The runtime encodes versions as 1000 * major + 10 * minor.
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
-
 [[noreturn]] void fail(const std::string& what, Error e) {
-  throw KernelError("cuda: " + what + ": " + error_name(e) + ": " + error_string(e), is_sticky(e));
+  throw KernelError(std::string(kBackendKind) + ": " + what + ": " + error_name(e) + ": " + error_string(e),
+                    is_sticky(e));
 }
 
 void check(Error e, const std::string& what) {
   if (e != kSuccess) fail(what, e);
 }
 
-class CudaBackend final : public Backend {
+class DeviceBackend final : public Backend {
  public:
-  explicit CudaBackend(int ordinal) : ordinal_(ordinal) {
+  explicit DeviceBackend(int ordinal) : ordinal_(ordinal) {
     check(set_device(ordinal_), "select device " + std::to_string(ordinal_));
     check(device_props(&props_, ordinal_), "device properties");
     check(stream_create(&stream_), "create stream");
     keep_scratch_pool();
   }
-  ~CudaBackend() override {
+  ~DeviceBackend() override {
     if (stream_) {
       (void)set_device(ordinal_);
       (void)stream_destroy(stream_);
       (void)get_last_error();
     }
   }
-  CudaBackend(const CudaBackend&) = delete;
-  CudaBackend& operator=(const CudaBackend&) = delete;
+  DeviceBackend(const DeviceBackend&) = delete;
+  DeviceBackend& operator=(const DeviceBackend&) = delete;
 
-  std::string name() const override { return "cuda:" + std::to_string(ordinal_); }
-  pacheck_device device() const override { return PACHECK_DEVICE_CUDA; }
+  std::string name() const override { return std::string(kBackendKind) + ":" + std::to_string(ordinal_); }
+  pacheck_device device() const override { return gpu::kGpuDevice; }
 
   std::string description() const override {
     int drv = 0, rt = 0;
@@ -56,8 +55,8 @@ class CudaBackend final : public Backend {
     (void)runtime_version(&rt);
     char mem[32];
     std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(props_.totalGlobalMem) / (1024.0 * 1024 * 1024));
-    return std::string(props_.name) + " sm_" + std::to_string(props_.major) + std::to_string(props_.minor) + ", " +
-           std::to_string(props_.multiProcessorCount) + " SMs, " + mem + ", driver " + version_string(drv) +
+    return std::string(props_.name) + " " + arch_name(props_) + ", " + std::to_string(props_.multiProcessorCount) +
+           " SMs, " + mem + ", warp " + std::to_string(props_.warpSize) + ", driver " + version_string(drv) +
            ", runtime " + version_string(rt);
   }
 
@@ -155,18 +154,19 @@ class CudaBackend final : public Backend {
   Stream stream_{};
 };
 
-}  // namespace
-
-int cuda_device_count(std::string* why) {
+/// Devices of this runtime, or 0 with `why` = "no <runtime> device: <runtime message>" (no GPU, no driver:
+/// cudaErrorInsufficientDriver / hipErrorNoDevice on the CPU machines).
+int gpu_device_count(std::string* why) {
+  const std::string none = std::string("no ") + kRuntimeName + " device: ";
   int n = 0;
   const Error e = device_count(&n);
   if (e != kSuccess) {
     (void)get_last_error();  // discovery failures are not sticky: clear them for later calls
-    if (why) *why = std::string("no CUDA device: ") + error_string(e);
+    if (why) *why = none + error_string(e);
     return 0;
   }
   if (n <= 0) {
-    if (why) *why = "no CUDA device: the runtime reports 0 devices";
+    if (why) *why = none + "the runtime reports 0 devices";
     return 0;
   }
   if (why) {
@@ -178,13 +178,22 @@ int cuda_device_count(std::string* why) {
         continue;
       }
       if (!names.empty()) names += "; ";
-      names += "cuda:" + std::to_string(i) + " " + p.name + " sm_" + std::to_string(p.major) + std::to_string(p.minor);
+      names += std::string(kBackendKind) + ":" + std::to_string(i) + " " + p.name + " " + arch_name(p) + " warp " +
+               std::to_string(p.warpSize);
     }
     *why = names;
   }
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int ordinal) { return std::make_unique<CudaBackend>(ordinal); }
+}  // namespace
+
+#if PACHECK_GPU_IS_HIP
+int hip_device_count(std::string* why) { return gpu_device_count(why); }
+std::unique_ptr<Backend> make_hip_backend(int ordinal) { return std::make_unique<DeviceBackend>(ordinal); }
+#else
+int cuda_device_count(std::string* why) { return gpu_device_count(why); }
+std::unique_ptr<Backend> make_cuda_backend(int ordinal) { return std::make_unique<DeviceBackend>(ordinal); }
+#endif
 
 }  // namespace pacheck

@@ -1,5 +1,6 @@
 // The GPU kernels as pacheck::Kernel objects: what each supports (declining with the field that is out of
-// range), and run() -> launcher -> KernelError on failure. The launchers live in the .cu files.
+// range), and run() -> launcher -> KernelError on failure. The launchers live in the .cu files. The same
+// kernels, under the same names, are CUDA kernels in an nvcc build and HIP kernels in a hipcc build.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -56,7 +57,7 @@ class PagedV1 final : public Kernel {
                  : "negative control: gpu.paged_v1 without zeroing the straddling V vector (vLLM issue 641): "
                    "NaN/Inf in the final block's V tail reaches P.V as 0 * NaN";
   }
-  pacheck_device device() const override { return PACHECK_DEVICE_CUDA; }
+  pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
     if (Support s = common_support(c, Layout::vllm, name()); !s.ok) return s;
     if (Support s = paged_block_support(c); !s.ok) return s;
@@ -88,7 +89,7 @@ class PagedV2 final : public Kernel {
     return "vLLM paged_attention_v2 design (split-KV): 512-token partitions write partial out, max logit and exp "
            "sum; a second kernel merges them; vllm layout";
   }
-  pacheck_device device() const override { return PACHECK_DEVICE_CUDA; }
+  pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
     if (Support s = common_support(c, Layout::vllm, name()); !s.ok) return s;
     return paged_block_support(c);
@@ -110,7 +111,7 @@ class WarpSplit final : public Kernel {
                 : "FlashDecoding-style split-KV, nhd: block per (seq, query head, partition), warps stride over "
                   "keys with an online softmax in registers, merged through shared memory and a second kernel";
   }
-  pacheck_device device() const override { return PACHECK_DEVICE_CUDA; }
+  pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
     if (Support s = common_support(c, Layout::nhd, name()); !s.ok) return s;
     if (c.block_size < 1) return Support::no("block_size " + std::to_string(c.block_size) + " must be positive");

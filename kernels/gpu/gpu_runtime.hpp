@@ -50,6 +50,8 @@ using DeviceProp = hipDeviceProp_t;
 using MemPool = hipMemPool_t;
 inline constexpr Error kSuccess = hipSuccess;
 inline constexpr const char* kRuntimeName = "HIP";
+/// Backend kind: device specs "hip" / "hip:N", backend names "hip:0", error prefixes "hip: ...".
+inline constexpr const char* kBackendKind = "hip";
 inline const char* error_string(Error e) { return hipGetErrorString(e); }
 inline const char* error_name(Error e) { return hipGetErrorName(e); }
 inline Error get_last_error() { return hipGetLastError(); }
@@ -107,6 +109,8 @@ using DeviceProp = cudaDeviceProp;
 using MemPool = cudaMemPool_t;
 inline constexpr Error kSuccess = cudaSuccess;
 inline constexpr const char* kRuntimeName = "CUDA";
+/// Backend kind: device specs "cuda" / "cuda:N", backend names "cuda:0", error prefixes "cuda: ...".
+inline constexpr const char* kBackendKind = "cuda";
 inline const char* error_string(Error e) { return cudaGetErrorString(e); }
 inline const char* error_name(Error e) { return cudaGetErrorName(e); }
 inline Error get_last_error() { return cudaGetLastError(); }

@@ -19,6 +19,14 @@ struct LaunchResult {
   bool ok() const { return error.empty(); }
 };
 
+/// Device kind of the GPU kernels and backend of this build: HIP for the TUs hipcc compiles and for the host
+/// TUs of the HIP library (PACHECK_GPU_HIP), CUDA otherwise.
+#if defined(PACHECK_GPU_HIP) || defined(__HIPCC__)
+inline constexpr pacheck_device kGpuDevice = PACHECK_DEVICE_HIP;
+#else
+inline constexpr pacheck_device kGpuDevice = PACHECK_DEVICE_CUDA;
+#endif
+
 /// Tokens per partition of gpu.paged_v2 (vLLM's PARTITION_SIZE).
 inline constexpr int kPagedV2PartitionSize = 512;
 
