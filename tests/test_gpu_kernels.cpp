@@ -1,6 +1,7 @@
-// GPU decode kernels against the oracle on a CUDA device: case -> pre-paging tensors -> paged cache ->
-// (fault) -> upload -> kernel -> download -> comparator. Skips with the runtime's reason where no CUDA
-// device is present (CI), except for the checks that need none (registration, declines).
+// GPU decode kernels against the oracle on the GPU backend this binary links (CUDA, or HIP in a hipcc build:
+// docs/HIP.md): case -> pre-paging tensors -> paged cache -> (fault) -> upload -> kernel -> download ->
+// comparator. Skips with the runtime's reason where no device is present (CI: "no CUDA device: ..." or
+// "no HIP device: hipErrorNoDevice"), except for the checks that need none (registration, declines).
 //
 // What each test proves:
 //  - Accuracy: every kernel within the fixed rel_linf limit of its dtype over head 64/128/256, GQA 1..16,
@@ -25,13 +26,15 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+
 #include "faults/fault.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/kernel.hpp"
 #include "kernels/layouts/layout.hpp"
 #include "oracle/comparator.hpp"
 #include "runner/runner.hpp"
-#ifdef PACHECK_HAVE_CUDA
+#ifdef PACHECK_HAVE_GPU
 #include "kernels/gpu/launch.hpp"
 #endif
 
@@ -43,7 +46,16 @@ const std::vector<std::string> kCorrectKernels = {"gpu.paged_v1", "gpu.paged_v2"
 const std::vector<std::string> kAllKernels = {"gpu.paged_v1", "gpu.paged_v1_tail_fault", "gpu.paged_v2",
                                               "gpu.warp_split", "gpu.warp_split_gqa"};
 
-/// The CUDA backend, opened once; `why` says why not ("no CUDA device: <runtime message>").
+/// The GPU backend kind this binary links: "cuda" or "hip"; "cuda" when it has none, so that skips read
+/// "no CUDA device: this pacheck was built without the CUDA backend".
+std::string gpu_kind() {
+  const std::string k = gpu_backend_kind();
+  return k.empty() ? "cuda" : k;
+}
+/// How the backend says it found no device: "no CUDA device" / "no HIP device".
+std::string no_device() { return gpu_kind() == "hip" ? "no HIP device" : "no CUDA device"; }
+
+/// The GPU backend, opened once; `why` says why not ("no CUDA device: <runtime message>").
 struct Gpu {
   std::unique_ptr<Backend> backend;
   std::string why;
@@ -54,7 +66,7 @@ Gpu& gpu() {
     // Split-KV scratch pre-filled with NaN: a merge that reads an unwritten partition fails loudly.
     setenv("PACHECK_GPU_POISON_SCRATCH", "1", 1);
     try {
-      r.backend = open_backend("cuda");
+      r.backend = open_backend(gpu_kind());
     } catch (const std::exception& e) {
       r.why = e.what();
     }
@@ -120,13 +132,13 @@ std::map<std::string, double>& worst_rel_linf() {
 // Registration and declines: no device needed.
 
 TEST(GpuKernels, RegisteredWithDeclineReasonsNamingTheField) {
-#ifndef PACHECK_HAVE_CUDA
+#ifndef PACHECK_HAVE_GPU
   GTEST_SKIP() << "no CUDA device: this pacheck was built without the CUDA backend";
 #else
   for (const auto& name : kAllKernels) {
     const KernelPtr k = kernel(name);
     ASSERT_TRUE(k) << name << " is not registered";
-    EXPECT_EQ(k->device(), PACHECK_DEVICE_CUDA);
+    EXPECT_EQ(device_kind_spec(k->device()), gpu_kind()) << name;
     EXPECT_FALSE(k->description().empty());
     Case c = make_case(*k, 32, 8, 128, 16, DType::bf16, {4090});
     EXPECT_TRUE(k->supports(c).ok) << name << ": " << k->supports(c).reason;
@@ -166,12 +178,12 @@ TEST(GpuKernels, RegisteredWithDeclineReasonsNamingTheField) {
 
 TEST(GpuBackend, AbsentDeviceIsAReasonNotAnError) {
   const auto st = backend_status();
-  const auto it = std::find_if(st.begin(), st.end(), [](const BackendStatus& s) { return s.kind == "cuda"; });
+  const auto it = std::find_if(st.begin(), st.end(), [](const BackendStatus& s) { return s.kind == gpu_kind(); });
   ASSERT_NE(it, st.end());
   if (it->devices == 0) {
-    EXPECT_EQ(it->detail.rfind("no CUDA device", 0), 0u) << it->detail;
+    if (it->built) EXPECT_EQ(it->detail.rfind(no_device(), 0), 0u) << it->detail;
     EXPECT_FALSE(gpu().backend);
-    EXPECT_EQ(gpu().why.rfind("no CUDA device", 0), 0u) << gpu().why;
+    EXPECT_EQ(gpu().why.rfind(no_device(), 0), 0u) << gpu().why;
   } else {
     EXPECT_TRUE(gpu().backend) << gpu().why;
   }
@@ -183,9 +195,9 @@ TEST(GpuBackend, AbsentDeviceIsAReasonNotAnError) {
 TEST(GpuBackend, DescribesCopiesAndTimes) {
   REQUIRE_GPU();
   Backend& b = *gpu().backend;
-  EXPECT_EQ(b.name(), "cuda:0");
+  EXPECT_EQ(b.name(), gpu_kind() + ":0");
   const std::string desc = b.description();
-  EXPECT_NE(desc.find("sm_"), std::string::npos) << desc;
+  EXPECT_NE(desc.find(gpu_kind() == "hip" ? " gfx" : " sm_"), std::string::npos) << desc;
   EXPECT_NE(desc.find("driver"), std::string::npos) << desc;
   std::printf("[ device   ] %s\n", desc.c_str());
 
@@ -205,8 +217,10 @@ TEST(GpuBackend, DescribesCopiesAndTimes) {
 
 // An illegal address ends the context: sync() must say so with a fatal KernelError. Run in a child
 // process (gtest's threadsafe death test re-executes the binary), since the context is lost afterwards.
+// On AMD the ROCm runtime may instead abort the process on the GPU memory fault ("Memory access fault by
+// GPU node-N ..."): also a loud failure, and the runner's isolated children report it as a crash.
 void provoke_illegal_address() {
-  auto b = open_backend("cuda");
+  auto b = open_backend(gpu_kind());
   const KernelPtr k = kernel("gpu.warp_split");
   Case c = make_case(*k, 8, 8, 128, 16, DType::bf16, {64});
   CaseData d = prepare_case(c, RunOptions{});
@@ -224,7 +238,12 @@ void provoke_illegal_address() {
 TEST(GpuBackendDeathTest, IllegalAddressIsFatal) {
   REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(provoke_illegal_address(), ::testing::ExitedWithCode(0), "caught: ");
+  if (gpu_kind() == "hip") {
+    EXPECT_EXIT(provoke_illegal_address(), [](int st) { return st == 0 || WIFSIGNALED(st); },
+                "caught: |Memory access fault");
+  } else {
+    EXPECT_EXIT(provoke_illegal_address(), ::testing::ExitedWithCode(0), "caught: ");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -428,7 +447,7 @@ TEST_P(GpuInvariance, PagingBatchAndRepeat) {
 INSTANTIATE_TEST_SUITE_P(All, GpuInvariance, ::testing::ValuesIn(kCorrectKernels),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param.substr(4); });
 
-#ifdef PACHECK_HAVE_CUDA
+#ifdef PACHECK_HAVE_GPU
 /// Device buffer for the manual-argument tests and the bench.
 struct Buf {
   Backend& b;
@@ -626,7 +645,7 @@ TEST(GpuBench, DecodeBandwidth) {
     bench_shape(sh, {"gpu.warp_split", "gpu.warp_split_gqa"}, false);
   }
 }
-#endif  // PACHECK_HAVE_CUDA
+#endif  // PACHECK_HAVE_GPU
 
 }  // namespace
 }  // namespace pacheck
