@@ -67,6 +67,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   constexpr int ROWS = PV.rows_per_lane;    // accumulators per lane
   static_assert(D % X == 0 && lanes::paged_pv_exact(kWarpSize, D, sizeof(T), VPR),
                 "head_size must split evenly over lanes");
+  // Fails to compile for the wave64 target if a split is ever computed for a fixed width of 32.
+  static_assert(PV.rows_per_step * PV.vpr == kWarpSize, "the P.V split must span exactly one warp of this target");
 
   const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;

@@ -77,6 +77,7 @@ struct RowSplit {
   static constexpr int kEpl = kSplit.elems_per_lane;  // elements per lane
   static constexpr int kNv = kSplit.loads;            // 16-byte loads per lane per row
   static_assert(lanes::row_split_exact(kWarpSize, D, sizeof(T)), "head row must split over a warp");
+  static_assert(kSplit.workers * kSplit.lanes_per_row == kWarpSize, "the row split must span exactly one warp");
 };
 
 // The basic form: K/V loaded into registers, one step in flight per worker.
