@@ -1,0 +1,329 @@
+#include "properties/generators.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+#include <optional>
+#include <tuple>
+
+namespace pacheck::prop {
+namespace {
+
+using rc::Gen;
+namespace gen = rc::gen;
+
+const std::vector<int> kBlockSizes{1, 8, 16, 32, 64, 128, 256};
+const std::vector<int> kHeadSizes{32, 64, 80, 96, 112, 128, 192, 256};
+/// GQA ratios of real models (and the odd 3 and 7); drawn more often than the rest of 1..16.
+const std::vector<int> kFavouredRatios{1, 2, 3, 4, 7, 8, 16};
+const std::vector<DType> kDTypes{DType::bf16, DType::f16, DType::f32};
+const std::vector<Dist> kDists{Dist::normal, Dist::uniform, Dist::peaked, Dist::extreme};
+const std::vector<Poison> kPoisons{Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite, Poison::zero};
+const std::vector<Target> kTargets{Target::v, Target::k, Target::kv};
+const std::vector<Region> kRegions{Region::tail, Region::all, Region::unused, Region::padding};
+
+/// Seeds uniform in [0, 2^20) at every size (see gen_uniform).
+Gen<std::uint64_t> gen_seed() { return gen::resize(100, gen::inRange<std::uint64_t>(0, 1u << 20)); }
+
+/// An element of `v` picked by index, so it shrinks towards v[0] (gen::elementOf does not shrink).
+template <typename T>
+Gen<T> pick(std::vector<T> v) {
+  if (v.empty()) throw std::invalid_argument("generator: nothing to pick from");
+  const int n = static_cast<int>(v.size());
+  return gen::map(gen_uniform(0, n), [v = std::move(v)](int i) { return v[static_cast<std::size_t>(i)]; });
+}
+
+int blocks_of(int len, int bs) { return (len + bs - 1) / bs; }
+
+std::int64_t pool_blocks(const Case& c) {
+  std::int64_t n = c.spare_blocks;
+  for (int s = 0; s < c.num_seqs(); ++s) n += c.blocks_for(s);
+  return n;
+}
+
+/// The largest value of `sorted` below `v`, if any.
+std::optional<int> next_smaller(const std::vector<int>& sorted, int v) {
+  std::optional<int> out;
+  for (int x : sorted)
+    if (x < v) out = x;
+  return out;
+}
+
+/// Shrinks `c` until its work fits `budget`: fewer KV heads, then a smaller head_size, then a smaller
+/// GQA ratio, and only then shorter sequences, so the features that make a case interesting (lengths
+/// at edges, GQA) survive as long as possible.
+void fit_budget(Case& c, const CaseSpace& sp, std::int64_t budget) {
+  while (case_work(c) > budget) {
+    const int ratio = c.gqa_ratio();
+    if (c.num_kv_heads > 1) {
+      c.num_kv_heads /= 2;
+      c.num_heads = ratio * c.num_kv_heads;
+    } else if (auto hs = next_smaller(sp.head_sizes, c.head_size)) {
+      c.head_size = *hs;
+    } else if (auto r = next_smaller(sp.gqa_ratios, ratio)) {
+      c.num_heads = *r * c.num_kv_heads;
+    } else {
+      auto longest = std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+      if (*longest == 1) return;
+      *longest = (*longest + 1) / 2;
+    }
+  }
+}
+
+/// GQA ratio: a favoured ratio two times in three, any supported ratio otherwise.
+Gen<int> gen_ratio(const CaseSpace& sp) {
+  std::vector<int> favoured;
+  for (int r : kFavouredRatios)
+    if (std::find(sp.gqa_ratios.begin(), sp.gqa_ratios.end(), r) != sp.gqa_ratios.end()) favoured.push_back(r);
+  if (favoured.empty()) favoured = sp.gqa_ratios;
+  return gen::mapcat(gen_uniform(0, 3), [favoured, all = sp.gqa_ratios](int which) {
+    return which < 2 ? pick(favoured) : pick(all);
+  });
+}
+
+/// (q, kv, out) dtypes: q and out equal kv four times in five (the common case), else any dtype.
+Gen<std::tuple<DType, DType, DType>> gen_dtypes(const CaseSpace& sp) {
+  const bool mixed = sp.mixed_dtypes;
+  return gen::map(gen::tuple(pick(sp.kv_dtypes), gen_uniform(0, 5), pick(kDTypes), gen_uniform(0, 5), pick(kDTypes)),
+                  [mixed](const std::tuple<DType, int, DType, int, DType>& t) {
+                    const DType kv = std::get<0>(t);
+                    const DType q = mixed && std::get<1>(t) == 4 ? std::get<2>(t) : kv;
+                    const DType out = mixed && std::get<3>(t) == 4 ? std::get<4>(t) : kv;
+                    return std::make_tuple(q, kv, out);
+                  });
+}
+
+/// (spare_blocks, padding_columns, padding target choice): the target is -1 (a dedicated spare block)
+/// three times in four; otherwise a raw draw reduced modulo the pool once its size is known, so
+/// padding can also point at a block a sequence uses, as vLLM's padding with block 0 does.
+Gen<std::tuple<int, int, int>> gen_paging(int size) {
+  return gen::map(gen::tuple(gen_uniform(1, 4 + size / 4), gen_uniform(0, 4), gen_uniform(0, 4),
+                             gen_uniform(0, 1 << 16)),
+                  [](const std::tuple<int, int, int, int>& t) {
+                    return std::make_tuple(std::get<0>(t), std::get<1>(t), std::get<2>(t) < 3 ? -1 : std::get<3>(t));
+                  });
+}
+
+using Shape = std::tuple<int, int, int, std::tuple<DType, DType, DType>, Layout, Dist, std::uint64_t,
+                         std::tuple<int, int, int>>;
+
+Case build_case(const CaseSpace& sp, int size, int bs, const std::vector<int>& lens, const Shape& t) {
+  Case c;
+  c.block_size = bs;
+  c.seq_lens = lens;
+  const int ratio = std::get<0>(t);
+  c.num_kv_heads = std::get<1>(t);
+  c.num_heads = ratio * c.num_kv_heads;
+  c.head_size = std::get<2>(t);
+  std::tie(c.q_dtype, c.kv_dtype, c.out_dtype) = std::get<3>(t);
+  c.layout = std::get<4>(t);
+  c.dist = std::get<5>(t);
+  c.seed = std::get<6>(t);
+  if (c.dist == Dist::extreme && !sp.extreme_full_range && c.kv_dtype != DType::f16 && c.out_dtype != DType::f16) {
+    // V of the extreme distribution is sized to the smaller of the KV and output dtypes' ranges; an f16
+    // one keeps it far from fp32 overflow (CaseSpace::extreme_full_range says why that matters).
+    const bool f16_kv = std::find(sp.kv_dtypes.begin(), sp.kv_dtypes.end(), DType::f16) != sp.kv_dtypes.end();
+    if (sp.mixed_dtypes) c.out_dtype = DType::f16;
+    else if (f16_kv) c.q_dtype = c.kv_dtype = c.out_dtype = DType::f16;
+    else c.dist = Dist::peaked;
+  }
+  int padto = -1;
+  std::tie(c.spare_blocks, c.padding_columns, padto) = std::get<7>(t);
+  fit_budget(c, sp, work_budget(sp, size));
+  // Joint constraints (a context bound, say) the per-field probes cannot see: shorten the longest
+  // sequence a few times before giving the case up to the final filter.
+  for (int i = 0; i < 16 && sp.supports && !sp.supports(c).ok; ++i) {
+    auto longest = std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+    if (*longest == 1) break;
+    *longest = (*longest + 1) / 2;
+  }
+  c.padding_target = padto < 0 ? -1 : static_cast<int>(padto % pool_blocks(c));
+  return c;
+}
+
+}  // namespace
+
+Gen<int> gen_uniform(int min, int max) { return gen::resize(100, gen::inRange(min, max)); }
+
+CaseSpace full_space() {
+  CaseSpace sp;
+  sp.block_sizes = kBlockSizes;
+  sp.head_sizes = kHeadSizes;
+  sp.gqa_ratios.resize(16);
+  std::iota(sp.gqa_ratios.begin(), sp.gqa_ratios.end(), 1);
+  sp.kv_dtypes = kDTypes;
+  sp.mixed_dtypes = true;
+  sp.layouts = {Layout::nhd, Layout::hnd, Layout::vllm};
+  sp.dists = kDists;
+  return sp;
+}
+
+CaseSpace probe_space(const KernelPtr& k) {
+  const CaseSpace all = full_space();
+  auto ok = [&](const Case& c) {
+    try {
+      c.validate();
+      return k->supports(c).ok;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  // A base case the kernel accepts: its preferred layouts first, common shapes first.
+  std::vector<Layout> layouts = k->layouts();
+  for (Layout l : all.layouts)
+    if (std::find(layouts.begin(), layouts.end(), l) == layouts.end()) layouts.push_back(l);
+  std::optional<Case> base;
+  for (Layout l : layouts)
+    for (DType t : kDTypes)
+      for (int hs : {128, 64, 256, 32, 80, 96, 112, 192})
+        for (int bs : {16, 32, 8, 64, 128, 256, 1})
+          for (int ratio : {4, 1, 2, 8})
+            if (!base) {
+              Case c;
+              c.layout = l;
+              c.q_dtype = c.kv_dtype = c.out_dtype = t;
+              c.head_size = hs;
+              c.block_size = bs;
+              c.num_kv_heads = 2;
+              c.num_heads = 2 * ratio;
+              c.seq_lens = {100};
+              if (ok(c)) base = c;
+            }
+  if (!base) throw std::invalid_argument(fmt::format("{} declines every probe case; nothing to generate", k->name()));
+
+  CaseSpace sp;
+  for (int bs : all.block_sizes) {
+    Case c = *base;
+    c.block_size = bs;
+    if (ok(c)) sp.block_sizes.push_back(bs);
+  }
+  for (int hs : all.head_sizes) {
+    Case c = *base;
+    c.head_size = hs;
+    if (ok(c)) sp.head_sizes.push_back(hs);
+  }
+  for (int r : all.gqa_ratios) {
+    Case c = *base;
+    c.num_heads = r * c.num_kv_heads;
+    if (ok(c)) sp.gqa_ratios.push_back(r);
+  }
+  for (DType t : all.kv_dtypes) {
+    Case c = *base;
+    c.q_dtype = c.kv_dtype = c.out_dtype = t;
+    if (ok(c)) sp.kv_dtypes.push_back(t);
+  }
+  {
+    Case q = *base, o = *base;
+    q.q_dtype = base->kv_dtype == DType::f32 ? DType::bf16 : DType::f32;
+    o.out_dtype = q.q_dtype;
+    sp.mixed_dtypes = ok(q) && ok(o);
+  }
+  for (Layout l : layouts) {
+    Case c = *base;
+    c.layout = l;
+    if (ok(c)) sp.layouts.push_back(l);
+  }
+  for (Dist d : all.dists) {
+    Case c = *base;
+    c.dist = d;
+    if (ok(c)) sp.dists.push_back(d);
+  }
+  if (sp.dists.empty()) sp.dists = {base->dist};
+  // GPU kernels are fast; the CPU oracle and generation then bound the cost, so allow more work.
+  sp.max_work = k->device() == PACHECK_DEVICE_CPU ? all.max_work : 4 * all.max_work;
+  sp.supports = [k](const Case& c) { return k->supports(c); };
+  return sp;
+}
+
+std::int64_t case_work(const Case& c) {
+  std::int64_t tokens = 0;
+  for (int len : c.seq_lens) tokens += static_cast<std::int64_t>(blocks_of(len, c.block_size)) * c.block_size;
+  return tokens * c.num_heads * c.head_size;
+}
+
+std::int64_t work_budget(const CaseSpace& sp, int size) {
+  constexpr std::int64_t kFloor = 1 << 14;
+  const std::int64_t s = std::clamp(size, 0, 100);
+  return kFloor + std::max<std::int64_t>(0, sp.max_work - kFloor) * s / 100;
+}
+
+bool multi_partition(const Case& c) {
+  return std::any_of(c.seq_lens.begin(), c.seq_lens.end(), [](int len) { return len > kPartitionTokens; });
+}
+
+Gen<int> gen_seq_len(int bs, int size) {
+  const int max_mult = 2 + size / 8;
+  const int near = 2 * bs + 8 * size + 2;
+  const int long_hi = 1025 + 40 * size;
+  // Branch weights: block edges, multiples +- 1, partition edges, anywhere near, long. The branch is a
+  // shrinkable index, so a failing length shrinks towards the block edges and finally to 1.
+  const std::vector<int> weights{4, 3, size >= 5 ? 2 : 0, 3, size >= 20 ? 1 : 0};
+  const int total = std::accumulate(weights.begin(), weights.end(), 0);
+  return gen::mapcat(gen_uniform(0, total), [=](int draw) -> Gen<int> {
+    std::size_t branch = 0;
+    while (draw >= weights[branch]) draw -= weights[branch++];
+    switch (branch) {
+      case 0:
+        return gen::map(gen_uniform(0, 4), [bs](int i) { return std::max(1, std::array{1, bs - 1, bs, bs + 1}[i]); });
+      case 1:
+        return gen::map(gen::pair(gen_uniform(1, max_mult + 1), gen_uniform(0, 3)), [bs](std::pair<int, int> p) {
+          return std::max(1, p.first * bs + std::array{0, -1, 1}[p.second]);
+        });
+      case 2:
+        return pick(std::vector<int>{511, 512, 513, 1023, 1024, 1025});
+      case 3:
+        return gen_uniform(1, near);
+      default:
+        return gen_uniform(1025, long_hi);
+    }
+  });
+}
+
+Gen<Case> gen_case(const CaseSpace& sp) {
+  Gen<Case> g = gen::withSize([sp](int size) {
+    return gen::mapcat(pick(sp.block_sizes), [sp, size](int bs) {
+      const int max_seqs = 1 + size / 30;  // 1 sequence at small sizes, up to 4 at size 90+
+      auto lens = gen::mapcat(gen_uniform(1, max_seqs + 1), [bs, size](int n) {
+        return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, size));
+      });
+      return gen::mapcat(lens, [sp, size, bs](const std::vector<int>& l) {
+        return gen::map(gen::tuple(gen_ratio(sp), gen_uniform(1, 2 + size / 25), pick(sp.head_sizes), gen_dtypes(sp),
+                                   pick(sp.layouts), pick(sp.dists), gen_seed(),
+                                   gen_paging(size)),
+                        [sp, size, bs, l](const Shape& t) { return build_case(sp, size, bs, l, t); });
+      });
+    });
+  });
+  if (!sp.supports) return g;
+  return gen::suchThat(std::move(g), [sp](const Case& c) { return sp.supports(c).ok; });
+}
+
+Gen<FaultSpec> gen_fault() {
+  return gen::map(gen::tuple(pick(kPoisons), pick(kTargets), pick(kRegions)),
+                  [](const std::tuple<Poison, Target, Region>& t) {
+                    return FaultSpec{std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+                  });
+}
+
+Gen<Cell> gen_cell(const CaseSpace& sp, bool with_fault) {
+  return gen::map(gen::tuple(gen_case(sp), with_fault ? gen_fault() : gen::just(FaultSpec{})),
+                  [](const std::tuple<Case, FaultSpec>& t) { return Cell{std::get<0>(t), std::get<1>(t)}; });
+}
+
+}  // namespace pacheck::prop
+
+namespace pacheck {
+void showValue(const Case& c, std::ostream& os) { os << c.id(); }
+void showValue(const FaultSpec& f, std::ostream& os) { os << f.id(); }
+void showValue(const Cell& cell, std::ostream& os) { os << cell.id(); }
+}  // namespace pacheck
+
+namespace rc {
+Gen<pacheck::Case> Arbitrary<pacheck::Case>::arbitrary() { return pacheck::prop::gen_case(pacheck::prop::full_space()); }
+Gen<pacheck::FaultSpec> Arbitrary<pacheck::FaultSpec>::arbitrary() { return pacheck::prop::gen_fault(); }
+Gen<pacheck::Cell> Arbitrary<pacheck::Cell>::arbitrary() {
+  return pacheck::prop::gen_cell(pacheck::prop::full_space(), true);
+}
+}  // namespace rc

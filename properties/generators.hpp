@@ -1,0 +1,109 @@
+// Generators of decode cells for the properties: dependent (block_size -> seq_lens -> geometry -> paging),
+// restricted to what the kernel under test supports, and bounded in cost by RapidCheck's size.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.hpp"
+
+namespace pacheck::prop {
+
+/// Tokens per split-KV partition that "multi-partition" refers to (cpu.split_kv, vLLM paged_attention_v2).
+inline constexpr int kPartitionTokens = 512;
+
+/// The values a generator may draw for each field of a case. probe_space() fills it from a kernel's
+/// supports(), so no generated case is declined for a field the kernel never runs.
+struct CaseSpace {
+  std::vector<int> block_sizes;  ///< subset of {1, 8, 16, 32, 64, 128, 256}, smallest first
+  std::vector<int> head_sizes;   ///< subset of {32, 64, 80, 96, 112, 128, 192, 256}, smallest first
+  std::vector<int> gqa_ratios;   ///< subset of 1..16 (num_heads / num_kv_heads), smallest first
+  std::vector<DType> kv_dtypes;  ///< cache dtypes
+  bool mixed_dtypes = true;      ///< whether q_dtype and out_dtype may differ from kv_dtype
+  std::vector<Layout> layouts;
+  std::vector<Dist> dists;
+  /// Work bound at the largest size (100), in units of padded tokens x num_heads x head_size summed over
+  /// sequences; smaller sizes get proportionally less (work_budget). The CPU kernels are scalar code, so
+  /// this is what keeps a property run of hundreds of cases within seconds.
+  std::int64_t max_work = 1 << 21;
+  /// Whether dist=extreme may pair with a V range near the fp32 limit (bf16/f32 KV and output: V up to
+  /// 0.5 x 3.39e38). With ties at the max logit, which +-64 keys make common, 3 or more such V summed
+  /// before normalising overflow fp32, and every unnormalised-accumulator kernel (cpu.reference,
+  /// cpu.split_kv, FlashAttention-style designs) returns Inf where the oracle is finite. Off by
+  /// default: extreme cases then get an f16 KV or output dtype (V <= 32752), which keeps the huge
+  /// logits that expose softmax faults. docs/PROPERTIES.md, "Findings".
+  bool extreme_full_range = false;
+  /// Joint constraints the per-field probes cannot see (e.g. a context bound). Empty: everything.
+  std::function<Support(const Case&)> supports;
+};
+
+/// Every value the generators know, for a kernel that runs every case (Arbitrary<Case> uses it).
+CaseSpace full_space();
+
+/// Probes `k->supports()` one field at a time around a case the kernel accepts, keeping the values it
+/// accepts. GPU kernels get a larger work bound (the oracle, on the CPU, is then the cost). Throws
+/// std::invalid_argument when the kernel declines every probe case.
+CaseSpace probe_space(const KernelPtr& k);
+
+/// Kernel work of a case: sum over sequences of seq_len rounded up to whole blocks (kernels that read
+/// whole blocks pay for the tail), times num_heads x head_size.
+std::int64_t case_work(const Case& c);
+
+/// The work bound for RapidCheck size `size` (0..100): from 16K at size 0 up to space.max_work at 100.
+std::int64_t work_budget(const CaseSpace& space, int size);
+
+/// True when some sequence spans more than one split-KV partition (seq_len > kPartitionTokens).
+bool multi_partition(const Case& c);
+
+/// An integer uniform in [min, max) at every RapidCheck size, shrinking towards min. gen::inRange narrows
+/// its range with the size (at size 0 it always gives min), which would pin every categorical choice to
+/// its first value in the small cases; the generators here scale their bounds with the size explicitly.
+rc::Gen<int> gen_uniform(int min, int max);
+
+/// One seq_len for block size `bs` at RapidCheck size `size`, favouring the edges: 1, bs - 1, bs,
+/// bs + 1; multiples of bs +- 1; the partition edges 511/512/513 (and 1023/1024/1025); anything in a
+/// few blocks; and, from size 20 on, occasionally long (> 1024). Shrinks towards the edges, then 1.
+rc::Gen<int> gen_seq_len(int bs, int size);
+
+/// A whole case: block_size, then 1..4 seq_lens for it, then GQA ratio, num_kv_heads, head_size,
+/// dtypes, layout, distribution, seed and paging (spare_blocks, padding_columns, padding_target),
+/// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it.
+rc::Gen<Case> gen_case(const CaseSpace& space);
+
+/// A fault that writes something: poison value (NaN first), target (V first) and region (tail first).
+rc::Gen<FaultSpec> gen_fault();
+
+/// A cell of gen_case; its fault is gen_fault() when `with_fault`, clean otherwise.
+rc::Gen<Cell> gen_cell(const CaseSpace& space, bool with_fault);
+
+}  // namespace pacheck::prop
+
+namespace pacheck {
+/// RapidCheck printers: a counterexample shows the case/cell id, which `pacheck repro` reads back.
+void showValue(const Case& c, std::ostream& os);
+void showValue(const FaultSpec& f, std::ostream& os);
+void showValue(const Cell& cell, std::ostream& os);
+}  // namespace pacheck
+
+namespace rc {
+/// Decode cases over every field value pacheck knows (full_space()), for RC_GTEST_PROP arguments.
+template <>
+struct Arbitrary<pacheck::Case> {
+  static Gen<pacheck::Case> arbitrary();
+};
+/// Non-clean faults (gen_fault()).
+template <>
+struct Arbitrary<pacheck::FaultSpec> {
+  static Gen<pacheck::FaultSpec> arbitrary();
+};
+/// Cells with a non-clean fault over full_space().
+template <>
+struct Arbitrary<pacheck::Cell> {
+  static Gen<pacheck::Cell> arbitrary();
+};
+}  // namespace rc

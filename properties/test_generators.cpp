@@ -1,0 +1,129 @@
+// The generators: valid cases whose ids read back (the repro line depends on it), within the work budget,
+// inside what a kernel supports, and covering the edges issue 5 asks for.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "properties/generators.hpp"
+
+namespace {
+
+using namespace pacheck;
+using namespace pacheck::prop;
+
+/// A kernel that runs a narrow slice of the space, with a joint constraint (a context bound) that the
+/// per-field probes cannot see. It is never run.
+class Narrow final : public Kernel {
+ public:
+  std::string name() const override { return "test.narrow"; }
+  std::string description() const override { return "supports a narrow slice"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  std::vector<Layout> layouts() const override { return {Layout::vllm}; }
+  Support supports(const Case& c) const override {
+    if (c.layout != Layout::vllm) return Support::no("layout");
+    if (c.block_size != 16 && c.block_size != 32) return Support::no("block_size");
+    if (c.head_size != 128 && c.head_size != 64) return Support::no("head_size");
+    if (c.kv_dtype != DType::bf16 || c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype) return Support::no("dtype");
+    if (c.gqa_ratio() > 8) return Support::no("gqa ratio");
+    for (int len : c.seq_lens)
+      if (len > 1500) return Support::no("seq_lens: context bound");
+    return Support::yes();
+  }
+  void run(const pacheck_kernel_args&) const override {}
+};
+
+}  // namespace
+
+RC_GTEST_PROP(Generators, CellsAreValidAndTheirIdsReadBack, (const Cell& cell)) {
+  cell.c.validate();
+  RC_ASSERT(!cell.fault.clean());
+  const Case back = parse_case_id(cell.c.id());
+  RC_ASSERT(back.id() == cell.c.id());
+  RC_ASSERT(back.seq_lens == cell.c.seq_lens);
+  RC_ASSERT(back.padding_target == cell.c.padding_target);
+  RC_ASSERT(parse_fault(cell.fault.id()).id() == cell.fault.id());
+}
+
+RC_GTEST_PROP(Generators, CasesFitTheWorkBudgetOfTheirSize, ()) {
+  const CaseSpace sp = full_space();
+  const int size = *rc::gen::withSize([](int s) { return rc::gen::just(s); });
+  const Case c = *gen_case(sp);
+  RC_TAG(c.straddles() ? "straddling" : "aligned");
+  RC_ASSERT(case_work(c) <= work_budget(sp, size));
+}
+
+TEST(Generators, ProbeKeepsOnlyWhatTheKernelSupports) {
+  const CaseSpace sp = probe_space(std::make_shared<Narrow>());
+  EXPECT_EQ(sp.block_sizes, (std::vector<int>{16, 32}));
+  EXPECT_EQ(sp.head_sizes, (std::vector<int>{64, 128}));
+  EXPECT_EQ(sp.gqa_ratios, (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(sp.kv_dtypes, (std::vector<DType>{DType::bf16}));
+  EXPECT_FALSE(sp.mixed_dtypes);
+  EXPECT_EQ(sp.layouts, (std::vector<Layout>{Layout::vllm}));
+  const auto gen = gen_case(sp);
+  const Narrow k;
+  for (int i = 0; i < 2000; ++i) {
+    const Case c = gen(rc::Random(i), i % 101).value();
+    ASSERT_TRUE(k.supports(c).ok) << c.id() << ": " << k.supports(c).reason;
+  }
+}
+
+TEST(Generators, ProbeRejectsAKernelThatDeclinesEverything) {
+  class Nothing final : public Kernel {
+   public:
+    std::string name() const override { return "test.nothing"; }
+    std::string description() const override { return "declines everything"; }
+    pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+    Support supports(const Case&) const override { return Support::no("nothing"); }
+    void run(const pacheck_kernel_args&) const override {}
+  };
+  EXPECT_THROW(probe_space(std::make_shared<Nothing>()), std::invalid_argument);
+}
+
+// Over 3000 cases across all sizes, every edge of issue 5 appears.
+TEST(Generators, CoverTheEdges) {
+  const CaseSpace sp = full_space();
+  const auto gen = gen_case(sp);
+  std::map<std::string, int> seen;
+  std::set<int> ratios, heads, blocks;
+  const int n = 3000;
+  for (int i = 0; i < n; ++i) {
+    const Case c = gen(rc::Random(1000 + i), i % 101).value();
+    ratios.insert(c.gqa_ratio());
+    heads.insert(c.head_size);
+    blocks.insert(c.block_size);
+    ++seen[c.straddles() ? "straddling" : "aligned"];
+    if (c.gqa_ratio() > 1) ++seen["gqa"];
+    if (multi_partition(c)) ++seen["multi-partition"];
+    if (c.num_seqs() > 1) ++seen["batch"];
+    ++seen[std::string("dist=") + std::string(dist_name(c.dist))];
+    ++seen[std::string("layout=") + std::string(layout_name(c.layout))];
+    ++seen[std::string("kv=") + std::string(dtype_name(c.kv_dtype))];
+    if (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype) ++seen["mixed dtypes"];
+    if (c.padding_target >= 0) ++seen["padding into the pool"];
+    for (int len : c.seq_lens) {
+      const int bs = c.block_size;
+      if (len == 1) ++seen["len 1"];
+      if (bs > 1 && len == bs - 1) ++seen["len bs-1"];
+      if (len == bs) ++seen["len bs"];
+      if (len == bs + 1) ++seen["len bs+1"];
+      if (len > bs + 1 && (len % bs == 1 || len % bs == bs - 1)) ++seen["multiple +-1"];
+      if (len >= 511 && len <= 513) ++seen["partition edge"];
+      if (len > 1025) ++seen["long"];
+    }
+  }
+  for (const char* key : {"straddling", "aligned", "gqa", "multi-partition", "batch", "dist=uniform", "dist=normal",
+                          "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "kv=bf16", "kv=f16",
+                          "kv=f32", "mixed dtypes", "padding into the pool", "len 1", "len bs-1", "len bs", "len bs+1",
+                          "multiple +-1", "partition edge", "long"})
+    EXPECT_GT(seen[key], 0) << key;
+  EXPECT_GT(seen["straddling"], n / 5);
+  EXPECT_GT(seen["aligned"], n / 5);
+  EXPECT_GT(seen["gqa"], n / 2);
+  for (int r : {1, 2, 3, 7, 16}) EXPECT_TRUE(ratios.count(r)) << "GQA ratio " << r;
+  EXPECT_EQ(heads, (std::set<int>{32, 64, 80, 96, 112, 128, 192, 256}));
+  EXPECT_EQ(blocks, (std::set<int>{1, 8, 16, 32, 64, 128, 256}));
+}
