@@ -1,0 +1,303 @@
+#include "properties/planted_kernels.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "kernels/cpu/cpu_common.hpp"
+
+namespace pacheck::prop {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// K and V of sequence s, read through its block table as fp32.
+template <DType KV>
+struct SeqKV {
+  const pacheck_kernel_args& a;
+  int s, x, len;
+  std::int64_t block(int t) const { return cpu::physical_block(a, s, t / a.block_size); }
+  float k(int t, int g, int d) const {
+    return cpu::ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block(t), g, t % a.block_size, d));
+  }
+  float v(int t, int g, int d) const {
+    return cpu::ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block(t), g, t % a.block_size, d));
+  }
+};
+
+/// Calls row(seq, h, q, out) for every sequence and query head; `out` (head_size) is then stored.
+template <typename Row>
+void for_each_row(const pacheck_kernel_args& a, Row&& row) {
+  cpu::dispatch_kv(a, [&]<DType KV>() {
+    std::vector<float> q(a.head_size), out(a.head_size);
+    for (int s = 0; s < a.num_seqs; ++s) {
+      const SeqKV<KV> seq{a, s, cpu::pack_x(a), a.seq_lens[s]};
+      for (int h = 0; h < a.num_heads; ++h) {
+        for (int d = 0; d < a.head_size; ++d) q[d] = cpu::query(a, s, h, d);
+        row(seq, h, q, out);
+        for (int d = 0; d < a.head_size; ++d) cpu::store_out(a, s, h, d, out[d]);
+      }
+    }
+  });
+}
+
+struct AttendOptions {
+  bool subtract_max = true;  ///< false: the softmax fault of planted.softmax_no_max
+  bool v_through_f16 = false;  ///< true: the staging fault of planted.f16_staged_v
+};
+
+/// Softmax(scale q.K) V over `tokens`, accumulated in the order given: two passes, fp32.
+template <class Seq>
+void attend(const Seq& seq, int g, const std::vector<float>& q, float scale, const std::vector<int>& tokens,
+            std::vector<float>& out, AttendOptions o = {}) {
+  const int D = static_cast<int>(q.size());
+  std::vector<float> logit(tokens.size());
+  float m = kNegInf;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    float dot = 0;
+    for (int d = 0; d < D; ++d) dot += q[d] * seq.k(tokens[i], g, d);
+    logit[i] = dot * scale;
+    m = std::max(m, logit[i]);
+  }
+  if (!o.subtract_max) m = 0;
+  float sum = 0;
+  std::fill(out.begin(), out.end(), 0.0f);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const float p = std::exp(logit[i] - m);
+    sum += p;
+    for (int d = 0; d < D; ++d) {
+      const float v = seq.v(tokens[i], g, d);
+      out[d] += p * (o.v_through_f16 ? round_to(v, DType::f16) : v);
+    }
+  }
+  for (float& x : out) x /= sum;
+}
+
+std::vector<int> iota_tokens(int len) {
+  std::vector<int> t(len);
+  std::iota(t.begin(), t.end(), 0);
+  return t;
+}
+
+/// Partial softmax state of one split-KV partition: running max, exp-sum, unnormalised P.V.
+struct Partial {
+  float m = kNegInf, l = 0;
+  std::vector<float> o;
+};
+
+template <class Seq>
+Partial partial(const Seq& seq, int g, const std::vector<float>& q, float scale, int t0, int t1) {
+  Partial p;
+  p.o.assign(q.size(), 0.0f);
+  std::vector<float> logit;
+  for (int t = t0; t < t1; ++t) {
+    float dot = 0;
+    for (std::size_t d = 0; d < q.size(); ++d) dot += q[d] * seq.k(t, g, static_cast<int>(d));
+    logit.push_back(dot * scale);
+    p.m = std::max(p.m, logit.back());
+  }
+  for (int t = t0; t < t1; ++t) {
+    const float e = std::exp(logit[t - t0] - p.m);
+    p.l += e;
+    for (std::size_t d = 0; d < q.size(); ++d) p.o[d] += e * seq.v(t, g, static_cast<int>(d));
+  }
+  return p;
+}
+
+class Planted : public Kernel {
+ public:
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+};
+
+/// Boundary and stepping class: the final block's token count is taken as seq_len % block_size, which
+/// is 0 when seq_len is a multiple of block_size, so an aligned sequence loses its whole last block.
+class OffByOneBlock final : public Planted {
+ public:
+  std::string name() const override { return "planted.off_by_one_block"; }
+  std::string description() const override {
+    return "final block holds seq_len % block_size tokens (0 when aligned): drops the last block (agreement)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      const int bs = a.block_size, nblocks = (seq.len + bs - 1) / bs;
+      std::vector<int> tokens;
+      for (int j = 0; j < nblocks; ++j) {
+        const int count = j == nblocks - 1 ? seq.len % bs : bs;  // the fault: should be (len - 1) % bs + 1
+        for (int i = 0; i < count; ++i) tokens.push_back(j * bs + i);
+      }
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, tokens, out);
+    });
+  }
+};
+
+/// GQA mapping fault: query head h reads KV head h % num_kv_heads (interleaved) instead of the grouped
+/// h / (num_heads / num_kv_heads). Identical when the ratio or num_kv_heads is 1.
+class GqaModulo final : public Planted {
+ public:
+  std::string name() const override { return "planted.gqa_modulo"; }
+  std::string description() const override {
+    return "query head h reads KV head h % num_kv_heads, not h / ratio (agreement, GQA expansion)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      attend(seq, h % a.num_kv_heads, q, a.scale, iota_tokens(seq.len), out);
+    });
+  }
+};
+
+/// Merge fault: every sequence is split into 8 partitions of ceil(seq_len / 8) tokens, so short sequences
+/// leave trailing partitions empty (m = -inf, l = 0); a pairwise tree merge rescales both sides by
+/// exp(m_i - max(m_a, m_b)) without guarding the case where both are empty: -inf - -inf = NaN.
+class SplitKvEmptyPartition final : public Planted {
+ public:
+  std::string name() const override { return "planted.split_kv_empty_partition"; }
+  std::string description() const override {
+    return "8 fixed partitions; the tree merge of two empty partitions computes -inf - -inf (agreement)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    constexpr int kParts = 8;
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      const int g = h / (a.num_heads / a.num_kv_heads), P = (seq.len + kParts - 1) / kParts;
+      std::vector<Partial> parts;
+      for (int i = 0; i < kParts; ++i)
+        parts.push_back(partial(seq, g, q, a.scale, std::min(seq.len, i * P), std::min(seq.len, (i + 1) * P)));
+      for (int width = 1; width < kParts; width *= 2)
+        for (int i = 0; i + width < kParts; i += 2 * width) {
+          Partial& x = parts[i];
+          const Partial& y = parts[i + width];
+          const float M = std::max(x.m, y.m);
+          const float sx = std::exp(x.m - M), sy = std::exp(y.m - M);  // the fault: no empty-partition guard
+          x.l = sx * x.l + sy * y.l;
+          for (std::size_t d = 0; d < x.o.size(); ++d) x.o[d] = sx * x.o[d] + sy * y.o[d];
+          x.m = M;
+        }
+      for (std::size_t d = 0; d < out.size(); ++d) out[d] = parts[0].o[d] / parts[0].l;
+    });
+  }
+};
+
+/// Softmax fault: exp(logit) without subtracting the row max. Exact enough for moderate logits, but
+/// logits past ~88 overflow fp32 exp to Inf (Inf / Inf = NaN), as the extreme distribution produces.
+class SoftmaxNoMax final : public Planted {
+ public:
+  std::string name() const override { return "planted.softmax_no_max"; }
+  std::string description() const override {
+    return "softmax without max subtraction: exp overflows on extreme logits (agreement)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, iota_tokens(seq.len), out, {.subtract_max = false});
+    });
+  }
+};
+
+/// Paging-dependent rounding: tokens are accumulated in the order of their physical block ids (as a
+/// kernel that walks the pool would), so the same sequence paged differently rounds differently. Within
+/// tolerance of the oracle; only the paging-invariance property sees it.
+class PhysicalBlockOrder final : public Planted {
+ public:
+  std::string name() const override { return "planted.physical_block_order"; }
+  std::string description() const override {
+    return "accumulates P.V in physical-block order: output depends on the permutation (paging invariance)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      std::vector<int> tokens = iota_tokens(seq.len);
+      std::stable_sort(tokens.begin(), tokens.end(), [&](int x, int y) { return seq.block(x) < seq.block(y); });
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, tokens, out);
+    });
+  }
+};
+
+/// Nondeterministic reduction order: a launch counter (standing in for atomics or a persistent work
+/// queue) makes odd launches accumulate the tokens in reverse. Within tolerance; two runs of the same
+/// case differ bitwise, which only the determinism property checks.
+class LaunchOrder final : public Planted {
+ public:
+  std::string name() const override { return "planted.launch_order"; }
+  std::string description() const override {
+    return "odd launches accumulate tokens in reverse: runs differ bitwise (determinism)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    const bool reverse = launches_.fetch_add(1) % 2 == 1;
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      std::vector<int> tokens = iota_tokens(seq.len);
+      if (reverse) std::reverse(tokens.begin(), tokens.end());
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, tokens, out);
+    });
+  }
+
+ private:
+  mutable std::atomic<unsigned> launches_{0};
+};
+
+/// Batch-dependent split: the split-KV partition length is a quarter of the batch's longest sequence
+/// (at least 16 tokens), as kernels that size their grid from max_seq_len do, while the kernel still
+/// declares itself batch invariant. A sequence alone and in a batch rounds differently.
+class BatchSplit final : public Planted {
+ public:
+  std::string name() const override { return "planted.batch_split"; }
+  std::string description() const override {
+    return "split-KV partition length from the batch's longest sequence: batch-dependent bits (batch invariance)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    const int longest = *std::max_element(a.seq_lens, a.seq_lens + a.num_seqs);
+    const int P = std::max(16, (longest + 3) / 4);
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      const int g = h / (a.num_heads / a.num_kv_heads);
+      std::vector<Partial> parts;
+      float M = kNegInf;
+      for (int t0 = 0; t0 < seq.len; t0 += P) {
+        parts.push_back(partial(seq, g, q, a.scale, t0, std::min(seq.len, t0 + P)));
+        M = std::max(M, parts.back().m);
+      }
+      float denom = 0;
+      std::fill(out.begin(), out.end(), 0.0f);
+      for (const Partial& p : parts) {
+        const float w = std::exp(p.m - M);
+        denom += w * p.l;
+        for (std::size_t d = 0; d < out.size(); ++d) out[d] += w * p.o[d];
+      }
+      for (float& x : out) x /= denom;
+    });
+  }
+};
+
+/// Dtype staging fault: V is converted to f16 before P.V (as a kernel feeding an f16-only matrix unit
+/// would). Exact for bf16 values of ordinary magnitude, so agreement on the usual distributions passes;
+/// V scaled past 65504 saturates to Inf, which the exact-scaling property exposes.
+class F16StagedV final : public Planted {
+ public:
+  std::string name() const override { return "planted.f16_staged_v"; }
+  std::string description() const override {
+    return "V staged through f16 before P.V: large V overflows (exact scaling; agreement on extreme)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, iota_tokens(seq.len), out, {.v_through_f16 = true});
+    });
+  }
+};
+
+}  // namespace
+
+const std::vector<KernelPtr>& planted_kernels() {
+  static const std::vector<KernelPtr> all{
+      std::make_shared<OffByOneBlock>(),      std::make_shared<GqaModulo>(),
+      std::make_shared<SplitKvEmptyPartition>(), std::make_shared<SoftmaxNoMax>(),
+      std::make_shared<PhysicalBlockOrder>(), std::make_shared<LaunchOrder>(),
+      std::make_shared<BatchSplit>(),         std::make_shared<F16StagedV>(),
+  };
+  return all;
+}
+
+KernelPtr find_planted_kernel(const std::string& name) {
+  for (const auto& k : planted_kernels())
+    if (k->name() == name) return k;
+  return nullptr;
+}
+
+}  // namespace pacheck::prop

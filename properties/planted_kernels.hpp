@@ -1,0 +1,29 @@
+// Planted kernels: CPU kernels with one deliberate fault each, of classes the fixed suites do not name
+// (docs/fault-classes.md). Each exists to show a property failing, with a shrunk counterexample, on the
+// fault it is meant to catch. None is in Registry::global(), so `pacheck run` and `pacheck list` never
+// see them; `pacheck fuzz --kernel planted.NAME` and the property tests find them here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.hpp"
+
+namespace pacheck::prop {
+
+/// Every planted kernel ("planted.*"):
+///  - planted.off_by_one_block      last block holds seq_len % block_size tokens: 0 for aligned lengths
+///  - planted.gqa_modulo            query head h reads KV head h % num_kv_heads instead of h / GQA ratio
+///  - planted.split_kv_empty_partition  8 fixed partitions per sequence, merged pairwise without
+///                                  guarding two empty partitions (-inf - -inf = NaN)
+///  - planted.softmax_no_max        exp(logit) without subtracting the row max (overflows on extreme)
+///  - planted.physical_block_order  accumulates P.V in physical-block order (paging-dependent rounding)
+///  - planted.launch_order          odd launches accumulate tokens in reverse (nondeterministic order)
+///  - planted.batch_split           split-KV partition length chosen from the batch's longest sequence
+///  - planted.f16_staged_v          V staged through f16 before P.V (saturates for large V)
+const std::vector<KernelPtr>& planted_kernels();
+
+/// The planted kernel named `name`, or nullptr.
+KernelPtr find_planted_kernel(const std::string& name);
+
+}  // namespace pacheck::prop
