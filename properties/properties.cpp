@@ -1,0 +1,568 @@
+#include "properties/properties.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "faults/fault.hpp"
+#include "oracle/comparator.hpp"
+
+namespace pacheck::prop {
+namespace {
+
+namespace gen = rc::gen;
+
+/// The counterexample of the most recent failing case on this thread. RapidCheck accepts every failing
+/// shrink as the new minimum, so after a run the last failure recorded is the minimal one.
+thread_local std::optional<Counterexample> t_last_failure;
+
+void classify(const Case& c) {
+  RC_TAG(c.straddles() ? "straddling" : "aligned", c.gqa_ratio() > 1 ? "GQA>1" : "GQA=1",
+         multi_partition(c) ? "multi-partition" : "one partition");
+}
+
+std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
+  std::string line = fmt::format("pacheck repro '{}' --kernel {}", cell.id(), t.kernel->name());
+  if (t.kernel->device() != PACHECK_DEVICE_CPU) line += fmt::format(" --device {}", t.device);
+  return line;
+}
+
+/// Fails the current case: records the counterexample and throws RapidCheck's failure result (thrown
+/// directly rather than through RC_FAIL so the description is our text, without RC_FAIL's wrapper).
+[[noreturn]] void fail(Property p, const KernelUnderTest& t, const Cell& cell, const std::string& what,
+                       const std::string& details = {}) {
+  Counterexample cx;
+  cx.cell = cell;
+  cx.what = what;
+  cx.repro = repro_line(t, cell);
+  cx.message = fmt::format("{} does not hold for {}: {}\n  case   {}\n  cell   {}\n{}  repro  {}", property_name(p),
+                           t.kernel->name(), what, cell.c.id(), cell.id(), details, cx.repro);
+  t_last_failure = cx;
+  throw rc::detail::CaseResult(rc::detail::CaseResult::Type::Failure, cx.message);
+}
+
+/// Runs `body`, turning kernel and harness exceptions into a counterexample for `cell` (RapidCheck's own
+/// results and generation failures pass through).
+template <typename F>
+void guarded(Property p, const KernelUnderTest& t, const Cell& cell, F&& body) {
+  try {
+    body();
+  } catch (const rc::detail::CaseResult&) {
+    throw;
+  } catch (const rc::GenerationFailure&) {
+    throw;
+  } catch (const KernelError& e) {
+    fail(p, t, cell, fmt::format("kernel error: {}", e.what()));
+  } catch (const std::exception& e) {
+    fail(p, t, cell, fmt::format("exception: {}", e.what()));
+  }
+}
+
+/// Case data without the oracle, for properties that compare the kernel with itself.
+CaseData paged(const Case& c, PrePaging pre) {
+  CaseData d;
+  d.c = c;
+  d.pre = std::move(pre);
+  d.cache = page(d.c, d.pre);
+  return d;
+}
+
+std::string where(const Case& c, std::int64_t flat) {
+  const std::int64_t D = c.head_size, H = c.num_heads;
+  return fmt::format("(seq {}, head {}, dim {})", flat / (H * D), (flat / D) % H, flat % D);
+}
+
+/// One kernel run with the runner's integrity checks; a guard, input or unwritten problem fails the case.
+RawRun run_checked(Property p, const KernelUnderTest& t, const Cell& shown, const CaseData& d, std::string_view which) {
+  RawRun r = run_kernel_once(*t.kernel, *t.backend, d, d.cache);
+  if (!r.guard_ok) fail(p, t, shown, fmt::format("oob_write on the {} run: {}", which, r.guard_detail));
+  if (!r.inputs_ok) fail(p, t, shown, fmt::format("input_mutated on the {} run: {}", which, r.inputs_detail));
+  if (r.unwritten > 0)
+    fail(p, t, shown, fmt::format("unwritten on the {} run: {} elements, first at {}", which, r.unwritten,
+                                  where(d.c, r.first_unwritten)));
+  return r;
+}
+
+/// Elements [first, first + n) of `a` and `b` that differ bitwise: count and the first index.
+struct BitDiff {
+  std::int64_t count = 0, first = -1;
+};
+BitDiff diff_bits(const std::vector<std::uint32_t>& a, std::size_t a0, const std::vector<std::uint32_t>& b,
+                  std::size_t b0, std::size_t n) {
+  BitDiff d;
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[a0 + i] != b[b0 + i]) {
+      if (d.first < 0) d.first = static_cast<std::int64_t>(i);
+      ++d.count;
+    }
+  return d;
+}
+
+double min_normal(DType t) { return t == DType::f16 ? 0x1p-14 : 0x1p-126; }
+
+// ---- 1. Agreement ---------------------------------------------------------------------------------
+
+void agreement(const KernelUnderTest& t) {
+  const Cell cell = *gen_cell(t.space, false);
+  classify(cell.c);
+  guarded(Property::agreement, t, cell, [&] {
+    const CaseData data = prepare_case(cell.c, t.options);
+    const RawRun raw = run_kernel_once(*t.kernel, *t.backend, data, data.cache);
+    const CellResult r = judge(cell, *t.kernel, data, raw, nullptr, t.options);
+    if (is_failure(r.verdict))
+      fail(Property::agreement, t, cell, fmt::format("{}: {}", verdict_name(r.verdict), r.detail),
+           fmt::format("  rel_linf {:.3e}  limit {:.3e}  max_abs {:.3e}  NaN {}  Inf {}\n", r.metrics.rel_linf, r.limit,
+                       r.metrics.max_abs, r.metrics.nan_count, r.metrics.inf_count));
+  });
+}
+
+// ---- 2. Tail-poison invariance --------------------------------------------------------------------
+
+void tail_poison(const KernelUnderTest& t) {
+  Cell cell = *gen_cell(t.space, true);
+  classify(cell.c);
+  guarded(Property::tail_poison, t, cell, [&] {
+    const CaseData data = prepare_case(cell.c, t.options);
+    const RawRun clean = run_kernel_once(*t.kernel, *t.backend, data, data.cache);
+    PagedCache cache = data.cache;
+    std::int64_t written = inject(cache, cell.fault);
+    if (written == 0) {
+      // The case has no slot of that region (an aligned length and `tail`, say): poison every unwritten
+      // slot instead, which always exists (spare_blocks >= 1), so no case is vacuous.
+      cell.fault.region = Region::all;
+      written = inject(cache, cell.fault);
+    }
+    const RawRun bad = run_kernel_once(*t.kernel, *t.backend, data, cache);
+    const CellResult r = judge(cell, *t.kernel, data, bad, &clean.bits, t.options);
+    if (is_failure(r.verdict))
+      fail(Property::tail_poison, t, cell, fmt::format("{}: {}", verdict_name(r.verdict), r.detail),
+           fmt::format("  fault  {} ({} poisoned elements); {} output elements differ bitwise from the clean run\n",
+                       cell.fault.id(), written, r.variant_elements));
+  });
+}
+
+// ---- 3. Paging invariance -------------------------------------------------------------------------
+
+void paging(const KernelUnderTest& t) {
+  const Cell cell = *gen_cell(t.space, false);
+  classify(cell.c);
+  const Case& c = cell.c;
+  // Another pool: the pager's permutation is drawn over the pool size, so other spare_blocks give
+  // another permutation of physical blocks; padding columns and target vary independently. The
+  // pre-paging values depend only on the seed and coordinates, so they are unchanged.
+  const auto [spare, padcols, padto] =
+      *gen::tuple(gen_uniform(1, 2 * c.spare_blocks + 9), gen_uniform(0, 5), gen_uniform(-1, 1 << 16));
+  Case alt = c;
+  alt.spare_blocks = spare;
+  alt.padding_columns = padcols;
+  if (alt.spare_blocks == c.spare_blocks && alt.padding_columns == c.padding_columns) ++alt.spare_blocks;
+  std::int64_t pool = alt.spare_blocks;
+  for (int s = 0; s < alt.num_seqs(); ++s) pool += alt.blocks_for(s);
+  alt.padding_target = padto < 0 ? -1 : static_cast<int>(padto % pool);
+  if (!t.kernel->supports(alt).ok) alt.padding_columns = c.padding_columns;
+  RC_PRE(t.kernel->supports(alt).ok);
+  guarded(Property::paging, t, cell, [&] {
+    PrePaging pre = generate(c);
+    const CaseData a = paged(c, pre), b = paged(alt, std::move(pre));
+    const RawRun ra = run_checked(Property::paging, t, cell, a, "first paging");
+    const RawRun rb = run_checked(Property::paging, t, cell, b, "second paging");
+    const BitDiff d = diff_bits(ra.bits, 0, rb.bits, 0, ra.bits.size());
+    if (d.count > 0)
+      fail(Property::paging, t, cell,
+           fmt::format("{} of {} output elements differ bitwise under another paging; first at {}: {} vs {}", d.count,
+                       ra.bits.size(), where(c, d.first), ra.out[d.first], rb.out[d.first]),
+           fmt::format("  paged  {}\n", alt.id()));
+  });
+}
+
+// ---- 4. Determinism -------------------------------------------------------------------------------
+
+void determinism(const KernelUnderTest& t) {
+  const Cell cell = *gen_cell(t.space, false);
+  classify(cell.c);
+  guarded(Property::determinism, t, cell, [&] {
+    const CaseData a = paged(cell.c, generate(cell.c));
+    // Another case of the same head geometry in between exposes state carried from one call to the next;
+    // one short sequence is enough to overwrite such state and keeps the check cheap.
+    Case other = cell.c;
+    other.seed = cell.c.seed + 1;
+    other.seq_lens = {std::min(cell.c.seq_lens[0], 2 * cell.c.block_size + 1)};
+    if (other.padding_target >= other.spare_blocks + other.blocks_for(0)) other.padding_target = -1;
+    const CaseData b = paged(other, generate(other));
+    const RawRun r1 = run_checked(Property::determinism, t, cell, a, "first");
+    const RawRun r2 = run_checked(Property::determinism, t, cell, a, "second");
+    run_checked(Property::determinism, t, cell, b, "interleaved");
+    const RawRun r3 = run_checked(Property::determinism, t, cell, a, "third");
+    for (const auto& [r, when] : {std::pair{&r2, "a second run right after the first"},
+                                  std::pair{&r3, "a run after another case"}}) {
+      const BitDiff d = diff_bits(r1.bits, 0, r->bits, 0, r1.bits.size());
+      if (d.count > 0)
+        fail(Property::determinism, t, cell,
+             fmt::format("{} differs from the first run in {} of {} elements; first at {}: {} vs {}", when, d.count,
+                         r1.bits.size(), where(cell.c, d.first), r1.out[d.first], r->out[d.first]),
+             fmt::format("  other  {}\n", other.id()));
+    }
+  });
+}
+
+// ---- 5. Batch invariance --------------------------------------------------------------------------
+
+/// Sequence `s` of `pre` (a case of `c`'s shapes) as the pre-paging tensors of a one-sequence case.
+PrePaging slice(const Case& c, const PrePaging& pre, int s) {
+  const std::size_t row = static_cast<std::size_t>(c.num_heads) * c.head_size;
+  PrePaging one;
+  one.q.assign(pre.q.begin() + static_cast<std::ptrdiff_t>(s * row), pre.q.begin() + static_cast<std::ptrdiff_t>((s + 1) * row));
+  one.k = {pre.k[s]};
+  one.v = {pre.v[s]};
+  return one;
+}
+
+void batch(const KernelUnderTest& t) {
+  const Cell drawn = *gen_cell(t.space, false);
+  Case b = drawn.c;
+  if (b.num_seqs() < 2) {
+    // A lone sequence gets companions of the same block size, so there is a batch to compare against.
+    const int bs = b.block_size;
+    const auto extra = *gen::withSize([bs](int size) {
+      return gen::mapcat(gen_uniform(1, 4), [bs, size](int n) {
+        return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, size / 2));
+      });
+    });
+    b.seq_lens.insert(b.seq_lens.end(), extra.begin(), extra.end());
+  }
+  RC_PRE(t.kernel->supports(b).ok);
+  const Cell cell{b, {}};
+  classify(b);
+  guarded(Property::batch, t, cell, [&] {
+    const PrePaging pre = generate(b);
+    const RawRun rb = run_checked(Property::batch, t, cell, paged(b, pre), "batch");
+    const std::size_t row = static_cast<std::size_t>(b.num_heads) * b.head_size;
+    const bool bitwise = t.kernel->batch_invariant();
+    // Compares sequence `s` of the batch run with sequence `s2` of run `r` of case `c2`.
+    auto check = [&](const RawRun& r, const Case& c2, int s2, int s, const std::string& how) {
+      if (bitwise) {
+        const BitDiff d = diff_bits(rb.bits, s * row, r.bits, s2 * row, row);
+        if (d.count > 0)
+          fail(Property::batch, t, cell,
+               fmt::format("sequence {} (seq_len {}) {} differs bitwise from the batch in {} of {} elements; first at "
+                           "head {}, dim {}: {} vs {} in the batch",
+                           s, b.seq_lens[s], how, d.count, row, d.first / b.head_size, d.first % b.head_size,
+                           r.out[s2 * row + d.first], rb.out[s * row + d.first]),
+               fmt::format("  {:<6} {}\n", how == "alone" ? "alone" : "other", c2.id()));
+        return;
+      }
+      // Not declared batch invariant: within tolerance, and finite exactly where the batch is.
+      std::vector<double> mine(r.out.begin() + s2 * row, r.out.begin() + (s2 + 1) * row);
+      std::vector<double> ref(rb.out.begin() + s * row, rb.out.begin() + (s + 1) * row);
+      Case one = b;
+      one.seq_lens = {b.seq_lens[s]};
+      const Metrics m = compare(mine, ref, one, b.out_dtype);
+      const double limit = fixed_limit(b.out_dtype);
+      if (m.bad_nonfinite > 0 || !(m.rel_linf <= limit))
+        fail(Property::batch, t, cell,
+             fmt::format("sequence {} (seq_len {}) {} differs from the batch beyond tolerance: rel_linf {:.3e} > {:.3e}, "
+                         "{} non-finite",
+                         s, b.seq_lens[s], how, m.rel_linf, limit, m.bad_nonfinite),
+             fmt::format("  other  {}\n", c2.id()));
+    };
+    for (int s = 0; s < b.num_seqs(); ++s) {
+      Case alone = b;
+      alone.seq_lens = {b.seq_lens[s]};
+      if (alone.padding_target >= alone.spare_blocks + alone.blocks_for(0)) alone.padding_target = -1;
+      const RawRun ra = run_checked(Property::batch, t, cell, paged(alone, slice(b, pre, s)), "alone");
+      check(ra, alone, 0, s, "alone");
+    }
+    // The same sequences in reverse order: each output must follow its sequence.
+    Case rev = b;
+    std::reverse(rev.seq_lens.begin(), rev.seq_lens.end());
+    PrePaging pre_rev;
+    for (int s = b.num_seqs() - 1; s >= 0; --s) {
+      const PrePaging one = slice(b, pre, s);
+      pre_rev.q.insert(pre_rev.q.end(), one.q.begin(), one.q.end());
+      pre_rev.k.push_back(one.k[0]);
+      pre_rev.v.push_back(one.v[0]);
+    }
+    const RawRun rr = run_checked(Property::batch, t, cell, paged(rev, std::move(pre_rev)), "reversed batch");
+    for (int s = 0; s < b.num_seqs(); ++s) check(rr, rev, b.num_seqs() - 1 - s, s, "in the reversed batch");
+  });
+}
+
+// ---- 6. GQA expansion -----------------------------------------------------------------------------
+
+void gqa_expansion(const KernelUnderTest& t) {
+  // Ratio 1 is its own expansion; draw from the GQA ratios only (unless the kernel runs MHA alone).
+  CaseSpace sp = t.space;
+  std::vector<int> gqa;
+  for (int r : sp.gqa_ratios)
+    if (r > 1) gqa.push_back(r);
+  if (!gqa.empty()) sp.gqa_ratios = gqa;
+  const Cell cell = *gen_cell(sp, false);
+  classify(cell.c);
+  const Case& c = cell.c;
+  if (c.gqa_ratio() == 1) RC_SUCCEED("GQA ratio 1: the case is its own MHA expansion");
+  Case mha = c;
+  mha.num_kv_heads = c.num_heads;
+  RC_PRE(t.kernel->supports(mha).ok);
+  guarded(Property::gqa_expansion, t, cell, [&] {
+    const PrePaging pre = generate(c);
+    // Query head h reads KV head h / ratio; the MHA case gives each query head its own copy of it.
+    const int ratio = c.gqa_ratio(), G = c.num_kv_heads, H = c.num_heads, D = c.head_size;
+    PrePaging wide;
+    wide.q = pre.q;
+    for (int s = 0; s < c.num_seqs(); ++s) {
+      const int len = c.seq_lens[s];
+      std::vector<float> k(static_cast<std::size_t>(len) * H * D), v(k.size());
+      for (int tok = 0; tok < len; ++tok)
+        for (int h = 0; h < H; ++h)
+          for (int d = 0; d < D; ++d) {
+            const std::size_t src = (static_cast<std::size_t>(tok) * G + h / ratio) * D + d;
+            const std::size_t dst = (static_cast<std::size_t>(tok) * H + h) * D + d;
+            k[dst] = pre.k[s][src];
+            v[dst] = pre.v[s][src];
+          }
+      wide.k.push_back(std::move(k));
+      wide.v.push_back(std::move(v));
+    }
+    const RawRun rg = run_checked(Property::gqa_expansion, t, cell, paged(c, pre), "GQA");
+    const RawRun rm = run_checked(Property::gqa_expansion, t, cell, paged(mha, std::move(wide)), "MHA");
+    std::int64_t finiteness = 0, first = -1;
+    for (std::size_t i = 0; i < rg.out.size(); ++i)
+      if (std::isfinite(rg.out[i]) != std::isfinite(rm.out[i]) && finiteness++ == 0) first = static_cast<std::int64_t>(i);
+    const Metrics m = compare(rg.out, rm.out, c, c.out_dtype);
+    const double limit = fixed_limit(c.out_dtype);
+    if (finiteness > 0 || !(m.rel_linf <= limit)) {
+      const std::int64_t at = first >= 0 ? first : (static_cast<std::int64_t>(m.worst.seq) * H + m.worst.head) * D + m.worst.dim;
+      fail(Property::gqa_expansion, t, cell,
+           fmt::format("GQA output differs from its MHA expansion: rel_linf {:.3e} (limit {:.3e}), {} elements finite in "
+                       "one only; worst at {}: {} (GQA) vs {} (MHA)",
+                       m.rel_linf, limit, finiteness, where(c, at), rg.out[at], rm.out[at]),
+           fmt::format("  mha    {}\n", mha.id()));
+    }
+  });
+}
+
+// ---- 7. Exact scaling -----------------------------------------------------------------------------
+
+/// True when every element of `v` times 2^e is exactly representable, finite and not subnormal.
+bool scales_exactly(const PrePaging& pre, int e, DType t) {
+  for (const auto& seq : pre.v)
+    for (float x : seq) {
+      const float y = std::ldexp(x, e);
+      if (x != 0 && (!std::isfinite(y) || std::abs(y) < min_normal(t) || round_to(y, t) != y)) return false;
+    }
+  return true;
+}
+
+void scaling(const KernelUnderTest& t) {
+  const Cell cell = *gen_cell(t.space, false);
+  classify(cell.c);
+  const Case& c = cell.c;
+  const int magnitude = *gen_uniform(1, 17);
+  const bool up = *gen_uniform(0, 2) == 0;
+  // Scaling the extreme distribution's V (already near the dtype's largest value) up would overflow fp32
+  // accumulators of correct kernels too; scale it down only.
+  const int wanted = up && c.dist != Dist::extreme ? magnitude : -magnitude;
+  guarded(Property::scaling, t, cell, [&] {
+    const PrePaging pre = generate(c);
+    // The exponent actually used: the one drawn, else the nearest towards 0 (then the other sign) that
+    // keeps every V element exact, so the scaled input is exactly 2^e V.
+    std::optional<int> e;
+    const int sign = wanted > 0 ? 1 : -1;
+    for (int m = std::abs(wanted); m >= 1 && !e; --m)
+      if (scales_exactly(pre, sign * m, c.kv_dtype)) e = sign * m;
+    if (!e && c.dist != Dist::extreme && scales_exactly(pre, -sign, c.kv_dtype)) e = -sign;
+    RC_PRE(e.has_value());
+    PrePaging scaled = pre;
+    for (auto& seq : scaled.v)
+      for (float& x : seq) x = std::ldexp(x, *e);
+    const RawRun r1 = run_checked(Property::scaling, t, cell, paged(c, pre), "unscaled");
+    const RawRun r2 = run_checked(Property::scaling, t, cell, paged(c, std::move(scaled)), "scaled");
+    // Elements whose scaled value is a normal number of the output dtype must scale exactly; others
+    // (non-finite, zero, subnormal or overflowing) are left to the agreement property.
+    const DType od = c.out_dtype;
+    std::int64_t checked = 0, wrong = 0, first = -1;
+    double expect_first = 0;
+    for (std::size_t i = 0; i < r1.out.size(); ++i) {
+      const double x = r1.out[i], y = std::ldexp(x, *e);
+      if (!std::isfinite(x) || x == 0 || std::abs(x) < min_normal(od) || std::abs(y) < min_normal(od) ||
+          std::abs(y) > dtype_max_finite(od))
+        continue;
+      ++checked;
+      if (r2.bits[i] != to_bits(static_cast<float>(y), od) && wrong++ == 0) {
+        first = static_cast<std::int64_t>(i);
+        expect_first = y;
+      }
+    }
+    if (wrong > 0)
+      fail(Property::scaling, t, cell,
+           fmt::format("V x 2^{} does not scale the output by 2^{} exactly: {} of {} checked elements differ; first at {}: "
+                       "expected {} (= 2^{} x {}), got {}",
+                       *e, *e, wrong, checked, where(c, first), expect_first, *e, r1.out[first], r2.out[first]),
+           fmt::format("  scale  V x 2^{}\n", *e));
+  });
+}
+
+/// Listens to RapidCheck silently, counting accepted shrinks.
+class QuietListener final : public rc::detail::TestListener {
+ public:
+  int shrinks = 0;
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool accepted) override { shrinks += accepted; }
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+}  // namespace
+}  // namespace pacheck::prop
+
+namespace rc::detail {
+// Defined in librapidcheck (src/detail/Configuration.cpp) but not declared in its installed headers: the
+// reproduce string format RC_PARAMS' "reproduce=" reads.
+std::string reproduceMapToString(const std::unordered_map<std::string, Reproduce>& map);
+std::unordered_map<std::string, Reproduce> stringToReproduceMap(const std::string& str);
+}  // namespace rc::detail
+
+namespace pacheck::prop {
+
+std::string_view property_name(Property p) {
+  switch (p) {
+    case Property::agreement: return "agreement";
+    case Property::tail_poison: return "tail-poison";
+    case Property::paging: return "paging-invariance";
+    case Property::determinism: return "determinism";
+    case Property::batch: return "batch-invariance";
+    case Property::gqa_expansion: return "gqa-expansion";
+    case Property::scaling: return "exact-scaling";
+  }
+  return "?";
+}
+
+Property parse_property(std::string_view s) {
+  for (Property p : all_properties())
+    if (s == property_name(p)) return p;
+  std::string names;
+  for (Property p : all_properties()) names += (names.empty() ? "" : ", ") + std::string(property_name(p));
+  throw std::invalid_argument(fmt::format("unknown property '{}' (expected one of {})", s, names));
+}
+
+const std::vector<Property>& all_properties() {
+  static const std::vector<Property> all{Property::agreement, Property::tail_poison, Property::paging,
+                                         Property::determinism, Property::batch, Property::gqa_expansion,
+                                         Property::scaling};
+  return all;
+}
+
+KernelUnderTest make_target(KernelPtr kernel, const std::string& device, RunOptions options) {
+  if (!kernel) throw std::invalid_argument("make_target: null kernel");
+  KernelUnderTest t;
+  t.device = kernel->device() == PACHECK_DEVICE_CPU ? "cpu" : (device.empty() || device == "cpu" ? "cuda" : device);
+  t.backend = open_backend(t.device);
+  t.device = t.backend->name();
+  t.options = std::move(options);
+  t.space = probe_space(kernel);
+  t.kernel = std::move(kernel);
+  return t;
+}
+
+void check_once(Property p, const KernelUnderTest& t) {
+  switch (p) {
+    case Property::agreement: return agreement(t);
+    case Property::tail_poison: return tail_poison(t);
+    case Property::paging: return paging(t);
+    case Property::determinism: return determinism(t);
+    case Property::batch: return batch(t);
+    case Property::gqa_expansion: return gqa_expansion(t);
+    case Property::scaling: return scaling(t);
+  }
+}
+
+PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params) {
+  PropertyRun run;
+  run.property = p;
+  run.kernel = t.kernel->name();
+  run.passed = true;
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  rc::detail::TestMetadata meta;
+  meta.id = fmt::format("{}/{}", property_name(p), t.kernel->name());
+  meta.description = meta.id;
+  // RapidCheck's configuration is read only when RC_PARAMS is set: loading it otherwise draws and prints
+  // a random seed that this run does not use.
+  std::unordered_map<std::string, rc::detail::Reproduce> replay;
+  if (std::getenv("RC_PARAMS")) replay = rc::detail::configuration().reproduce;
+  if (!params.reproduce.empty()) {
+    try {
+      replay = rc::detail::stringToReproduceMap(params.reproduce);
+    } catch (...) {
+      throw std::invalid_argument(fmt::format("'{}' is not a reproduce string printed by a failure", params.reproduce));
+    }
+    if (!replay.count(meta.id))
+      throw std::invalid_argument(fmt::format("the reproduce string is not for {} on {}", property_name(p), t.kernel->name()));
+  }
+
+  // One RapidCheck run of `cases` cases; a budget run is a sequence of short runs with fresh seeds, each
+  // sweeping sizes 0..max_size, until the time is spent.
+  auto once = [&](std::uint64_t seed, int cases) {
+    rc::detail::TestParams tp;
+    tp.seed = seed;
+    tp.maxSuccess = cases;
+    tp.maxSize = params.max_size;
+    tp.disableShrinking = !params.shrink;
+    t_last_failure.reset();
+    QuietListener listener;
+    const rc::detail::TestResult result =
+        rc::detail::checkProperty(rc::detail::toProperty([&] { check_once(p, t); }), meta, tp, listener, replay);
+    run.shrinks += listener.shrinks;
+    if (result.is<rc::detail::SuccessResult>()) {
+      const auto& ok = result.get<rc::detail::SuccessResult>();
+      run.cases += ok.numSuccess;
+      for (const auto& [tags, n] : ok.distribution) run.distribution[tags] += n;
+      return true;
+    }
+    run.passed = false;
+    std::ostringstream os;
+    rc::detail::printResultMessage(result, os);
+    run.message = os.str();
+    if (result.is<rc::detail::FailureResult>()) {
+      const auto& failure = result.get<rc::detail::FailureResult>();
+      run.cases += failure.numSuccess;
+      run.counterexample = t_last_failure;
+      run.reproduce = rc::detail::reproduceMapToString({{meta.id, failure.reproduce}});
+    }
+    return false;
+  };
+  if (params.budget_seconds <= 0) {
+    once(params.seed, params.cases);
+  } else {
+    constexpr int kChunk = 25;
+    for (std::uint64_t i = 0; elapsed() < params.budget_seconds; ++i)
+      if (!once(params.seed + i * 0x9E3779B97F4A7C15ull, kChunk)) break;
+  }
+  run.seconds = elapsed();
+  return run;
+}
+
+std::string tag_summary(const rc::detail::Distribution& d) {
+  int total = 0;
+  std::map<std::string, int> per_tag;
+  for (const auto& [tags, n] : d) {
+    total += n;
+    // RapidCheck stores each tag as its printed value: a string tag arrives quoted.
+    for (std::string tag : tags) {
+      if (tag.size() >= 2 && tag.front() == '"' && tag.back() == '"') tag = tag.substr(1, tag.size() - 2);
+      per_tag[tag] += n;
+    }
+  }
+  if (total == 0) return "no cases";
+  auto pct = [&](const char* tag) { return 100.0 * per_tag[tag] / total; };
+  return fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%", pct("straddling"), pct("GQA>1"),
+                     pct("multi-partition"));
+}
+
+}  // namespace pacheck::prop

@@ -1,0 +1,103 @@
+// The properties every paged-attention decode kernel must satisfy, checked over generated cells and
+// shrunk to a minimal counterexample. One function per property; the same code runs under ctest
+// (RC_GTEST_PROP) and under `pacheck fuzz` (run_property).
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "properties/generators.hpp"
+#include "runner/runner.hpp"
+
+namespace pacheck::prop {
+
+/// The seven properties of issue 5.
+enum class Property {
+  agreement,      ///< 1. within tolerance of the oracle, never NaN/Inf where the oracle is finite
+  tail_poison,    ///< 2. any poison in any unwritten region (K, V or both) leaves the output bitwise identical
+  paging,         ///< 3. another permutation, more spare blocks, other padding: bitwise identical
+  determinism,    ///< 4. two runs of a case (also with another case in between) are bitwise identical
+  batch,          ///< 5. a sequence alone equals itself inside a batch (and in a reversed batch)
+  gqa_expansion,  ///< 6. duplicating each KV head to make the case MHA: same output within tolerance
+  scaling,        ///< 7. V x 2^e gives output x 2^e exactly
+};
+
+/// "agreement", "tail-poison", "paging-invariance", "determinism", "batch-invariance", "gqa-expansion",
+/// "exact-scaling".
+std::string_view property_name(Property p);
+/// Parses a property_name(); throws std::invalid_argument listing the names otherwise.
+Property parse_property(std::string_view s);
+/// All seven, in issue order.
+const std::vector<Property>& all_properties();
+
+/// What a property runs against: the kernel, the backend its buffers live on, the runner options that
+/// judge() uses (tolerance, oracle precision), and the case space probed from the kernel.
+struct KernelUnderTest {
+  KernelPtr kernel;
+  std::string device;  ///< backend spec, e.g. "cpu", "cuda:0"
+  std::shared_ptr<Backend> backend;
+  RunOptions options;
+  CaseSpace space;
+};
+
+/// Opens the backend for `kernel` ("" = cpu for CPU kernels, the default CUDA device otherwise) and
+/// probes its case space. Throws std::invalid_argument / std::runtime_error for an unusable device or a
+/// kernel that declines every probe.
+KernelUnderTest make_target(KernelPtr kernel, const std::string& device = "", RunOptions options = {});
+
+/// One case of property `p` against `t`. Draws its inputs with RapidCheck's `*gen`, so it must be called
+/// inside a RapidCheck property (RC_GTEST_PROP body or run_property). Runs the kernel through the
+/// runner's guards (prepare_case / run_kernel_once / judge, as `pacheck run`) and fails the case with a
+/// counterexample message naming the case id, the cell id and the `pacheck repro` line.
+void check_once(Property p, const KernelUnderTest& t);
+
+/// A shrunk failure of a property.
+struct Counterexample {
+  Cell cell;            ///< the minimal cell (its fault is clean except for tail-poison)
+  std::string what;     ///< why the property does not hold on it
+  std::string repro;    ///< "pacheck repro '<cell id>' --kernel K [--device D]"
+  std::string message;  ///< the whole counterexample text (what, case and cell ids, repro, details)
+};
+
+/// How many cases, for how long, from which seed.
+struct RunParams {
+  std::uint64_t seed = 0;
+  int cases = 100;            ///< cases per property (RapidCheck max_success), when budget_seconds is 0
+  double budget_seconds = 0;  ///< > 0: run chunks of cases with fresh seeds until this much time is used
+  int max_size = 100;         ///< RapidCheck max_size (0..100 scales the work bound and lengths)
+  bool shrink = true;
+  /// A reproduce string printed with an earlier failure (the text after RC_PARAMS' "reproduce="): replays
+  /// that failure directly. Empty: RC_PARAMS' own reproduce entries, if any, apply.
+  std::string reproduce;
+};
+
+/// Outcome of running one property.
+struct PropertyRun {
+  Property property{};
+  std::string kernel;
+  bool passed = false;
+  int cases = 0;  ///< cases that held (before the failing one, if any)
+  std::optional<Counterexample> counterexample;
+  std::string message;  ///< RapidCheck's report when the run did not pass (failure, gave up, error)
+  std::string reproduce;  ///< on failure: the string RunParams::reproduce (or RC_PARAMS="reproduce=...") replays
+  int shrinks = 0;        ///< accepted shrink steps from the first failing case to the counterexample
+  rc::detail::Distribution distribution;  ///< RC_TAG counts over the cases that held
+  double seconds = 0;
+};
+
+/// Runs property `p` against `t` with RapidCheck under the test id "<property>/<kernel>" and returns the
+/// shrunk counterexample when it fails, with the reproduce string that replays it. Prints nothing
+/// (RapidCheck's own listener is replaced, so expected failures in tests leave no exit message).
+PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params);
+
+/// "straddling 61%, GQA>1 74%, multi-partition 9%" from RC_TAG counts.
+std::string tag_summary(const rc::detail::Distribution& d);
+
+}  // namespace pacheck::prop
