@@ -79,7 +79,8 @@ TEST(SuiteErrors, UnknownSuiteNameListsKnownOnes) {
     load_suite("no-such-suite");
     FAIL() << "expected SuiteError";
   } catch (const SuiteError& e) {
-    EXPECT_NE(std::string(e.what()).find("no suite named 'no-such-suite' (known: boundary, fp8, gate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no suite named 'no-such-suite' (known: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("boundary, fp8, gate"), std::string::npos) << e.what();
   }
 }
 
