@@ -31,8 +31,8 @@ int layout_vector_width(Layout l, DType kv_dtype);
 ///             so attention concentrates on them (logit gap of ~3 * sqrt(head_size)).
 ///  - extreme: Q = +-64 and K = +-64 with random signs, so logits spread to about +-4e3*sqrt(head_size)
 ///             in both signs; V = +-[0.25, 0.5] x min(largest finite value of the KV and output dtypes, 3e38),
-///             about 0.22-0.44 of the maximum for bf16 and f32 (fp8 KV: the smaller of the output dtype's and the encoding's max x the head's V scale,
-///             so V fills the fp8 range without saturating).
+///             about 0.22-0.44 of the maximum for bf16 and f32. fp8 KV: the KV term is the encoding's max x
+///             the head's V scale, so V fills the fp8 range without saturating.
 enum class Dist : std::uint8_t { uniform, normal, peaked, extreme };
 std::string_view dist_name(Dist d);
 /// Parses a name written by dist_name(); throws std::invalid_argument otherwise.
