@@ -36,9 +36,10 @@ fi
 
 # 2. Kernel objects only (no tests, no host library): a few hipcc runs.
 say "configure $build for HIP targets $archs"
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPACHECK_CUDA=OFF -DPACHECK_HIP=ON \
-  -DPACHECK_BUILD_TESTS=OFF "-DPACHECK_HIP_ARCHITECTURES=$archs" -DPACHECK_HIP_FLAGS=-Werror >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; say "FAIL: configure"; exit 1; }
+  -DPACHECK_BUILD_TESTS=OFF "-DPACHECK_HIP_ARCHITECTURES=$archs" -DPACHECK_HIP_FLAGS=-Werror >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; say "FAIL: configure"; exit 1; }
 say "build pacheck_hip_kernels"
 cmake --build "$build" --target pacheck_hip_kernels -j "${HIP_BUILD_JOBS:-$(nproc)}"
 
