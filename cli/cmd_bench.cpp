@@ -21,6 +21,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--min-sample-ms", bo->min_sample_ms, "batch calls until one sample lasts this long")->capture_default_str();
   cmd->add_option("--json", *json_path, "write the bench table to this JSON file");
   cmd->callback([&ctx, opts, bo, json_path] {
+    opts->load_plugins();
     if (opts->kernels.empty() || opts->kernels.size() > 2) throw UsageError("bench: give one or two --kernel (A, and B for an A/B)");
     if (bo->samples < 3) throw UsageError("--samples: at least 3");
     const std::string device = resolve_device(opts->device);

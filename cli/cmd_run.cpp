@@ -19,6 +19,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--json", *json_path, "write the full report (summary and every cell's metrics) to this JSON file");
   cmd->add_flag("--only-failures", *only_failures, "print only cells that did not pass");
   cmd->callback([&ctx, opts, json_path, only_failures] {
+    opts->load_plugins();
     const std::string device = resolve_device(opts->device);
     Suite suite;
     try {

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "kernels/backend.hpp"
+#include "kernels/plugin.hpp"
 
 namespace pacheck::cli {
 
@@ -47,6 +48,19 @@ void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
   cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
   cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
+  cmd->add_option("--plugin", plugins, "load kernels from this shared library (repeatable; see include/pacheck/kernel_abi.h)");
+}
+
+void CommonOptions::load_plugins() {
+  if (plugins.empty()) return;
+  std::vector<PluginInfo> loaded;
+  try {
+    loaded = pacheck::load_plugins(plugins);
+  } catch (const PluginError& e) {
+    throw UsageError(e.what());
+  }
+  if (kernels.empty())
+    for (const auto& p : loaded) kernels.insert(kernels.end(), p.kernels.begin(), p.kernels.end());
 }
 
 RunOptions CommonOptions::run_options() const {

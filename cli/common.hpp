@@ -53,7 +53,12 @@ struct CommonOptions {
   std::string tolerance = "fixed";
   double multiple = 4.0;
   std::string precision = "f32";
+  std::vector<std::string> plugins;  ///< --plugin PATH (repeatable): kernel libraries to load
   void bind(CLI::App* cmd);
+  /// Loads every --plugin library into Registry::global(); call before select_kernels. A bad library
+  /// throws UsageError naming it and the problem (exit 2, nothing run). Without --kernel the plugins'
+  /// kernels become the selection, so `--plugin lib.so` alone tests the plugin, not the built-ins too.
+  void load_plugins();
   /// RunOptions from the flags; throws UsageError for a bad regex or policy.
   RunOptions run_options() const;
 };
