@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   add_list_command(app, ctx);
   add_selftest_command(app, ctx);
   add_repro_command(app, ctx);
+  add_export_command(app, ctx);
+  add_score_command(app, ctx);
   add_bench_command(app, ctx);
   app.require_subcommand(1, 1);
   // `pacheck` alone runs the default job: `run` on the gate suite on the default device.

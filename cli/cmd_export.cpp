@@ -1,0 +1,66 @@
+// pacheck export: a suite's kernel inputs as safetensors case files plus manifest.json, for kernels written
+// in Python, Triton or any language pacheck cannot call (runner/casefiles.hpp describes the format).
+#include <fmt/format.h>
+
+#include "cli/common.hpp"
+#include "runner/casefiles.hpp"
+#include "runner/safetensors.hpp"
+
+namespace pacheck::cli {
+
+void add_export_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("export", "write a suite's kernel inputs as safetensors case files for a foreign runner");
+  struct Opts {
+    std::string suite = "gate", out, layout, filter;
+    std::int64_t seed = -1;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--suite,-s", o->suite, "suite name (suites/NAME.toml) or path to a suite file")->capture_default_str();
+  cmd->add_option("--out,-o", o->out, "directory to write manifest.json and the case files into")->required();
+  cmd->add_option("--kernel-layout", o->layout,
+                  "layout the foreign kernel reads (vllm, nhd, hnd): unpinned cells use it, cells pinned to another "
+                  "layout are skipped (default: vllm, as `run` resolves them)");
+  cmd->add_option("--filter,-f", o->filter, "only cells whose id matches this regular expression");
+  cmd->add_option("--seed", o->seed, "override every cell's seed");
+  cmd->callback([&ctx, o] {
+    ExportOptions eo;
+    if (!o->layout.empty()) {
+      try {
+        eo.kernel_layout = parse_layout(o->layout);
+      } catch (const std::invalid_argument&) {
+        throw UsageError(fmt::format("--kernel-layout: '{}' is not vllm, nhd or hnd", o->layout));
+      }
+    }
+    if (!o->filter.empty()) {
+      try {
+        eo.filter = std::regex(o->filter);
+      } catch (const std::regex_error& e) {
+        throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}", o->filter, e.what()));
+      }
+    }
+    if (o->seed >= 0) eo.seed = static_cast<std::uint64_t>(o->seed);
+    Suite suite;
+    try {
+      suite = load_suite(o->suite);
+    } catch (const SuiteError& e) {
+      throw UsageError(e.what());
+    }
+    ExportSummary s;
+    try {
+      s = export_cases(suite, o->out, eo);
+    } catch (const CaseFilesError& e) {
+      throw UsageError(e.what());
+    } catch (const SafetensorsError& e) {
+      throw UsageError(e.what());
+    }
+    if (s.cells == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
+    std::string skipped;
+    if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout", s.skipped_layout);
+    if (s.skipped_dtype) skipped += fmt::format(", skipped {} cells of a dtype safetensors cannot tag (fp8 e4m3fnuz)", s.skipped_dtype);
+    fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check){} -> {}\n",
+               s.cells, suite.name, s.files, s.baselines, skipped, s.manifest);
+    ctx.exit_code = kPass;
+  });
+}
+
+}  // namespace pacheck::cli
