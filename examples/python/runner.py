@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Foreign runner for pacheck case files: the template for testing a kernel written in Python or Triton.
+
+    pacheck export --suite gate --out cases            # kernel inputs, as laid out in the paged pool
+    python3 runner.py --cases cases --outputs outs     # this script: one output file per case file
+    pacheck score --cases cases --outputs outs         # verdicts, report and exit code, as `pacheck run`
+
+For every entry of manifest.json "files" this reads the case file (safetensors: query, key_cache,
+value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale; runner/casefiles.hpp documents shapes,
+layouts and strides), computes one paged decode-attention step over the PAGED cache -- it follows
+block_tables into the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
+OUTPUTS/<same file name> holding one tensor "out" [num_seqs, num_heads, head_size] in the case's out dtype.
+
+Backends: NumPy (always), PyTorch (`--backend torch`, on CUDA when available). To test your own kernel,
+replace `decode_attention` (see `triton_template` at the bottom): it receives the inputs as arrays and must
+return the output. Start from the file's `out` tensor as your output buffer: it holds pacheck's "never
+written" bit pattern, so elements your kernel skips are reported as `unwritten`.
+
+`--bug v-tail` plants the fault of pacheck's cpu.vector_v negative control (probabilities masked past
+seq_len, but V multiplied over the whole final block, so 0 * NaN poisons the output): `pacheck score
+--negative-control` must then catch it. It exists to prove the round trip can fail.
+
+Needs Python 3.8+ and NumPy; nothing else (the safetensors format is read and written here directly).
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+try:
+    import numpy as np
+except ImportError:  # the ctest driver turns this exit code into a skip with the reason printed
+    sys.stderr.write("runner.py: NumPy is not installed (pip install numpy)\n")
+    sys.exit(77)
+
+# safetensors dtype tag -> (numpy storage type, bytes per element). BF16 and FP8 are kept as raw bits.
+STORAGE = {
+    "F32": (np.float32, 4),
+    "F16": (np.float16, 2),
+    "BF16": (np.uint16, 2),
+    "F8_E4M3": (np.uint8, 1),
+    "F8_E5M2": (np.uint8, 1),
+    "I32": (np.int32, 4),
+}
+MAX_HEADER = 100 << 20
+
+
+class CaseFileError(Exception):
+    pass
+
+
+def read_safetensors(path):
+    """Returns {name: (dtype_tag, ndarray)}. Checks the same structure pacheck's reader checks."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise CaseFileError(f"{path}: truncated ({len(raw)} bytes)")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if n > MAX_HEADER or n > len(raw) - 8:
+        raise CaseFileError(f"{path}: header length {n} does not fit the file")
+    header = json.loads(raw[8 : 8 + n])
+    data = memoryview(raw)[8 + n :]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        tag = e["dtype"]
+        if tag not in STORAGE:
+            raise CaseFileError(f"{path}: tensor '{name}': unknown dtype {tag}")
+        np_type, size = STORAGE[tag]
+        begin, end = e["data_offsets"]
+        count = int(np.prod(e["shape"], dtype=np.int64))
+        if not (0 <= begin <= end <= len(data)) or end - begin != count * size:
+            raise CaseFileError(f"{path}: tensor '{name}': bad data_offsets {e['data_offsets']}")
+        arr = np.frombuffer(data[begin:end], dtype=np.dtype(np_type).newbyteorder("<"), count=count)
+        out[name] = (tag, arr.reshape(e["shape"]))
+    return out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: {name: (dtype_tag, ndarray in that tag's storage type)}; written atomically."""
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (tag, arr) in tensors.items():
+        blob = np.ascontiguousarray(arr, dtype=np.dtype(STORAGE[tag][0]).newbyteorder("<")).tobytes()
+        header[name] = {"dtype": tag, "shape": list(arr.shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # align the data section to 8 bytes
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def fp8_table(exp_bits, bias, finite_top):
+    """float32 value of each of the 256 codes of an OCP fp8 format (sign, exp_bits, 7 - exp_bits mantissa).
+    finite_top: E4M3FN has no Inf and uses the top exponent for normals (only S.1111.111 is NaN);
+    E5M2 is IEEE-like (top exponent = Inf/NaN)."""
+    man_bits = 7 - exp_bits
+    table = np.empty(256, dtype=np.float32)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e = (code >> man_bits) & ((1 << exp_bits) - 1)
+        m = code & ((1 << man_bits) - 1)
+        top = (1 << exp_bits) - 1
+        if e == top and not finite_top:
+            table[code] = sign * np.inf if m == 0 else np.nan
+        elif e == top and finite_top and m == (1 << man_bits) - 1:
+            table[code] = np.nan
+        elif e == 0:
+            table[code] = sign * m * 2.0 ** (1 - bias - man_bits)
+        else:
+            table[code] = sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+    return table
+
+
+FP8 = {"F8_E4M3": fp8_table(4, 7, True), "F8_E5M2": fp8_table(5, 15, False)}
+
+
+def to_float32(tag, arr):
+    if tag in ("F32", "F16"):
+        return arr.astype(np.float32)
+    if tag == "BF16":  # bf16 is the upper half of an IEEE binary32
+        return (arr.astype(np.uint32) << 16).view(np.float32)
+    if tag in FP8:
+        return FP8[tag][arr]
+    raise CaseFileError(f"no float conversion for {tag} in this runner")
+
+
+def kv_scales(t, which, num_kv_heads):
+    """Dequantisation scale of each KV head: the per-head array when the case has one, else the scalar."""
+    per_head = t.get(f"{which}_scales_per_head")
+    if per_head is not None:
+        return per_head[1].astype(np.float32)
+    return np.full(num_kv_heads, float(t[f"{which}_scale"][1]), dtype=np.float32)
+
+
+def from_float32(tag, x):
+    """Rounds float32 values to the storage of `tag`, round to nearest even (as pacheck and GPUs do)."""
+    x = np.asarray(x, dtype=np.float32)
+    if tag == "F32":
+        return x
+    if tag == "F16":
+        return x.astype(np.float16)
+    if tag == "BF16":
+        bits = x.view(np.uint32).astype(np.uint64)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+    raise CaseFileError(f"cannot write outputs of dtype {tag}")
+
+
+def pool_view(tensors, name, strides):
+    """The pool tensor as a strided view over its bytes, using the manifest's strides (elements)."""
+    tag, arr = tensors[name]
+    flat = arr.reshape(-1)
+    return tag, np.lib.stride_tricks.as_strided(
+        flat, shape=arr.shape, strides=[s * flat.itemsize for s in strides], writeable=False
+    )
+
+
+def blocks_as_nbgd(phys, layout, is_key):
+    """Physical blocks [nb, ...layout dims...] -> [nb, block_size, num_kv_heads, head_size]."""
+    if layout == "nhd":
+        return phys
+    if layout == "hnd":
+        return phys.transpose(0, 2, 1, 3)
+    if is_key:  # vllm key [nb, G, D/x, B, x]
+        nb, g, dx, b, x = phys.shape
+        return phys.transpose(0, 3, 1, 2, 4).reshape(nb, b, g, dx * x)
+    return phys.transpose(0, 3, 1, 2)  # vllm value [nb, G, D, B]
+
+
+def decode_attention(entry, t, bug=None):
+    """NumPy reference over the paged cache; returns float32 [num_seqs, num_heads, head_size]."""
+    st = entry["strides"]
+    q = to_float32(*t["query"])
+    k_tag, k_pool = pool_view(t, "key_cache", st["key_cache"])
+    v_tag, v_pool = pool_view(t, "value_cache", st["value_cache"])
+    tables, lens = t["block_tables"][1], t["seq_lens"][1]
+    scale = float(np.asarray(t["scale"][1]).reshape(-1)[0])
+    S, H, D = q.shape
+    G, B = entry["num_kv_heads"], entry["block_size"]
+    # fp8 code c of KV head g means decode(c) * scale_g, the product in fp32 (as pacheck's oracle).
+    k_scale = kv_scales(t, "k", G)[None, :, None]
+    v_scale = kv_scales(t, "v", G)[None, :, None]
+    r = H // G
+    out = np.empty((S, H, D), dtype=np.float32)
+    for s in range(S):
+        L = int(lens[s])
+        nb = (L + B - 1) // B
+        blocks = tables[s, :nb]
+        # Read whole blocks as a kernel does, then keep only the first L tokens (unless planting the bug).
+        K = to_float32(k_tag, blocks_as_nbgd(k_pool[blocks], entry["layout"], True)).reshape(nb * B, G, D)
+        V = to_float32(v_tag, blocks_as_nbgd(v_pool[blocks], entry["layout"], False)).reshape(nb * B, G, D)
+        T = nb * B if bug == "v-tail" else L
+        with np.errstate(invalid="ignore", over="ignore"):
+            K, V = (K[:T] * k_scale).astype(np.float64), (V[:T] * v_scale).astype(np.float64)
+        qg = q[s].reshape(G, r, D).astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            logits = np.einsum("grd,tgd->grt", qg, K) * scale
+            if bug == "v-tail":
+                logits[:, :, L:] = -np.inf  # the logit mask is right; V's tail is read anyway below
+            m = logits.max(axis=-1, keepdims=True)
+            p = np.exp(logits - m)
+            o = np.einsum("grt,tgd->grd", p, V) / p.sum(axis=-1, keepdims=True)
+        out[s] = o.reshape(H, D).astype(np.float32)
+    return out
+
+
+def decode_attention_torch(entry, t, bug=None):
+    """The same computation in PyTorch (CUDA when available); a starting point for GPU kernels."""
+    import torch
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    st = entry["strides"]
+
+    def tensor(name):
+        tag, arr = t[name]
+        return torch.from_numpy(to_float32(tag, np.ascontiguousarray(arr))).to(dev)
+
+    q = tensor("query")
+    k_pool = torch.from_numpy(to_float32(t["key_cache"][0], pool_view(t, "key_cache", st["key_cache"])[1].copy())).to(dev)
+    v_pool = torch.from_numpy(to_float32(t["value_cache"][0], pool_view(t, "value_cache", st["value_cache"])[1].copy())).to(dev)
+    k_scale = torch.from_numpy(kv_scales(t, "k", entry["num_kv_heads"])).to(dev)[None, :, None]
+    v_scale = torch.from_numpy(kv_scales(t, "v", entry["num_kv_heads"])).to(dev)[None, :, None]
+    tables = torch.from_numpy(t["block_tables"][1].astype(np.int64)).to(dev)
+    lens = t["seq_lens"][1]
+    scale = float(np.asarray(t["scale"][1]).reshape(-1)[0])
+    S, H, D = q.shape
+    G, B = entry["num_kv_heads"], entry["block_size"]
+    out = torch.empty((S, H, D), dtype=torch.float32, device=dev)
+    for s in range(S):
+        L = int(lens[s])
+        nb = (L + B - 1) // B
+        blocks = tables[s, :nb]
+        K = k_pool[blocks]
+        V = v_pool[blocks]
+        if entry["layout"] == "hnd":
+            K, V = K.permute(0, 2, 1, 3), V.permute(0, 2, 1, 3)
+        elif entry["layout"] == "vllm":
+            K = K.permute(0, 3, 1, 2, 4).reshape(nb, B, G, D)
+            V = V.permute(0, 3, 1, 2)
+        T = nb * B if bug == "v-tail" else L
+        K, V = K.reshape(nb * B, G, D)[:T] * k_scale, V.reshape(nb * B, G, D)[:T] * v_scale
+        qg = q[s].reshape(G, H // G, D)
+        logits = torch.einsum("grd,tgd->grt", qg, K) * scale
+        if bug == "v-tail":
+            logits[:, :, L:] = float("-inf")
+        p = torch.softmax(logits, dim=-1)
+        out[s] = torch.einsum("grt,tgd->grd", p, V).reshape(H, D)
+    return out.cpu().numpy()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", required=True, help="directory written by `pacheck export`")
+    ap.add_argument("--outputs", required=True, help="directory to write one output file per case file into")
+    ap.add_argument("--backend", choices=["numpy", "torch", "auto"], default="numpy")
+    ap.add_argument("--bug", choices=["none", "v-tail"], default="none", help="plant a known kernel fault")
+    args = ap.parse_args(argv)
+
+    backend = args.backend
+    if backend in ("torch", "auto"):
+        try:
+            import torch  # noqa: F401
+            backend = "torch"
+        except ImportError:
+            if args.backend == "torch":
+                sys.exit("runner.py: --backend torch but PyTorch is not installed")
+            backend = "numpy"
+    compute = decode_attention_torch if backend == "torch" else decode_attention
+
+    with open(os.path.join(args.cases, "manifest.json")) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") != 1:
+        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases v1 manifest")
+    os.makedirs(args.outputs, exist_ok=True)
+    bug = None if args.bug == "none" else args.bug
+    for entry in manifest["files"]:
+        t = read_safetensors(os.path.join(args.cases, entry["file"]))
+        out_tag = entry["output"]["dtype"]
+        result = compute(entry, t, bug)
+        # A real kernel writes into the provided buffer; copying over it keeps that contract visible.
+        buf = np.array(t["out"][1])
+        buf[...] = from_float32(out_tag, result)
+        write_safetensors(os.path.join(args.outputs, entry["output"]["file"]), {"out": (out_tag, buf)},
+                          {"runner": f"examples/python/runner.py ({backend})", "case": entry["case"]})
+    print(f"runner.py: wrote {len(manifest['files'])} outputs to {args.outputs} (backend {backend}"
+          f"{', planted bug ' + args.bug if bug else ''})")
+
+
+def triton_template(entry, t):
+    """How to put a Triton (or any PyTorch-callable) kernel here. Replace `compute` in main() with this.
+
+        import torch, my_kernels
+        dev = "cuda"
+        def raw(name):                      # exact bytes, in the dtype pacheck wrote
+            tag, arr = t[name]
+            x = torch.from_numpy(np.ascontiguousarray(arr).view(np.int16 if tag in ("BF16", "F16") else arr.dtype))
+            return (x.view(torch.bfloat16) if tag == "BF16" else x.view(torch.float16) if tag == "F16" else x).to(dev)
+        query, key_cache, value_cache = raw("query"), raw("key_cache"), raw("value_cache")
+        block_tables, seq_lens = raw("block_tables"), raw("seq_lens")
+        out = raw("out").clone()            # pre-filled with the "never written" pattern
+        my_kernels.paged_decode(out, query, key_cache, value_cache, block_tables, seq_lens,
+                                scale=float(t["scale"][1]), block_size=entry["block_size"])
+        return out.float().cpu().numpy()    # main() rounds it back to the out dtype
+
+    Shapes and strides of every tensor are in `entry["shapes"]` and `entry["strides"]` (elements); the
+    pool's layout is `entry["layout"]` (vllm, nhd or hnd; export with --kernel-layout to choose).
+    """
+    raise NotImplementedError("a template: see the docstring")
+
+
+if __name__ == "__main__":
+    main()
