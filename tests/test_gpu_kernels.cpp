@@ -189,6 +189,30 @@ TEST(GpuBackend, AbsentDeviceIsAReasonNotAnError) {
   }
 }
 
+// `pacheck list devices` shows every kind, built or not; device specs of either GPU kind parse the same way,
+// and a kind this binary lacks is a "no <runtime> device" reason, not an unknown device.
+TEST(GpuBackend, EveryKindListedAndSpecsOfBothKindsParsed) {
+  std::vector<std::string> kinds;
+  for (const auto& s : backend_status()) kinds.push_back(s.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"cpu", "cuda", "hip"}));
+  for (const std::string kind : {"cuda", "hip"}) {
+    EXPECT_THROW(open_backend(kind + ":x"), std::invalid_argument) << kind;
+    EXPECT_THROW(open_backend(kind + ":-1"), std::invalid_argument) << kind;
+    const std::string none = kind == "hip" ? "no HIP device" : "no CUDA device";
+    for (const std::string spec : {kind, kind + ":0"}) {
+      try {
+        open_backend(spec);  // succeeds only where such a device exists
+      } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind(none, 0), 0u) << spec << ": " << e.what();
+      }
+    }
+  }
+  EXPECT_THROW(open_backend("rocm"), std::invalid_argument);
+  EXPECT_EQ(device_kind_spec(PACHECK_DEVICE_CUDA), "cuda");
+  EXPECT_EQ(device_kind_spec(PACHECK_DEVICE_HIP), "hip");
+  EXPECT_EQ(device_kind_spec(PACHECK_DEVICE_CPU), "cpu");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Backend.
 
