@@ -1,0 +1,167 @@
+/*
+ * Test plugins for tests/test_plugin.cpp, one shared library per planted defect. Built once per name in
+ * tests/plugins/CMakeLists.txt with -DPLANT_<NAME>:
+ *   PLANT_OK             valid: kernels that produce each verdict through the plugin adapter
+ *   PLANT_WRONG_ABI      pacheck_plugin_abi_version = 999
+ *   PLANT_NO_REGISTER    pacheck_register_kernels not exported
+ *   PLANT_NO_VERSION     pacheck_plugin_abi_version not exported
+ *   PLANT_DUP_BUILTIN    registers "cpu.reference" (a built-in name)
+ *   PLANT_DUP_SELF       registers "plug.twice" twice
+ *   PLANT_NULL_NAME, PLANT_BAD_NAME, PLANT_NULL_RUN, PLANT_BAD_LAYOUT, PLANT_EMPTY_DTYPES, PLANT_NULL_ARRAY,
+ *   PLANT_BAD_HEAD_SIZE, PLANT_BAD_DEVICE, PLANT_SMALL_STRUCT, PLANT_UNKNOWN_FLAG, PLANT_NULL_DESC
+ *                        one invalid descriptor field each
+ *   PLANT_REGISTER_FAILS pacheck_register_kernels returns PACHECK_ERROR with a message
+ *   PLANT_NO_KERNELS     returns PACHECK_OK having added nothing
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pacheck/kernel_abi.h"
+
+#if defined(PLANT_WRONG_ABI)
+PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = 999;
+#elif !defined(PLANT_NO_VERSION)
+PACHECK_PLUGIN_DEFINE_ABI_VERSION;
+#endif
+
+static const pacheck_layout kLayouts[] = {PACHECK_LAYOUT_NHD, PACHECK_LAYOUT_HND, PACHECK_LAYOUT_VLLM};
+static const pacheck_dtype kDtypes[] = {PACHECK_DTYPE_BF16, PACHECK_DTYPE_F16, PACHECK_DTYPE_F32};
+
+static void set_bits(void* out, int64_t i, pacheck_dtype t, uint32_t bits) {
+  if (t == PACHECK_DTYPE_F32) ((uint32_t*)out)[i] = bits;
+  else ((uint16_t*)out)[i] = (uint16_t)bits;
+}
+
+static int64_t out_elements(const pacheck_kernel_args* a) {
+  return (int64_t)a->num_seqs * a->num_heads * a->head_size;
+}
+
+/* Writes +0 into every output element (contiguous outputs, as pacheck passes them). */
+static void write_zeros(const pacheck_kernel_args* a, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) set_bits(a->out, i, a->out_dtype, 0);
+}
+
+static pacheck_status run_error(void* u, const pacheck_kernel_args* a, char* error, size_t n) {
+  (void)u;
+  (void)a;
+  snprintf(error, n, "planted: the device is on fire");
+  return PACHECK_ERROR;
+}
+
+static pacheck_status run_skip_last(void* u, const pacheck_kernel_args* a, char* error, size_t n) {
+  (void)u, (void)error, (void)n;
+  write_zeros(a, out_elements(a) - 1);
+  return PACHECK_OK;
+}
+
+static pacheck_status run_write_past_end(void* u, const pacheck_kernel_args* a, char* error, size_t n) {
+  (void)u, (void)error, (void)n;
+  write_zeros(a, out_elements(a) + 1);
+  return PACHECK_OK;
+}
+
+static pacheck_status run_mutate_input(void* u, const pacheck_kernel_args* a, char* error, size_t n) {
+  (void)u, (void)error, (void)n;
+  write_zeros(a, out_elements(a));
+  ((uint8_t*)a->key_cache)[0] ^= 1u; /* the fault: a kernel that scribbles on its input */
+  return PACHECK_OK;
+}
+
+static pacheck_status run_unknown_status(void* u, const pacheck_kernel_args* a, char* error, size_t n) {
+  (void)u, (void)a, (void)error, (void)n;
+  return (pacheck_status)42;
+}
+
+static pacheck_status supports_short_only(void* u, const pacheck_case_info* c, char* reason, size_t n) {
+  (void)u;
+  if (c->max_seq_len > 100) {
+    snprintf(reason, n, "planted: max_seq_len %d > 100", c->max_seq_len);
+    return PACHECK_DECLINED;
+  }
+  return PACHECK_OK;
+}
+
+static void base(pacheck_kernel_desc* d, const char* name, pacheck_run_fn run) {
+  memset(d, 0, sizeof *d);
+  d->struct_size = sizeof *d;
+  d->name = name;
+  d->device = PACHECK_DEVICE_CPU;
+  d->layouts = kLayouts;
+  d->num_layouts = 3;
+  d->q_dtypes = d->kv_dtypes = d->out_dtypes = kDtypes;
+  d->num_q_dtypes = d->num_kv_dtypes = d->num_out_dtypes = 3;
+  d->run = run;
+}
+
+#if !defined(PLANT_NO_REGISTER)
+pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
+  pacheck_kernel_desc d;
+#if defined(PLANT_OK)
+  static const int32_t head64[] = {64};
+  base(&d, "plug.error", run_error);
+  r->add_kernel(r, &d);
+  base(&d, "plug.skip_last", run_skip_last);
+  r->add_kernel(r, &d);
+  base(&d, "plug.write_past_end", run_write_past_end);
+  d.flags = PACHECK_KERNEL_NOT_THREAD_SAFE;
+  r->add_kernel(r, &d);
+  base(&d, "plug.mutate_input", run_mutate_input);
+  r->add_kernel(r, &d);
+  base(&d, "plug.unknown_status", run_unknown_status);
+  r->add_kernel(r, &d);
+  base(&d, "plug.picky", run_error);
+  d.head_sizes = head64;
+  d.num_head_sizes = 1;
+  d.supports = supports_short_only;
+  return r->add_kernel(r, &d);
+#elif defined(PLANT_DUP_BUILTIN)
+  base(&d, "cpu.reference", run_error);
+  return r->add_kernel(r, &d);
+#elif defined(PLANT_DUP_SELF)
+  base(&d, "plug.twice", run_error);
+  r->add_kernel(r, &d);
+  return r->add_kernel(r, &d);
+#elif defined(PLANT_REGISTER_FAILS)
+  (void)d;
+  snprintf(r->error, r->error_size, "planted: no device for this plugin");
+  return PACHECK_ERROR;
+#elif defined(PLANT_NO_KERNELS)
+  (void)d;
+  (void)r;
+  return PACHECK_OK;
+#elif defined(PLANT_NULL_DESC)
+  (void)d;
+  return r->add_kernel(r, NULL);
+#else
+  base(&d, "plug.bad", run_error);
+#if defined(PLANT_NULL_NAME)
+  d.name = NULL;
+#elif defined(PLANT_BAD_NAME)
+  d.name = "has space";
+#elif defined(PLANT_NULL_RUN)
+  d.run = NULL;
+#elif defined(PLANT_BAD_LAYOUT)
+  static const int32_t bad_layouts[] = {PACHECK_LAYOUT_NHD, 7};
+  d.layouts = (const pacheck_layout*)bad_layouts;
+  d.num_layouts = 2;
+#elif defined(PLANT_EMPTY_DTYPES)
+  d.num_kv_dtypes = 0;
+#elif defined(PLANT_NULL_ARRAY)
+  d.num_head_sizes = 2; /* head_sizes stays NULL */
+#elif defined(PLANT_BAD_HEAD_SIZE)
+  static const int32_t heads[] = {128, 0};
+  d.head_sizes = heads;
+  d.num_head_sizes = 2;
+#elif defined(PLANT_BAD_DEVICE)
+  d.device = (pacheck_device)9;
+#elif defined(PLANT_SMALL_STRUCT)
+  d.struct_size = 16;
+#elif defined(PLANT_UNKNOWN_FLAG)
+  d.flags = 0x80u;
+#endif
+  /* Registration "succeeds": pacheck must refuse the library on the add_kernel error alone. */
+  r->add_kernel(r, &d);
+  return PACHECK_OK;
+#endif
+}
+#endif

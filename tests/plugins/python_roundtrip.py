@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""ctest driver: export -> examples/python/runner.py -> score, against `pacheck run --kernel cpu.reference`.
+
+Passes when (1) the NumPy runner's outputs score exactly the verdicts cpu.reference gets on every exported
+cell, and (2) the same runner with the planted V-tail fault, scored as a negative control, is caught on
+exactly the cells that fault must poison and passes the rest (score exit 0; exit 3 would be blind).
+Exits 77 (ctest: skipped) with the reason when NumPy is missing.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy  # noqa: F401
+except ImportError:
+    print("SKIPPED: NumPy is not installed for", sys.executable, "(pip install numpy)", file=sys.stderr)
+    sys.exit(77)
+
+
+def run(cmd, expect):
+    print("+", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail = "\n".join(p.stdout.splitlines()[-6:])
+    print(tail)
+    if p.returncode != expect:
+        sys.exit(f"FAILED: exit code {p.returncode}, expected {expect}\n{p.stdout[-4000:]}")
+    return p.stdout
+
+
+def verdicts(path):
+    with open(path) as f:
+        return {r["cell"]: r["verdict"] for r in json.load(f)["results"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pacheck", required=True)
+    ap.add_argument("--runner", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--suite", default="gate")
+    a = ap.parse_args()
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    cases, outs, bug = (os.path.join(a.work, d) for d in ("cases", "outputs", "outputs-bug"))
+    py = sys.executable
+
+    run([a.pacheck, "export", "--suite", a.suite, "--out", cases], 0)
+    run([py, a.runner, "--cases", cases, "--outputs", outs], 0)
+    run([a.pacheck, "score", "--cases", cases, "--outputs", outs, "--only-failures", "--json",
+         os.path.join(a.work, "score.json")], 0)
+    run([a.pacheck, "run", "--suite", a.suite, "--kernel", "cpu.reference", "--only-failures", "--json",
+         os.path.join(a.work, "reference.json")], 0)
+    scored, ref = verdicts(os.path.join(a.work, "score.json")), verdicts(os.path.join(a.work, "reference.json"))
+    missing = [c for c in scored if c not in ref]
+    differ = [(c, scored[c], ref[c]) for c in scored if c in ref and scored[c] != ref[c]]
+    poisoned_cells = [c for c in scored if "clean" not in c.split()[-1]]
+    print(f"compared {len(scored)} cells ({len(poisoned_cells)} with a fault) with cpu.reference; "
+          f"{len(ref) - len(scored)} cpu.reference cells not exported")
+    if missing or differ or not poisoned_cells:
+        sys.exit(f"FAILED: cells not in the reference run: {missing[:5]}; verdicts differ: {differ[:5]}")
+
+    run([py, a.runner, "--cases", cases, "--outputs", bug, "--bug", "v-tail"], 0)
+    out = run([a.pacheck, "score", "--cases", cases, "--outputs", bug, "--negative-control", "--only-failures"], 0)
+    if " 0 caught" in out:
+        sys.exit("FAILED: the planted V-tail fault was not exercised by any cell")
+    shutil.rmtree(a.work, ignore_errors=True)  # ~1 GB of case files
+
+
+if __name__ == "__main__":
+    main()

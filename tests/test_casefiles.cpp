@@ -1,0 +1,518 @@
+// Case files: the strict safetensors reader (every malformation gets an error naming the file and the
+// tensor, never a crash), export -> foreign runner -> score giving exactly `run`'s verdicts, and each
+// verdict score can give (variant across exported poison variants, unwritten, error) on planted outputs.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runner/casefiles.hpp"
+#include "runner/safetensors.hpp"
+
+namespace pacheck {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------------
+// The reader
+
+/// A file image: 8-byte length (the header's, unless `claimed` is given), header text, `data` bytes.
+std::vector<std::uint8_t> image(const std::string& header, std::size_t data, std::optional<std::uint64_t> claimed = {}) {
+  const std::uint64_t n = claimed.value_or(header.size());
+  std::vector<std::uint8_t> b(8);
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<std::uint8_t>(n >> (8 * i));
+  for (char ch : header) b.push_back(static_cast<std::uint8_t>(ch));
+  for (std::size_t i = 0; i < data; ++i) b.push_back(static_cast<std::uint8_t>(i * 37 + 1));
+  return b;
+}
+
+SafetensorsFile sample() {
+  SafetensorsFile f;
+  f.metadata = {{"case", "h8/2 d64"}, {"fault", "V:nan@tail"}};
+  const float f32[6] = {1, -2, 3.5f, 0, 1e-3f, -7};
+  const std::uint16_t h16[4] = {0x3C00, 0xC000, 0x7E00, 0x0001};
+  const std::uint8_t f8[5] = {0x00, 0x7E, 0x7F, 0x80, 0xFF};
+  const std::int32_t i32[2] = {-1, 123456};
+  const float scalar = 0.125f;
+  f.add("f32", StDType::F32, {2, 3}, f32);
+  f.add("f16", StDType::F16, {4}, h16);
+  f.add("bf16", StDType::BF16, {2, 2}, h16);
+  f.add("e4m3", StDType::F8_E4M3, {5}, f8);
+  f.add("e5m2", StDType::F8_E5M2, {1, 5}, f8);
+  f.add("i32", StDType::I32, {2}, i32);
+  f.add("scalar", StDType::F32, {}, &scalar);
+  f.add("empty", StDType::F16, {0, 4}, nullptr);
+  return f;
+}
+
+TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
+  const SafetensorsFile f = sample();
+  const fs::path p = fs::temp_directory_path() / ("pacheck_st_" + std::to_string(getpid()) + ".safetensors");
+  write_safetensors(p.string(), f);
+  const SafetensorsFile g = read_safetensors(p.string());
+  EXPECT_EQ(g.metadata, f.metadata);
+  ASSERT_EQ(g.tensors.size(), f.tensors.size());
+  for (std::size_t i = 0; i < f.tensors.size(); ++i) {
+    const StTensor* t = g.find(f.tensors[i].name);
+    ASSERT_NE(t, nullptr) << f.tensors[i].name;
+    EXPECT_EQ(t->dtype, f.tensors[i].dtype);
+    EXPECT_EQ(t->shape, f.tensors[i].shape);
+    EXPECT_EQ(t->data, f.tensors[i].data);
+  }
+  // The data section starts 8-byte aligned, as the reference writer lays it out.
+  const auto bytes = serialize_safetensors(f);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  EXPECT_EQ(n % 8, 0u);
+  fs::remove(p);
+}
+
+struct Malformed {
+  const char* name;
+  std::vector<std::uint8_t> bytes;
+  const char* tensor;   ///< "" when the error is about the file as a whole
+  const char* problem;  ///< substring of SafetensorsError::problem
+};
+
+std::vector<Malformed> malformed_files() {
+  const std::string ok = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::vector<std::uint8_t> truncated_data = image(ok, 8);
+  truncated_data.resize(truncated_data.size() - 3);
+  std::vector<std::uint8_t> truncated_header = image(ok, 8);
+  truncated_header.resize(8 + ok.size() / 2);
+  std::string bad_utf8 = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"k":"x)";
+  bad_utf8 += "\xff\"}}";
+  return {
+      {"shorter_than_length", {1, 2, 3, 4, 5}, "", "truncated: 5 bytes"},
+      {"truncated_header", truncated_header, "", "truncated: header length"},
+      {"truncated_data", truncated_data, "a", "outside the data section"},
+      {"huge_header_length", image(ok, 8, 1ull << 62), "", "exceeds the 104857600-byte limit"},
+      {"length_past_end", image(ok, 8, ok.size() + 9), "", "truncated: header length"},
+      {"overlapping_offsets",
+       image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+       "b", "overlap tensor 'a'"},
+      {"wrong_dtype_size", image(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "a",
+       "holds 8 bytes but shape [3] of F32 (4 bytes each) needs 12"},
+      {"bf16_as_f32_size", image(R"({"a":{"dtype":"BF16","shape":[4],"data_offsets":[0,16]}})", 16), "a",
+       "holds 16 bytes but shape [4] of BF16 (2 bytes each) needs 8"},
+      {"unknown_dtype", image(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8), "a",
+       "unknown dtype 'F64' (known: F32, F16, BF16, F8_E4M3, F8_E5M2, I32)"},
+      {"negative_dimension", image(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4), "a",
+       "shape entry -1 is not an integer >= 0"},
+      {"fractional_dimension", image(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4), "a",
+       "is not an integer >= 0"},
+      {"element_count_overflow",
+       image(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4), "a",
+       "more elements than fit in 64 bits"},
+      {"byte_count_overflow", image(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]}})", 4),
+       "a", "overflows 64 bits"},
+      {"offsets_reversed", image(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8), "a", "end before they begin"},
+      {"offsets_not_pair", image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 8), "a", "is not two integers"},
+      {"hole", image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12),
+       "b", "hole: bytes [4, 8)"},
+      {"trailing_bytes", image(ok, 12), "", "data section has 12 bytes but the tensors cover 8"},
+      {"duplicate_name",
+       image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+       "a", "key appears twice"},
+      {"duplicate_field", image(R"({"a":{"dtype":"F32","dtype":"F16","shape":[2],"data_offsets":[0,8]}})", 8), "dtype",
+       "key appears twice"},
+      {"missing_field", image(R"({"a":{"dtype":"F32","shape":[2]}})", 8), "a", "missing field 'data_offsets'"},
+      {"unknown_field", image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"stride":[1]}})", 8), "a",
+       "unknown field 'stride'"},
+      {"entry_not_object", image(R"({"a":[1,2]})", 0), "a", "entry is not a JSON object"},
+      {"empty_name", image(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8), "", "empty tensor name"},
+      {"metadata_not_string", image(R"({"__metadata__":{"k":1}})", 0), "", "__metadata__ value of 'k' is not a string"},
+      {"not_json", image("{nope", 0), "", "header is not valid JSON"},
+      {"not_utf8", image(bad_utf8, 8), "", "header is not valid JSON"},
+      {"not_object", image("[1,2]", 0), "", "header is not a JSON object"},
+  };
+}
+
+TEST(Safetensors, EveryMalformationIsAnErrorNamingFileAndTensor) {
+  for (const auto& m : malformed_files()) {
+    SCOPED_TRACE(m.name);
+    try {
+      parse_safetensors(m.bytes.data(), m.bytes.size(), "bad.safetensors");
+      ADD_FAILURE() << m.name << " parsed";
+    } catch (const SafetensorsError& e) {
+      EXPECT_EQ(e.file, "bad.safetensors");
+      EXPECT_EQ(e.tensor, m.tensor) << e.what();
+      EXPECT_NE(e.problem.find(m.problem), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("bad.safetensors: ", 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(Safetensors, EveryTruncationOfAValidFileIsAnErrorNotACrash) {
+  const auto bytes = serialize_safetensors(sample());
+  for (std::size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_THROW(parse_safetensors(bytes.data(), n, "cut.safetensors"), SafetensorsError) << "prefix of " << n;
+  EXPECT_NO_THROW(parse_safetensors(bytes.data(), bytes.size(), "whole.safetensors"));
+}
+
+TEST(Safetensors, ReadingAFileNamesItsPath) {
+  const fs::path p = fs::temp_directory_path() / ("pacheck_st_trunc_" + std::to_string(getpid()) + ".safetensors");
+  auto bytes = serialize_safetensors(sample());
+  bytes.resize(bytes.size() - 1);
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  try {
+    read_safetensors(p.string());
+    FAIL() << "read a truncated file";
+  } catch (const SafetensorsError& e) {
+    EXPECT_EQ(e.file, p.string());
+    EXPECT_EQ(e.tensor, "empty");  // the last tensor in offset order now ends past the data section
+  }
+  EXPECT_THROW(read_safetensors((fs::temp_directory_path() / "pacheck_no_such.safetensors").string()), SafetensorsError);
+  fs::remove(p);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Export -> a foreign runner (written here in C++, from the case files alone) -> score
+
+Suite small_suite() {
+  return parse_suite(R"(
+name = "casefiles-test"
+description = "straddling, aligned and mixed lengths; poisons that change the inputs and one that does not"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = ["bf16", "f16"]
+seq_lens = [[37, 5], [32]]
+faults = ["clean", "V:nan@tail", "K+V:+inf@all", "V:zero@tail"]
+)",
+                     "casefiles-test.toml");
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("pacheck_cf_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+json manifest(const fs::path& cases) {
+  std::ifstream in(cases / "manifest.json");
+  return json::parse(in);
+}
+
+/// A foreign runner: builds pacheck_kernel_args from a case file and its manifest entry only, runs
+/// cpu.reference on it, lets `plant` tamper with the output bytes, and writes the output file.
+void run_foreign(const fs::path& cases, const fs::path& outputs,
+                 const std::function<void(const json& entry, std::vector<std::uint8_t>& out)>& plant = {}) {
+  const KernelPtr k = Registry::global().find("cpu.reference");
+  fs::create_directories(outputs);
+  const json m = manifest(cases);  // a named copy: ranging over a temporary's member would dangle
+  for (const auto& e : m["files"]) {
+    const SafetensorsFile in = read_safetensors((cases / e["file"].get<std::string>()).string());
+    pacheck_kernel_args a{};
+    a.struct_size = sizeof a;
+    a.num_seqs = e["num_seqs"];
+    a.num_heads = e["num_heads"];
+    a.num_kv_heads = e["num_kv_heads"];
+    a.head_size = e["head_size"];
+    a.block_size = e["block_size"];
+    a.num_blocks = e["num_blocks"];
+    a.max_blocks_per_seq = e["max_blocks_per_seq"];
+    a.layout = static_cast<pacheck_layout>(parse_layout(e["layout"].get<std::string>()));
+    a.q_dtype = static_cast<pacheck_dtype>(parse_dtype(e["q_dtype"].get<std::string>()));
+    a.kv_dtype = static_cast<pacheck_dtype>(parse_dtype(e["kv_dtype"].get<std::string>()));
+    a.out_dtype = static_cast<pacheck_dtype>(parse_dtype(e["out_dtype"].get<std::string>()));
+    const json& st = e["strides"];
+    a.query = in.find("query")->data.data();
+    a.q_stride_seq = st["query"][0];
+    a.q_stride_head = st["query"][1];
+    a.key_cache = in.find("key_cache")->data.data();
+    a.value_cache = in.find("value_cache")->data.data();
+    for (std::size_t i = 0; i < st["key_cache"].size(); ++i) a.k_strides[i] = st["key_cache"][i];
+    for (std::size_t i = 0; i < st["value_cache"].size(); ++i) a.v_strides[i] = st["value_cache"][i];
+    a.block_tables = reinterpret_cast<const std::int32_t*>(in.find("block_tables")->data.data());
+    a.block_tables_stride = st["block_tables"][0];
+    a.seq_lens = reinterpret_cast<const std::int32_t*>(in.find("seq_lens")->data.data());
+    std::vector<std::uint8_t> out = in.find("out")->data;
+    a.out = out.data();
+    a.out_stride_seq = st["out"][0];
+    a.out_stride_head = st["out"][1];
+    auto scalar = [&](const char* n) {
+      float v;
+      std::memcpy(&v, in.find(n)->data.data(), 4);
+      return v;
+    };
+    a.scale = scalar("scale");
+    a.k_scale = scalar("k_scale");
+    a.v_scale = scalar("v_scale");
+    if (const StTensor* t = in.find("k_scales_per_head")) a.k_scales_per_head = reinterpret_cast<const float*>(t->data.data());
+    if (const StTensor* t = in.find("v_scales_per_head")) a.v_scales_per_head = reinterpret_cast<const float*>(t->data.data());
+    k->run(a);
+    if (plant) plant(e, out);
+    SafetensorsFile o;
+    const StTensor* proto = in.find("out");
+    o.add("out", proto->dtype, proto->shape, out.data());
+    write_safetensors((outputs / e["file"].get<std::string>()).string(), o);
+  }
+}
+
+std::map<std::string, const CellResult*> by_cell(const RunSummary& s) {
+  std::map<std::string, const CellResult*> m;
+  for (const auto& r : s.results) m[r.cell_id] = &r;
+  return m;
+}
+
+class CaseFiles : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cases_ = fresh_dir("cases");
+    summary_ = export_cases(small_suite(), cases_.string(), {});
+  }
+  static RunSummary score(const fs::path& outputs, ScoreOptions so = {}) {
+    so.run.threads = 2;
+    return score_cases(cases_.string(), outputs.string(), so);
+  }
+  static inline fs::path cases_;
+  static inline ExportSummary summary_;
+};
+
+TEST_F(CaseFiles, ExportWritesEveryCellAndSharesFilesOfIdenticalInputs) {
+  EXPECT_EQ(summary_.cells, 16);
+  const json m = manifest(cases_);
+  EXPECT_EQ(m["format"], "pacheck-cases");
+  EXPECT_EQ(m["cells"].size(), 16u);
+  EXPECT_EQ(static_cast<int>(m["files"].size()), summary_.files);
+  for (const auto& c : m["cells"]) {
+    const std::string fault = c["fault"];
+    if (fault == "clean") EXPECT_TRUE(c["baseline"].is_null());
+    // A zero poison writes +0 over zeros: the same bytes as the clean cache, so the same file.
+    if (fault == "V:zero@tail") EXPECT_EQ(c["file"], c["baseline"]) << c["id"];
+    if (fault == "K+V:+inf@all") EXPECT_NE(c["file"], c["baseline"]) << c["id"];
+    // V:nan@tail changes the bytes only where a final block has an unwritten tail.
+    if (fault == "V:nan@tail") EXPECT_EQ(c["file"] != c["baseline"], c["straddle"].get<bool>()) << c["id"];
+  }
+  for (const auto& e : m["files"]) {
+    const SafetensorsFile f = read_safetensors((cases_ / e["file"].get<std::string>()).string());
+    for (const char* t : {"query", "key_cache", "value_cache", "block_tables", "seq_lens", "out", "scale", "k_scale", "v_scale"})
+      EXPECT_NE(f.find(t), nullptr) << e["file"] << " lacks " << t;
+    EXPECT_EQ(e["layout"], "vllm");  // unpinned cells resolve as `run` resolves them for built-ins
+    EXPECT_EQ(f.metadata.at("inputs_sha256"), e["inputs_sha256"]);
+  }
+}
+
+TEST_F(CaseFiles, ScoringReferenceOutputsGivesRunsVerdicts) {
+  const fs::path outs = fresh_dir("ref");
+  run_foreign(cases_, outs);
+  const RunSummary scored = score(outs);
+  RunOptions ro;
+  ro.threads = 2;
+  const RunSummary ran = run_suite(small_suite(), {Registry::global().find("cpu.reference")}, "cpu", ro);
+  ASSERT_EQ(scored.results.size(), ran.results.size());
+  const auto want = by_cell(ran);
+  for (const auto& r : scored.results) {
+    ASSERT_TRUE(want.count(r.cell_id)) << r.cell_id;
+    EXPECT_EQ(r.verdict, want.at(r.cell_id)->verdict) << r.cell_id << ": " << r.detail;
+    EXPECT_EQ(r.metrics.rel_linf, want.at(r.cell_id)->metrics.rel_linf) << r.cell_id;  // same bits, same metrics
+    EXPECT_EQ(r.kernel, "foreign");
+  }
+  EXPECT_EQ(scored.passed, 16);
+  EXPECT_EQ(scored.exit_code(), 0);
+}
+
+TEST_F(CaseFiles, AnOutputThatChangesUnderPoisonIsVariantAgainstTheExportedCleanVariant) {
+  // One ULP in element 0 of every output computed from poisoned inputs: within tolerance, but not bitwise
+  // invariant under the poison, which is what the tail-poison invariance check exists to catch.
+  const json m = manifest(cases_);
+  std::set<std::string> poisoned_files;
+  for (const auto& c : m["cells"])
+    if (!c["baseline"].is_null() && c["file"] != c["baseline"]) poisoned_files.insert(c["file"]);
+  ASSERT_FALSE(poisoned_files.empty());
+  const fs::path outs = fresh_dir("variant");
+  run_foreign(cases_, outs, [&](const json& e, std::vector<std::uint8_t>& out) {
+    if (poisoned_files.count(e["file"])) out[0] ^= 1;
+  });
+  const RunSummary s = score(outs);
+  for (const auto& c : m["cells"]) {
+    const CellResult* r = by_cell(s).at(c["id"]);
+    const bool changed = poisoned_files.count(c["file"]) > 0;
+    EXPECT_EQ(r->verdict, changed ? Verdict::variant : Verdict::pass) << c["id"] << ": " << r->detail;
+    if (changed) EXPECT_EQ(r->variant_elements, 1) << c["id"];
+  }
+  EXPECT_EQ(s.exit_code(), 1);
+}
+
+TEST_F(CaseFiles, UnwrittenMissingAndMalformedOutputsGetTheirVerdicts) {
+  const json m = manifest(cases_);
+  const std::string skip = m["files"][0]["file"], missing = m["files"][1]["file"], cut = m["files"][2]["file"],
+                    wrong = m["files"][3]["file"];
+  const fs::path outs = fresh_dir("planted");
+  run_foreign(cases_, outs, [&](const json& e, std::vector<std::uint8_t>& out) {
+    if (e["file"] == skip) {  // leave the last element as the file's fill pattern: never written
+      const SafetensorsFile in = read_safetensors((cases_ / skip).string());
+      const auto& fill = in.find("out")->data;
+      std::copy(fill.end() - 2, fill.end(), out.end() - 2);
+    }
+  });
+  fs::remove(outs / missing);
+  fs::resize_file(outs / cut, fs::file_size(outs / cut) - 5);
+  {
+    SafetensorsFile f32;
+    std::vector<float> z(1 * 8 * 64);
+    f32.add("out", StDType::F32, {1, 8, 64}, z.data());
+    write_safetensors((outs / wrong).string(), f32);
+  }
+  const RunSummary s = score(outs);
+  for (const auto& c : m["cells"]) {
+    const CellResult* r = by_cell(s).at(c["id"]);
+    const std::string f = c["file"], base = c["baseline"].is_null() ? f : c["baseline"].get<std::string>();
+    // A cell's own output decides first; a broken clean baseline makes its poisoned cells errors too.
+    if (f == missing || base == missing) {
+      EXPECT_EQ(r->verdict, Verdict::error) << c["id"];
+      EXPECT_NE(r->detail.find("no output file"), std::string::npos) << r->detail;
+    } else if (f == cut || base == cut) {
+      EXPECT_EQ(r->verdict, Verdict::error) << c["id"];
+      EXPECT_NE(r->detail.find((outs / cut).string()), std::string::npos) << r->detail;
+    } else if (f == wrong || base == wrong) {
+      EXPECT_EQ(r->verdict, Verdict::error) << c["id"];
+      EXPECT_NE(r->detail.find("tensor 'out': dtype F32, expected"), std::string::npos) << r->detail;
+    } else if (f == skip) {
+      EXPECT_EQ(r->verdict, Verdict::unwritten) << c["id"] << ": " << r->detail;
+    }
+  }
+  EXPECT_EQ(s.exit_code(), 1);
+}
+
+TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
+  const fs::path outs = fresh_dir("ok_outputs");
+  run_foreign(cases_, outs);
+  auto copy_cases = [](const std::string& name) {
+    const fs::path d = fresh_dir(name);
+    fs::copy(cases_, d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    return d;
+  };
+  const std::string first = manifest(cases_)["files"][0]["file"];
+
+  const fs::path tampered = copy_cases("tampered");
+  {  // one bit of the paged key cache, as a disk error or a hand edit would change it
+
+    SafetensorsFile f = read_safetensors((tampered / first).string());
+    for (auto& t : f.tensors)
+      if (t.name == "key_cache") t.data[t.data.size() / 2] ^= 1;
+    write_safetensors((tampered / first).string(), f);
+  }
+  try {
+    score_cases(tampered.string(), outs.string(), {});
+    FAIL() << "scored tampered inputs";
+  } catch (const CaseFilesError& e) {
+    EXPECT_NE(std::string(e.what()).find("inputs changed since export"), std::string::npos) << e.what();
+  }
+
+  const fs::path truncated = copy_cases("truncated");
+  fs::resize_file(truncated / first, 100);
+  try {
+    score_cases(truncated.string(), outs.string(), {});
+    FAIL() << "scored a truncated case file";
+  } catch (const SafetensorsError& e) {
+    EXPECT_EQ(e.file, (truncated / first).string());
+  }
+
+  const fs::path bad_json = copy_cases("bad_json");
+  std::ofstream(bad_json / "manifest.json") << "{\"format\": \"pacheck-cases\", ";
+  EXPECT_THROW(score_cases(bad_json.string(), outs.string(), {}), CaseFilesError);
+
+  const fs::path escape = copy_cases("escape");
+  json m = manifest(escape);
+  m["files"][0]["file"] = "../../etc/passwd";
+  std::ofstream(escape / "manifest.json") << m.dump();
+  EXPECT_THROW(score_cases(escape.string(), outs.string(), {}), CaseFilesError);
+
+  EXPECT_THROW(score_cases(fresh_dir("empty").string(), outs.string(), {}), CaseFilesError);
+}
+
+TEST(CaseFilesExport, KernelLayoutPinsUnpinnedCellsAndScoresLikeRun) {
+  const fs::path cases = fresh_dir("hnd"), outs = fresh_dir("hnd_out");
+  ExportOptions eo;
+  eo.kernel_layout = Layout::hnd;
+  export_cases(small_suite(), cases.string(), eo);
+  const json m = manifest(cases);
+  for (const auto& e : m["files"]) {
+    EXPECT_EQ(e["layout"], "hnd");
+    EXPECT_EQ(e["shapes"]["key_cache"].size(), 4u);  // [num_blocks, num_kv_heads, block_size, head_size]
+    EXPECT_EQ(e["shapes"]["key_cache"][1], 2);
+    EXPECT_EQ(e["shapes"]["key_cache"][2], 16);
+  }
+  run_foreign(cases, outs);
+  ScoreOptions so;
+  so.run.threads = 2;
+  const RunSummary s = score_cases(cases.string(), outs.string(), so);
+  EXPECT_EQ(s.passed, 16);
+  for (const auto& r : s.results) EXPECT_NE(r.cell_id.find(" hnd "), std::string::npos) << r.cell_id;
+}
+
+TEST(CaseFilesExport, Fp8CachesCarryTheirTagsAndPerHeadScales) {
+  Suite suite;
+  try {
+    suite = parse_suite(R"(
+name = "fp8-casefiles"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+seq_lens = [37]
+k_scale_range = [0.5, 2.0]
+v_scale_range = [2.0, 0.5]
+faults = ["clean", "V:nan@tail"]
+)",
+                        "fp8.toml");
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "this build's suites have no fp8 KV or per-head scales yet: " << e.what();
+  }
+  const fs::path cases = fresh_dir("fp8"), outs = fresh_dir("fp8_out");
+  export_cases(suite, cases.string(), {});
+  const json m = manifest(cases);
+  for (const auto& e : m["files"]) {
+    const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
+    EXPECT_EQ(f.find("key_cache")->dtype, StDType::F8_E4M3);
+    ASSERT_NE(f.find("k_scales_per_head"), nullptr);
+    EXPECT_EQ(f.find("k_scales_per_head")->shape, std::vector<std::int64_t>{2});
+  }
+  run_foreign(cases, outs);
+  ScoreOptions so;
+  so.run.threads = 2;
+  const RunSummary s = score_cases(cases.string(), outs.string(), so);
+  EXPECT_EQ(s.passed, 2);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The commands' exit codes
+
+int cli(const std::string& args) {
+  const int st = std::system((std::string(PACHECK_BINARY) + " " + args + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(CaseFilesCli, ExitCodes) {
+  const fs::path cases = fresh_dir("cli_cases"), outs = fresh_dir("cli_outs"), bad = fresh_dir("cli_bad");
+  const std::string filter = "--filter 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 (clean|V:nan@tail)'";
+  EXPECT_EQ(cli("export --suite tail-poison " + filter + " --out " + cases.string()), 0);
+  run_foreign(cases, outs);
+  EXPECT_EQ(cli("score --cases " + cases.string() + " --outputs " + outs.string()), 0);
+  EXPECT_EQ(cli("score --cases " + cases.string() + " --outputs " + outs.string() + " --negative-control"), 3)
+      << "a correct runner scored as the V-tail negative control is not caught: instrument blind";
+  run_foreign(cases, bad, [](const json& e, std::vector<std::uint8_t>& out) {
+    if (e["fault"] != "clean") out[0] ^= 1;  // changes under the poison: variant
+  });
+  EXPECT_EQ(cli("score --cases " + cases.string() + " --outputs " + bad.string()), 1);
+  EXPECT_EQ(cli("score --cases " + fresh_dir("cli_nothing").string() + " --outputs " + outs.string()), 2);
+  EXPECT_EQ(cli("score --cases " + cases.string() + " --outputs /nonexistent/outputs"), 2);
+  EXPECT_EQ(cli("export --suite tail-poison --kernel-layout nchw --out " + fresh_dir("cli_x").string()), 2);
+  EXPECT_EQ(cli("export --suite tail-poison --filter 'matches nothing' --out " + fresh_dir("cli_y").string()), 2);
+}
+
+}  // namespace
+}  // namespace pacheck

@@ -1,0 +1,249 @@
+// The plugin C ABI: every way a library can be refused (each planted in a test plugin built from
+// tests/plugins/planted_plugin.c), the CLI's exit code 2 with nothing run, SHA-256 of loaded libraries,
+// and plugin kernels receiving every verdict through the adapter.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/digest.hpp"
+#include "kernels/plugin.hpp"
+#include "runner/runner.hpp"
+#include "runner/suite.hpp"
+
+namespace pacheck {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string plant(const std::string& name) {
+  return std::string(PACHECK_TEST_PLUGIN_DIR) + "/libpacheck_test_plugin_" + name + ".so";
+}
+
+Registry builtins() {
+  Registry r;
+  register_cpu_kernels(r);
+  return r;
+}
+
+struct AbiError {
+  const char* plant;
+  const char* problem;  ///< must appear in PluginError::problem
+};
+
+class PluginAbiError : public ::testing::TestWithParam<AbiError> {};
+
+TEST_P(PluginAbiError, RefusedNamingTheLibraryAndTheProblemWithNothingRegistered) {
+  Registry reg = builtins();
+  const std::size_t before = reg.all().size();
+  const std::string lib = plant(GetParam().plant);
+  try {
+    load_plugin(lib, reg);
+    FAIL() << lib << " loaded";
+  } catch (const PluginError& e) {
+    EXPECT_EQ(e.library, lib);
+    EXPECT_EQ(std::string(e.what()).rfind("plugin '" + lib + "': ", 0), 0u) << e.what();
+    EXPECT_NE(e.problem.find(GetParam().problem), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reg.all().size(), before) << "a refused library must register nothing";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plants, PluginAbiError,
+    ::testing::Values(
+        AbiError{"wrong_abi", "wrong ABI version: the library was built for pacheck kernel ABI 999, this pacheck speaks ABI 1"},
+        AbiError{"no_register", "missing symbol 'pacheck_register_kernels'"},
+        AbiError{"no_version", "missing symbol 'pacheck_plugin_abi_version'"},
+        AbiError{"dup_builtin", "duplicate kernel name 'cpu.reference': already registered by a built-in kernel"},
+        AbiError{"dup_self", "duplicate kernel name 'plug.twice': registered twice by this library"},
+        AbiError{"null_name", "invalid descriptor: kernel #0: name is NULL"},
+        AbiError{"bad_name", "name 'has space' has character ' '"},
+        AbiError{"null_run", "invalid descriptor: kernel #0 ('plug.bad'): run is NULL"},
+        AbiError{"bad_layout", "kernel #0 ('plug.bad'): layouts: 7 is not a pacheck_layout value"},
+        AbiError{"empty_dtypes", "kv_dtypes: empty"},
+        AbiError{"null_array", "head_sizes: NULL with num_head_sizes = 2"},
+        AbiError{"bad_head_size", "head_sizes: 0 is not > 0"},
+        AbiError{"bad_device", "device: 9 is not a pacheck_device value"},
+        AbiError{"small_struct", "struct_size 16 is smaller than the ABI v1 pacheck_kernel_desc"},
+        AbiError{"unknown_flag", "flags: unknown bits 0x80"},
+        AbiError{"null_desc", "descriptor pointer is NULL"},
+        AbiError{"register_fails", "pacheck_register_kernels failed: planted: no device for this plugin"},
+        AbiError{"no_kernels", "registered no kernel"}),
+    [](const ::testing::TestParamInfo<AbiError>& i) { return std::string(i.param.plant); });
+
+TEST(Plugin, MissingFileAndNonLibraryAreRefused) {
+  Registry reg = builtins();
+  EXPECT_THROW(
+      try { load_plugin("/nonexistent/libnothing.so", reg); } catch (const PluginError& e) {
+        EXPECT_EQ(e.problem, "no such file");
+        throw;
+      },
+      PluginError);
+  const fs::path text = fs::temp_directory_path() / "pacheck_not_a_library.so";
+  std::ofstream(text) << "not an ELF file\n";
+  try {
+    load_plugin(text.string(), reg);
+    FAIL() << "a text file loaded";
+  } catch (const PluginError& e) {
+    EXPECT_EQ(e.problem.rfind("cannot load: ", 0), 0u) << e.what();
+  }
+}
+
+TEST(Plugin, LoadsTheExampleAndRecordsItsSha256) {
+  Registry reg = builtins();
+  const PluginInfo info = load_plugin(PACHECK_EXAMPLE_PLUGIN, reg);
+  EXPECT_EQ(info.abi_version, static_cast<std::uint32_t>(PACHECK_ABI_VERSION));
+  EXPECT_EQ(info.kernels, std::vector<std::string>{"example.cpu_reference"});
+  EXPECT_TRUE(fs::path(info.resolved_path).is_absolute());
+  ASSERT_NE(reg.find("example.cpu_reference"), nullptr);
+  EXPECT_EQ(reg.find("example.cpu_reference")->layouts().front(), Layout::nhd);  // the descriptor's order
+
+  // The digest must be that of the file, computed independently by coreutils.
+  FILE* p = popen(("sha256sum '" + info.resolved_path + "'").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[65] = {};
+  ASSERT_EQ(std::fread(buf, 1, 64, p), 64u);
+  pclose(p);
+  EXPECT_EQ(info.sha256, std::string(buf));
+
+  bool listed = false;
+  for (const auto& l : loaded_plugins()) listed = listed || (l.path == PACHECK_EXAMPLE_PLUGIN && l.sha256 == info.sha256);
+  EXPECT_TRUE(listed) << "loaded_plugins() must report the library for issue 8's fingerprint";
+
+  // The same library again: its kernel name is now taken by a plugin, and the error says which.
+  try {
+    load_plugin(PACHECK_EXAMPLE_PLUGIN, reg);
+    FAIL() << "loaded twice";
+  } catch (const PluginError& e) {
+    EXPECT_NE(e.problem.find("already registered by plugin '" + std::string(PACHECK_EXAMPLE_PLUGIN) + "'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Sha256, MatchesTheFips180Vectors) {
+  Sha256 empty;
+  EXPECT_EQ(empty.hex(), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  Sha256 abc;
+  abc.update("a", 1);
+  abc.update("bc", 2);  // incremental updates give the digest of the concatenation
+  EXPECT_EQ(abc.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+/// A one-case suite, small enough to run every plugin kernel in a test.
+Suite small_suite() {
+  return parse_suite(R"(
+name = "plugin-test"
+description = "one straddling and one long case"
+[[cells]]
+heads = "8/2"
+head_sizes = [64, 128]
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [37, 300]
+faults = ["clean", "V:nan@tail"]
+)",
+                     "plugin-test.toml");
+}
+
+const CellResult& find(const RunSummary& s, const std::string& kernel, int head_size, int seq_len, bool clean) {
+  for (const auto& r : s.results) {
+    const std::string want = "d" + std::to_string(head_size) + " ";
+    if (r.kernel == kernel && r.case_id.find(want) != std::string::npos &&
+        r.case_id.find("ctx" + std::to_string(seq_len) + " ") != std::string::npos && (r.fault == "clean") == clean)
+      return r;
+  }
+  throw std::runtime_error("no result for " + kernel);
+}
+
+TEST(Plugin, KernelsGetEveryVerdictThroughTheAdapter) {
+  Registry reg = builtins();
+  const PluginInfo info = load_plugin(plant("ok"), reg);
+  ASSERT_EQ(info.kernels.size(), 6u);
+  std::vector<KernelPtr> ks;
+  for (const auto& n : info.kernels) ks.push_back(reg.find(n));
+  RunOptions opt;
+  opt.threads = 2;
+  const RunSummary s = run_suite(small_suite(), ks, "cpu", opt);
+
+  const CellResult& err = find(s, "plug.error", 128, 37, true);
+  EXPECT_EQ(err.verdict, Verdict::error);
+  EXPECT_NE(err.detail.find("plug.error returned PACHECK_ERROR: planted: the device is on fire"), std::string::npos) << err.detail;
+  EXPECT_EQ(find(s, "plug.skip_last", 128, 37, true).verdict, Verdict::unwritten);
+  EXPECT_EQ(find(s, "plug.write_past_end", 128, 37, true).verdict, Verdict::oob_write);
+  EXPECT_EQ(find(s, "plug.mutate_input", 128, 37, true).verdict, Verdict::input_mutated);
+  const CellResult& st = find(s, "plug.unknown_status", 64, 37, false);
+  EXPECT_EQ(st.verdict, Verdict::error);
+  EXPECT_NE(st.detail.find("unknown status 42"), std::string::npos) << st.detail;
+
+  // Declines: by the descriptor's list (head_sizes = {64}) and by the supports callback (length > 100).
+  const CellResult& by_list = find(s, "plug.picky", 128, 37, true);
+  EXPECT_EQ(by_list.verdict, Verdict::declined);
+  EXPECT_EQ(by_list.detail, "head_size 128: the plugin lists 64");
+  const CellResult& by_callback = find(s, "plug.picky", 64, 300, true);
+  EXPECT_EQ(by_callback.verdict, Verdict::declined);
+  EXPECT_EQ(by_callback.detail, "planted: max_seq_len 300 > 100");
+  EXPECT_EQ(find(s, "plug.picky", 64, 37, true).verdict, Verdict::error);  // accepted, then its run fails
+  EXPECT_EQ(s.exit_code(), 1);
+}
+
+TEST(Plugin, TheExampleKernelPassesTheTailPoisonMatrix) {
+  Registry reg = builtins();
+  load_plugin(PACHECK_EXAMPLE_PLUGIN, reg);
+  Suite suite = load_suite("tail-poison");
+  std::vector<SuiteCell> keep;  // the bf16 GQA-4 half keeps the test short; it has every fault and length
+  for (const auto& c : suite.cells)
+    if (c.cell.c.kv_dtype == DType::bf16 && c.cell.c.gqa_ratio() == 4) keep.push_back(c);
+  suite.cells = keep;
+  ASSERT_EQ(suite.cells.size(), 8u);
+  RunOptions opt;
+  opt.threads = 2;
+  const RunSummary s = run_suite(suite, {reg.find("example.cpu_reference")}, "cpu", opt);
+  for (const auto& r : s.results) EXPECT_EQ(r.verdict, Verdict::pass) << r.cell_id << ": " << r.detail;
+  EXPECT_EQ(s.passed, 8);
+  EXPECT_EQ(s.exit_code(), 0);
+}
+
+struct Cli {
+  int rc;
+  std::string out, err;
+};
+
+Cli pacheck_cli(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path();
+  const std::string out = (dir / "pacheck_test_plugin.out").string(), err = (dir / "pacheck_test_plugin.err").string();
+  const int st = std::system((std::string(PACHECK_BINARY) + " " + args + " >" + out + " 2>" + err).c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
+}
+
+TEST(PluginCli, EveryLoadErrorExitsTwoWithNothingRun) {
+  for (const char* p : {"wrong_abi", "no_register", "no_version", "dup_builtin", "null_run", "register_fails"}) {
+    const Cli r = pacheck_cli("run --suite tail-poison --plugin " + plant(p));
+    EXPECT_EQ(r.rc, 2) << p;
+    EXPECT_NE(r.err.find("pacheck: error: plugin '" + plant(p) + "': "), std::string::npos) << p << ": " << r.err;
+    EXPECT_EQ(r.out, "") << p << ": a refused plugin must stop the run before anything is printed or run";
+  }
+  const Cli missing = pacheck_cli("run --plugin /nonexistent/lib.so");
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_NE(missing.err.find("plugin '/nonexistent/lib.so': no such file"), std::string::npos) << missing.err;
+}
+
+TEST(PluginCli, RunWithAPluginTestsOnlyItsKernels) {
+  const Cli r = pacheck_cli(std::string("run --suite tail-poison --filter 'h32/8 d128 bs16 bf16 ctx4090 .* V:nan@tail' ") +
+                            "--plugin " + PACHECK_EXAMPLE_PLUGIN);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("kernels: example.cpu_reference\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 passed, 0 failed"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace pacheck
