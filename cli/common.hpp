@@ -67,6 +67,7 @@ void add_run_command(CLI::App& app, Context& ctx);
 void add_list_command(CLI::App& app, Context& ctx);
 void add_selftest_command(CLI::App& app, Context& ctx);
 void add_repro_command(CLI::App& app, Context& ctx);
+void add_fuzz_command(CLI::App& app, Context& ctx);
 void add_export_command(CLI::App& app, Context& ctx);
 void add_score_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add_list_command(app, ctx);
   add_selftest_command(app, ctx);
   add_repro_command(app, ctx);
+  add_fuzz_command(app, ctx);
   add_export_command(app, ctx);
   add_score_command(app, ctx);
   add_bench_command(app, ctx);

@@ -1,0 +1,147 @@
+// pacheck fuzz --kernel K: the properties of properties/ (random cells, metamorphic checks, shrinking)
+// against one kernel, CPU, GPU or plugin; prints the minimal counterexample of each failing property.
+#include <fmt/format.h>
+
+#include <memory>
+#include <random>
+
+#include "cli/common.hpp"
+
+#ifdef PACHECK_HAVE_FUZZ
+#include "properties/planted_kernels.hpp"
+#include "properties/properties.hpp"
+#endif
+
+namespace pacheck::cli {
+
+#ifdef PACHECK_HAVE_FUZZ
+namespace {
+
+struct FuzzOptions {
+  std::string kernel;
+  std::string device;
+  double budget = 0;
+  int cases = 0;
+  std::int64_t seed = -1;
+  std::vector<std::string> properties;
+  int max_size = 100;
+  bool no_shrink = false;
+  bool extreme_full_range = false;
+  std::string reproduce;
+  CommonOptions common;  ///< --plugin, --tolerance, --multiple, --oracle-precision, as `pacheck run`
+};
+
+/// The kernel named `name`: built-in or plugin (Registry::global()), else a planted kernel.
+KernelPtr find_kernel(const std::string& name) {
+  if (KernelPtr k = Registry::global().find(name)) return k;
+  if (KernelPtr k = prop::find_planted_kernel(name)) return k;
+  std::string known;
+  for (const auto& k : Registry::global().all()) known += (known.empty() ? "" : ", ") + k->name();
+  for (const auto& k : prop::planted_kernels()) known += ", " + k->name();
+  throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", name, known));
+}
+
+int run_fuzz(FuzzOptions& o) {
+  o.common.load_plugins();
+  const KernelPtr kernel = find_kernel(o.kernel);
+  if (kernel->device() != PACHECK_DEVICE_CPU && o.device == "cpu")
+    throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device cuda)", o.kernel));
+  std::vector<prop::Property> props;
+  try {
+    for (const auto& name : o.properties) props.push_back(prop::parse_property(name));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--property: {}", e.what()));
+  }
+  if (props.empty()) props = prop::all_properties();
+  if (!o.reproduce.empty() && props.size() != 1)
+    throw UsageError("--reproduce replays one property's failure: name it with --property");
+
+  prop::KernelUnderTest target;
+  try {
+    target = prop::make_target(kernel, o.device, o.common.run_options());
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("cannot fuzz {}: {}", kernel->name(), e.what()));
+  }
+  target.space.extreme_full_range = o.extreme_full_range;
+
+  prop::RunParams params;
+  params.seed = o.seed >= 0 ? static_cast<std::uint64_t>(o.seed) : std::random_device{}();
+  params.cases = o.cases > 0 ? o.cases : 100;
+  params.budget_seconds = o.budget > 0 ? o.budget / static_cast<double>(props.size()) : 0;
+  params.max_size = o.max_size;
+  params.shrink = !o.no_shrink;
+  params.reproduce = o.reproduce;
+
+  const std::string how = params.budget_seconds > 0 ? fmt::format("{:.1f} s per property", params.budget_seconds)
+                                                    : fmt::format("{} cases per property", params.cases);
+  fmt::print("pacheck fuzz: {} on {}, seed {}, {}\n", kernel->name(), target.device, params.seed, how);
+  if (kernel->is_negative_control())
+    fmt::print("{} is a negative control: a failing property here is its planted fault being caught\n", kernel->name());
+  fmt::print("\n{:<18} {:<7} {:>6} {:>8}  {}\n", "property", "result", "cases", "seconds", "coverage");
+  std::fflush(stdout);
+
+  int failed = 0;
+  for (prop::Property p : props) {
+    const prop::PropertyRun run = prop::run_property(p, target, params);
+    fmt::print("{:<18} {:<7} {:>6} {:>8.1f}  {}\n", prop::property_name(p), run.passed ? "held" : "FAILED", run.cases,
+               run.seconds, prop::tag_summary(run.distribution));
+    if (!run.passed) {
+      ++failed;
+      if (run.counterexample) {
+        fmt::print("  minimal counterexample after {} shrinks:\n", run.shrinks);
+        std::string text = run.counterexample->message;
+        for (std::size_t at = 0; (at = text.find('\n', at)) != std::string::npos; at += 5) text.replace(at, 1, "\n    ");
+        fmt::print("    {}\n", text);
+        fmt::print("    replay pacheck fuzz --kernel {}{} --property {} --reproduce '{}'\n", kernel->name(),
+                   kernel->device() == PACHECK_DEVICE_CPU ? "" : " --device " + target.device, prop::property_name(p),
+                   run.reproduce);
+      } else {
+        fmt::print("  {}\n", run.message);
+      }
+    }
+    std::fflush(stdout);
+  }
+  fmt::print("\n{} properties held, {} failed\n", props.size() - static_cast<std::size_t>(failed), failed);
+  return failed ? kFail : kPass;
+}
+
+}  // namespace
+
+void add_fuzz_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "fuzz", "run the property-based tests (random cells, metamorphic properties, shrinking) against one kernel");
+  auto o = std::make_shared<FuzzOptions>();
+  cmd->add_option("--kernel,-k", o->kernel, "kernel to fuzz: built-in, plugin (--plugin) or planted.*")->required();
+  cmd->add_option("--device,-d", o->device, "cuda or cuda:N for GPU kernels (default: cuda:0); CPU kernels run on cpu");
+  auto* budget = cmd->add_option("--budget", o->budget, "wall seconds in all, shared equally by the properties")
+                     ->check(CLI::PositiveNumber);
+  auto* cases = cmd->add_option("--cases", o->cases, "cases per property (default 100)")->check(CLI::PositiveNumber);
+  budget->excludes(cases);
+  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--property,-p", o->properties,
+                  "property to run (repeatable; default all): agreement, tail-poison, paging-invariance, determinism, "
+                  "batch-invariance, gqa-expansion, exact-scaling");
+  cmd->add_option("--max-size", o->max_size, "RapidCheck max_size: 0..100 scales lengths and work per case")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  cmd->add_flag("--no-shrink", o->no_shrink, "report the first failing case as found, without shrinking");
+  cmd->add_flag("--extreme-full-range", o->extreme_full_range,
+                "let dist=extreme use V near the fp32 limit (bf16/f32 KV and output; docs/PROPERTIES.md, Findings)");
+  cmd->add_option("--reproduce", o->reproduce, "replay a failure from the reproduce string printed with it");
+  cmd->add_option("--plugin", o->common.plugins, "kernel library to load (repeatable)");
+  cmd->add_option("--tolerance", o->common.tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
+  cmd->add_option("--oracle-precision", o->common.precision, "oracle precision: f32 or f64")->capture_default_str();
+  cmd->callback([&ctx, o] { ctx.exit_code = run_fuzz(*o); });
+}
+#else
+// Built without RapidCheck (PACHECK_BUILD_TESTS=OFF): the subcommand exists and says why it cannot run.
+void add_fuzz_command(CLI::App& app, Context&) {
+  auto* cmd = app.add_subcommand("fuzz", "property-based tests (not in this build: it has no RapidCheck)");
+  cmd->allow_extras();
+  cmd->callback([] { throw UsageError("pacheck fuzz needs RapidCheck: rebuild with -DPACHECK_BUILD_TESTS=ON"); });
+}
+#endif
+
+}  // namespace pacheck::cli
