@@ -3,10 +3,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "cli/common.hpp"
+#include "kernels/plugin.hpp"
 #include "runner/report.hpp"
+#include "runner/reports.hpp"
 
 namespace pacheck::cli {
 
@@ -15,10 +19,18 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto opts = std::make_shared<CommonOptions>();
   auto json_path = std::make_shared<std::string>();
   auto only_failures = std::make_shared<bool>(false);
+  auto report_dir = std::make_shared<std::string>();
+  auto resume_dir = std::make_shared<std::string>();
   opts->bind(cmd);
+  cmd->add_option("--report-dir", *report_dir,
+                  "write results.jsonl (one line per finished cell, as it finishes), report.json, junit.xml and "
+                  "summary.md into this directory, replacing an earlier run's reports there");
+  cmd->add_option("--resume", *resume_dir,
+                  "complete the interrupted run whose reports are in this directory: cells already in its "
+                  "results.jsonl are not run again (same suite, kernels, device and options required)");
   cmd->add_option("--json", *json_path, "write the full report (summary and every cell's metrics) to this JSON file");
   cmd->add_flag("--only-failures", *only_failures, "print only cells that did not pass");
-  cmd->callback([&ctx, opts, json_path, only_failures] {
+  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir] {
     opts->load_plugins();
     const std::string device = resolve_device(opts->device);
     Suite suite;
@@ -29,14 +41,35 @@ void add_run_command(CLI::App& app, Context& ctx) {
     }
     auto kernels = select_kernels(opts->kernels, device);
     RunOptions ro = opts->run_options();
+    std::optional<ReportDir> reports;
+    std::vector<std::string> kernel_names;
+    for (const auto& k : kernels) kernel_names.push_back(k->name());
+    const nlohmann::json identity = run_identity(suite, kernel_names, device, ro, opts->filter);
+    try {
+      if (!resume_dir->empty()) {
+        if (!report_dir->empty() && std::filesystem::weakly_canonical(*report_dir) != std::filesystem::weakly_canonical(*resume_dir))
+          throw UsageError("--report-dir and --resume name different directories (--resume DIR writes its reports into DIR)");
+        reports = ReportDir::resume(*resume_dir, identity);
+        for (const auto& r : reports->previous()) ro.previous[result_key(r.kernel, r.cell_id)] = r;
+      } else if (!report_dir->empty()) {
+        reports = ReportDir::start(*report_dir, identity);
+      }
+    } catch (const ReportError& e) {
+      throw UsageError(e.what());
+    }
     const bool tty = isatty(fileno(stderr));
     fmt::print("pacheck {} | suite {} ({} cells) | device {} | kernels:", pacheck_version(), suite.name,
                suite.cells.size(), device);
     for (const auto& k : kernels) fmt::print(" {}", k->name());
-    fmt::print("\n\n");
+    if (ro.shard_count > 1) fmt::print(" | shard {}/{}", ro.shard_index, ro.shard_count);
+    fmt::print("\n");
+    if (reports && !resume_dir->empty())
+      fmt::print("resuming {}: {} finished cells in results.jsonl are not run again\n", reports->dir(), ro.previous.size());
+    fmt::print("\n");
     print_header();
     std::fflush(stdout);
     ro.on_result = [&](const CellResult& r) {
+      if (reports) reports->append(r);  // first: a kill right after this cell must not lose it
       if (tty) fmt::print(stderr, "\r\033[K");
       if (!*only_failures || is_failure(r.verdict) || r.expected_fail) print_row(r);
       std::fflush(stdout);
@@ -56,6 +89,20 @@ void add_run_command(CLI::App& app, Context& ctx) {
       out << to_json(s, suite.name, device).dump(1) << "\n";
     }
     ctx.exit_code = s.exit_code();
+    if (reports) {
+      std::vector<PluginFingerprint> plugins;
+      for (const auto& p : loaded_plugins()) plugins.push_back({p.path, p.sha256});
+      const ReportMeta meta{suite.name, device, collect_environment(device, std::move(plugins)), identity};
+      try {
+        reports->finish(s, meta);
+      } catch (const ReportError& e) {
+        // The verdicts exist but CI cannot read them: never let that pass as success.
+        fmt::print(stderr, "pacheck: error: {}\n", e.what());
+        ctx.exit_code = kUsage;
+        return;
+      }
+      fmt::print("reports in {}: results.jsonl report.json junit.xml summary.md\n", reports->dir());
+    }
   });
 }
 

@@ -4,14 +4,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <set>
 
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
+#include "runner/isolate.hpp"
 
 namespace pacheck::cli {
 
-std::string resolve_device(const std::string& device) { return device.empty() ? default_device() : device; }
+std::string resolve_device(const std::string& device) {
+  if (!device.empty()) return device;
+  // Probed in a child process: finding the default device initialises CUDA, and isolated GPU kernels
+  // (--isolate, plugins) run in children forked later, which cannot use a context initialised before fork.
+  if (auto probed = run_in_child_process([] { return default_device(); }, 120)) return *probed;
+  return default_device();
+}
 
 std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device) {
   const Registry& reg = Registry::global();
@@ -45,6 +57,17 @@ void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--filter,-f", filter, "only cells whose id matches this regular expression");
   cmd->add_option("--seed", seed, "override every cell's seed");
   cmd->add_option("--threads,-j", threads, "CPU worker threads (default: all cores)");
+  cmd->add_option("--shard", shard,
+                  "run shard I of N (I/N, 0-based): the cells at suite positions p with p % N == I "
+                  "(default: GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS when set)");
+  auto* iso = cmd->add_flag("--isolate", isolate,
+                            "run every kernel's cells in child processes with a per-cell watchdog "
+                            "(plugin kernels always are): a crash or hang becomes that cell's verdict");
+  cmd->add_flag("--no-isolate", no_isolate, "run plugin kernels in-process too (a crash then ends the run)")->excludes(iso);
+  cmd->add_option("--cell-timeout", cell_timeout,
+                  "isolated cells: seconds a cell may take, case generation included, before its child is killed "
+                  "(verdict timeout)")
+      ->capture_default_str();
   cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
   cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
   cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
@@ -82,7 +105,57 @@ RunOptions CommonOptions::run_options() const {
     }
   }
   if (seed >= 0) o.seed = static_cast<std::uint64_t>(seed);
+  const Shard sh = resolve_shard(shard);
+  o.shard_index = sh.index;
+  o.shard_count = sh.count;
+  if (!(cell_timeout > 0)) throw UsageError(fmt::format("--cell-timeout: {} s (must be > 0)", cell_timeout));
+  o.cell_timeout_s = cell_timeout;
+  if (isolate) {
+    o.isolate = [](const Kernel&) { return true; };
+  } else if (!no_isolate) {
+    // Plugin kernels are foreign code: by default a crash in one must cost a cell, not the run.
+    std::set<std::string> foreign;
+    for (const auto& p : loaded_plugins()) foreign.insert(p.kernels.begin(), p.kernels.end());
+    if (!foreign.empty()) o.isolate = [foreign](const Kernel& k) { return foreign.count(k.name()) > 0; };
+  }
   return o;
+}
+
+namespace {
+/// Parses a non-negative decimal integer filling all of `text`.
+std::optional<int> parse_count(const std::string& text) {
+  int v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || text.empty() || v < 0) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+Shard resolve_shard(const std::string& flag) {
+  Shard s;
+  std::string what;
+  std::optional<int> index, count;
+  if (!flag.empty()) {
+    what = fmt::format("--shard '{}'", flag);
+    const auto slash = flag.find('/');
+    if (slash == std::string::npos) throw UsageError(fmt::format("{}: expected I/N, e.g. 0/4", what));
+    index = parse_count(flag.substr(0, slash));
+    count = parse_count(flag.substr(slash + 1));
+  } else {
+    const char* total = std::getenv("GTEST_TOTAL_SHARDS");
+    const char* idx = std::getenv("GTEST_SHARD_INDEX");
+    if (!total && !idx) return s;
+    what = fmt::format("GTEST_SHARD_INDEX={} GTEST_TOTAL_SHARDS={}", idx ? idx : "(unset)", total ? total : "(unset)");
+    if (!total || !idx) throw UsageError(fmt::format("{}: set both or neither", what));
+    index = parse_count(idx);
+    count = parse_count(total);
+    if (const char* status = std::getenv("GTEST_SHARD_STATUS_FILE"); status && *status) std::ofstream(status, std::ios::app);
+  }
+  if (!index || !count) throw UsageError(fmt::format("{}: I and N must be non-negative integers", what));
+  if (*count < 1 || *index >= *count) throw UsageError(fmt::format("{}: need 0 <= I < N", what));
+  s.index = *index;
+  s.count = *count;
+  return s;
 }
 
 namespace {
@@ -101,7 +174,8 @@ void print_row(const CellResult& r) {
   std::string verdict(verdict_name(r.verdict));
   if (r.expected_fail) verdict += is_failure(r.verdict) ? " (caught)" : " (MISSED)";
   // The cell column shows the case; the fault has its own column.
-  if (r.verdict == Verdict::declined || r.verdict == Verdict::error) {
+  if (r.verdict == Verdict::declined || r.verdict == Verdict::error || r.verdict == Verdict::crash ||
+      r.verdict == Verdict::timeout) {
     fmt::print("{:<{}} {:<20} {:<15} {:<8} {:<13} {}\n", clip(r.case_id, kCellWidth), kCellWidth, r.kernel, r.fault,
                r.straddle ? "straddle" : "aligned", verdict, r.detail);
     return;

@@ -42,6 +42,17 @@ void print_row(const CellResult& r);
 /// Prints per-kernel summaries, the self-test outcome and the closing "N passed, M failed" line.
 void print_summary(const RunSummary& s);
 
+/// A shard of a suite's cells: those whose position p in the suite has p % count == index.
+struct Shard {
+  int index = 0, count = 1;
+};
+/// The shard to run: `flag` ("I/N", from --shard) when not empty, else GoogleTest's GTEST_SHARD_INDEX and
+/// GTEST_TOTAL_SHARDS from the environment (so a ctest or CI matrix that shards GoogleTest binaries shards
+/// pacheck the same way), else 0/1. Touches GTEST_SHARD_STATUS_FILE when the environment names one, as
+/// GoogleTest does to tell the test runner that sharding is supported. Throws UsageError for a malformed
+/// value, N < 1 or I outside [0, N).
+Shard resolve_shard(const std::string& flag);
+
 /// Options shared by run-like commands (run, fuzz, bench), bound onto `cmd`.
 struct CommonOptions {
   std::string suite = "gate";
@@ -50,6 +61,10 @@ struct CommonOptions {
   std::string filter;
   std::int64_t seed = -1;
   int threads = 0;
+  std::string shard;         ///< --shard I/N; empty: GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, else the whole suite
+  bool isolate = false;      ///< --isolate: every kernel's cells in child processes (plugin kernels always)
+  bool no_isolate = false;   ///< --no-isolate: not even plugin kernels (debugging a plugin in-process)
+  double cell_timeout = 60;  ///< --cell-timeout S: isolated cells, wall seconds before the child is killed
   std::string tolerance = "fixed";
   double multiple = 4.0;
   std::string precision = "f32";
@@ -59,7 +74,8 @@ struct CommonOptions {
   /// throws UsageError naming it and the problem (exit 2, nothing run). Without --kernel the plugins'
   /// kernels become the selection, so `--plugin lib.so` alone tests the plugin, not the built-ins too.
   void load_plugins();
-  /// RunOptions from the flags; throws UsageError for a bad regex or policy.
+  /// RunOptions from the flags (shard, isolation and cell timeout included); throws UsageError for a bad
+  /// regex, policy, shard or timeout.
   RunOptions run_options() const;
 };
 
@@ -71,5 +87,7 @@ void add_fuzz_command(CLI::App& app, Context& ctx);
 void add_export_command(CLI::App& app, Context& ctx);
 void add_score_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);
+void add_report_command(CLI::App& app, Context& ctx);
+void add_merge_command(CLI::App& app, Context& ctx);
 
 }  // namespace pacheck::cli

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -24,10 +27,15 @@
 namespace pacheck {
 
 std::string signal_description(int sig) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
   const char* abbrev = sigabbrev_np(sig);
   const char* descr = sigdescr_np(sig);
   if (!abbrev) return fmt::format("signal {}", sig);
   return descr ? fmt::format("SIG{} ({})", abbrev, descr) : fmt::format("SIG{}", abbrev);
+#else
+  const char* descr = ::strsignal(sig);
+  return descr ? fmt::format("signal {} ({})", sig, descr) : fmt::format("signal {}", sig);
+#endif
 }
 
 std::string describe_wait_status(int status) {
@@ -63,7 +71,7 @@ bool send_all(int fd, const std::string& s) {
 /// The child: reads job numbers, one per line, and answers each with one JSON line
 /// {"job": J, "restart": bool, "result": {...}}. Ends with _exit, never exit(): the parent's atexit
 /// handlers and unflushed stdio buffers are not the child's to run or flush.
-[[noreturn]] void child_main(int fd, const IsolationHooks& hooks) {
+[[noreturn]] void child_main(int fd, const IsolationHooks& hooks, int lane) {
   std::string in;
   char buf[256];
   for (;;) {
@@ -78,7 +86,7 @@ bool send_all(int fd, const std::string& s) {
     in.erase(0, nl + 1);
     ChildOutcome out;
     try {
-      out = hooks.run(job);
+      out = hooks.run(job, lane);
     } catch (const std::exception& e) {
       out.result = hooks.lost(job, Verdict::error, e.what(), 0);
     } catch (...) {
@@ -94,7 +102,7 @@ bool send_all(int fd, const std::string& s) {
 struct Child {
   pid_t pid = -1;
   int fd = -1;
-  std::string group;
+  int group = -1;
   std::string buf;  ///< bytes received and not yet consumed as a line
   bool alive() const { return pid > 0; }
 };
@@ -116,8 +124,8 @@ int stop(Child& c) {
   return reap(c);
 }
 
-/// Forks a child for `group`. Returns an empty string on success, else why not.
-std::string spawn(Child& c, const std::string& group, const IsolationHooks& hooks) {
+/// Forks a child of lane `lane` for `group`. Returns an empty string on success, else why not.
+std::string spawn(Child& c, int group, int lane, const IsolationHooks& hooks) {
   int sv[2];
   const pid_t parent = ::getpid();
   pid_t pid;
@@ -125,12 +133,19 @@ std::string spawn(Child& c, const std::string& group, const IsolationHooks& hook
     std::lock_guard<std::mutex> lock(fork_mutex());
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       return fmt::format("socketpair failed: {}", std::strerror(errno));
+    // Unwritten stdio output would be copied into the child and printed twice if a kernel flushes.
+    std::fflush(nullptr);
     pid = ::fork();
     if (pid == 0) {
+#ifdef __linux__
       // Die with the parent (a SIGKILLed run must not leave children spinning on a hung kernel), and
       // catch the race where the parent died before prctl ran.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
       if (::getppid() != parent) _exit(0);
+      // Out of the terminal's process group: Ctrl-C stops the run (and, through the death signal, its
+      // children) instead of killing the child first and being recorded as that cell's crash.
+      ::setpgid(0, 0);
       // A kernel crashing on every cell would otherwise leave a core file per cell in the CI workspace.
       const rlimit no_core{0, 0};
       ::setrlimit(RLIMIT_CORE, &no_core);
@@ -139,7 +154,7 @@ std::string spawn(Child& c, const std::string& group, const IsolationHooks& hook
       sigemptyset(&none);
       ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
       ::close(sv[0]);
-      child_main(sv[1], hooks);
+      child_main(sv[1], hooks, lane);
     }
     ::close(sv[1]);
   }
@@ -157,13 +172,13 @@ std::string spawn(Child& c, const std::string& group, const IsolationHooks& hook
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// Runs `job` on `c` (starting a child when none is alive) and returns its result.
-CellResult run_one(Child& c, const std::string& group, std::size_t job, const IsolationOptions& opt,
+CellResult run_one(Child& c, int group, int lane, std::size_t job, const IsolationOptions& opt,
                    const IsolationHooks& hooks) {
   const auto t0 = Clock::now();
   const std::string cmd = std::to_string(job) + "\n";
   for (int attempt = 0;; ++attempt) {
     if (!c.alive()) {
-      const std::string why = spawn(c, group, hooks);
+      const std::string why = spawn(c, group, lane, hooks);
       if (!why.empty()) return hooks.lost(job, Verdict::error, "could not start a child process: " + why, 0);
     }
     if (send_all(c.fd, cmd)) break;
@@ -227,7 +242,7 @@ CellResult run_one(Child& c, const std::string& group, std::size_t job, const Is
 
 std::optional<std::string> run_in_child_process(const std::function<std::string()>& fn, double timeout_s) {
   IsolationHooks hooks;
-  hooks.run = [&](std::size_t) {
+  hooks.run = [&](std::size_t, int) {
     ChildOutcome out;
     out.result.detail = fn();
     return out;
@@ -239,7 +254,7 @@ std::optional<std::string> run_in_child_process(const std::function<std::string(
     return r;
   };
   Child c;
-  const CellResult r = run_one(c, "probe", 0, IsolationOptions{1, timeout_s}, hooks);
+  const CellResult r = run_one(c, 0, 0, 0, IsolationOptions{1, timeout_s}, hooks);
   stop(c);
   if (r.verdict != Verdict::pass) return std::nullopt;
   return r.detail;
@@ -249,22 +264,29 @@ void run_isolated(const std::vector<IsolatedBatch>& batches, const IsolationOpti
   if (opt.lanes < 1) throw std::invalid_argument(fmt::format("isolation: {} lanes (need at least 1)", opt.lanes));
   if (!(opt.cell_timeout_s > 0))
     throw std::invalid_argument(fmt::format("--cell-timeout: {} s (must be > 0)", opt.cell_timeout_s));
+  if (hooks.prepare && !opt.child_per_batch)
+    throw std::invalid_argument("isolation: a prepare hook needs child_per_batch (older children lack its data)");
+  for (const auto& b : batches)
+    if (b.groups.size() != b.jobs.size()) throw std::invalid_argument("isolation: a batch needs one group per job");
   std::atomic<std::size_t> next{0};
   std::atomic<bool> abort{false};
   std::mutex err_mu;
   std::exception_ptr first_error;
-  auto lane = [&] {
+  auto lane = [&](int lane_index) {
     Child c;
     try {
       for (std::size_t b; !abort && (b = next++) < batches.size();) {
         const IsolatedBatch& batch = batches[b];
-        // One kernel per process: switch processes when the group changes.
-        if (c.alive() && c.group != batch.group) stop(c);
-        for (std::size_t job : batch.jobs) {
-          CellResult r = run_one(c, batch.group, job, opt, hooks);
+        if (hooks.prepare) hooks.prepare(b, lane_index);
+        for (std::size_t i = 0; i < batch.jobs.size(); ++i) {
+          // One kernel per process: switch processes when the group changes.
+          if (c.alive() && c.group != batch.groups[i]) stop(c);
+          CellResult r = run_one(c, batch.groups[i], lane_index, batch.jobs[i], opt, hooks);
           std::lock_guard<std::mutex> lock(fork_mutex());
-          hooks.done(job, r);
+          hooks.done(batch.jobs[i], r);
         }
+        if (opt.child_per_batch) stop(c);
+        if (hooks.release) hooks.release(b, lane_index);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(err_mu);
@@ -275,7 +297,7 @@ void run_isolated(const std::vector<IsolatedBatch>& batches, const IsolationOpti
   };
   const int lanes = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt.lanes), batches.size()));
   std::vector<std::thread> threads;
-  for (int i = 0; i < lanes; ++i) threads.emplace_back(lane);
+  for (int i = 0; i < lanes; ++i) threads.emplace_back(lane, i);
   for (auto& t : threads) t.join();
   if (first_error) std::rethrow_exception(first_error);
 }

@@ -12,11 +12,12 @@
 
 namespace pacheck {
 
-/// Jobs that one child process runs in order. A child only ever runs jobs of one `group` (the kernel
-/// name): a kernel that corrupts its process's memory never shares that process with another kernel.
+/// Jobs that one lane runs in order. `groups[i]` is the group of `jobs[i]` (the kernel): a child only ever
+/// runs jobs of one group, so a kernel that corrupts its process's memory never shares that process with
+/// another kernel.
 struct IsolatedBatch {
-  std::string group;
   std::vector<std::size_t> jobs;
+  std::vector<int> groups;
 };
 
 /// What a child sends back for one job.
@@ -28,9 +29,16 @@ struct ChildOutcome {
 };
 
 struct IsolationHooks {
+  /// Optional. Runs in the parent, in lane `lane`'s thread, before the batch's first child is forked, so
+  /// what it prepares (per lane) is inherited by every child of the batch instead of being recomputed in
+  /// each. Must not throw. Requires IsolationOptions::child_per_batch.
+  std::function<void(std::size_t batch, int lane)> prepare;
+  /// Optional. Runs in the parent after the batch's last job and child: frees what `prepare` made.
+  std::function<void(std::size_t batch, int lane)> release;
   /// Runs in the child process (a fork of the caller, so it sees the caller's memory as it was when the
-  /// child was forked) and computes job `job`. Exceptions it throws become an `error` result.
-  std::function<ChildOutcome(std::size_t job)> run;
+  /// child was forked, `prepare`'s work for its lane included) and computes job `job`. Exceptions it
+  /// throws become an `error` result.
+  std::function<ChildOutcome(std::size_t job, int lane)> run;
   /// Runs in the parent for a job whose child died (verdict crash) or overran the timeout (verdict timeout):
   /// the result to record. `detail` names the signal or the timeout; `seconds` is the wall time spent.
   std::function<CellResult(std::size_t job, Verdict v, const std::string& detail, double seconds)> lost;
@@ -41,16 +49,21 @@ struct IsolationHooks {
 struct IsolationOptions {
   int lanes = 1;               ///< child processes alive at once, each supervised by one parent thread
   double cell_timeout_s = 60;  ///< wall seconds a job may take, from the moment it is sent to the child
+  /// End each batch's children with the batch (needed by hooks.prepare, whose data a child forked earlier
+  /// would not have). Otherwise a lane keeps its child across batches of the same group, which saves a
+  /// device context per batch on GPUs.
+  bool child_per_batch = false;
 };
 
 /// Runs every job of `batches` in child processes: `opt.lanes` supervisor threads take batches in order,
-/// fork a child (fork + a Unix socket pair), send it one job at a time and wait for its result line with a
-/// watchdog of `opt.cell_timeout_s`. A child that dies (signal or exit) or hangs (it is sent SIGKILL)
+/// call hooks.prepare, fork a child per group (fork + a Unix socket pair), send it one job at a time and
+/// wait for its result line with a watchdog of `opt.cell_timeout_s`. A child that dies (signal or exit) or hangs (it is sent SIGKILL)
 /// gives that job hooks.lost(..., crash | timeout, ...); a fresh child then continues with the next job.
 /// Every job gets exactly one hooks.done call. Throws std::runtime_error only when no child can be created
 /// at all (fork or socketpair fails), std::invalid_argument for lanes < 1 or a timeout <= 0.
 ///
-/// Unix only. Children are killed with the parent (PR_SET_PDEATHSIG) so a killed run leaves no orphans.
+/// POSIX. On Linux children die with the parent (PR_SET_PDEATHSIG), so a killed run leaves no orphans;
+/// each child has its own process group, so a terminal's Ctrl-C ends the run rather than a cell.
 /// fork() happens under a process-wide lock that hooks.done also runs under, so no child inherits a
 /// lock (stdout, a report file) held halfway through writing a result.
 void run_isolated(const std::vector<IsolatedBatch>& batches, const IsolationOptions& opt, const IsolationHooks& hooks);

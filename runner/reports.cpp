@@ -19,6 +19,7 @@
 
 #include "kernels/backend.hpp"
 #include "runner/build_info.hpp"
+#include "runner/html_report.hpp"
 #include "runner/report.hpp"
 
 namespace pacheck {
@@ -32,6 +33,7 @@ constexpr const char* kRun = "run.json";
 constexpr const char* kReport = "report.json";
 constexpr const char* kJunit = "junit.xml";
 constexpr const char* kSummary = "summary.md";
+constexpr const char* kHtml = "report.html";
 
 /// Plugin messages and device strings may hold invalid UTF-8, on which nlohmann's dump() throws.
 std::string dump(const nlohmann::json& j, int indent = -1) {
@@ -542,7 +544,7 @@ int open_results(const std::string& dir, bool truncate) {
 /// A directory holds report.json only once its run finished: remove the final reports of an earlier run
 /// before results of a new (or resumed) one are appended.
 void remove_final_reports(const std::string& dir) {
-  for (const char* name : {kReport, kJunit, kSummary}) {
+  for (const char* name : {kReport, kJunit, kSummary, kHtml}) {
     std::error_code ec;
     fs::remove(path_in(dir, name), ec);
     if (ec) throw ReportError(fmt::format("cannot remove '{}': {}", path_in(dir, name), ec.message()));
@@ -611,6 +613,7 @@ namespace {
 void write_final_reports(const std::string& dir, const RunSummary& s, const ReportMeta& meta) {
   write_atomically(path_in(dir, kJunit), junit_xml(s, meta));
   write_atomically(path_in(dir, kSummary), summary_markdown(s, meta));
+  write_atomically(path_in(dir, kHtml), html_report(s, meta));
   // Last: report.json marks the run as finished (load_report tells unfinished runs by its absence).
   write_atomically(path_in(dir, kReport), dump(report_json(s, meta), 1) + "\n");
 }

@@ -5,7 +5,8 @@
 //                  written first, checked by --resume;
 //   report.json    the run summary and every cell's metrics, with the environment fingerprint;
 //   junit.xml      one testcase per cell and kernel, for CI test-report viewers;
-//   summary.md     a Markdown table for a pull-request comment.
+//   summary.md     a Markdown table for a pull-request comment;
+//   report.html    the same run as figures, one self-contained page (runner/html_report.hpp).
 // Also: `pacheck merge` of several report directories (shards) into one.
 #pragma once
 
@@ -117,7 +118,7 @@ class ReportDir {
   /// lost machine, is the case this guards). Never throws (it runs on worker threads); a failure is kept
   /// and thrown by finish().
   void append(const CellResult& r);
-  /// Writes report.json, junit.xml and summary.md (each to a temporary file renamed into place, so a
+  /// Writes report.json, junit.xml, summary.md and report.html (each to a temporary file renamed into place, so a
   /// reader never sees half a report). Throws ReportError for any write failure, including an earlier
   /// append() failure.
   void finish(const RunSummary& s, const ReportMeta& meta);

@@ -300,14 +300,21 @@ CellResult error_result(const Cell& cell, const Kernel& k, std::string why) {
 /// Runs one job on a prepared case. `clean` is the kernel's clean-cache output for this case (the
 /// invariance baseline), computed on first need. Sets `fatal` when the device context was lost.
 CellResult run_job(const WorkItem::Job& j, Backend& backend, const CaseData& data,
-                   std::optional<std::vector<std::uint32_t>>& clean, const RunOptions& opt, bool& fatal) {
+                   std::optional<std::vector<std::uint32_t>>& clean, const RunOptions& opt, bool& fatal,
+                   std::mutex* device_mu = nullptr) {
   CellResult r;
+  // A shared GPU backend runs one kernel call at a time; case preparation and judging stay parallel.
+  auto once = [&](const PagedCache& pc) {
+    std::unique_lock<std::mutex> lock;
+    if (device_mu) lock = std::unique_lock<std::mutex>(*device_mu);
+    return run_kernel_once(*j.kernel, backend, data, pc);
+  };
   try {
-    if (!clean && !j.cell.fault.clean()) clean = run_kernel_once(*j.kernel, backend, data, data.cache).bits;
+    if (!clean && !j.cell.fault.clean()) clean = once(data.cache).bits;
     PagedCache cache = data.cache;
     inject(cache, j.cell.fault);
     const auto t0 = std::chrono::steady_clock::now();
-    RawRun raw = run_kernel_once(*j.kernel, backend, data, j.cell.fault.clean() ? data.cache : cache);
+    RawRun raw = once(j.cell.fault.clean() ? data.cache : cache);
     if (j.cell.fault.clean() && !clean) clean = raw.bits;
     r = judge(j.cell, *j.kernel, data, raw, j.cell.fault.clean() ? nullptr : &*clean, opt);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -323,7 +330,8 @@ CellResult run_job(const WorkItem::Job& j, Backend& backend, const CaseData& dat
 
 /// Runs all jobs of one case on `backend`; a clean run per kernel serves as the invariance baseline.
 void run_item(const WorkItem& item, Backend& backend, const RunOptions& opt, std::vector<CellResult>& results,
-              const std::function<void(CellResult&)>& emit, std::atomic<bool>& device_lost) {
+              const std::function<void(CellResult&)>& emit, std::atomic<bool>& device_lost,
+              std::mutex* device_mu = nullptr) {
   std::optional<CaseData> data;
   try {
     data = prepare_case(item.c, opt);
@@ -343,7 +351,7 @@ void run_item(const WorkItem& item, Backend& backend, const RunOptions& opt, std
       r.index = j.index;
     } else {
       bool fatal = false;
-      r = run_job(j, backend, *data, clean_bits[j.kernel], opt, fatal);
+      r = run_job(j, backend, *data, clean_bits[j.kernel], opt, fatal, device_mu);
       if (fatal) device_lost = true;
     }
     results[j.result_index] = r;
@@ -351,34 +359,45 @@ void run_item(const WorkItem& item, Backend& backend, const RunOptions& opt, std
   }
 }
 
-/// State of one isolated child process. run_suite's instance is only ever used inside children: each
+/// A case prepared in the parent for the isolated children of one lane (or why it could not be).
+struct PreparedCase {
+  std::optional<CaseData> data;
+  std::string error;
+};
+
+PreparedCase prepare_for_children(const Case& c, const RunOptions& opt) {
+  PreparedCase p;
+  try {
+    p.data = prepare_case(c, opt);
+  } catch (const std::exception& e) {
+    p.error = e.what();
+  }
+  return p;
+}
+
+/// State of one isolated child process. run_suite's instances are only ever used inside children: each
 /// child starts from the parent's copy, which the parent never touches, so every child starts empty.
 struct ChildState {
-  std::size_t item = SIZE_MAX;  ///< the case `data` holds
-  std::optional<CaseData> data;
-  std::string prepare_error;
+  std::size_t item = SIZE_MAX;  ///< the case `own` / `clean` belong to
+  PreparedCase own;             ///< the case, when the child prepares it itself
   std::optional<std::vector<std::uint32_t>> clean;  ///< baseline of the child's kernel on `item`
   std::unique_ptr<Backend> cpu, gpu;
 };
 
-/// Runs job `jj` of `item` inside an isolated child (see run_isolated).
+/// Runs job `jj` of `item` inside an isolated child (see run_isolated), on `prepared` (the parent's
+/// preparation, inherited through fork) or, when it is null, on a case the child prepares itself.
 ChildOutcome run_in_child(ChildState& st, std::size_t item_index, const WorkItem& item, std::size_t jj,
-                          const std::string& device_spec, const RunOptions& opt) {
+                          const std::string& device_spec, const RunOptions& opt, const PreparedCase* prepared) {
   const WorkItem::Job& j = item.jobs[jj];
   ChildOutcome out;
   if (st.item != item_index) {
     st.item = item_index;
-    st.data.reset();
     st.clean.reset();
-    st.prepare_error.clear();
-    try {
-      st.data = prepare_case(item.c, opt);
-    } catch (const std::exception& e) {
-      st.prepare_error = e.what();
-    }
+    st.own = prepared ? PreparedCase{} : prepare_for_children(item.c, opt);
   }
-  if (!st.data) {
-    out.result = error_result(j.cell, *j.kernel, fmt::format("case preparation failed: {}", st.prepare_error));
+  const PreparedCase& pc = prepared ? *prepared : st.own;
+  if (!pc.data) {
+    out.result = error_result(j.cell, *j.kernel, fmt::format("case preparation failed: {}", pc.error));
     out.result.index = j.index;
     return out;
   }
@@ -397,7 +416,7 @@ ChildOutcome run_in_child(ChildState& st, std::size_t item_index, const WorkItem
     }
   }
   bool fatal = false;
-  out.result = run_job(j, *backend, *st.data, st.clean, opt, fatal);
+  out.result = run_job(j, *backend, *pc.data, st.clean, opt, fatal);
   out.restart = fatal;
   return out;
 }
@@ -488,7 +507,9 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
         continue;
       }
       const int dev = (k->device() == PACHECK_DEVICE_CPU ? 0 : 1) + (iso ? 2 : 0);
-      const std::string key = iso ? result_key(k->name(), cell.c.id()) : cell.c.id();
+      // Isolated GPU work is grouped per kernel (its child keeps one context across cases); everything
+      // else per case, shared by the kernels that run it.
+      const std::string key = dev == 3 ? result_key(k->name(), cell.c.id()) : cell.c.id();
       auto it = item_of_case[dev].find(key);
       if (it == item_of_case[dev].end()) {
         it = item_of_case[dev].emplace(key, items.size()).first;
@@ -515,34 +536,45 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
       emit(sum.results[i]);
 
   std::atomic<bool> device_lost{false};
-  // GPU work runs in order on one stream; CPU work is spread over workers. Results land at fixed indices,
-  // so the report does not depend on the thread count.
-  std::thread gpu_thread;
-  if (!gpu_items.empty())
-    gpu_thread = std::thread([&] {
-      for (std::size_t i : gpu_items) run_item(items[i], *gpu, opt, sum.results, emit, device_lost);
-    });
+  // Workers take cases from one queue, GPU cases first. Case generation, the oracle and judging run in
+  // parallel; GPU kernel calls go one at a time through `gpu_mu` on the one shared stream. Results land at
+  // fixed indices, so the report does not depend on the thread count.
+  std::vector<std::size_t> queue = gpu_items;
+  queue.insert(queue.end(), cpu_items.begin(), cpu_items.end());
+  std::mutex gpu_mu;
   const int threads = std::max(1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> workers;
-  for (int t = 0; t < std::min<int>(threads, static_cast<int>(cpu_items.size())); ++t)
+  for (int t = 0; t < std::min<int>(threads, static_cast<int>(queue.size())); ++t)
     workers.emplace_back([&] {
       auto cpu = make_cpu_backend();
-      for (std::size_t i; (i = next++) < cpu_items.size();) run_item(items[cpu_items[i]], *cpu, opt, sum.results, emit, device_lost);
+      for (std::size_t i; (i = next++) < queue.size();) {
+        const bool on_gpu = i < gpu_items.size();
+        run_item(items[queue[i]], on_gpu ? *gpu : *cpu, opt, sum.results, emit, device_lost, on_gpu ? &gpu_mu : nullptr);
+      }
     });
   for (auto& w : workers) w.join();
-  if (gpu_thread.joinable()) gpu_thread.join();
 
   // Isolated kernels run after the in-process ones, so no thread is inside a kernel when a child is forked.
-  // A job number is (item << 32 | job within the item); every child of every lane shares `child`.
+  // A job number is (item << 32 | job within the item).
   if (!iso_cpu_items.empty() || !iso_gpu_items.empty()) {
-    ChildState child;
-    IsolationHooks hooks;
+    std::unordered_map<const Kernel*, int> group_of;
+    for (const auto& k : kernels) group_of.emplace(k.get(), static_cast<int>(group_of.size()));
     auto job_of = [&](std::size_t job) -> const WorkItem::Job& { return items[job >> 32].jobs[job & 0xFFFFFFFFu]; };
-    hooks.run = [&](std::size_t job) {
-      return run_in_child(child, job >> 32, items[job >> 32], job & 0xFFFFFFFFu, device_spec, opt);
+    auto batches = [&](const std::vector<std::size_t>& list) {
+      std::vector<IsolatedBatch> out;
+      for (std::size_t i : list) {
+        IsolatedBatch b;
+        for (std::size_t jj = 0; jj < items[i].jobs.size(); ++jj) {
+          b.jobs.push_back(i << 32 | jj);
+          b.groups.push_back(group_of.at(items[i].jobs[jj].kernel));
+        }
+        out.push_back(std::move(b));
+      }
+      return out;
     };
-    hooks.lost = [&](std::size_t job, Verdict v, const std::string& detail, double seconds) {
+    IsolationHooks common;
+    common.lost = [&](std::size_t job, Verdict v, const std::string& detail, double seconds) {
       const WorkItem::Job& j = job_of(job);
       CellResult r = error_result(j.cell, *j.kernel, detail);
       r.verdict = v;
@@ -550,37 +582,51 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
       r.index = j.index;
       return r;
     };
-    hooks.done = [&](std::size_t job, CellResult& r) {
+    common.done = [&](std::size_t job, CellResult& r) {
       const WorkItem::Job& j = job_of(job);
       sum.results[j.result_index] = std::move(r);
       emit(sum.results[j.result_index]);
     };
-    auto batches = [&](const std::vector<std::size_t>& list) {
-      std::vector<IsolatedBatch> out;
-      for (std::size_t i : list) {
-        IsolatedBatch b{items[i].jobs.front().kernel->name(), {}};
-        for (std::size_t jj = 0; jj < items[i].jobs.size(); ++jj) b.jobs.push_back(i << 32 | jj);
-        out.push_back(std::move(b));
-      }
-      return out;
-    };
-    IsolationOptions cpu_opt, gpu_opt;
+    // CPU: each case is prepared once, in the parent, and inherited by a short-lived child per kernel
+    // (forking is cheap on the CPU; preparing a case in every kernel's child would repeat the oracle).
+    // A child's state only ever lives in that child: the parent never touches `cpu_child`.
+    const std::vector<IsolatedBatch> cpu_batches = batches(iso_cpu_items);
+    IsolationOptions cpu_opt;
     cpu_opt.lanes = opt.isolate_lanes > 0 ? opt.isolate_lanes : threads;
-    cpu_opt.cell_timeout_s = gpu_opt.cell_timeout_s = opt.cell_timeout_s;
-    gpu_opt.lanes = 1;  // one device: GPU cells run one at a time, as in-process
+    cpu_opt.cell_timeout_s = opt.cell_timeout_s;
+    cpu_opt.child_per_batch = true;
+    std::vector<PreparedCase> lane_case(static_cast<std::size_t>(std::max(1, cpu_opt.lanes)));
+    ChildState cpu_child;
+    IsolationHooks cpu_hooks = common;
+    cpu_hooks.prepare = [&](std::size_t b, int lane) {
+      lane_case[lane] = prepare_for_children(items[iso_cpu_items[b]].c, opt);
+    };
+    cpu_hooks.release = [&](std::size_t, int lane) { lane_case[lane] = PreparedCase{}; };
+    cpu_hooks.run = [&](std::size_t job, int lane) {
+      return run_in_child(cpu_child, job >> 32, items[job >> 32], job & 0xFFFFFFFFu, device_spec, opt, &lane_case[lane]);
+    };
+    // GPU: one child per kernel kept across cases (a device context per child, not per case), which
+    // prepares each case itself; one lane, since one device runs GPU cells one at a time in-process too.
+    ChildState gpu_child;
+    IsolationHooks gpu_hooks = common;
+    gpu_hooks.run = [&](std::size_t job, int) {
+      return run_in_child(gpu_child, job >> 32, items[job >> 32], job & 0xFFFFFFFFu, device_spec, opt, nullptr);
+    };
+    IsolationOptions gpu_opt;
+    gpu_opt.cell_timeout_s = opt.cell_timeout_s;
     std::exception_ptr gpu_error;
     std::thread iso_gpu;
     if (!iso_gpu_items.empty())
       iso_gpu = std::thread([&] {
         try {
-          run_isolated(batches(iso_gpu_items), gpu_opt, hooks);
+          run_isolated(batches(iso_gpu_items), gpu_opt, gpu_hooks);
         } catch (...) {
           gpu_error = std::current_exception();
         }
       });
     std::exception_ptr cpu_error;
     try {
-      if (!iso_cpu_items.empty()) run_isolated(batches(iso_cpu_items), cpu_opt, hooks);
+      if (!cpu_batches.empty()) run_isolated(cpu_batches, cpu_opt, cpu_hooks);
     } catch (...) {
       cpu_error = std::current_exception();
     }

@@ -99,8 +99,14 @@ TEST(ResultsJsonl, EveryFinishedCellIsALineThatReadsBackExactly) {
   const std::vector<KernelPtr> ks = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
   RunOptions o;
   ReportDir rd = ReportDir::start(dir.path.string(), run_identity(suite, names(ks), "cpu", o, ""));
-  o.on_result = [&](const CellResult& r) { rd.append(r); };
+  std::size_t appended = 0, on_disk_each_time = 0;
+  o.on_result = [&](const CellResult& r) {
+    rd.append(r);
+    // On disk at once, not in a buffer a kill would lose.
+    on_disk_each_time += read_results_jsonl(dir.file("results.jsonl")).results.size() == ++appended;
+  };
   const RunSummary s = run_suite(suite, ks, "cpu", o);
+  EXPECT_EQ(on_disk_each_time, s.results.size());
   const ResultsLog log = read_results_jsonl(dir.file("results.jsonl"));
   ASSERT_EQ(log.results.size(), s.results.size());
   std::multiset<std::string> want, got;
@@ -330,7 +336,17 @@ TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
   ASSERT_EQ(s.exit_code(), 3);
   x = junit_xml(s, meta_for(suite, ks, o));
   EXPECT_NE(x.find("<failure type=\"missed\""), std::string::npos);
-  EXPECT_NE(x.find("name=\"cpu.vector_v: negative control caught\""), std::string::npos);
+  EXPECT_NE(x.find("name=\"cpu.vector_v: negative control caught\" time=\"0\">\n      <failure type=\"check\" "
+                   "message=\"instrument blind: 1 of"),
+            std::string::npos)
+      << x;
+  // A failed comparator self-test alone fails the file too.
+  s = run_suite(suite, ks, "cpu", o);
+  s.selftest.passed = false;
+  ASSERT_EQ(s.exit_code(), 3);
+  x = junit_xml(s, meta_for(suite, ks, o));
+  EXPECT_EQ(count(x, "<failure "), 1);
+  EXPECT_NE(x.find("name=\"comparator self-test\" time=\"0\">\n      <failure type=\"check\""), std::string::npos) << x;
 }
 
 TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {

@@ -1,0 +1,36 @@
+// pacheck merge: combines the reports of several runs (the shards of a CI matrix) into one report directory,
+// judged as one run, with the exit code that run would have had.
+#include <fmt/format.h>
+
+#include "cli/common.hpp"
+#include "runner/reports.hpp"
+
+namespace pacheck::cli {
+
+void add_merge_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "merge", "combine report directories (e.g. --shard I/N runs) into one; exits as the combined run would");
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto out_dir = std::make_shared<std::string>();
+  cmd->add_option("inputs", *inputs, "report directories (--report-dir of finished runs) or report.json files")
+      ->required();
+  cmd->add_option("--out,-o", *out_dir, "directory to write the merged results.jsonl, report.json, junit.xml, summary.md")
+      ->required();
+  cmd->callback([&ctx, inputs, out_dir] {
+    std::vector<MergeInput> in;
+    try {
+      for (const auto& path : *inputs) in.push_back({path, load_report(path)});
+      const auto [summary, meta] = merge_reports(in);
+      write_reports(*out_dir, summary, meta);
+      fmt::print("pacheck merge | {} report(s) | suite {} | device {} | {} cells\n", in.size(), meta.suite, meta.device,
+                 summary.results.size());
+      print_summary(summary);
+      fmt::print("reports in {}: results.jsonl report.json junit.xml summary.md\n", *out_dir);
+      ctx.exit_code = summary.exit_code();
+    } catch (const ReportError& e) {
+      throw UsageError(e.what());
+    }
+  });
+}
+
+}  // namespace pacheck::cli

@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""CLI-level tests of the reports CI reads (issue 8), run by ctest against the built pacheck binary.
+
+usage: test_reports_cli.py SCENARIO --pacheck BIN --source ROOT [--plugin LIB]
+
+Scenarios:
+  junit        junit.xml read by a JUnit consumer (xml.etree): testsuites/testsuite/testcase/failure
+               structure, counts, properties, and agreement with report.json and the exit code
+  kill_resume  SIGKILL a run midway: results.jsonl stays valid, merge refuses the unfinished run,
+               --resume completes it, and the report equals an uninterrupted run's
+  shards       --shard 0/2 and GTEST_SHARD_INDEX=1/GTEST_TOTAL_SHARDS=2 merged equal the unsharded run;
+               an incomplete merge and bad shard values exit 2
+  gate_sh      ci/gate.sh writes the reports and exits with pacheck's code
+  plugin       a planted plugin (tests/plugins/misbehaving.c) that segfaults, aborts, hangs, writes past its
+               output or returns an error on one cell: that cell's verdict only, exit 1, every cell in
+               results.jsonl; without isolation the segfault kills the run and --resume completes it
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+VERDICTS = {"pass", "fail", "poisoned", "variant", "unwritten", "oob_write", "input_mutated", "declined", "error",
+            "crash", "timeout"}
+ERROR_VERDICTS = {"error", "crash", "timeout"}
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def run(args, *cmd, env=None, expect=None, timeout=600):
+    full = [args.pacheck, *cmd]
+    print("+", " ".join(full), flush=True)
+    p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=timeout)
+    if expect is not None and p.returncode != expect:
+        print(p.stdout[-4000:])
+        fail(f"exit code {p.returncode}, want {expect}: {' '.join(full)}")
+    return p
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def comparable(report):
+    """What two reports of the same cells must agree on (timings excluded)."""
+    out = {k: report[k] for k in ("results", "kernels", "summary", "selftest", "exit_code", "suite")}
+    out["results"] = [{k: v for k, v in r.items() if k != "seconds"} for r in out["results"]]
+    return out
+
+
+def read_jsonl(path):
+    """Every line of results.jsonl must be a complete JSON result; a torn last line (no newline) is allowed."""
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        lines.pop()  # torn: a kill cut the last write short; resume drops it
+    out = []
+    for i, line in enumerate(lines, 1):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            fail(f"{path}:{i}: not JSON: {e}")
+        for key in ("suite", "kernel", "cell", "verdict", "metrics", "index"):
+            check(key in r, f"{path}:{i}: no '{key}'")
+        check(r["verdict"] in VERDICTS, f"{path}:{i}: unknown verdict {r['verdict']}")
+        out.append(r)
+    return out
+
+
+def check_junit(path, report):
+    """A JUnit consumer's view of junit.xml, checked against the structure CI tools rely on and against
+    report.json: every cell is a testcase, and it fails exactly when the cell counts as a failure."""
+    root = ET.parse(path).getroot()
+    check(root.tag == "testsuites", f"root is <{root.tag}>")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    cases = {}
+    for ts in root.findall("testsuite"):
+        check(ts.get("name"), "testsuite without name")
+        tcs = ts.findall("testcase")
+        counts = {"tests": len(tcs),
+                  "failures": sum(len(c.findall("failure")) for c in tcs),
+                  "errors": sum(len(c.findall("error")) for c in tcs),
+                  "skipped": sum(len(c.findall("skipped")) for c in tcs)}
+        for k, v in counts.items():
+            check(int(ts.get(k)) == v, f"testsuite {ts.get('name')}: {k}={ts.get(k)} but {v} elements")
+            totals[k] += v
+        float(ts.get("time"))
+        props = {p.get("name"): p.get("value") for p in ts.find("properties").findall("property")}
+        for key in ("pacheck.version", "pacheck.git_commit", "compiler", "device", "device.name"):
+            check(props.get(key), f"testsuite {ts.get('name')}: property {key} missing or empty")
+        for c in tcs:
+            check(c.get("name") and c.get("classname"), "testcase without name/classname")
+            float(c.get("time"))
+            outcomes = c.findall("failure") + c.findall("error") + c.findall("skipped")
+            check(len(outcomes) <= 1, f"testcase {c.get('name')}: {len(outcomes)} outcomes")
+            for f in c.findall("failure") + c.findall("error"):
+                check(f.get("type") and f.get("message"), f"testcase {c.get('name')}: failure without type/message")
+            key = (c.get("classname"), c.get("name"))
+            check(key not in cases, f"testcase {key} twice")
+            cases[key] = c
+    for k, v in totals.items():
+        check(int(root.get(k)) == v, f"testsuites {k}={root.get(k)} but {v}")
+
+    controls = {k["kernel"] for k in report["kernels"] if k["negative_control"] != "-"}
+    failing_cells = 0
+    for r in report["results"]:
+        c = cases.get((f"pacheck.{r['suite']}.{r['kernel']}", r["cell"]))
+        check(c is not None, f"no testcase for {r['kernel']} {r['cell']}")
+        bad = c.find("failure") if c.find("failure") is not None else c.find("error")
+        control = r["expected_fail"] and r["kernel"] in controls
+        want_bad = (r["verdict"] == "pass") if control else r["verdict"] not in ("pass", "declined")
+        check((bad is not None) == want_bad, f"{r['kernel']} {r['cell']}: verdict {r['verdict']} but junit "
+                                             f"{'fails' if bad is not None else 'passes'} it")
+        if bad is not None and not control:
+            failing_cells += 1
+            check(bad.get("type") == r["verdict"], f"{r['cell']}: type {bad.get('type')} != {r['verdict']}")
+            check(bad.tag == ("error" if r["verdict"] in ERROR_VERDICTS else "failure"), f"{r['cell']}: <{bad.tag}>")
+            check("rel_linf: " in (bad.text or ""), f"{r['cell']}: failure text lacks the metrics")
+        if r["verdict"] == "declined":
+            check(c.find("skipped") is not None, f"{r['cell']}: declined but not skipped")
+    any_bad = totals["failures"] + totals["errors"] > 0
+    check(any_bad == (report["exit_code"] != 0), f"junit {'fails' if any_bad else 'passes'} but exit code is "
+                                                  f"{report['exit_code']}")
+    return failing_cells
+
+
+def check_reports_dir(d):
+    for name in ("results.jsonl", "run.json", "report.json", "junit.xml", "summary.md"):
+        check(os.path.isfile(os.path.join(d, name)), f"{d}: no {name}")
+    report = load(os.path.join(d, "report.json"))
+    results = read_jsonl(os.path.join(d, "results.jsonl"))
+    check(len(results) == len(report["results"]), f"{d}: results.jsonl has {len(results)} lines, report "
+                                                  f"{len(report['results'])} results")
+    keys = {(r["kernel"], r["cell"]) for r in results}
+    check(keys == {(r["kernel"], r["cell"]) for r in report["results"]}, f"{d}: results.jsonl and report differ")
+    env = report["environment"]
+    for key in ("pacheck_version", "git_commit", "compiler", "device", "device_name"):
+        check(env.get(key), f"{d}: environment.{key} empty")
+    summary = open(os.path.join(d, "summary.md")).read()
+    check(f"(exit {report['exit_code']})" in summary, f"{d}: summary.md does not state the exit code")
+    check_junit(os.path.join(d, "junit.xml"), report)
+    return report
+
+
+TAIL = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--kernel", "cpu.vector_v"]
+
+
+def scenario_junit(args, tmp):
+    d = os.path.join(tmp, "pass")
+    run(args, "run", *TAIL, "--filter", " bf16 ", "-j2", "--report-dir", d, expect=0)
+    report = check_reports_dir(d)
+    check(report["summary"]["caught"] == 4, "the negative control's 4 bf16 cells were not caught")
+    # Planted: a run in which no cell is selected is vacuous (exit 1); junit must fail it too.
+    d = os.path.join(tmp, "vacuous")
+    run(args, "run", *TAIL, "--filter", "no such cell", "--report-dir", d, expect=1)
+    report = check_reports_dir(d)
+    root = ET.parse(os.path.join(d, "junit.xml")).getroot()
+    check(int(root.get("failures")) > 0, "vacuous run has no junit failure")
+
+
+def scenario_kill_resume(args, tmp):
+    a, b = os.path.join(tmp, "killed"), os.path.join(tmp, "whole")
+    sel = [*TAIL, "--filter", " bf16 "]  # 32 results
+    cmd = [args.pacheck, "run", *sel, "-j1", "--report-dir", a]
+    print("+", " ".join(cmd), "(killed after 10 cells)", flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = os.path.join(a, "results.jsonl")
+    deadline = time.time() + 300
+    lines = 0
+    while lines < 10 and time.time() < deadline and p.poll() is None:
+        time.sleep(0.01)
+        if os.path.exists(results):
+            with open(results, "rb") as f:
+                lines = f.read().count(b"\n")
+    check(p.poll() is None, f"the run ended (exit {p.returncode}) before it could be killed")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    done = read_jsonl(results)
+    check(10 <= len(done) < 32, f"{len(done)} cells in results.jsonl after the kill")
+    check(not os.path.exists(os.path.join(a, "report.json")), "a killed run left a report.json")
+    run(args, "merge", a, "--out", os.path.join(tmp, "m"), expect=2)  # unfinished: refused, not merged
+    run(args, "run", *sel, "-j1", "--seed", "3", "--resume", a, expect=2)  # another run's options: refused
+    p = run(args, "run", *sel, "-j2", "--resume", a, expect=0)
+    check(f"{len(done)} finished cells in results.jsonl are not run again" in p.stdout, "resume did not skip")
+    run(args, "run", *sel, "-j2", "--report-dir", b, expect=0)
+    ra, rb = check_reports_dir(a), check_reports_dir(b)
+    check(comparable(ra) == comparable(rb), "the resumed report differs from the uninterrupted one")
+    check(len(read_jsonl(results)) == 32, "results.jsonl does not hold each of the 32 cells once")
+
+
+def scenario_shards(args, tmp):
+    sel = [*TAIL, "--filter", " f16 ", "-j2"]
+    whole, s0, s1, merged = (os.path.join(tmp, n) for n in ("whole", "s0", "s1", "merged"))
+    run(args, "run", *sel, "--report-dir", whole, expect=0)
+    run(args, "run", *sel, "--shard", "0/2", "--report-dir", s0)
+    status = os.path.join(tmp, "shard_status")
+    env = dict(os.environ, GTEST_TOTAL_SHARDS="2", GTEST_SHARD_INDEX="1", GTEST_SHARD_STATUS_FILE=status)
+    run(args, "run", *sel, "--report-dir", s1, env=env)
+    check(os.path.exists(status), "GTEST_SHARD_STATUS_FILE was not touched")
+    r0, r1 = load(os.path.join(s0, "report.json")), load(os.path.join(s1, "report.json"))
+    check(r0["run"]["shard"] == {"index": 0, "count": 2} and r1["run"]["shard"] == {"index": 1, "count": 2},
+          "shard not recorded in run")
+    check(0 < len(r0["results"]) < len(load(os.path.join(whole, "report.json"))["results"]), "shard 0 is not a part")
+    run(args, "merge", s1, s0, "--out", merged, expect=0)
+    check(comparable(check_reports_dir(merged)) == comparable(check_reports_dir(whole)),
+          "merged shards differ from the unsharded run")
+    run(args, "merge", s0, "--out", os.path.join(tmp, "partial"), expect=2)  # shard 1 missing
+    run(args, "run", *sel, "--shard", "2/2", expect=2)
+    run(args, "run", *sel, "--shard", "1-2", expect=2)
+    run(args, "run", *sel, env=dict(os.environ, GTEST_TOTAL_SHARDS="2"), expect=2)
+
+
+def scenario_gate_sh(args, tmp):
+    gate = os.path.join(args.source, "ci", "gate.sh")
+    env = dict(os.environ, PACHECK=args.pacheck, GITHUB_STEP_SUMMARY=os.path.join(tmp, "step_summary.md"))
+    d = os.path.join(tmp, "gate")
+    base = ["bash", gate, "--kernel", "cpu.reference", "--report-dir", d, "--", "--filter", "bs16 .*ctx(17|1000|1030),"]
+    print("+", " ".join(base), flush=True)
+    p = subprocess.run(base, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(p.returncode == 0, f"gate.sh exit {p.returncode}:\n{p.stdout[-3000:]}")
+    check_reports_dir(d)
+    check("## pacheck gate: PASS (exit 0)" in open(env["GITHUB_STEP_SUMMARY"]).read(), "step summary not written")
+    # Planted: a selection with no cell makes pacheck exit 1; gate.sh must pass that on.
+    p = subprocess.run([*base[:-1], "no such cell"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(p.returncode == 1, f"gate.sh exit {p.returncode} for a failing run:\n{p.stdout[-3000:]}")
+    p = subprocess.run(["bash", gate, "--no-such-option"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    check(p.returncode == 2, f"gate.sh exit {p.returncode} for a bad option")
+    # A kernel repository: the example plugin project, built by gate.sh from a copy outside pacheck's tree.
+    src = os.path.join(tmp, "kernel-repo")
+    shutil.copytree(os.path.join(args.source, "examples", "plugin"), src)
+    d = os.path.join(tmp, "gate-plugin")
+    cmd = ["bash", gate, "--plugin-src", src, "--plugin-lib", "libpacheck_example_plugin.so", "--report-dir", d,
+           "--", "--filter", "bs16 .*ctx(17|1000|1030),"]
+    print("+", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(p.returncode == 0, f"gate.sh on the example plugin: exit {p.returncode}:\n{p.stdout[-3000:]}")
+    report = check_reports_dir(d)
+    plugins = report["environment"]["plugins"]
+    check(len(plugins) == 1 and plugins[0]["path"].endswith("libpacheck_example_plugin.so"), f"plugins: {plugins}")
+    check(all(r["kernel"] != "cpu.reference" for r in report["results"]), "built-in kernels ran alongside the plugin")
+    # A plugin that does not build is an input error: exit 2.
+    with open(os.path.join(src, "example_cpu_plugin.c"), "a") as f:
+        f.write("\nthis is not C;\n")
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(p.returncode == 2, f"gate.sh exit {p.returncode} for a plugin that does not build")
+
+
+def scenario_plugin(args, tmp):
+    check(args.plugin and os.path.exists(args.plugin), "--plugin: planted plugin not built")
+    suite = os.path.join(args.source, "tests", "cli", "isolation.toml")
+    kernels = ["planted.ok", "planted.segfault", "planted.abort", "planted.hang", "planted.oob_write", "planted.error"]
+    want = {"planted.ok": "pass", "planted.segfault": "crash", "planted.abort": "crash", "planted.hang": "timeout",
+            "planted.oob_write": "oob_write", "planted.error": "error"}
+    d = os.path.join(tmp, "isolated")
+    common = ["--plugin", args.plugin, "--suite", suite, "--cell-timeout", "3"]
+    run(args, "run", *common, "-j2", "--report-dir", d, expect=1)  # plugin kernels are isolated by default
+    report = check_reports_dir(d)
+    check([k["kernel"] for k in report["kernels"]] == kernels, "not every planted kernel ran")
+    cells = len(report["results"]) // len(kernels)
+    for r in report["results"]:
+        trigger = " ctx33," in r["cell"]
+        expected = want[r["kernel"]] if trigger else "pass"
+        check(r["verdict"] == expected, f"{r['kernel']} {r['cell']}: {r['verdict']} ({r['detail']}), want {expected}")
+        if r["kernel"] == "planted.segfault" and trigger:
+            check("SIGSEGV" in r["detail"], f"segfault detail: {r['detail']}")
+        if r["kernel"] == "planted.abort" and trigger:
+            check("SIGABRT" in r["detail"], f"abort detail: {r['detail']}")
+    check(cells == 9, f"{cells} cells per kernel, want 9")
+    plugins = report["environment"]["plugins"]
+    check(len(plugins) == 1 and len(plugins[0]["sha256"]) == 64, "plugin SHA-256 missing from the fingerprint")
+
+    # Without isolation the segfault takes the run down, but every cell finished before it is kept, and
+    # --resume (isolated again by default) completes the run.
+    d = os.path.join(tmp, "in_process")
+    p = run(args, "run", *common, "-j1", "--kernel", "planted.segfault", "--no-isolate", "--report-dir", d)
+    check(p.returncode == -signal.SIGSEGV, f"in-process segfault: exit {p.returncode}")
+    kept = read_jsonl(os.path.join(d, "results.jsonl"))
+    check(0 < len(kept) < cells, f"{len(kept)} cells kept after the crash")
+    run(args, "run", *common, "-j1", "--kernel", "planted.segfault", "--resume", d, expect=1)
+    report = check_reports_dir(d)
+    check([r["verdict"] for r in report["results"]].count("crash") == 1, "resumed run lacks the one crash")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin"])
+    ap.add_argument("--pacheck", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--plugin")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pacheck_cli_") as tmp:
+        globals()["scenario_" + args.scenario](args, tmp)
+    print(f"ok: {args.scenario}")
+
+
+if __name__ == "__main__":
+    main()

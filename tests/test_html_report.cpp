@@ -1,0 +1,441 @@
+// report.html: every figure is there, drawn (not an empty frame), with axes and a caption that says what
+// good looks like; the page loads nothing from outside; verdicts stay readable for colour-blind readers;
+// failing cells come with their repro command; --report-dir writes the page. The browser check
+// (ci/check-report-browser.sh, ctest html_report_browser) renders a real run's page in Chromium.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "runner/html_report.hpp"
+#include "runner/reports.hpp"
+#include "runner/svg.hpp"
+
+namespace pacheck {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Number of non-overlapping occurrences of `needle` in `hay`.
+std::size_t count(const std::string& hay, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + needle.size())) ++n;
+  return n;
+}
+
+/// The element that starts with `<tag id="id"` up to its matching close tag (tags of the same name nest).
+std::string element(const std::string& html, const std::string& tag, const std::string& id) {
+  const std::string open = "<" + tag + " id=\"" + id + "\"";
+  const std::size_t start = html.find(open);
+  if (start == std::string::npos) return "";
+  int depth = 0;
+  for (std::size_t p = start; p < html.size();) {
+    const std::size_t next_open = html.find("<" + tag, p + 1), next_close = html.find("</" + tag + ">", p + 1);
+    if (next_close == std::string::npos) return "";
+    if (next_open != std::string::npos && next_open < next_close) {
+      ++depth;
+      p = next_open;
+    } else {
+      if (depth == 0) return html.substr(start, next_close + tag.size() + 3 - start);
+      --depth;
+      p = next_close;
+    }
+  }
+  return "";
+}
+
+/// HTML text back to characters (the page escapes quotes in repro commands).
+std::string unescape(std::string s) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"&#39;", "'"}, {"&quot;", "\""}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}}) {
+    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  }
+  return s;
+}
+
+// ---- a run shaped like seed 000's figure 4 --------------------------------------------------------------
+
+CellResult cell(const std::string& kernel, const std::string& layout, const std::string& heads, const std::string& dtype, int len,
+                const std::string& fault, Verdict v, double rel) {
+  CellResult r;
+  r.suite = "tail-poison";
+  r.kernel = kernel;
+  r.case_id = fmt::format("h{} d128 bs16 {} ctx{} {} seed7", heads, dtype, len, layout);
+  r.fault = fault;
+  r.cell_id = r.case_id + " " + fault;
+  r.straddle = len % 16 != 0;
+  r.verdict = v;
+  r.metrics.rel_linf = rel;
+  r.metrics.max_abs = rel * 3;
+  r.limit = dtype == "bf16" ? 1.6e-2 : 2e-3;
+  r.margin = rel / r.limit;
+  return r;
+}
+
+/// The tail-poison matrix for cpu.reference (clean everywhere but one planted beyond-tolerance cell) and
+/// the negative control cpu.vector_v (poisoned at V and K+V of the straddling length, as expected).
+RunSummary tail_poison_run() {
+  RunSummary s;
+  const std::vector<std::string> faults = {"clean", "K:nan@tail", "V:nan@tail", "K+V:nan@tail"};
+  for (const std::string kernel : {"cpu.reference", "cpu.vector_v"}) {
+    const std::string layout = kernel == "cpu.reference" ? "nhd" : "vllm";
+    int index = 0;
+    for (const std::string dtype : {"bf16", "f16"})
+      for (const std::string heads : {"32/16", "32/8"})
+        for (int len : {4090, 4096})
+          for (const auto& f : faults) {
+            const double base = (dtype == "bf16" ? 3e-3 : 4e-4) * (1 + 0.05 * (heads == "32/8")) * (1 + 0.01 * (len == 4096));
+            CellResult r = cell(kernel, layout, heads, dtype, len, f, Verdict::pass, base);
+            r.index = index++;
+            if (kernel == "cpu.vector_v") {
+              r.expected_fail = len % 16 != 0 && f.rfind("K:", 0) != 0 && f != "clean";
+              if (r.expected_fail) {
+                r.verdict = Verdict::poisoned;
+                r.metrics.rel_linf = INFINITY;
+                r.margin = INFINITY;
+                r.detail = "NaN at (seq 0, head 3, dim 17)";
+              }
+            }
+            if (kernel == "cpu.reference" && dtype == "f16" && heads == "32/8" && len == 4090 && f == "clean") {
+              r.verdict = Verdict::fail;  // planted: one cell beyond tolerance
+              r.metrics.rel_linf = 5e-3;
+              r.margin = r.metrics.rel_linf / r.limit;
+              r.detail = "<script>alert('x')</script> beyond tolerance";
+            }
+            s.results.push_back(r);
+          }
+  }
+  s.selftest.passed = true;
+  s.selftest.lines = {"ok 1-ulp at offset 5 flagged", "ok NaN flagged"};
+  summarize(s, {{"cpu.reference", false}, {"cpu.vector_v", true}});
+  return s;
+}
+
+ReportMeta meta_of() {
+  ReportMeta m;
+  m.suite = "tail-poison";
+  m.device = "cpu";
+  m.environment.pacheck_version = "0.1.0";
+  m.environment.git_commit = "abc1234";
+  m.environment.compiler = "gcc 12.2.0";
+  m.environment.device = "cpu";
+  m.environment.device_name = "Test CPU @ 2 GHz";
+  m.environment.arch = "x86_64";
+  m.environment.plugins = {{"/tmp/libplanted.so", std::string(64, 'a')}};
+  return m;
+}
+
+BenchTable bench_of() {
+  BenchTable t;
+  t.device = "Test CPU";
+  for (const std::string heads : {"32/16", "32/8"})
+    for (int len : {1024, 4096, 16384}) {
+      BenchCaseRow row;
+      row.case_id = fmt::format("h{} d128 bs16 bf16 ctx{} nhd seed7", heads, len);
+      const double a = len * 0.01, b = len * 0.01 / (heads == "32/8" ? 2.0 : 0.8);
+      row.kernels = {{"cpu.vector_v", true, "", "pass", a, a * 0.95, a * 1.05, 3e-3},
+                     {"cpu.vector_v_masked", true, "", "pass", b, b * 0.95, b * 1.05, 3e-3}};
+      row.ratio = a / b;
+      t.rows.push_back(row);
+    }
+  return t;
+}
+
+class HtmlReport : public ::testing::Test {
+ protected:
+  RunSummary s = tail_poison_run();
+  ReportMeta meta = meta_of();
+  BenchTable bench = bench_of();
+  std::string html = html_report(s, meta, &bench);
+};
+
+// ---- structure ------------------------------------------------------------------------------------------
+
+TEST_F(HtmlReport, EveryFigureIsPresentDrawnWithAxesAndACaption) {
+  for (const char* id : {html_ids::kFaultMatrix, html_ids::kErrorVsLength, html_ids::kMargin, html_ids::kBenchRatio}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(count(html, fmt::format("id=\"{}\"", id)), 1u) << "each figure exactly once";
+    const std::string fig = element(html, "figure", id);
+    ASSERT_FALSE(fig.empty()) << "figure missing";
+    EXPECT_NE(fig.find("<svg "), std::string::npos) << "no inline SVG";
+    // Drawn, not an empty frame: many marks.
+    const std::size_t marks = count(fig, "<rect") + count(fig, "<polyline") + count(fig, "<polygon") + count(fig, "<circle");
+    EXPECT_GE(marks, 8u);
+    // Both axes, each with a label, and tick labels or row/column labels.
+    EXPECT_GE(count(fig, "class=\"axis x-axis\""), 1u);
+    EXPECT_GE(count(fig, "class=\"axis y-axis\""), 1u);
+    EXPECT_GE(count(fig, "class=\"axis-label\""), 2u);
+    EXPECT_GE(count(fig, "class=\"tick\"") + count(fig, "class=\"row-label\"") + count(fig, "class=\"col-label\""), 4u);
+    // A caption that says what good looks like, and an accessible title/description on every SVG.
+    const std::size_t cap = fig.find("<figcaption>");
+    ASSERT_NE(cap, std::string::npos) << "no caption";
+    const std::string caption = fig.substr(cap, fig.find("</figcaption>") - cap);
+    EXPECT_NE(caption.find("<b>Good"), std::string::npos) << "caption must say what good looks like";
+    EXPECT_EQ(count(fig, "<svg "), count(fig, "aria-labelledby="));
+    EXPECT_EQ(count(fig, "<svg "), count(fig, "<desc "));
+  }
+  EXPECT_NE(html.find(fmt::format("id=\"{}\"", html_ids::kProvenance)), std::string::npos);
+}
+
+TEST_F(HtmlReport, EverySvgHasAPositiveSizeAndViewBox) {
+  const std::regex svg_re(R"re(<svg id="[^"]+" class="chart" width="([0-9.]+)" height="([0-9.]+)" viewBox="0 0 ([0-9.]+) ([0-9.]+)")re");
+  std::size_t n = 0;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), svg_re); it != std::sregex_iterator(); ++it, ++n) {
+    EXPECT_GT(std::stod((*it)[1]), 100);
+    EXPECT_GT(std::stod((*it)[2]), 50);
+    EXPECT_EQ((*it)[1], (*it)[3]);
+    EXPECT_EQ((*it)[2], (*it)[4]);
+  }
+  EXPECT_EQ(n, count(html, "<svg "));
+  EXPECT_GE(n, 4u);
+}
+
+TEST_F(HtmlReport, LoadsNothingFromOutside) {
+  for (const char* banned : {"<script", "<link", "<iframe", "<img", "<object", "<embed", "@import", "@font-face", "http:", "https:",
+                             "src=", "//fonts", "xlink:href"}) {
+    EXPECT_EQ(html.find(banned), std::string::npos) << "page contains " << banned;
+  }
+  // url() only for in-page patterns; href only for in-page anchors.
+  for (std::size_t p = html.find("url("); p != std::string::npos; p = html.find("url(", p + 1)) EXPECT_EQ(html[p + 4], '#');
+  for (std::size_t p = html.find("href=\""); p != std::string::npos; p = html.find("href=\"", p + 1)) EXPECT_EQ(html[p + 6], '#');
+  // System fonts only.
+  EXPECT_NE(html.find("font-family: system-ui"), std::string::npos);
+  EXPECT_NE(html.find("Content-Security-Policy\" content=\"default-src 'none'"), std::string::npos);
+}
+
+TEST_F(HtmlReport, TextFromOutsideIsEscaped) {
+  EXPECT_EQ(html.find("<script>alert"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert"), std::string::npos);
+}
+
+// ---- content --------------------------------------------------------------------------------------------
+
+TEST_F(HtmlReport, FaultMatrixShowsTheNegativeControlsPattern) {
+  const std::string fig = element(html, "figure", html_ids::kFaultMatrix);
+  const std::size_t vv = fig.find("data-kernel=\"cpu.vector_v\"");
+  ASSERT_NE(vv, std::string::npos);
+  const std::size_t ref = fig.find("data-kernel=\"cpu.reference\"");
+  ASSERT_LT(ref, vv) << "panels in the run's kernel order";
+  const std::string control = fig.substr(vv);  // the last panel
+  const std::string reference = fig.substr(ref, vv - ref);
+  // 2 dtypes x 2 GQA ratios x (V, K+V) at the straddling length poison; the other 24 cells pass.
+  EXPECT_EQ(count(control, "data-verdict=\"poisoned\""), 8u);
+  EXPECT_EQ(count(control, "data-verdict=\"pass\""), 24u);
+  EXPECT_EQ(count(control, "stroke-dasharray=\"3 2\""), 8u) << "expected failures outlined";
+  EXPECT_EQ(count(reference, "data-verdict=\"pass\""), 31u);
+  EXPECT_EQ(count(reference, "data-verdict=\"fail\""), 1u);
+  // Rows carry dtype, heads with the GQA ratio, the length and whether it straddles.
+  EXPECT_NE(fig.find("bf16 \xC2\xB7 h32/8 (GQA 4)"), std::string::npos);
+  EXPECT_NE(fig.find(">straddles<"), std::string::npos);
+  EXPECT_NE(fig.find(">aligned<"), std::string::npos);
+  for (const char* col : {">clean<", ">K<", ">V<", ">K+V<", ">nan@tail<"}) EXPECT_NE(fig.find(col), std::string::npos) << col;
+  // Hover titles carry the cell id and metrics.
+  EXPECT_NE(fig.find("<title>cpu.vector_v | h32/16 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail"), std::string::npos);
+}
+
+TEST_F(HtmlReport, ErrorFigureHasBandMedianLimitAndLogLengthAxis) {
+  const std::string fig = element(html, "figure", html_ids::kErrorVsLength);
+  // One band, median and limit per kernel and dtype: bf16 and f16 errors differ several-fold, so a band
+  // across both would show the dtype rather than the kernel.
+  EXPECT_EQ(count(fig, "class=\"band\""), 4u);
+  EXPECT_EQ(count(fig, "class=\"median\""), 4u);
+  EXPECT_EQ(count(fig, "class=\"limit\""), 4u);
+  EXPECT_EQ(count(fig, "data-dtype=\"bf16\""), 2u);
+  EXPECT_NE(fig.find(">bf16 limit 1.6e-2<"), std::string::npos);
+  EXPECT_NE(fig.find(">f16 limit 2e-3<"), std::string::npos);
+  EXPECT_NE(fig.find("context length (tokens, log scale)"), std::string::npos);
+  EXPECT_NE(fig.find("rel_linf"), std::string::npos);
+  // Every measured length is a labelled tick (4090 and 4096 are too close to label both: the first stays).
+  EXPECT_NE(fig.find(">4090<"), std::string::npos);
+  // One thin line per shape: 2 dtypes x 2 head configurations per kernel.
+  EXPECT_EQ(count(fig, "class=\"series\""), 8u);
+}
+
+TEST_F(HtmlReport, MarginHeatMapColoursEveryShapeAndLength) {
+  const std::string fig = element(html, "figure", html_ids::kMargin);
+  // 4 shapes x 2 lengths x 2 kernels.
+  EXPECT_EQ(count(fig, "<g class=\"cell\">"), 16u);
+  EXPECT_NE(fig.find("margin = rel_linf / limit"), std::string::npos);
+  EXPECT_NE(fig.find(">NaN<"), std::string::npos) << "the control's poisoned lengths";
+  EXPECT_NE(fig.find("stroke=\"#000\" stroke-width=\"2.5\""), std::string::npos) << "the failed cell is outlined";
+}
+
+TEST_F(HtmlReport, BenchCellsCarryBothTimesOnHover) {
+  const std::string fig = element(html, "figure", html_ids::kBenchRatio);
+  EXPECT_EQ(count(fig, "<g class=\"cell\">"), 6u);
+  const std::regex title_re(R"(<title>([^<]*)</title>)");
+  std::size_t with_both = 0;
+  for (auto it = std::sregex_iterator(fig.begin(), fig.end(), title_re); it != std::sregex_iterator(); ++it) {
+    const std::string t = (*it)[1];
+    if (t.find("A cpu.vector_v: ") != std::string::npos && t.find("B cpu.vector_v_masked: ") != std::string::npos &&
+        t.find(" us median") != std::string::npos)
+      ++with_both;
+  }
+  EXPECT_EQ(with_both, 6u);
+  EXPECT_NE(fig.find(">2.00\xC3\x97<"), std::string::npos) << "ratio written in the cell";
+  EXPECT_NE(fig.find("above 1 means B is faster"), std::string::npos);
+}
+
+TEST_F(HtmlReport, WithoutBenchTheSectionSaysHowToGetIt) {
+  const std::string page = html_report(s, meta);
+  EXPECT_TRUE(element(page, "figure", html_ids::kBenchRatio).empty());
+  EXPECT_NE(page.find("No bench results given"), std::string::npos);
+  EXPECT_NE(page.find("pacheck bench --kernel A --kernel B --json"), std::string::npos);
+}
+
+TEST_F(HtmlReport, ProvenanceHasFingerprintChecksAndReproCommands) {
+  const std::string sec = unescape(element(html, "section", html_ids::kProvenance));
+  ASSERT_FALSE(sec.empty());
+  for (const char* want : {"abc1234", "gcc 12.2.0", "Test CPU @ 2 GHz", "/tmp/libplanted.so", "passed", "ok NaN flagged", "caught"})
+    EXPECT_NE(sec.find(want), std::string::npos) << want;
+  // The one failing cell of the run, ready to paste; the control's caught cells are not failures.
+  EXPECT_NE(sec.find("pacheck repro 'h32/8 d128 bs16 f16 ctx4090 nhd seed7 clean' --kernel cpu.reference"), std::string::npos);
+  EXPECT_EQ(count(sec, "pacheck repro "), 1u);
+  EXPECT_NE(sec.find("Failing cells (1)"), std::string::npos);
+}
+
+TEST_F(HtmlReport, MissedControlIsAFailingCellAndTheOutcomeSaysBlind) {
+  for (auto& r : s.results)
+    if (r.kernel == "cpu.vector_v" && r.expected_fail) {
+      r.verdict = Verdict::pass;
+      r.metrics.rel_linf = 1e-3;
+      r.margin = 0.1;
+    }
+  summarize(s, {{"cpu.reference", false}, {"cpu.vector_v", true}});
+  const std::string page = unescape(html_report(s, meta));
+  EXPECT_NE(page.find("exit code 3"), std::string::npos);
+  EXPECT_NE(page.find("BLIND"), std::string::npos);
+  EXPECT_NE(page.find("--kernel cpu.vector_v   <span class=\"note\"># negative control MISSED"), std::string::npos);
+}
+
+TEST_F(HtmlReport, UnparsableCaseIdsAreLeftOutOfFiguresNotFatal) {
+  s.results.front().case_id = "not a case id";
+  EXPECT_NO_THROW(html_report(s, meta));
+}
+
+// ---- the report directory -------------------------------------------------------------------------------
+
+TEST_F(HtmlReport, ReportDirectoryGetsTheSamePage) {
+  char tmpl[] = "/tmp/pacheck_html_XXXXXX";
+  const fs::path dir = ::mkdtemp(tmpl);
+  write_reports(dir.string(), s, meta);
+  std::ifstream in(dir / "report.html");
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, html_report(s, meta));
+  // A new run in the directory removes the old page until it finishes (no stale figures).
+  auto rd = ReportDir::start(dir.string(), nlohmann::json{{"suite", "x"}});
+  EXPECT_FALSE(fs::exists(dir / "report.html"));
+  fs::remove_all(dir);
+}
+
+TEST(BenchTable, ReadsBenchJsonAndRejectsMalformed) {
+  const auto j = nlohmann::json::parse(R"({"suite":"sweep","device":"cpu","rows":[{"case":"h8/2 d128 bs16 bf16 ctx100 nhd seed7",
+    "kernels":[{"kernel":"a","ran":true,"median_us":10,"p10_us":9,"p90_us":11,"verdict":"pass"},
+               {"kernel":"b","ran":false,"note":"declined: x"}]}]})");
+  const BenchTable t = bench_from_json(j);
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_FALSE(t.rows[0].ratio.has_value());
+  EXPECT_EQ(t.rows[0].kernels[1].note, "declined: x");
+  EXPECT_THROW(bench_from_json(nlohmann::json::parse(R"({"rows":[{"kernels":[]}]})")), ReportError);
+  EXPECT_THROW(load_bench("/nonexistent/bench.json"), ReportError);
+}
+
+// ---- colours --------------------------------------------------------------------------------------------
+
+TEST(Palette, SequentialAndDivergingEndpoints) {
+  EXPECT_EQ(svg::viridis(0).hex(), "#440154");
+  EXPECT_EQ(svg::viridis(1).hex(), "#fde725");
+  EXPECT_EQ(svg::viridis(2).hex(), "#fde725") << "clamped";
+  EXPECT_EQ(svg::cividis(0).hex(), "#00224e");
+  EXPECT_EQ(svg::diverging(0).hex(), "#f7f7f7") << "ratio 1 is neutral";
+  // Perceptual order: luminance rises monotonically along viridis.
+  for (int i = 1; i <= 20; ++i) EXPECT_GT(svg::viridis(i / 20.0).luminance(), svg::viridis((i - 1) / 20.0).luminance());
+  // The diverging arms are equally strong: 2x faster and 2x slower look equally far from 1, and each arm
+  // moves steadily away from the centre.
+  for (double t : {0.1, 0.25, 0.5, 0.75, 1.0}) {
+    const double lo = svg::delta_e(svg::diverging(-t), svg::diverging(0)), hi = svg::delta_e(svg::diverging(t), svg::diverging(0));
+    EXPECT_NEAR(lo, hi, 0.06 * hi + 1) << "t = " << t;
+    EXPECT_NEAR(svg::diverging(-t).luminance(), svg::diverging(t).luminance(), 0.03) << "t = " << t;
+    EXPECT_GT(svg::delta_e(svg::diverging(t), svg::diverging(0)), svg::delta_e(svg::diverging(t - 0.1), svg::diverging(0)));
+  }
+  EXPECT_GT(svg::delta_e(svg::simulate_deuteranopia(svg::diverging(-1)), svg::simulate_deuteranopia(svg::diverging(1))), 30)
+      << "the two arms stay apart for deuteranopes";
+}
+
+TEST(Palette, VerdictColoursStayApartForDeuteranopesAndCarryMarks) {
+  const std::vector<Verdict> kinds = {Verdict::pass, Verdict::fail, Verdict::poisoned, Verdict::variant, Verdict::error};
+  for (std::size_t i = 0; i < kinds.size(); ++i)
+    for (std::size_t j = i + 1; j < kinds.size(); ++j) {
+      const svg::Rgb a = verdict_colour(kinds[i]), b = verdict_colour(kinds[j]);
+      EXPECT_GT(svg::delta_e(svg::simulate_deuteranopia(a), svg::simulate_deuteranopia(b)), 12)
+          << verdict_name(kinds[i]) << " vs " << verdict_name(kinds[j]) << " under deuteranopia";
+      EXPECT_NE(verdict_mark(kinds[i]), verdict_mark(kinds[j]));
+    }
+  // Every mark is readable on its own fill (WCAG AA for text).
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::poisoned, Verdict::variant, Verdict::unwritten, Verdict::oob_write,
+                    Verdict::input_mutated, Verdict::declined, Verdict::error, Verdict::crash, Verdict::timeout})
+    EXPECT_GE(svg::contrast(verdict_colour(v), svg::text_on(verdict_colour(v))), 4.5) << verdict_name(v);
+}
+
+TEST(Palette, DeuteranopiaSimulationKeepsGreysAndMergesRedGreen) {
+  EXPECT_EQ(svg::simulate_deuteranopia({128, 128, 128}).hex(), "#808080");
+  // Pure red and a green of similar lightness become hard to tell apart: the check above can fail.
+  EXPECT_LT(svg::delta_e(svg::simulate_deuteranopia(svg::parse_hex("#d62728")), svg::simulate_deuteranopia(svg::parse_hex("#7f7f00"))),
+            12);
+}
+
+// ---- scales, ticks, writer ------------------------------------------------------------------------------
+
+TEST(Svg, LogTicksLabelMeasuredLengthsAndDecades) {
+  const auto ticks = svg::log_ticks(100, 40000, {256, 1024, 4096, 32768});
+  std::vector<std::string> labels;
+  for (const auto& t : ticks) labels.push_back(t.label);
+  for (const char* want : {"256", "1024", "4096", "32768", "100"}) EXPECT_NE(std::find(labels.begin(), labels.end(), want), labels.end()) << want;
+  // 1000 is within 0.15 decades of 1024 and crowds it out; 10000 is far enough from everything.
+  EXPECT_EQ(std::find(labels.begin(), labels.end(), "1000"), labels.end());
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "10000"), labels.end());
+  EXPECT_EQ(svg::tick_label(0.0021), "2.1e-3");
+  EXPECT_EQ(svg::tick_label(0.016), "0.016");
+  EXPECT_EQ(svg::tick_label(4090), "4090");
+}
+
+TEST(Svg, LinearTicksAreRound) {
+  const auto ticks = svg::linear_ticks(0, 0.3, 5);
+  ASSERT_FALSE(ticks.empty());
+  EXPECT_EQ(ticks.front().label, "0");
+  EXPECT_EQ(ticks.back().label, "0.3");
+  const auto [lo, hi] = svg::nice_linear_domain(0.0013, 0.0047, true);
+  EXPECT_EQ(lo, 0);
+  EXPECT_GE(hi, 0.0047);
+}
+
+TEST(Svg, ScalesMapDomainOntoRange) {
+  const auto x = svg::Scale::log10(10, 1000, 0, 200);
+  EXPECT_DOUBLE_EQ(x(100), 100);
+  EXPECT_DOUBLE_EQ(x(0), 0) << "non-positive values sit at the low end of a log axis";
+  const auto y = svg::Scale::linear(0, 1, 300, 100);
+  EXPECT_DOUBLE_EQ(y(0.5), 200);
+  EXPECT_THROW(svg::Scale::log10(0, 1, 0, 1), std::invalid_argument);
+}
+
+TEST(Svg, WriterEscapesAndClosesElements) {
+  svg::Writer w(100, 50, "t", "a <title>", "d & \"desc\"");
+  w.open("g", {{"class", "x\"y"}});
+  w.text(1, 2, "5 < 6 & bad\x01" "byte\xff");  // split: a hex escape would swallow the 'b'
+  const std::string out = w.str();
+  EXPECT_NE(out.find("a &lt;title&gt;"), std::string::npos);
+  EXPECT_NE(out.find("class=\"x&quot;y\""), std::string::npos);
+  EXPECT_NE(out.find("5 &lt; 6 &amp; bad?byte?"), std::string::npos);
+  EXPECT_NE(out.find("</g></svg>"), std::string::npos) << "open elements closed";
+  EXPECT_THROW(svg::Writer(1, 1, "x", "", "").close(), std::logic_error);
+  EXPECT_EQ(svg::num(12.5000), "12.5");
+  EXPECT_EQ(svg::num(-0.001), "0");
+  EXPECT_EQ(svg::num(NAN), "0");
+}
+
+}  // namespace
+}  // namespace pacheck
