@@ -86,7 +86,7 @@ int run_fuzz(FuzzOptions& o) {
   for (prop::Property p : props) {
     const prop::PropertyRun run = prop::run_property(p, target, params);
     fmt::print("{:<18} {:<7} {:>6} {:>8.1f}  {}\n", prop::property_name(p), run.passed ? "held" : "FAILED", run.cases,
-               run.seconds, run.cases > 0 ? prop::tag_summary(run.distribution) : "");
+               run.seconds, prop::tag_summary(run.distribution));
     if (!run.passed) {
       ++failed;
       if (run.counterexample) {

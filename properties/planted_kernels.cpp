@@ -268,12 +268,13 @@ class BatchSplit final : public Planted {
 
 /// Dtype staging fault: V is converted to f16 before P.V (as a kernel feeding an f16-only matrix unit
 /// would). Exact for bf16 values of ordinary magnitude, so agreement on the usual distributions passes;
-/// V scaled past 65504 saturates to Inf, which the exact-scaling property exposes.
+/// V scaled past 65504 overflows to Inf and V scaled below 2^-14 loses bits in f16's subnormals, which
+/// the exact-scaling property exposes.
 class F16StagedV final : public Planted {
  public:
   std::string name() const override { return "planted.f16_staged_v"; }
   std::string description() const override {
-    return "V staged through f16 before P.V: large V overflows (exact scaling; agreement on extreme)";
+    return "V staged through f16 before P.V: large V overflows, tiny V loses bits (exact scaling)";
   }
   void run(const pacheck_kernel_args& a) const override {
     for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {

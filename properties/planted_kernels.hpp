@@ -20,7 +20,8 @@ namespace pacheck::prop {
 ///  - planted.physical_block_order  accumulates P.V in physical-block order (paging-dependent rounding)
 ///  - planted.launch_order          odd launches accumulate tokens in reverse (nondeterministic order)
 ///  - planted.batch_split           split-KV partition length chosen from the batch's longest sequence
-///  - planted.f16_staged_v          V staged through f16 before P.V (saturates for large V)
+///  - planted.f16_staged_v          V staged through f16 before P.V (overflows for large V, loses bits
+///                                  for V in f16's subnormal range)
 const std::vector<KernelPtr>& planted_kernels();
 
 /// The planted kernel named `name`, or nullptr.
