@@ -350,9 +350,12 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
   if (!rotate)
     for (const auto& [f, fc] : faults)
       cell_w = std::max(cell_w, std::max(svg::text_width(fc->poison, 10.5), svg::text_width(fc->target, 11)) + 10);
-  const double panel_w = cell_w * static_cast<double>(faults.size());
-  const double panel_gap = 26;
-  const auto per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - label_w + panel_gap) / (panel_w + panel_gap)));
+  // A panel's slot is as wide as its cells, its title and its axis title, whichever is widest, so narrow
+  // matrices (one fault column) do not run their titles into the next panel.
+  double title_w = svg::text_width("poison target : value@region", 12) * 1.2;
+  for (const auto& k : kernels) title_w = std::max(title_w, svg::text_width(k + "  (negative control)", 13) * 1.2);
+  const double slot_w = std::max(cell_w * static_cast<double>(faults.size()), title_w) + 26;
+  const auto per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - label_w) / slot_w));
   const double header_h = (rotate ? widest_header * 0.72 + 12 : 34) + 20 /* panel title */ + 18 /* axis title */;
   double rows_h = 0;
   for (std::size_t i = 0; i < rows.size(); ++i)
@@ -360,7 +363,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
   const std::size_t blocks = (kernels.size() + per_block - 1) / per_block;
   const double legend_h = 30, block_gap = 24, bottom = 12;
   const double block_h = header_h + rows_h;
-  const double width = std::max(label_w + static_cast<double>(std::min(per_block, kernels.size())) * (panel_w + panel_gap), 560.0);
+  const double width = std::max(label_w + static_cast<double>(std::min(per_block, kernels.size())) * slot_w, 560.0);
   const double height = legend_h + static_cast<double>(blocks) * (block_h + block_gap) + bottom;
 
   std::set<Verdict> present;
@@ -415,7 +418,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
 
     for (std::size_t p = b * per_block; p < std::min(kernels.size(), (b + 1) * per_block); ++p) {
       const std::string& kernel = kernels[p];
-      const double px = label_w + static_cast<double>(p - b * per_block) * (panel_w + panel_gap);
+      const double px = label_w + static_cast<double>(p - b * per_block) * slot_w;
       w.open("g", {{"class", "panel"}, {"data-kernel", kernel}});
       const bool control = is_control(s, kernel);
       w.text(px, top + 14, kernel + (control ? "  (negative control)" : ""), "start", {{"class", "panel-title"}});
