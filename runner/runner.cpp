@@ -11,6 +11,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "faults/fault.hpp"
 #include "runner/isolate.hpp"
 
@@ -421,6 +423,44 @@ ChildOutcome run_in_child(ChildState& st, std::size_t item_index, const WorkItem
   return out;
 }
 
+/// Asks isolated kernel `k` whether it runs each of `cells`, in a child process: supports() is kernel code
+/// too (a plugin's callback may crash), and a GPU kernel's supports() may query its device, which would
+/// create a GPU context in the parent that no child forked afterwards could use. A supports() that throws
+/// declines the cell ("supports() failed: ...", as the plugin ABI reports PACHECK_ERROR). Returns one
+/// answer per cell; when the child dies or hangs, sets `failure` (the cells' error) and returns nothing.
+std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const Cell*>& cells, double timeout_s,
+                                       std::string* failure) {
+  const auto answer = run_in_child_process(
+      [&] {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Cell* cell : cells) {
+          Support s;
+          try {
+            s = k.supports(cell->c);
+          } catch (const std::exception& e) {
+            s = Support::no(std::string("supports() failed: ") + e.what());
+          }
+          out.push_back({s.ok, s.reason});
+        }
+        return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      },
+      timeout_s);
+  std::vector<Support> supports;
+  try {
+    if (answer)
+      for (const auto& a : nlohmann::json::parse(*answer)) supports.push_back({a.at(0).get<bool>(), a.at(1).get<std::string>()});
+  } catch (const std::exception&) {
+    supports.clear();
+  }
+  if (supports.size() != cells.size()) {
+    *failure = fmt::format("not run: asking {} which cells it supports failed (its supports() died, hung past {:g} s or "
+                           "answered garbage in the child process that asks it)",
+                           k.name(), timeout_s);
+    supports.clear();
+  }
+  return supports;
+}
+
 }  // namespace
 
 void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
@@ -482,6 +522,14 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   std::unordered_map<std::string, std::size_t> item_of_case[4];
   std::vector<std::size_t> gpu_items, cpu_items, iso_cpu_items, iso_gpu_items;
   std::vector<std::size_t> resumed;  // result indices taken from opt.previous
+  struct Selected {
+    const Kernel* k;
+    Cell cell;
+    std::size_t index;
+    int ci;
+    bool iso;
+  };
+  std::vector<Selected> selected;
   for (const auto& k : kernels) {
     const bool iso = isolated(*k);
     for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
@@ -499,26 +547,53 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
         resumed.push_back(index);
         continue;
       }
-      Support s = k->supports(cell.c);
-      if (!s.ok) {
-        sum.results[index] = declined_result(cell, *k, s.reason);
-        sum.results[index].suite = suite.name;
-        sum.results[index].index = static_cast<int>(ci);
-        continue;
-      }
-      const int dev = (k->device() == PACHECK_DEVICE_CPU ? 0 : 1) + (iso ? 2 : 0);
-      // Isolated GPU work is grouped per kernel (its child keeps one context across cases); everything
-      // else per case, shared by the kernels that run it.
-      const std::string key = dev == 3 ? result_key(k->name(), cell.c.id()) : cell.c.id();
-      auto it = item_of_case[dev].find(key);
-      if (it == item_of_case[dev].end()) {
-        it = item_of_case[dev].emplace(key, items.size()).first;
-        std::vector<std::size_t>* lists[4] = {&cpu_items, &gpu_items, &iso_cpu_items, &iso_gpu_items};
-        lists[dev]->push_back(items.size());
-        items.push_back(WorkItem{cell.c, {}});
-      }
-      items[it->second].jobs.push_back({index, k.get(), std::move(cell), static_cast<int>(ci)});
+      selected.push_back({k.get(), std::move(cell), index, static_cast<int>(ci), iso});
     }
+  }
+  // Isolated kernels are asked in a child process too, one per kernel (see supports_in_child).
+  struct Asked {
+    std::vector<const Cell*> cells;
+    std::vector<Support> answers;
+    std::string failure;
+    std::size_t next = 0;
+  };
+  std::unordered_map<const Kernel*, Asked> asked;
+  for (const auto& sel : selected)
+    if (sel.iso) asked[sel.k].cells.push_back(&sel.cell);
+  for (const auto& k : kernels)
+    if (auto it = asked.find(k.get()); it != asked.end())
+      it->second.answers = supports_in_child(*k, it->second.cells, opt.cell_timeout_s, &it->second.failure);
+  for (auto& sel : selected) {
+    const Kernel& k = *sel.k;
+    Support s;
+    if (!sel.iso) {
+      s = k.supports(sel.cell.c);
+    } else if (Asked& a = asked.at(&k); !a.failure.empty()) {
+      sum.results[sel.index] = error_result(sel.cell, k, a.failure);
+      sum.results[sel.index].suite = suite.name;
+      sum.results[sel.index].index = sel.ci;
+      continue;
+    } else {
+      s = a.answers[a.next++];
+    }
+    if (!s.ok) {
+      sum.results[sel.index] = declined_result(sel.cell, k, s.reason);
+      sum.results[sel.index].suite = suite.name;
+      sum.results[sel.index].index = sel.ci;
+      continue;
+    }
+    const int dev = (k.device() == PACHECK_DEVICE_CPU ? 0 : 1) + (sel.iso ? 2 : 0);
+    // Isolated GPU work is grouped per kernel (its child keeps one context across cases); everything
+    // else per case, shared by the kernels that run it.
+    const std::string key = dev == 3 ? result_key(k.name(), sel.cell.c.id()) : sel.cell.c.id();
+    auto it = item_of_case[dev].find(key);
+    if (it == item_of_case[dev].end()) {
+      it = item_of_case[dev].emplace(key, items.size()).first;
+      std::vector<std::size_t>* lists[4] = {&cpu_items, &gpu_items, &iso_cpu_items, &iso_gpu_items};
+      lists[dev]->push_back(items.size());
+      items.push_back(WorkItem{sel.cell.c, {}});
+    }
+    items[it->second].jobs.push_back({sel.index, &k, std::move(sel.cell), sel.ci});
   }
 
   std::mutex mu;

@@ -228,6 +228,53 @@ TEST(Isolation, ChildrenDieWithTheRun) {
   if (!dead) ::kill(child, SIGKILL);
 }
 
+/// cpu.reference whose supports() records which process asked it, and can crash on the trigger cell.
+class Asking : public Kernel {
+ public:
+  Asking(std::string name, std::string pid_file, bool crash) : name_(std::move(name)), pid_file_(std::move(pid_file)), crash_(crash) {}
+  std::string name() const override { return name_; }
+  std::string description() const override { return "planted supports()"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case& c) const override {
+    std::ofstream(pid_file_, std::ios::app) << ::getpid() << "\n";
+    if (crash_ && c.seq_lens[0] == kTrigger) {
+      volatile int* volatile p = nullptr;
+      *p = 42;
+    }
+    return Support::yes();
+  }
+  void run(const pacheck_kernel_args& a) const override { Registry::global().find("cpu.reference")->run(a); }
+
+ private:
+  std::string name_, pid_file_;
+  bool crash_;
+};
+
+TEST(Isolation, IsolatedKernelsAreAskedWhatTheySupportInAChild) {
+  // supports() is kernel code: a GPU kernel's may create a device context (unusable in every child forked
+  // after it), a plugin's may crash. Isolated kernels are asked in a child process.
+  TempDir dir;
+  const std::string pids = (dir.path / "asked_by").string();
+  Asking fine("planted.asking", pids, false), crashing("planted.supports_crash", pids, true);
+  const KernelPtr ref = Registry::global().find("cpu.reference");
+  const RunSummary s = run_suite(small_suite(), {ref, unowned(&fine), unowned(&crashing)}, "cpu", isolated_options());
+  std::ifstream in(pids);
+  int asked = 0;
+  for (pid_t pid; in >> pid; ++asked) EXPECT_NE(pid, ::getpid()) << "supports() of an isolated kernel ran in the parent";
+  EXPECT_GE(asked, static_cast<int>(small_suite().cells.size()));
+  EXPECT_EQ(s.kernels[0].failed, 0);
+  EXPECT_EQ(s.kernels[1].failed, 0);
+  EXPECT_EQ(s.kernels[1].passed, static_cast<int>(small_suite().cells.size()));
+  // A supports() that crashes costs that kernel's cells (error, saying why), not the run.
+  EXPECT_EQ(s.kernels[2].failed, static_cast<int>(small_suite().cells.size()));
+  for (const auto& r : s.results)
+    if (r.kernel == "planted.supports_crash") {
+      EXPECT_EQ(r.verdict, Verdict::error);
+      EXPECT_NE(r.detail.find("asking planted.supports_crash which cells it supports failed"), std::string::npos) << r.detail;
+    }
+  EXPECT_EQ(s.exit_code(), 1);
+}
+
 TEST(Isolation, ProbeInAChildReturnsItsValue) {
   EXPECT_EQ(run_in_child_process([] { return std::string("cpu"); }, 10), "cpu");
   EXPECT_EQ(run_in_child_process([]() -> std::string { std::abort(); }, 10), std::nullopt);
