@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 #include <set>
+#include <thread>
 
 #include "faults/fault.hpp"
 
@@ -112,37 +114,77 @@ BenchResult run_bench(const Suite& suite, const std::vector<KernelPtr>& kernels,
   auto backend = open_backend(device_spec);
   res.device = backend->description();
   res.copy_gbs = backend->copy_bandwidth_gbs(device_spec == "cpu" ? (std::size_t{256} << 20) : (std::size_t{2} << 30), 10);
+  if (opt.on_start) opt.on_start(res.device, res.copy_gbs);
+
+  // Plan first (cheap): one row per clean suite cell, and per row one case per layout its kernels run in
+  // (native-layout cells are prepared per kernel layout). The row id is the first group's case id.
+  struct Group {
+    std::size_t row;
+    Case c;
+    std::vector<std::size_t> kernel_idx;
+  };
+  std::vector<Group> groups;
   std::set<std::string> seen;
   for (const auto& sc : suite.cells) {
     if (!sc.cell.fault.clean()) continue;
-    // Native-layout cells are prepared per kernel layout; group kernels by the layout they run.
-    std::vector<std::pair<Case, std::vector<const Kernel*>>> groups;
-    for (const auto& k : kernels) {
-      Case c = sc.for_kernel(*k).c;
-      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first.id() == c.id(); });
-      if (it == groups.end()) groups.push_back({c, {k.get()}});
-      else it->second.push_back(k.get());
+    std::vector<Group> mine;
+    for (std::size_t ki = 0; ki < kernels.size(); ++ki) {
+      Case c = sc.for_kernel(*kernels[ki]).c;
+      auto it = std::find_if(mine.begin(), mine.end(), [&](const Group& g) { return g.c.id() == c.id(); });
+      if (it == mine.end()) mine.push_back({res.rows.size(), c, {ki}});
+      else it->kernel_idx.push_back(ki);
     }
-    // One row per suite cell, even when kernels ran it in different layouts (the row id is the first).
     BenchRow row;
-    row.case_id = groups.front().first.id();
+    row.case_id = mine.front().c.id();
     if (opt.filter && !std::regex_search(row.case_id, *opt.filter)) continue;
     if (!seen.insert(row.case_id).second) continue;
     row.timings.resize(kernels.size());
-    for (const auto& [c, ks] : groups) {
-      CaseData d = prepare_case(c, opt.run);
-      row.kv_bytes = 0;
-      for (int s = 0; s < c.num_seqs(); ++s)
-        row.kv_bytes += static_cast<std::int64_t>(c.seq_lens[s]) * c.num_kv_heads * c.head_size * 2 *
-                        static_cast<std::int64_t>(dtype_size(c.kv_dtype));
-      for (const Kernel* k : ks) {
-        const auto idx = static_cast<std::size_t>(std::find_if(kernels.begin(), kernels.end(), [&](const KernelPtr& p) { return p.get() == k; }) - kernels.begin());
-        row.timings[idx] = time_kernel(*k, *backend, d, opt, row.kv_bytes, res.copy_gbs);
-      }
+    res.rows.push_back(std::move(row));
+    for (auto& g : mine) groups.push_back(std::move(g));
+  }
+
+  // Preparing a case (pre-paging tensors, paging, oracle) is host work that dominates a suite of small cells:
+  // it runs on worker threads up to `lookahead` groups ahead of the timing, which stays on this thread so
+  // no two kernels ever share the device while one is timed.
+  const std::size_t lookahead = std::clamp<std::size_t>(opt.prepare_threads > 0 ? static_cast<std::size_t>(opt.prepare_threads)
+                                                                               : std::thread::hardware_concurrency(),
+                                                        1, 16);
+  // Also bounded in host memory: a group's prepared data is estimated from its K/V element count (cache,
+  // fp32 pre-paging copies and the oracle inputs: about 12 bytes per element for 16-bit caches).
+  auto host_bytes = [&](const Group& g) {
+    std::int64_t tokens = 0;
+    for (int s = 0; s < g.c.num_seqs(); ++s) tokens += g.c.seq_lens[s];
+    return static_cast<double>(tokens) * g.c.num_kv_heads * g.c.head_size * 2 * (8.0 + dtype_size(g.c.kv_dtype));
+  };
+  const double budget = static_cast<double>(opt.prepare_bytes);
+  std::vector<std::future<CaseData>> prepared(groups.size());
+  std::size_t next = 0;
+  double in_flight = 0;
+  auto fill = [&](std::size_t consumed) {
+    while (next < groups.size() && next < consumed + lookahead &&
+           (next == consumed || in_flight + host_bytes(groups[next]) <= budget)) {
+      in_flight += host_bytes(groups[next]);
+      const std::size_t i = next++;
+      prepared[i] = std::async(std::launch::async, [&, i] { return prepare_case(groups[i].c, opt.run); });
     }
+  };
+  fill(0);
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    fill(gi);
+    CaseData d = prepared[gi].get();  // rethrows a preparation error
+    in_flight -= host_bytes(groups[gi]);
+    fill(gi + 1);
+    const Group& g = groups[gi];
+    BenchRow& row = res.rows[g.row];
+    row.kv_bytes = 0;
+    for (int s = 0; s < g.c.num_seqs(); ++s)
+      row.kv_bytes += static_cast<std::int64_t>(g.c.seq_lens[s]) * g.c.num_kv_heads * g.c.head_size * 2 *
+                      static_cast<std::int64_t>(dtype_size(g.c.kv_dtype));
+    for (std::size_t ki : g.kernel_idx) row.timings[ki] = time_kernel(*kernels[ki], *backend, d, opt, row.kv_bytes, res.copy_gbs);
+    if (gi + 1 < groups.size() && groups[gi + 1].row == g.row) continue;  // the row has another layout to time
     if (row.timings.size() == 2 && row.timings[0].ran && row.timings[1].ran && row.timings[1].median_us > 0)
       row.ratio = row.timings[0].median_us / row.timings[1].median_us;
-    res.rows.push_back(std::move(row));
+    if (opt.on_row) opt.on_row(row);
   }
   return res;
 }

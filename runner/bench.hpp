@@ -2,6 +2,7 @@
 // in the same run, and same-binary A/B ratios between two kernels (seed 000 figure 1, seed 001, seed 003).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <regex>
 #include <string>
@@ -11,12 +12,22 @@
 
 namespace pacheck {
 
+struct BenchRow;
+
+/// How `pacheck bench` times each cell.
 struct BenchOptions {
   int warmup = 5;                    ///< untimed calls before sampling
   int samples = 25;                  ///< timed samples; the median is reported
   double min_sample_ms = 0.5;        ///< calls per sample are batched until a sample lasts at least this
   std::size_t rotate_bytes = 192u << 20;  ///< input copies rotate until they span this many bytes (> 3x a 60 MB L2)
   std::optional<std::regex> filter;  ///< keep cases whose id matches
+  int prepare_threads = 0;           ///< cases prepared ahead on host threads (0: one per hardware thread, at most 16)
+  std::size_t prepare_bytes = std::size_t{16} << 30;  ///< host memory the cases prepared ahead may take (estimate)
+  /// Called with each row as soon as it is complete (rows arrive in suite order), so a caller can print or
+  /// save results of a long bench before it ends.
+  std::function<void(const BenchRow&)> on_row;
+  /// Called once before the first row with the device description and the copy bandwidth in GB/s.
+  std::function<void(const std::string& device, double copy_gbs)> on_start;
   RunOptions run;                    ///< tolerance etc. for the correctness check of each timed cell
 };
 
