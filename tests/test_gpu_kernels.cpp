@@ -10,6 +10,11 @@
 //    poisons gpu.paged_v1_tail_fault exactly on the cells poisons_v_tail() names (the negative control).
 //  - Paging invariance, batch invariance, determinism, query/out strides, args.scale.
 //  - A fault inside a kernel (illegal address) is reported as a fatal KernelError (death test).
+//  - fp8 KV caches (docs/FP8.md): gpu.paged_v1/v2 accept e4m3fn, e4m3fnuz and e5m2 with bf16/f16 query and
+//    output and decline anything else with a reason (no device needed); on a device, the decode of all 256
+//    codes per encoding through the kernels' load16 + expand16 path equals oracle/fp8.cpp bit for bit,
+//    the kernels agree with the oracle under per-head and per-tensor scales, and gpu.paged_v1_tail_fault
+//    is caught exactly on NaN/Inf V-tail poison (e4m3fnuz's 0x7F = 240 is finite and stays harmless).
 //  - Bench (PACHECK_GPU_BENCH=1 only): bandwidth of each kernel at 64 x 8192 x 32/8 x 128 bf16 against the
 //    device-to-device copy bandwidth measured in the same run.
 #include <gtest/gtest.h>
@@ -33,6 +38,7 @@
 #include "kernels/kernel.hpp"
 #include "kernels/layouts/layout.hpp"
 #include "oracle/comparator.hpp"
+#include "oracle/fp8.hpp"
 #include "runner/runner.hpp"
 #ifdef PACHECK_HAVE_GPU
 #include "kernels/gpu/launch.hpp"
@@ -481,6 +487,189 @@ struct Buf {
   Buf(const Buf&) = delete;
   Buf& operator=(const Buf&) = delete;
 };
+
+// ---------------------------------------------------------------------------------------------------
+// fp8 KV caches.
+
+const DType kFp8[] = {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2};
+const std::vector<std::string> kPagedKernels = {"gpu.paged_v1", "gpu.paged_v1_tail_fault", "gpu.paged_v2"};
+
+/// A vllm-layout case with an fp8 cache, q/out `qo`, and per-KV-head scales K 0.3 -> 3, V 3 -> 0.3 (the fp8
+/// suite's), so a kernel that reads the NaN scalar, or head 0's scale for every head, fails.
+Case fp8_case(DType kv, DType qo, int heads, int kv_heads, int d, int bs, std::vector<int> lens) {
+  Case c;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  c.head_size = d;
+  c.block_size = bs;
+  c.q_dtype = c.out_dtype = qo;
+  c.kv_dtype = kv;
+  c.seq_lens = std::move(lens);
+  c.layout = Layout::vllm;
+  c.k_scale.range = std::make_pair(0.3f, 3.0f);
+  c.v_scale.range = std::make_pair(3.0f, 0.3f);
+  return c;
+}
+
+// supports() is host code: checked without a device.
+TEST(GpuFp8, PagedKernelsAcceptFp8OthersDeclineWithAReason) {
+  for (DType kv : kFp8) {
+    for (DType qo : {DType::bf16, DType::f16}) {
+      const Case c = fp8_case(kv, qo, 32, 8, 128, 16, {4090, 17});
+      for (const auto& name : kPagedKernels) {
+        const Support s = kernel(name)->supports(c);
+        EXPECT_TRUE(s.ok) << name << " " << c.id() << ": " << s.reason;
+      }
+      for (const std::string name : {"gpu.warp_split", "gpu.warp_split_gqa"}) {
+        Case n = c;
+        n.layout = Layout::nhd;
+        const Support s = kernel(name)->supports(n);
+        EXPECT_FALSE(s.ok) << name;
+        EXPECT_NE(s.reason.find("kv_dtype " + std::string(dtype_name(kv))), std::string::npos) << s.reason;
+      }
+    }
+    for (const auto& name : kPagedKernels) {
+      const KernelPtr k = kernel(name);
+      Case bad = fp8_case(kv, DType::f32, 32, 8, 128, 16, {100});  // f32 query and output
+      EXPECT_NE(k->supports(bad).reason.find("q_dtype f32"), std::string::npos) << k->supports(bad).reason;
+      bad = fp8_case(kv, DType::bf16, 32, 8, 128, 16, {100});
+      bad.out_dtype = DType::f16;  // q and out differ
+      EXPECT_NE(k->supports(bad).reason.find("out_dtype f16"), std::string::npos) << k->supports(bad).reason;
+      bad = fp8_case(kv, DType::bf16, 32, 8, 128, 8, {100});  // a 16-token V vector would leave the block
+      EXPECT_NE(k->supports(bad).reason.find("block_size 8"), std::string::npos) << k->supports(bad).reason;
+      bad = fp8_case(kv, DType::bf16, 32, 8, 96, 16, {100});
+      EXPECT_NE(k->supports(bad).reason.find("head_size 96"), std::string::npos) << k->supports(bad).reason;
+    }
+  }
+}
+
+// The decode the kernels run (16-byte load, expand16) on the device, all 256 codes, against the oracle.
+TEST(GpuFp8, DeviceDecodeOfAllCodesMatchesTheOracle) {
+  REQUIRE_GPU();
+  Backend& b = *gpu().backend;
+  std::vector<std::uint8_t> codes(256);
+  std::iota(codes.begin(), codes.end(), 0);
+  Buf dc(b, codes.size()), df(b, codes.size() * 4);
+  b.upload(dc.p, codes.data(), codes.size());
+  for (DType kv : kFp8) {
+    SCOPED_TRACE(dtype_name(kv));
+    const gpu::LaunchResult r =
+        gpu::decode_fp8_codes(static_cast<pacheck_dtype>(kv), dc.p, static_cast<float*>(df.p), 256, b.stream());
+    ASSERT_TRUE(r.ok()) << r.error;
+    b.sync();
+    std::vector<std::uint32_t> got(256);
+    b.download(got.data(), df.p, got.size() * 4);
+    const Fp8 e = static_cast<Fp8>(static_cast<std::uint8_t>(kv));
+    int wrong = 0;
+    for (int c = 0; c < 256; ++c) {
+      const float want = fp8_decode(static_cast<std::uint8_t>(c), e);
+      std::uint32_t wb;
+      std::memcpy(&wb, &want, 4);
+      if (got[c] != wb) {
+        ++wrong;
+        ADD_FAILURE() << "code 0x" << std::hex << c << ": device bits 0x" << got[c] << ", oracle 0x" << wb;
+      }
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+  EXPECT_FALSE(gpu::decode_fp8_codes(PACHECK_DTYPE_BF16, dc.p, static_cast<float*>(df.p), 256, b.stream()).ok());
+}
+
+class GpuFp8Paged : public ::testing::TestWithParam<std::string> {};
+
+// Every encoding x {bf16, f16} x head 64/128/256, block sizes 16/32/128, per-head and per-tensor scales,
+// lengths of one token, straddling and aligned, and (for v2) several partitions: within the fixed limit of
+// the output dtype (the quantisation is in the oracle's inputs: docs/FP8.md).
+TEST_P(GpuFp8Paged, AgreesWithTheOracle) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  int idx = 0, ran = 0;
+  for (DType kv : kFp8) {
+    for (DType qo : {DType::bf16, DType::f16}) {
+      for (int d : {64, 128, 256}) {
+        ++idx;
+        const int bs = idx % 3 == 0 ? 128 : (idx % 3 == 1 ? 16 : 32);
+        Case c = fp8_case(kv, qo, 16, 4, d, bs, {1, bs - 1, 700, 1537 + idx});
+        c.seed = 300 + idx;
+        if (idx % 4 == 2) {  // per tensor: the scalars are read, no arrays
+          c.k_scale = KvScale{{0.5f}, std::nullopt};
+          c.v_scale = KvScale{{2.0f}, std::nullopt};
+        }
+        if (idx % 5 == 3) c.dist = Dist::extreme;
+        const Support s = k->supports(c);
+        ASSERT_TRUE(s.ok) << c.id() << ": " << s.reason;
+        SCOPED_TRACE(c.id());
+        CaseData data = prepare_case(c, RunOptions{});
+        const RawRun r = run(*k, data, data.cache);
+        expect_clean_run(r);
+        const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
+        EXPECT_EQ(m.bad_nonfinite, 0);
+        EXPECT_LE(m.rel_linf, fixed_limit(qo)) << worst_element(c, m, r, data);
+        double& w = worst_rel_linf()[GetParam() + " " + std::string(dtype_name(kv)) + "/" + std::string(dtype_name(qo))];
+        w = std::max(w, m.rel_linf);
+        ++ran;
+      }
+    }
+  }
+  EXPECT_EQ(ran, 18);
+  for (const auto& [key, v] : worst_rel_linf())
+    if (key.rfind(GetParam() + " fp8", 0) == 0) std::printf("[ rel_linf ] %-40s max %.3e\n", key.c_str(), v);
+}
+
+// The negative control at fp8: NaN (each encoding's own code) and e5m2's Inf in the V tail of a straddling
+// length poison gpu.paged_v1_tail_fault exactly where poisons_v_tail() says, and nowhere else; the correct
+// kernels stay bitwise unchanged. e4m3fnuz's 0x7F (= 240, finite: poison 'max') must stay harmless, and its
+// NaN 0x80 must be caught.
+TEST_P(GpuFp8Paged, TailPoisonCaughtExactlyByTheControl) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  const auto expected = k->expected_failures();
+  int caught = 0, must_catch = 0;
+  for (DType kv : kFp8) {
+    for (const std::vector<int>& lens : {std::vector<int>{4090}, std::vector<int>{4096}, std::vector<int>{4090, 17, 1}}) {
+      Case c = fp8_case(kv, DType::bf16, 8, 2, 128, 16, lens);
+      SCOPED_TRACE(c.id());
+      CaseData data = prepare_case(c, RunOptions{});
+      const RawRun clean = run(*k, data, data.cache);
+      expect_clean_run(clean);
+      ASSERT_EQ(compare(clean.out, data.ref.out, c, c.out_dtype).bad_nonfinite, 0);
+      for (Target t : {Target::k, Target::v, Target::kv}) {
+        for (Poison p : {Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite, Poison::zero}) {
+          if (!poison_unsupported(p, kv).empty()) continue;  // +-Inf in the e4m3 encodings
+          for (Region rg : {Region::tail, Region::all}) {
+            const Cell cell{c, FaultSpec{p, t, rg}};
+            SCOPED_TRACE(cell.fault.id());
+            PagedCache faulted = data.cache;
+            inject(faulted, cell.fault);
+            const RawRun r = run(*k, data, faulted);
+            expect_clean_run(r);
+            const bool must_fail = expected && (*expected)(cell);
+            if (must_fail) {
+              ++must_catch;
+              const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
+              EXPECT_GT(m.bad_nonfinite, 0) << "negative control blind: the planted fault did not show";
+              caught += m.bad_nonfinite > 0;
+            } else {
+              EXPECT_EQ(differing(r.bits, clean.bits), 0) << "output changed under poison";
+            }
+          }
+        }
+      }
+    }
+  }
+  if (expected) {
+    // Per encoding: NaN in V and K+V at tail and all, for the two straddling length sets (2 x 2 x 2 = 8),
+    // plus e5m2's +Inf and -Inf (16 more).
+    EXPECT_EQ(must_catch, 3 * 8 + 16);
+    EXPECT_EQ(caught, must_catch);
+    std::printf("[ control  ] %s at fp8 caught %d of %d poisons_v_tail cells\n", GetParam().c_str(), caught, must_catch);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuFp8Paged, ::testing::ValuesIn(kPagedKernels),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param.substr(4); });
 
 // Query and output with padded strides (not the contiguous ones make_args writes) give the same bits.
 TEST_P(GpuInvariance, HonoursQueryAndOutStrides) {

@@ -18,15 +18,25 @@ std::string dtype_list(const Case& c) {
          ", out_dtype " + std::string(dtype_name(c.out_dtype));
 }
 
-/// Checks shared by every GPU kernel: one dtype for q/KV/out, head sizes, the layout the kernel reads.
-Support common_support(const Case& c, Layout layout, const std::string& name) {
+/// Checks shared by every GPU kernel: dtypes, head sizes, the layout the kernel reads. q/KV/out share one
+/// dtype in {f32,f16,bf16}; kernels that read fp8 caches (`fp8_kv`: gpu.paged_v1/v2 and the tail-fault
+/// twin) also take an fp8 KV dtype with q == out in {bf16,f16}. Other kernels decline fp8 naming themselves.
+Support common_support(const Case& c, Layout layout, const std::string& name, bool fp8_kv = false) {
   if (c.layout != layout)
     return Support::no("layout " + std::string(layout_name(c.layout)) + " not supported: " + name + " reads " +
                        std::string(layout_name(layout)));
-  if (c.kv_dtype != DType::f32 && c.kv_dtype != DType::f16 && c.kv_dtype != DType::bf16)
-    return Support::no("kv_dtype " + std::string(dtype_name(c.kv_dtype)) + " not in {f32,f16,bf16}");
-  if (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype)
-    return Support::no(dtype_list(c) + ": mixed dtypes not supported (all three must match)");
+  if (is_fp8(c.kv_dtype)) {
+    if (!fp8_kv)
+      return Support::no("kv_dtype " + std::string(dtype_name(c.kv_dtype)) + " not in {f32,f16,bf16}: " + name +
+                         " reads no fp8 cache");
+    if (c.q_dtype != c.out_dtype || (c.q_dtype != DType::bf16 && c.q_dtype != DType::f16))
+      return Support::no(dtype_list(c) + ": with an fp8 KV cache q_dtype and out_dtype must be equal and bf16 or f16");
+  } else {
+    if (c.kv_dtype != DType::f32 && c.kv_dtype != DType::f16 && c.kv_dtype != DType::bf16)
+      return Support::no("kv_dtype " + std::string(dtype_name(c.kv_dtype)) + " not in {f32,f16,bf16}");
+    if (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype)
+      return Support::no(dtype_list(c) + ": mixed dtypes not supported (all three must match)");
+  }
   if (c.head_size != 64 && c.head_size != 128 && c.head_size != 256)
     return Support::no("head_size " + std::to_string(c.head_size) + " not in {64,128,256}");
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0)
@@ -39,6 +49,9 @@ Support paged_block_support(const Case& c) {
   const int b = c.block_size;
   if (b < 8 || b > 256 || (b & (b - 1)) != 0)
     return Support::no("block_size " + std::to_string(b) + " not in {8,16,32,64,128,256}");
+  if (is_fp8(c.kv_dtype) && b < 16)
+    return Support::no("block_size " + std::to_string(b) + " with kv_dtype " + std::string(dtype_name(c.kv_dtype)) +
+                       ": fp8 needs block_size >= 16 (one 16-byte V vector spans 16 tokens)");
   return Support::yes();
 }
 
@@ -53,13 +66,14 @@ class PagedV1 final : public Kernel {
   std::string name() const override { return zero_ ? "gpu.paged_v1" : "gpu.paged_v1_tail_fault"; }
   std::string description() const override {
     return zero_ ? "vLLM paged_attention_v1 design: block per (seq, head), x-packed K 16-byte loads, logits in "
-                   "shared memory, V in 16-byte token vectors with the straddling vector zeroed past seq_len"
+                   "shared memory, V in 16-byte token vectors with the straddling vector zeroed past seq_len; fp8 caches "
+                   "decoded after the loads"
                  : "negative control: gpu.paged_v1 without zeroing the straddling V vector (vLLM issue 641): "
                    "NaN/Inf in the final block's V tail reaches P.V as 0 * NaN";
   }
   pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
-    if (Support s = common_support(c, Layout::vllm, name()); !s.ok) return s;
+    if (Support s = common_support(c, Layout::vllm, name(), true); !s.ok) return s;
     if (Support s = paged_block_support(c); !s.ok) return s;
     int longest_blocks = 0;
     for (int i = 0; i < c.num_seqs(); ++i) longest_blocks = std::max(longest_blocks, c.blocks_for(i));
@@ -87,11 +101,11 @@ class PagedV2 final : public Kernel {
   std::string name() const override { return "gpu.paged_v2"; }
   std::string description() const override {
     return "vLLM paged_attention_v2 design (split-KV): 512-token partitions write partial out, max logit and exp "
-           "sum; a second kernel merges them; vllm layout";
+           "sum; a second kernel merges them; vllm layout; fp8 caches decoded after the loads";
   }
   pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
-    if (Support s = common_support(c, Layout::vllm, name()); !s.ok) return s;
+    if (Support s = common_support(c, Layout::vllm, name(), true); !s.ok) return s;
     return paged_block_support(c);
   }
   std::vector<Layout> layouts() const override { return {Layout::vllm}; }

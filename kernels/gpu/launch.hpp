@@ -38,7 +38,16 @@ inline constexpr int kPagedV2PartitionSize = 512;
 ///    partial outputs, max logits and exp sums to scratch, merged by a second kernel.
 ///  - zero_v_tail == false builds the planted fault: the V vector that straddles seq_len is used as
 ///    loaded, so a NaN/Inf in the unwritten tail of the final block reaches P.V as 0 * NaN.
+/// Dtypes: q == kv == out in {f32, f16, bf16}, or an fp8 kv_dtype (e4m3fn, e4m3fnuz, e5m2; block_size >= 16)
+/// with q == out in {bf16, f16}, dequantised with k_scales_per_head[g] / v_scales_per_head[g] when given,
+/// else k_scale / v_scale. Anything else is an error naming the field.
 LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail);
+
+/// Test hook of the fp8 cache path: decodes `n` fp8 codes (a multiple of 16) of encoding `kv_dtype`
+/// (PACHECK_DTYPE_FP8_*) from device memory `codes` (16-byte aligned) into `n` fp32 values at device memory
+/// `out`, with the 16-byte load + expand16 path the paged kernels use (kernels/gpu/fp8.hpp), on `stream`.
+/// Errors: n not a positive multiple of 16, misaligned codes, a dtype that is not fp8, a launch failure.
+LaunchResult decode_fp8_codes(pacheck_dtype kv_dtype, const void* codes, float* out, int n, void* stream);
 
 /// Longest context (tokens, counted as max_blocks_per_seq * block_size) gpu.paged_v1 holds in shared
 /// memory for `head_size` on the current device (the H200's 227 KiB opt-in when no device is present).

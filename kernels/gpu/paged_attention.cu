@@ -2,7 +2,14 @@
 // after the design of vLLM's csrc/attention paged_attention_v1/v2 kernels (written here from that design,
 // not from its code).
 //
-// Layout (include/pacheck/kernel_abi.h, PACHECK_LAYOUT_VLLM), x = 16 bytes / element size:
+// Element types: query and output T (f32, f16 or bf16); cache C, either T itself or, with a bf16/f16 T, one
+// of the fp8 encodings (kernels/gpu/fp8.hpp: e4m3fn, e4m3fnuz, e5m2), decoded to fp32 right after the
+// 16-byte loads (16 codes per load). The dequantisation scale of KV head g (k_scales_per_head[g] when the
+// array is given, else the scalar k_scale; likewise V) multiplies every element; as a product in fp32 it is
+// applied to q.k (folded into the softmax scale) and to the finished P.V row, which differs from scaling
+// each element by fp32 rounding only (docs/FP8.md). f32/f16/bf16 caches have scale 1: bitwise as before.
+//
+// Layout (include/pacheck/kernel_abi.h, PACHECK_LAYOUT_VLLM), x = 16 bytes / cache element size (16 for fp8):
 //   query       [num_seqs, num_heads, head_size]                 (strides from the args)
 //   key_cache   [num_blocks, num_kv_heads, head_size / x, block_size, x]
 //   value_cache [num_blocks, num_kv_heads, head_size, block_size]
@@ -16,7 +23,7 @@
 //  2. Softmax over the partition's logits in shared memory (block max, exp2, block sum, then p / sum;
 //     masked slots get p = 0 exactly).
 //  3. P . V: V rows are contiguous over tokens, so each lane loads 16-byte vectors of consecutive tokens of
-//     one head-dim row (kVec16<T> tokens) and multiplies them with the matching probabilities. The final
+//     one head-dim row (kVec16<C> tokens) and multiplies them with the matching probabilities. The final
 //     block's vectors cover slots past seq_len; their lanes are zeroed before the multiply (the fix of
 //     vLLM issue 641, and of the ROCm kernel in PR 53856): p is 0 there, but 0 * NaN = NaN. The
 //     ZERO_V_TAIL = false instantiation omits exactly that zeroing: gpu.paged_v1_tail_fault.
@@ -26,6 +33,7 @@
 #include <string>
 
 #include "kernels/gpu/attention_common.cuh"
+#include "kernels/gpu/fp8.hpp"
 #include "kernels/layouts/layout.hpp"
 
 namespace pacheck::gpu {
@@ -42,8 +50,10 @@ struct PagedParams {
   std::int64_t bt_stride;
   const std::int32_t* seq_lens;
   int num_heads, num_kv_heads, block_size;
-  float scale_log2;  ///< scale * k_scale * log2(e)
-  float v_scale;
+  float scale_log2;  ///< scale * log2(e); the kernel multiplies it by the K scale of its KV head
+  float k_scale, v_scale;                        ///< per-tensor scales (NaN when the arrays are given)
+  const float* k_scales_per_head;                ///< [num_kv_heads] device fp32, or null: use k_scale
+  const float* v_scales_per_head;                ///< [num_kv_heads] device fp32, or null: use v_scale
   int partition_size;  ///< tokens per partition, a multiple of block_size; v1: at least the longest context
   int logits_capacity; ///< floats of shared memory for one partition's logits
   bool split;          ///< v2: write partials of multi-partition sequences to scratch
@@ -53,19 +63,20 @@ struct PagedParams {
 /// Shared memory floats besides the logits: q [D], reductions [kWarps] x 2, warp rows [kWarps, D].
 __host__ __device__ constexpr int fixed_smem_floats(int head_size) { return head_size + 2 * kWarps + kWarps * head_size; }
 
-// VPR: 16-byte V vectors per row per lane-row (1, 2 or 4): a warp step covers CH = VPR * kVec16<T> tokens
+// T: query/output element type; C: cache element type (T, or an fp8 type with a 16-bit T).
+// VPR: 16-byte V vectors per row per lane-row (1, 2 or 4; always 1 for fp8): a warp step covers CH = VPR * kVec16<C> tokens
 // of a block and kWarpSize / VPR head-dim rows, each lane holding D * VPR / kWarpSize row accumulators.
 // Which lane owns which token and element in steps 1 and 3 is lanes::paged_qk / lanes::paged_pv
 // (lane_math.hpp, tested for wave32 and wave64 in tests/test_lane_math.cpp).
-template <class T, int D, int VPR, bool ZERO_V_TAIL>
+template <class T, class C, int D, int VPR, bool ZERO_V_TAIL>
 __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(PagedParams p) {
-  constexpr lanes::PagedPv PV = lanes::paged_pv(kWarpSize, D, sizeof(T), VPR);
-  constexpr int X = kVec16<T>;              // elements per x-vector of the key cache (16 bytes)
+  constexpr lanes::PagedPv PV = lanes::paged_pv(kWarpSize, D, sizeof(C), VPR);
+  constexpr int X = kVec16<C>;              // elements per x-vector of the key cache (16 bytes)
   constexpr int NCH = D / X;                // x-vectors per key row
   constexpr int VV = PV.vec_tokens;         // tokens per V vector (16 bytes)
   constexpr int CH = PV.chunk_tokens;       // tokens of a block one warp step covers in P . V
   constexpr int ROWS = PV.rows_per_lane;    // accumulators per lane
-  static_assert(D % X == 0 && lanes::paged_pv_exact(kWarpSize, D, sizeof(T), VPR),
+  static_assert(D % X == 0 && lanes::paged_pv_exact(kWarpSize, D, sizeof(C), VPR),
                 "head_size must split evenly over lanes");
   // Fails to compile for the wave64 target if a split is ever computed for a fixed width of 32.
   static_assert(PV.rows_per_step * PV.vpr == kWarpSize, "the P.V split must span exactly one warp of this target");
@@ -77,6 +88,9 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   const int num_parts = ceil_div(seq_len, p.partition_size);
   if (part >= num_parts) return;  // a partition past this sequence's end: nothing to write
   const int g = h / (p.num_heads / p.num_kv_heads);
+  // Dequantisation scales of KV head g: the per-head arrays replace the scalars (which are NaN then).
+  const float qk_scale = p.scale_log2 * (p.k_scales_per_head ? p.k_scales_per_head[g] : p.k_scale);
+  const float v_scale = p.v_scales_per_head ? p.v_scales_per_head[g] : p.v_scale;
   const int tok_begin = part * p.partition_size;  // a multiple of B
   const int tok_end = min(tok_begin + p.partition_size, seq_len);
   const int blk_begin = tok_begin / B, blk_end = ceil_div(tok_end, B);
@@ -92,8 +106,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   for (int d = tid; d < D; d += blockDim.x) q_s[d] = Elem<T>::to_float(q[d]);
   __syncthreads();
 
-  const T* kc = static_cast<const T*>(p.k);
-  const T* vc = static_cast<const T*>(p.v);
+  const C* kc = static_cast<const C*>(p.k);
+  const C* vc = static_cast<const C*>(p.v);
   const std::int32_t* bt = p.block_tables + s * p.bt_stride;
 
   // 1. q . K for every slot of the partition's blocks.
@@ -109,7 +123,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       float dot = 0.f;
       for (int c = tg_lane; c < NCH; c += tg) {
         float kf[X];
-        expand16<T>(load16(kc + key_offset(PACHECK_LAYOUT_VLLM, p.ks, X, phys, g, slot, c * X)), kf);
+        expand16<C>(load16(kc + key_offset(PACHECK_LAYOUT_VLLM, p.ks, X, phys, g, slot, c * X)), kf);
 #pragma unroll
         for (int j = 0; j < X; ++j) dot = fmaf(q_s[c * X + j], kf[j], dot);
       }
@@ -117,7 +131,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       const int tok = b * B + slot;
       if (tg_lane == 0) {
         const bool valid = tok < tok_end;
-        const float logit = valid ? dot * p.scale_log2 : -INFINITY;
+        const float logit = valid ? dot * qk_scale : -INFINITY;
         logits[tok - tok_begin] = logit;
         if (valid) qk_max = nan_max(qk_max, logit);
       }
@@ -156,7 +170,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       for (int i = 0; i < ROWS; ++i) {
         const int d = PV.row_at(row0, i);
         float vf[VV];
-        expand16<T>(load16(vc + value_offset(PACHECK_LAYOUT_VLLM, p.vs, phys, g, slot, d)), vf);
+        expand16<C>(load16(vc + value_offset(PACHECK_LAYOUT_VLLM, p.vs, phys, g, slot, d)), vf);
         if constexpr (ZERO_V_TAIL) {
           if (tok + VV > tok_end) {
 #pragma unroll
@@ -189,7 +203,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
     float o = rows_s[d];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) o += rows_s[w * D + d];
-    o *= p.v_scale;
+    o *= v_scale;
     if (to_scratch) p.sc.tmp_out[srow * D + d] = o;
     else out[d] = Elem<T>::from_float(o);
   }
@@ -199,9 +213,9 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   }
 }
 
-template <class T, int D, int VPR, bool ZERO>
+template <class T, class C, int D, int VPR, bool ZERO>
 LaunchResult launch_one(const PagedParams& p, int num_seqs, int max_parts, Stream stream) {
-  auto* kernel = paged_attention_kernel<T, D, VPR, ZERO>;
+  auto* kernel = paged_attention_kernel<T, C, D, VPR, ZERO>;
   const int smem = (fixed_smem_floats(D) + p.logits_capacity) * static_cast<int>(sizeof(float));
   if (smem > 48 * 1024) {
     const Error e = allow_dynamic_smem(kernel, smem);
@@ -214,36 +228,68 @@ LaunchResult launch_one(const PagedParams& p, int num_seqs, int max_parts, Strea
   return check_launch(ZERO ? "paged attention" : "paged attention (tail fault)");
 }
 
-template <class T, int D, bool ZERO>
+template <class T, class C, int D, bool ZERO>
 LaunchResult dispatch_vpr(const PagedParams& p, int num_seqs, int max_parts, Stream stream) {
-  // VPR = min(block_size / vector tokens, 4): block 8 with 16-bit types is one vector per row.
-  const int vpr = lanes::paged_vpr(p.block_size, sizeof(T));
-  if constexpr (sizeof(T) == 2) {
-    if (vpr == 1) return launch_one<T, D, 1, ZERO>(p, num_seqs, max_parts, stream);
+  // fp8: one 16-token vector per lane-row for every block size (16..256), which keeps the fp8
+  // instantiations to one per (T, C, D, ZERO) for compile time. Otherwise VPR = min(block_size / vector
+  // tokens, 4): block 8 with 16-bit types is one vector per row.
+  if constexpr (kIsFp8<C>) {
+    return launch_one<T, C, D, 1, ZERO>(p, num_seqs, max_parts, stream);
+  } else {
+    const int vpr = lanes::paged_vpr(p.block_size, sizeof(C));
+    if constexpr (sizeof(C) == 2) {
+      if (vpr == 1) return launch_one<T, C, D, 1, ZERO>(p, num_seqs, max_parts, stream);
+    }
+    if (vpr == 2) return launch_one<T, C, D, 2, ZERO>(p, num_seqs, max_parts, stream);
+    return launch_one<T, C, D, 4, ZERO>(p, num_seqs, max_parts, stream);
   }
-  if (vpr == 2) return launch_one<T, D, 2, ZERO>(p, num_seqs, max_parts, stream);
-  return launch_one<T, D, 4, ZERO>(p, num_seqs, max_parts, stream);
 }
 
-template <class T, bool ZERO>
+template <class T, class C, bool ZERO>
 LaunchResult dispatch_head(const PagedParams& p, int head_size, int num_seqs, int max_parts, Stream stream) {
   switch (head_size) {
-    case 64: return dispatch_vpr<T, 64, ZERO>(p, num_seqs, max_parts, stream);
-    case 128: return dispatch_vpr<T, 128, ZERO>(p, num_seqs, max_parts, stream);
-    case 256: return dispatch_vpr<T, 256, ZERO>(p, num_seqs, max_parts, stream);
+    case 64: return dispatch_vpr<T, C, 64, ZERO>(p, num_seqs, max_parts, stream);
+    case 128: return dispatch_vpr<T, C, 128, ZERO>(p, num_seqs, max_parts, stream);
+    case 256: return dispatch_vpr<T, C, 256, ZERO>(p, num_seqs, max_parts, stream);
   }
   return {"paged attention: head_size " + std::to_string(head_size) + " not in {64,128,256}"};
 }
 
-template <class T>
+template <class T, class C>
 LaunchResult dispatch(const PagedParams& p, const pacheck_kernel_args& a, int max_parts, bool zero, Stream stream) {
-  LaunchResult r = zero ? dispatch_head<T, true>(p, a.head_size, a.num_seqs, max_parts, stream)
-                        : dispatch_head<T, false>(p, a.head_size, a.num_seqs, max_parts, stream);
+  LaunchResult r = zero ? dispatch_head<T, C, true>(p, a.head_size, a.num_seqs, max_parts, stream)
+                        : dispatch_head<T, C, false>(p, a.head_size, a.num_seqs, max_parts, stream);
   if (!r.ok() || !p.split || max_parts == 1) return r;
   return launch_merge<T>(p.sc, a, stream);
 }
 
+/// An fp8 cache with query/output type T: the encoding picks C.
+template <class T>
+LaunchResult dispatch_fp8(const PagedParams& p, const pacheck_kernel_args& a, int max_parts, bool zero, Stream stream) {
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_FP8_E4M3FN: return dispatch<T, fp8_e4m3fn_t>(p, a, max_parts, zero, stream);
+    case PACHECK_DTYPE_FP8_E4M3FNUZ: return dispatch<T, fp8_e4m3fnuz_t>(p, a, max_parts, zero, stream);
+    default: return dispatch<T, fp8_e5m2_t>(p, a, max_parts, zero, stream);
+  }
+}
+
 bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+bool is_fp8(pacheck_dtype t) {
+  return t == PACHECK_DTYPE_FP8_E4M3FN || t == PACHECK_DTYPE_FP8_E4M3FNUZ || t == PACHECK_DTYPE_FP8_E5M2;
+}
+
+/// Test kernel of decode_fp8_codes: thread i decodes the 16 codes of vector i with the kernels' own load16 +
+/// expand16 path.
+template <class C>
+__global__ void decode_fp8_kernel(const std::uint8_t* codes, float* out, int vectors) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= vectors) return;
+  float f[16];
+  expand16<C>(load16(codes + 16 * i), f);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) out[16 * i + j] = f[j];
+}
 
 }  // namespace
 
@@ -260,20 +306,30 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
   if (a.struct_size < sizeof(pacheck_kernel_args)) return fail("pacheck_kernel_args from an older ABI");
   if (a.layout != PACHECK_LAYOUT_VLLM) return fail("layout must be vllm");
-  if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) return fail("q_dtype, kv_dtype and out_dtype must match");
+  const bool fp8 = is_fp8(a.kv_dtype);
+  if (fp8) {
+    if (a.q_dtype != a.out_dtype || (a.q_dtype != PACHECK_DTYPE_BF16 && a.q_dtype != PACHECK_DTYPE_F16))
+      return fail("an fp8 kv_dtype needs q_dtype == out_dtype in {bf16,f16}");
+  } else if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) {
+    return fail("q_dtype, kv_dtype and out_dtype must match");
+  }
   if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
     return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
   if (!is_pow2(a.block_size) || a.block_size < 8 || a.block_size > 256)
     return fail("block_size " + std::to_string(a.block_size) + " not in {8,16,32,64,128,256}");
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
-  if (a.k_scales_per_head || a.v_scales_per_head) return fail("per-head KV scales are not supported");
+  if (fp8 && a.block_size < 16)
+    return fail("block_size " + std::to_string(a.block_size) + " with an fp8 cache: a 16-byte V vector spans 16 tokens");
   if (a.num_seqs <= 0) return {};
 
   int esize = 0;
   switch (a.kv_dtype) {
     case PACHECK_DTYPE_F32: esize = 4; break;
     case PACHECK_DTYPE_F16: case PACHECK_DTYPE_BF16: esize = 2; break;
-    default: return fail("kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) + " not in {f32,f16,bf16}");
+    case PACHECK_DTYPE_FP8_E4M3FN: case PACHECK_DTYPE_FP8_E4M3FNUZ: case PACHECK_DTYPE_FP8_E5M2: esize = 1; break;
+    default:
+      return fail("kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) +
+                  " not in {f32,f16,bf16,fp8_e4m3fn,fp8_e4m3fnuz,fp8_e5m2}");
   }
   // 16-byte vector loads need unit innermost strides and 16-byte aligned vectors.
   const int x = 16 / esize;
@@ -292,8 +348,11 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   for (int i = 0; i < 5; ++i) { p.ks[i] = a.k_strides[i]; p.vs[i] = a.v_strides[i]; }
   p.block_tables = a.block_tables; p.bt_stride = a.block_tables_stride; p.seq_lens = a.seq_lens;
   p.num_heads = a.num_heads; p.num_kv_heads = a.num_kv_heads; p.block_size = a.block_size;
-  p.scale_log2 = a.scale * a.k_scale * kLog2e;
+  p.scale_log2 = a.scale * kLog2e;
+  p.k_scale = a.k_scale;
   p.v_scale = a.v_scale;
+  p.k_scales_per_head = a.k_scales_per_head;
+  p.v_scales_per_head = a.v_scales_per_head;
 
   // The host never reads seq_lens (device memory): the longest context is bounded by the block table.
   const int max_tokens = a.max_blocks_per_seq * a.block_size;
@@ -325,9 +384,13 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
 
   LaunchResult r;
   switch (a.kv_dtype) {
-    case PACHECK_DTYPE_F32: r = dispatch<float>(p, a, max_parts, zero_v_tail, stream); break;
-    case PACHECK_DTYPE_F16: r = dispatch<half_t>(p, a, max_parts, zero_v_tail, stream); break;
-    default: r = dispatch<bf16_t>(p, a, max_parts, zero_v_tail, stream); break;
+    case PACHECK_DTYPE_F32: r = dispatch<float, float>(p, a, max_parts, zero_v_tail, stream); break;
+    case PACHECK_DTYPE_F16: r = dispatch<half_t, half_t>(p, a, max_parts, zero_v_tail, stream); break;
+    case PACHECK_DTYPE_BF16: r = dispatch<bf16_t, bf16_t>(p, a, max_parts, zero_v_tail, stream); break;
+    default:  // fp8, q/out checked above
+      r = a.q_dtype == PACHECK_DTYPE_F16 ? dispatch_fp8<half_t>(p, a, max_parts, zero_v_tail, stream)
+                                         : dispatch_fp8<bf16_t>(p, a, max_parts, zero_v_tail, stream);
+      break;
   }
   if (scratch) {
     LaunchResult f = release_scratch(scratch, stream);
@@ -335,6 +398,21 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   }
   if (!r.ok()) r.error = std::string(who) + ": " + r.error;
   return r;
+}
+
+LaunchResult decode_fp8_codes(pacheck_dtype kv_dtype, const void* codes, float* out, int n, void* stream) {
+  if (n <= 0 || n % 16 != 0) return {"decode_fp8_codes: n = " + std::to_string(n) + " is not a positive multiple of 16"};
+  if (reinterpret_cast<std::uintptr_t>(codes) % 16 != 0) return {"decode_fp8_codes: codes must be 16-byte aligned"};
+  const int vectors = n / 16, threads = 64, blocks = ceil_div(vectors, threads);
+  const auto* c = static_cast<const std::uint8_t*>(codes);
+  const Stream s = static_cast<Stream>(stream);
+  switch (kv_dtype) {
+    case PACHECK_DTYPE_FP8_E4M3FN: decode_fp8_kernel<fp8_e4m3fn_t><<<blocks, threads, 0, s>>>(c, out, vectors); break;
+    case PACHECK_DTYPE_FP8_E4M3FNUZ: decode_fp8_kernel<fp8_e4m3fnuz_t><<<blocks, threads, 0, s>>>(c, out, vectors); break;
+    case PACHECK_DTYPE_FP8_E5M2: decode_fp8_kernel<fp8_e5m2_t><<<blocks, threads, 0, s>>>(c, out, vectors); break;
+    default: return {"decode_fp8_codes: kv_dtype " + std::to_string(static_cast<int>(kv_dtype)) + " is not an fp8 encoding"};
+  }
+  return check_launch("fp8 decode");
 }
 
 }  // namespace pacheck::gpu
