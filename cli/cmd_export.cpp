@@ -56,7 +56,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
     if (s.cells == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
     std::string skipped;
     if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout", s.skipped_layout);
-    if (s.skipped_dtype) skipped += fmt::format(", skipped {} cells of a dtype safetensors cannot tag (fp8 e4m3fnuz)", s.skipped_dtype);
+    if (s.skipped_dtype) skipped += fmt::format(", skipped {} cells of a dtype safetensors cannot tag", s.skipped_dtype);
     fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check){} -> {}\n",
                s.cells, suite.name, s.files, s.baselines, skipped, s.manifest);
     ctx.exit_code = kPass;

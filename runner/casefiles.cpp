@@ -25,7 +25,8 @@ constexpr int kFormatVersion = 1;
 constexpr const char* kFormat = "pacheck-cases";
 
 /// The safetensors tag of an element type, or nullopt when the format has none (fp8 e4m3fnuz: the format
-/// knows only the OCP fp8 encodings). Mapped by name so the export follows whatever dtypes the build has.
+/// knows only the OCP fp8 encodings; caches of it are stored with kv_tag's U8). Mapped by name so the
+/// export follows whatever dtypes the build has.
 std::optional<StDType> st_tag(DType t) {
   const std::string_view n = dtype_name(t);
   if (n == "f32") return StDType::F32;
@@ -39,6 +40,18 @@ std::optional<StDType> st_tag(DType t) {
 StDType st_of(DType t) {
   if (auto tag = st_tag(t)) return *tag;
   throw CaseFilesError(fmt::format("dtype {} has no safetensors tag", dtype_name(t)));
+}
+
+/// The tag key_cache / value_cache are stored with: st_tag, or U8 for an fp8 encoding the format cannot
+/// tag (e4m3fnuz), whose name the file's metadata key "kv_dtype" and the manifest's "kv_dtype" then give.
+std::optional<StDType> kv_tag(DType t) {
+  if (auto tag = st_tag(t)) return tag;
+  if (is_fp8(t)) return StDType::U8;
+  return std::nullopt;
+}
+StDType kv_st_of(DType t) {
+  if (auto tag = kv_tag(t)) return *tag;
+  throw CaseFilesError(fmt::format("kv dtype {} has no safetensors storage", dtype_name(t)));
 }
 
 /// Byte sizes of the buffers of one call, as run_kernel_once uploads them.
@@ -150,10 +163,10 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
   SafetensorsFile st;
   st.metadata = {{"format", kFormat},     {"pacheck", pacheck_version()}, {"case", c.id()},
                  {"fault", f.id()},       {"layout", std::string(layout_name(c.layout))},
-                 {"inputs_sha256", sha}};
+                 {"inputs_sha256", sha},  {"kv_dtype", std::string(dtype_name(c.kv_dtype))}};
   st.add("query", st_of(c.q_dtype), {S, H, D}, cap.query.data());
-  st.add("key_cache", st_of(c.kv_dtype), key_shape(a, x), cap.key_cache.data());
-  st.add("value_cache", st_of(c.kv_dtype), value_shape(a), cap.value_cache.data());
+  st.add("key_cache", kv_st_of(c.kv_dtype), key_shape(a, x), cap.key_cache.data());
+  st.add("value_cache", kv_st_of(c.kv_dtype), value_shape(a), cap.value_cache.data());
   st.add("block_tables", StDType::I32, {S, a.max_blocks_per_seq}, cap.block_tables.data());
   st.add("seq_lens", StDType::I32, {S}, cap.seq_lens.data());
   st.add("out", st_of(c.out_dtype), {S, H, D}, cap.out.data());
@@ -182,6 +195,7 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
           {"max_blocks_per_seq", a.max_blocks_per_seq},
           {"q_dtype", dtype_name(c.q_dtype)},
           {"kv_dtype", dtype_name(c.kv_dtype)},
+          {"kv_tensor_dtype", st_dtype_name(kv_st_of(c.kv_dtype))},
           {"out_dtype", dtype_name(c.out_dtype)},
           {"scale", a.scale},
           {"k_scale", a.k_scale},
@@ -221,7 +235,7 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
     }
     if (opt.seed) cell.c.seed = *opt.seed;
     if (opt.filter && !std::regex_search(cell.id(), *opt.filter)) continue;
-    if (!st_tag(cell.c.q_dtype) || !st_tag(cell.c.kv_dtype) || !st_tag(cell.c.out_dtype)) {
+    if (!st_tag(cell.c.q_dtype) || !kv_tag(cell.c.kv_dtype) || !st_tag(cell.c.out_dtype)) {
       ++sum.skipped_dtype;
       continue;
     }
@@ -406,6 +420,18 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     }
     in.expect("query", st_of(c.q_dtype), {S, H, D});
     in.expect("seq_lens", StDType::I32, {S});
+    // The caches' bytes mean what the case's kv dtype says: their tag must be its storage tag, and a file
+    // that names its kv dtype (every export does; U8 caches depend on it) must name the case's.
+    for (const char* name : {"key_cache", "value_cache"}) {
+      const StDType want = kv_st_of(c.kv_dtype);
+      if (in.find(name)->dtype != want)
+        throw SafetensorsError(in.path, name, fmt::format("dtype {} (kv_dtype {} is stored as {})",
+                                                          st_dtype_name(in.find(name)->dtype), dtype_name(c.kv_dtype),
+                                                          st_dtype_name(want)));
+    }
+    if (auto it = in.metadata.find("kv_dtype"); it != in.metadata.end() && it->second != dtype_name(c.kv_dtype))
+      throw CaseFilesError(fmt::format("{}: metadata kv_dtype '{}' but the case's kv dtype is {}", in.path, it->second,
+                                       dtype_name(c.kv_dtype)));
     in.expect("out", st_of(c.out_dtype), {S, H, D});
     const std::string got = hash_inputs(parts);
     if (got != sha)

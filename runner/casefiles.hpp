@@ -7,7 +7,9 @@
 //     files[i]: one distinct set of kernel inputs, {"file": "0003.safetensors", "inputs_sha256", "case" (case
 //               id), "fault" (fault id), "layout", "x", shape fields (num_seqs, num_heads, num_kv_heads,
 //               head_size, block_size, num_blocks, max_blocks_per_seq), "q_dtype", "kv_dtype",
-//               "out_dtype", "scale", "k_scale", "v_scale", "shapes" and "strides" (elements) of query,
+//               "kv_tensor_dtype" (the safetensors tag of key_cache / value_cache: F32, F16, BF16, F8_E4M3,
+//               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale", "shapes" and
+//               "strides" (elements) of query,
 //               key_cache, value_cache, block_tables and out, "output": {"file", "tensor": "out", "dtype",
 //               "shape"}}.
 //     cells[j]: one suite cell, {"id" (cell id as `pacheck run` prints it), "case", "fault", "straddle",
@@ -24,8 +26,10 @@
 //       a runner should start its output buffer from it so elements it never writes are detected
 //     scale, k_scale, v_scale: F32 scalars (shape []); k_scale / v_scale are NaN when the case has
 //       per-KV-head scales, which then come as k_scales_per_head / v_scales_per_head [num_kv_heads] F32
-//     (fp8 caches are tagged F8_E4M3 / F8_E5M2; fp8 e4m3fnuz has no safetensors tag, so its cells are
-//     skipped and counted)
+//     fp8 caches are tagged F8_E4M3 (e4m3fn) / F8_E5M2; fp8 e4m3fnuz, which has no safetensors tag, is
+//     stored as U8 (the raw codes). Every file's __metadata__ holds "kv_dtype" (pacheck's name: f32, f16,
+//     bf16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2), which a reader must use to decode U8 caches; the other
+//     metadata keys are "format", "pacheck", "case", "fault", "layout" and "inputs_sha256".
 //   Cells whose inputs are byte-identical (e.g. a zero poison, or a tail poison of an aligned length, which
 //   writes no slot) share one file.
 //
@@ -66,7 +70,7 @@ struct ExportSummary {
   int files = 0;           ///< distinct input files written
   int baselines = 0;       ///< clean variants written only as invariance baselines
   int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
-  int skipped_dtype = 0;   ///< cells with a dtype safetensors has no tag for (fp8 e4m3fnuz)
+  int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   std::string manifest;    ///< path of manifest.json
 };
 

@@ -23,6 +23,7 @@ struct DTypeInfo {
 constexpr DTypeInfo kDTypes[] = {
     {StDType::F32, "F32", 4},         {StDType::F16, "F16", 2},         {StDType::BF16, "BF16", 2},
     {StDType::F8_E4M3, "F8_E4M3", 1}, {StDType::F8_E5M2, "F8_E5M2", 1}, {StDType::I32, "I32", 4},
+    {StDType::U8, "U8", 1},
 };
 
 std::string known_tags() {

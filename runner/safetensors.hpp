@@ -18,9 +18,11 @@
 namespace pacheck {
 
 /// Element types pacheck reads and writes (the tags of the format). Anything else is refused.
-enum class StDType : std::uint8_t { F32, F16, BF16, F8_E4M3, F8_E5M2, I32 };
-std::string_view st_dtype_name(StDType t);  ///< "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I32"
-std::size_t st_dtype_size(StDType t);       ///< bytes per element: 4, 2, 2, 1, 1, 4
+/// U8 holds raw bytes whose meaning the file's metadata names (pacheck's fp8 e4m3fnuz caches: the format has
+/// no tag for that encoding; runner/casefiles.hpp).
+enum class StDType : std::uint8_t { F32, F16, BF16, F8_E4M3, F8_E5M2, I32, U8 };
+std::string_view st_dtype_name(StDType t);  ///< "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I32", "U8"
+std::size_t st_dtype_size(StDType t);       ///< bytes per element: 4, 2, 2, 1, 1, 4, 1
 
 /// A malformed or unreadable safetensors file. what() reads "FILE: tensor 'NAME': PROBLEM" (or "FILE:
 /// PROBLEM" when no tensor is involved).

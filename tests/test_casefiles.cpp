@@ -5,10 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -47,6 +50,7 @@ SafetensorsFile sample() {
   f.add("bf16", StDType::BF16, {2, 2}, h16);
   f.add("e4m3", StDType::F8_E4M3, {5}, f8);
   f.add("e5m2", StDType::F8_E5M2, {1, 5}, f8);
+  f.add("u8", StDType::U8, {5}, f8);  // raw codes (fp8 e4m3fnuz caches)
   f.add("i32", StDType::I32, {2}, i32);
   f.add("scalar", StDType::F32, {}, &scalar);
   f.add("empty", StDType::F16, {0, 4}, nullptr);
@@ -104,7 +108,7 @@ std::vector<Malformed> malformed_files() {
       {"bf16_as_f32_size", image(R"({"a":{"dtype":"BF16","shape":[4],"data_offsets":[0,16]}})", 16), "a",
        "holds 16 bytes but shape [4] of BF16 (2 bytes each) needs 8"},
       {"unknown_dtype", image(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8), "a",
-       "unknown dtype 'F64' (known: F32, F16, BF16, F8_E4M3, F8_E5M2, I32)"},
+       "unknown dtype 'F64' (known: F32, F16, BF16, F8_E4M3, F8_E5M2, I32, U8)"},
       {"negative_dimension", image(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4), "a",
        "shape entry -1 is not an integer >= 0"},
       {"fractional_dimension", image(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4), "a",
@@ -462,7 +466,7 @@ name = "fp8-casefiles"
 heads = "8/2"
 head_sizes = 64
 block_sizes = 16
-dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+dtypes = ["q=bf16,kv=fp8_e4m3fn,o=bf16", "q=bf16,kv=fp8_e4m3fnuz,o=bf16", "q=f16,kv=fp8_e5m2,o=f16"]
 seq_lens = [37]
 k_scale_range = [0.5, 2.0]
 v_scale_range = [2.0, 0.5]
@@ -473,19 +477,46 @@ faults = ["clean", "V:nan@tail"]
     GTEST_SKIP() << "this build's suites have no fp8 KV or per-head scales yet: " << e.what();
   }
   const fs::path cases = fresh_dir("fp8"), outs = fresh_dir("fp8_out");
-  export_cases(suite, cases.string(), {});
+  const ExportSummary sum = export_cases(suite, cases.string(), {});
+  EXPECT_EQ(sum.cells, 6);
+  EXPECT_EQ(sum.skipped_dtype, 0);  // e4m3fnuz too, as U8 (docs/FP8.md)
   const json m = manifest(cases);
+  const std::map<std::string, StDType> tag = {
+      {"fp8_e4m3fn", StDType::F8_E4M3}, {"fp8_e4m3fnuz", StDType::U8}, {"fp8_e5m2", StDType::F8_E5M2}};
+  std::set<std::string> kinds;
   for (const auto& e : m["files"]) {
     const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
-    EXPECT_EQ(f.find("key_cache")->dtype, StDType::F8_E4M3);
+    const std::string kv = e["kv_dtype"];
+    kinds.insert(kv);
+    EXPECT_EQ(f.find("key_cache")->dtype, tag.at(kv)) << kv;
+    EXPECT_EQ(f.find("value_cache")->dtype, tag.at(kv)) << kv;
+    EXPECT_EQ(e["kv_tensor_dtype"], st_dtype_name(tag.at(kv)));
+    EXPECT_EQ(f.metadata.at("kv_dtype"), kv);
     ASSERT_NE(f.find("k_scales_per_head"), nullptr);
     EXPECT_EQ(f.find("k_scales_per_head")->shape, std::vector<std::int64_t>{2});
+    ASSERT_NE(f.find("v_scales_per_head"), nullptr);
+    float ks;  // per-head arrays given: the scalar is NaN, so a runner reading it fails loudly
+    std::memcpy(&ks, f.find("k_scale")->data.data(), 4);
+    EXPECT_TRUE(std::isnan(ks));
   }
+  EXPECT_EQ(kinds.size(), 3u);
   run_foreign(cases, outs);
   ScoreOptions so;
   so.run.threads = 2;
   const RunSummary s = score_cases(cases.string(), outs.string(), so);
-  EXPECT_EQ(s.passed, 2);
+  EXPECT_EQ(s.passed, 6);
+  EXPECT_EQ(s.exit_code(), 0);
+
+  // A U8 cache whose metadata names another encoding is an input error, not a silent misreading.
+  for (const auto& e : m["files"]) {
+    if (e["kv_dtype"] != "fp8_e4m3fnuz") continue;
+    const std::string path = (cases / e["file"].get<std::string>()).string();
+    SafetensorsFile f = read_safetensors(path);
+    f.metadata["kv_dtype"] = "fp8_e4m3fn";
+    write_safetensors(path, f);
+    EXPECT_THROW(score_cases(cases.string(), outs.string(), so), CaseFilesError);
+    break;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------

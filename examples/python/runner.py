@@ -42,6 +42,7 @@ STORAGE = {
     "F8_E4M3": (np.uint8, 1),
     "F8_E5M2": (np.uint8, 1),
     "I32": (np.int32, 4),
+    "U8": (np.uint8, 1),  # raw codes of an encoding safetensors cannot tag: fp8_e4m3fnuz caches
 }
 MAX_HEADER = 100 << 20
 
@@ -121,7 +122,29 @@ def fp8_table(exp_bits, bias, finite_top):
     return table
 
 
-FP8 = {"F8_E4M3": fp8_table(4, 7, True), "F8_E5M2": fp8_table(5, 15, False)}
+def fp8_e4m3fnuz_table():
+    """float32 value of each e4m3fnuz code (AMD/Graphcore FNUZ: bias 8, no Inf, no -0, NaN only 0x80)."""
+    table = np.empty(256, dtype=np.float32)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e, m = (code >> 3) & 0xF, code & 7
+        table[code] = sign * (m * 2.0**-10 if e == 0 else (1 + m / 8) * 2.0 ** (e - 8))
+    table[0x80] = np.nan
+    return table
+
+
+FP8 = {"F8_E4M3": fp8_table(4, 7, True), "F8_E5M2": fp8_table(5, 15, False), "fp8_e4m3fnuz": fp8_e4m3fnuz_table()}
+
+
+def cache_tag(entry, tag):
+    """The decode key of a cache tensor: its tag, or for U8 (raw codes) the manifest's kv_dtype, which pacheck
+    writes for fp8_e4m3fnuz caches (the file's __metadata__ kv_dtype says the same)."""
+    if tag == "U8":
+        kv = entry.get("kv_dtype")
+        if kv not in FP8:
+            raise CaseFileError(f"U8 cache with kv_dtype {kv!r}: this runner decodes U8 only as fp8_e4m3fnuz")
+        return kv
+    return tag
 
 
 def to_float32(tag, arr):
@@ -183,6 +206,7 @@ def decode_attention(entry, t, bug=None):
     q = to_float32(*t["query"])
     k_tag, k_pool = pool_view(t, "key_cache", st["key_cache"])
     v_tag, v_pool = pool_view(t, "value_cache", st["value_cache"])
+    k_tag, v_tag = cache_tag(entry, k_tag), cache_tag(entry, v_tag)
     tables, lens = t["block_tables"][1], t["seq_lens"][1]
     scale = float(np.asarray(t["scale"][1]).reshape(-1)[0])
     S, H, D = q.shape
@@ -226,8 +250,8 @@ def decode_attention_torch(entry, t, bug=None):
         return torch.from_numpy(to_float32(tag, np.ascontiguousarray(arr))).to(dev)
 
     q = tensor("query")
-    k_pool = torch.from_numpy(to_float32(t["key_cache"][0], pool_view(t, "key_cache", st["key_cache"])[1].copy())).to(dev)
-    v_pool = torch.from_numpy(to_float32(t["value_cache"][0], pool_view(t, "value_cache", st["value_cache"])[1].copy())).to(dev)
+    k_pool = torch.from_numpy(to_float32(cache_tag(entry, t["key_cache"][0]), pool_view(t, "key_cache", st["key_cache"])[1].copy())).to(dev)
+    v_pool = torch.from_numpy(to_float32(cache_tag(entry, t["value_cache"][0]), pool_view(t, "value_cache", st["value_cache"])[1].copy())).to(dev)
     k_scale = torch.from_numpy(kv_scales(t, "k", entry["num_kv_heads"])).to(dev)[None, :, None]
     v_scale = torch.from_numpy(kv_scales(t, "v", entry["num_kv_heads"])).to(dev)[None, :, None]
     tables = torch.from_numpy(t["block_tables"][1].astype(np.int64)).to(dev)
