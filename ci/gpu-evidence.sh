@@ -1,32 +1,90 @@
 #!/usr/bin/env bash
-# Collects the GPU evidence behind docs/BENCHMARKS.md and docs/BANDS.md in one device session:
-# unit tests, every correctness suite on every GPU kernel (JSON reports), and bench A/B tables.
-# Usage: ci/gpu-evidence.sh BUILD_DIR OUT_DIR   (BUILD_DIR holds cli/pacheck and tests/test_gpu_kernels
-#        built with -DCMAKE_CUDA_ARCHITECTURES=90). Writes OUT_DIR/evidence.tar.gz and OUT_DIR/summary.txt.
+# Collects the GPU evidence behind docs/BENCHMARKS.md, docs/BANDS.md and the issue notes in one device
+# session: unit tests, the opt-in GPU bench test, correctness suites on every GPU kernel, `pacheck bench`
+# tables, `pacheck fuzz` on GPU kernels, isolated runs and multi-GPU runs.
+#
+# Usage: ci/gpu-evidence.sh BUILD_DIR OUT_DIR [STEP...]
+#   BUILD_DIR holds cli/pacheck and tests/test_gpu_kernels built with -DCMAKE_CUDA_ARCHITECTURES=90.
+#   STEP is any of: tests gbench suites fp8 isolate fuzz bench multi (default: all, in that order).
+# Every result is written to OUT_DIR as the step finishes (so a run cut short keeps the steps it finished),
+# in at most 8 flat files, as the device tool returns them: summary.txt (one block per step), tests.log,
+# gbench.log, suites.log, bench.log, fuzz.log, other.log, reports.tar.gz (JSON/JSONL reports of every
+# step, re-packed after each one). Environment: STEP_TIMEOUT seconds per command (default 300).
 set -uo pipefail
-build="$1"; out="$2"
-work="$(mktemp -d)"
+build="$1"; out="$2"; shift 2
+steps="${*:-tests gbench suites fp8 isolate fuzz bench multi}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 P="$build/cli/pacheck"
+T="$build/tests/test_gpu_kernels"
+work="$(mktemp -d)"
+to="${STEP_TIMEOUT:-300}"
 gpu=(--kernel gpu.paged_v1 --kernel gpu.paged_v1_tail_fault --kernel gpu.paged_v2 --kernel gpu.warp_split --kernel gpu.warp_split_gqa)
-say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$out/summary.txt"; }
 mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee -a "$out/summary.txt"
-say "unit tests"
-timeout 240 "$build/tests/test_gpu_kernels" --gtest_brief=1 > "$work/tests.log" 2>&1; echo "exit $?" | tee -a "$out/summary.txt"
-tail -3 "$work/tests.log" >> "$out/summary.txt"
-for s in tail-poison boundary models sweep; do
-  say "suite $s"
-  timeout 300 "$P" run --suite "$s" "${gpu[@]}" --device cuda:0 --only-failures --json "$work/$s.json" > "$work/$s.log" 2>&1
-  echo "exit $?" | tee -a "$out/summary.txt"; tail -9 "$work/$s.log" >> "$out/summary.txt"
-done
-bench() {  # name suite A B
-  say "bench $1"
-  timeout 200 "$P" bench --suite "$2" --kernel "$3" --kernel "$4" --device cuda:0 --json "$work/bench-$1.json" > "$work/bench-$1.log" 2>&1
-  echo "exit $?" | tee -a "$out/summary.txt"; cat "$work/bench-$1.log" >> "$out/summary.txt"
+say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$out/summary.txt"; }
+pack() { tar czf "$out/reports.tar.gz" -C "$work" . 2>/dev/null; }
+# run LOG TAIL_LINES CMD...: runs CMD with the step timeout, appends its output to LOG, its exit status and
+# last lines to summary.txt.
+run() {
+  local log="$1" n="$2"; shift 2
+  echo "\$ $*" >> "$out/$log"
+  local t0=$SECONDS
+  timeout "$to" "$@" > "$work/last.log" 2>&1
+  local rc=$?
+  cat "$work/last.log" >> "$out/$log"
+  echo "exit $rc after $((SECONDS - t0)) s: $*" | tee -a "$out/summary.txt"
+  [ "$n" -gt 0 ] && tail -n "$n" "$work/last.log" >> "$out/summary.txt"
+  pack
+  return 0
 }
-bench bw-warp bandwidth gpu.warp_split gpu.warp_split_gqa
-bench bw-paged bandwidth gpu.paged_v1 gpu.paged_v2
-bench sweep-ab sweep gpu.paged_v1 gpu.warp_split
-bench sweep-v2 sweep gpu.paged_v2 gpu.warp_split_gqa
-tar czf "$out/evidence.tar.gz" -C "$work" .
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,memory.total --format=csv | tee -a "$out/summary.txt"
+
+for step in $steps; do
+  case "$step" in
+    tests)
+      say "GPU unit tests"
+      run tests.log 4 "$T" --gtest_brief=1 --gtest_color=no ;;
+    gbench)
+      say "GPU bench test (A/B of forms, head slots, partitions)"
+      run gbench.log 0 env PACHECK_GPU_BENCH=1 "$T" --gtest_color=no --gtest_filter='GpuBench.*'
+      grep "bench    \]" "$out/gbench.log" >> "$out/summary.txt" ;;
+    suites)
+      for s in tail-poison boundary models sweep; do
+        say "suite $s"
+        run suites.log 9 "$P" run --suite "$root/suites/$s.toml" "${gpu[@]}" --device cuda:0 --report-dir "$work/$s"
+      done ;;
+    fp8)
+      say "suite fp8"
+      run suites.log 12 "$P" run --suite "$root/suites/fp8.toml" --kernel gpu.paged_v1 --kernel gpu.paged_v1_tail_fault \
+        --kernel gpu.paged_v2 --kernel gpu.warp_split --kernel cpu.reference --device cuda:0 --report-dir "$work/fp8"
+      say "suite gate (GPU kernels)"
+      run suites.log 12 "$P" run --suite "$root/suites/gate.toml" "${gpu[@]}" --device cuda:0 --report-dir "$work/gate" ;;
+    isolate)
+      say "isolated GPU kernels"
+      run other.log 9 "$P" run --suite "$root/suites/tail-poison.toml" --kernel gpu.paged_v1 --kernel gpu.paged_v2 \
+        --kernel gpu.paged_v1_tail_fault --isolate --device cuda:0 --report-dir "$work/isolate" ;;
+    fuzz)
+      say "fuzz"
+      run fuzz.log 12 "$P" fuzz --kernel gpu.paged_v1_tail_fault --device cuda:0 --cases 300 --seed 1
+      run fuzz.log 12 "$P" fuzz --kernel gpu.paged_v1 --device cuda:0 --cases 300 --seed 1
+      run fuzz.log 12 "$P" fuzz --kernel gpu.warp_split --device cuda:0 --cases 300 --seed 1 ;;
+    bench)
+      say "pacheck bench"
+      run bench.log 0 "$P" bench --suite "$root/suites/bandwidth.toml" --kernel gpu.paged_v1 --kernel gpu.warp_split \
+        --device cuda:0 --json "$work/bench-bandwidth.json"
+      run bench.log 0 "$P" bench --suite "$root/suites/bandwidth.toml" --kernel gpu.paged_v2 --kernel gpu.warp_split_gqa \
+        --device cuda:0 --json "$work/bench-bandwidth2.json"
+      run bench.log 0 "$P" bench --suite "$root/suites/sweep.toml" --kernel gpu.paged_v1 --kernel gpu.warp_split \
+        --device cuda:0 --json "$work/bench-sweep-ab.json"
+      run bench.log 0 "$P" bench --suite "$root/suites/sweep.toml" --kernel gpu.paged_v1 --kernel gpu.paged_v2 \
+        --kernel gpu.warp_split --kernel gpu.warp_split_gqa --device cuda:0 --json "$work/bench-sweep-all.json"
+      ;;
+    multi)
+      say "all local GPUs"
+      nvidia-smi -L | tee -a "$out/summary.txt"
+      run other.log 12 "$P" run --suite "$root/suites/tail-poison.toml" "${gpu[@]}" --device cuda:all --report-dir "$work/multi"
+      run other.log 12 "$P" run --suite "$root/suites/tail-poison.toml" "${gpu[@]}" --device cuda:all --isolate \
+        --report-dir "$work/multi-isolate" ;;
+    *) echo "unknown step '$step' (tests gbench suites fp8 isolate fuzz bench multi)" | tee -a "$out/summary.txt"; exit 2 ;;
+  esac
+done
 say "done"

@@ -850,7 +850,22 @@ TEST(GpuBench, DecodeBandwidth) {
   bench_shape(target, {"gpu.warp_split", "gpu.warp_split_gqa"}, false, " basic");
   setenv("PACHECK_WARP_SPLIT_PIPELINE", "1", 1);
   bench_shape(target, {"gpu.warp_split", "gpu.warp_split_gqa"}, false, " pipelined");
+  // gpu.warp_split's head slots per block (1: a block per query head; 4: the four warps serve the four query
+  // heads of a GQA-4 group, reading the same rows together) in each form.
+  for (const char* form : {"0", "1"}) {
+    setenv("PACHECK_WARP_SPLIT_PIPELINE", form, 1);
+    for (const char* slots : {"1", "2", "4"}) {
+      setenv("PACHECK_WARP_SPLIT_SLOTS", slots, 1);
+      const std::string tag = std::string(form[0] == '1' ? " pipelined" : " basic") + " slots" + slots;
+      bench_shape(target, {"gpu.warp_split"}, false, tag.c_str());
+    }
+  }
+  unsetenv("PACHECK_WARP_SPLIT_SLOTS");
   unsetenv("PACHECK_WARP_SPLIT_PIPELINE");
+  // The basic form's exp2 and reciprocal: single-instruction (default) vs accurate.
+  setenv("PACHECK_WARP_SPLIT_FAST", "0", 1);
+  bench_shape(target, {"gpu.warp_split"}, true, " accurate-exp2");
+  unsetenv("PACHECK_WARP_SPLIT_FAST");
   // Other GQA ratios at the same token count.
   for (int kv : {32, 4, 2}) {
     BenchShape sh;

@@ -8,8 +8,10 @@
 // Grid: x = (kv head, partition, head tile), tiles fastest; y = sequence. A thread block of kWarps warps
 // handles one partition (warp_split_partition_size() tokens) of one sequence for a tile of QG query heads
 // of one KV head:
-//  - gpu.warp_split: QG = 1, so a block serves one query head; the ratio blocks that read the same K/V
-//    rows are adjacent in the grid, so the repeats mostly hit L2.
+//  - gpu.warp_split: QG = 1, so a warp serves one query head: each K/V row is loaded once per query head.
+//    The warps of a block split into head_slots slots (2 by default where the ratio is even), each slot
+//    serving another query head of the group over the same keys, so the repeats can hit L1; the blocks
+//    of one group are adjacent in the grid, so the rest mostly hit L2.
 //  - gpu.warp_split_gqa: QG = min(8, next power of two >= gqa ratio): each K/V row is loaded once for every
 //    query head of the tile (once for the whole group up to ratio 8; ratio 16 runs two tiles).
 // A head row is split over LPR lanes holding EPL contiguous elements each, EPL = max(head_size / kWarpSize,
@@ -39,16 +41,24 @@ namespace {
 std::atomic<int> g_partition_size{512};
 
 /// Which form runs. Measured on the H200 (64 seqs x 8192 tokens, 32/8 heads, head 128, bf16): the
-/// pipelined form takes gpu.warp_split_gqa from 1.06 to 0.75 ms (47% -> 68% of the copy bandwidth), but
-/// gpu.warp_split from 1.50 to 1.61 ms, so each kernel keeps its faster form. gpu.warp_split re-reads
-/// every row once per query head of the group; both of its forms are bound by that L2 traffic (about
-/// 5.7 TB/s at GQA 4), not by DRAM. PACHECK_WARP_SPLIT_PIPELINE=0 or =1 forces one form for both (A/B runs).
+/// pipelined form takes gpu.warp_split_gqa from 1.09 to 0.74 ms (46% -> 68% of the copy bandwidth), but
+/// gpu.warp_split from 1.49 to 1.62 ms, so each kernel keeps its faster form. gpu.warp_split does the
+/// whole per-token work (loads, dot, shuffles, exp) once per query head: at 32 query heads it takes
+/// 1.48-1.56 ms whether there are 2, 4 or 8 KV heads (and 1.97 ms, DRAM-bound at 102% of the copy
+/// bandwidth, at 32), and 1, 2 or 4 head slots (L1 sharing of the repeated rows) change it by under 2%:
+/// it is bound by per-query-head instruction issue and latency, not by L2 or DRAM traffic (docs/BENCHMARKS.md).
+/// PACHECK_WARP_SPLIT_PIPELINE=0 or =1 forces one form for both (A/B runs).
 bool use_pipeline(bool gqa_fused) {
   const char* v = std::getenv("PACHECK_WARP_SPLIT_PIPELINE");
   if (v && v[0] == '0') return false;
   if (v && v[0] == '1') return true;
   return gqa_fused;
 }
+
+/// Head slots per block of gpu.warp_split (see launch_warp_split), in both forms; chosen from the H200 A/B
+/// of tests/test_gpu_kernels.cpp (GpuBench), basic form at the bandwidth shape: 1 slot 1.504 ms, 2 slots
+/// 1.482 ms, 4 slots 1.491 ms (docs/BENCHMARKS.md).
+constexpr int kDefaultHeadSlots = 2;
 
 struct WarpSplitParams {
   const void* q;
@@ -61,7 +71,7 @@ struct WarpSplitParams {
   std::int64_t bt_stride;
   const std::int32_t* seq_lens;
   int num_heads, num_kv_heads, ratio, tiles;
-  int head_slots;               ///< pipelined kernel: warps split into this many head slots (1, 2 or 4)
+  int head_slots;               ///< warps split into this many head slots (1, 2 or 4), each serving QG query heads
   int block_size, block_shift;  ///< block_shift = log2(block_size), or -1 when not a power of two
   float scale_log2;             ///< scale * k_scale * log2(e)
   float v_scale;
@@ -80,13 +90,121 @@ struct RowSplit {
   static_assert(kSplit.workers * kSplit.lanes_per_row == kWarpSize, "the row split must span exactly one warp");
 };
 
+// Query rows of one head slot, fp32: row j is query head g * ratio + slot_first + j of the group, where heads
+// past the group's end repeat its last head (computed, never written).
+template <class T, int QG, int EPL>
+PACHECK_DEVICE void load_queries(const WarpSplitParams& p, int s, int g, int slot_first, int d0, float (&q)[QG][EPL]) {
+#pragma unroll
+  for (int j = 0; j < QG; ++j) {
+    const int hq = g * p.ratio + min(slot_first + j, p.ratio - 1);
+    const T* qp = static_cast<const T*>(p.q) + s * p.q_stride_seq + hq * p.q_stride_head + d0;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) q[j][e] = Elem<T>::to_float(qp[e]);
+  }
+}
+
+template <bool kFast>
+PACHECK_DEVICE float ws_exp2(float x) {
+  if constexpr (kFast) return fast_exp2(x);
+  else return exp2f(x);
+}
+template <bool kFast>
+PACHECK_DEVICE float ws_rcp(float x) {
+  if constexpr (kFast) return fast_rcp(x);
+  else return 1.f / x;
+}
+
+// The end of both forms: merges the workers of each warp (butterfly over the lane bits above the row's
+// lanes), then the wph = kWarps / head_slots warps of each head slot through shared memory `smem`
+// (kWarps * QG * (D + 2) floats, free for reuse: the caller synchronises before), and writes each query
+// head's row: to `out` when the sequence has one partition, else the normalised partial, its max logit and
+// exp sum to split-KV scratch. kFast picks the single-instruction exp2 and reciprocal.
+template <class T, int D, int QG, int EPL, bool kFast>
+PACHECK_DEVICE void merge_and_store(const WarpSplitParams& p, float* smem, float (&m)[QG], float (&l)[QG],
+                                    float (&acc)[QG][EPL], int s, int g, int part, int num_parts, int tile_first) {
+  constexpr lanes::RowSplit SP = RowSplit<T, D>::kSplit;
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int sg = SP.worker(lane), sl = SP.row_lane(lane);
+  const int d0 = SP.elem_at(sl);
+#pragma unroll
+  for (int mk = SP.merge_first(); mk < SP.merge_end(); mk <<= 1) {
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      const float mo = shfl_xor(m[j], mk), lo = shfl_xor(l[j], mk);
+      const float mn = fmaxf(m[j], mo);
+      const float a = (mn == -INFINITY) ? 0.f : ws_exp2<kFast>(m[j] - mn) * l[j];
+      const float b = (mn == -INFINITY) ? 0.f : ws_exp2<kFast>(mo - mn) * lo;
+      const float ls = a + b;
+      const float inv = (ls == 0.f) ? 0.f : ws_rcp<kFast>(ls);
+      const float wa = a * inv, wb = b * inv;
+      l[j] = ls;
+      m[j] = mn;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[j][e] = acc[j][e] * wa + shfl_xor(acc[j][e], mk) * wb;
+    }
+  }
+
+  float* acc_s = smem;                       // [kWarps][QG][D]
+  float* ml_s = acc_s + kWarps * QG * D;     // [kWarps][QG][2]
+  if (sg == 0) {
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc_s[(warp * QG + j) * D + d0 + e] = acc[j][e];
+      if (sl == 0) {
+        ml_s[(warp * QG + j) * 2] = m[j];
+        ml_s[(warp * QG + j) * 2 + 1] = l[j];
+      }
+    }
+  }
+  __syncthreads();
+
+  const int wph = kWarps / p.head_slots;
+  const bool to_scratch = num_parts > 1;
+  const int per_slot = QG * D;
+  for (int idx = tid; idx < p.head_slots * per_slot; idx += blockDim.x) {
+    const int slot = idx / per_slot, j = (idx / D) % QG, d = idx % D;
+    const int hg = tile_first + slot * QG + j;  // head within the group
+    if (hg >= p.ratio) continue;
+    const int w0 = slot * wph;
+    float gm = -INFINITY;
+    for (int w = w0; w < w0 + wph; ++w) gm = fmaxf(gm, ml_s[(w * QG + j) * 2]);
+    float wts[kWarps], lsum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) {
+      wts[i] = 0.f;
+      if (i < wph) {
+        const float mw = ml_s[((w0 + i) * QG + j) * 2];
+        wts[i] = (mw == -INFINITY) ? 0.f : ws_exp2<kFast>(mw - gm) * ml_s[((w0 + i) * QG + j) * 2 + 1];
+        lsum += wts[i];
+      }
+    }
+    const float inv = ws_rcp<kFast>(lsum);
+    float o = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i)
+      if (i < wph) o = fmaf(acc_s[((w0 + i) * QG + j) * D + d], wts[i] * inv, o);
+    o *= p.v_scale;
+    const int h = g * p.ratio + hg;
+    if (to_scratch) {
+      const std::int64_t srow = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts + part;
+      p.sc.tmp_out[srow * D + d] = o;
+      if (d == 0) {
+        p.sc.max_logits[srow] = gm;
+        p.sc.exp_sums[srow] = lsum;
+      }
+    } else {
+      static_cast<T*>(p.out)[s * p.out_stride_seq + h * p.out_stride_head + d] = Elem<T>::from_float(o);
+    }
+  }
+}
+
 // The basic form: K/V loaded into registers, one step in flight per worker.
-template <class T, int D, int QG>
+template <class T, int D, int QG, bool kFast>
 __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(WarpSplitParams p) {
   using RS = RowSplit<T, D>;
   constexpr lanes::RowSplit SP = RS::kSplit;
   constexpr int EPL = RS::kEpl, NV = RS::kNv, VEC = RS::kVec;
-  constexpr int NRW = lanes::ws_all_workers(SP, kWarps);  // workers per block
   constexpr int U = lanes::ws_unroll(QG);  // tokens per worker per step (2 loads each, all in flight)
 
   const int s = blockIdx.y;
@@ -101,21 +219,20 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
   const int num_parts = ceil_div(seq_len, P);
   if (part >= num_parts) return;
   const int t_begin = part * P, t_end = min(t_begin + P, seq_len);
-  const int h0 = g * p.ratio + tile * QG;
-  const int nh = min(QG, p.ratio - tile * QG);  // query heads of this tile
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int sg = SP.worker(lane), sl = SP.row_lane(lane);
   const int d0 = SP.elem_at(sl);
+  // Warps split into head_slots slots of QG query heads; the wph warps of a slot stride over the keys.
+  // With several slots the warps of a block read the same rows at about the same time, so the repeats
+  // are L1 hits rather than L2 reads.
+  const int wph = kWarps / p.head_slots;
+  const int hs = warp / wph, wt = warp % wph;
+  const int tile_first = tile * p.head_slots * QG;  // first head of the tile, within the group
+  const int nrw = lanes::ws_all_workers(SP, wph);    // workers of the slot
 
-  // Query rows of the tile, fp32. Heads past nh repeat the last one (computed, never written).
   float q[QG][EPL];
-#pragma unroll
-  for (int j = 0; j < QG; ++j) {
-    const T* qp = static_cast<const T*>(p.q) + s * p.q_stride_seq + (h0 + min(j, nh - 1)) * p.q_stride_head + d0;
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) q[j][e] = Elem<T>::to_float(qp[e]);
-  }
+  load_queries<T, QG, EPL>(p, s, g, tile_first + hs * QG, d0, q);
   float m[QG], l[QG], acc[QG][EPL];
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
@@ -130,12 +247,12 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
   const std::int32_t* bt = p.block_tables + s * p.bt_stride;
 
   // The loop bound is warp-uniform (shuffles need the whole warp); tokens past t_end are masked per worker.
-  for (int tw = lanes::ws_first_step(SP, t_begin, warp); tw < t_end; tw += lanes::ws_step_stride(NRW, U)) {
+  for (int tw = lanes::ws_first_step(SP, t_begin, wt); tw < t_end; tw += lanes::ws_step_stride(nrw, U)) {
     uint4 kr[U][NV], vr[U][NV];
     bool valid[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int t = lanes::ws_token(tw, sg, u, NRW);
+      const int t = lanes::ws_token(tw, sg, u, nrw);
       valid[u] = t < t_end;
       if (valid[u]) {
         const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
@@ -182,15 +299,15 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
 #pragma unroll
       for (int u = 1; u < U; ++u) cmax = fmaxf(cmax, sc[u][j]);
       const float mn = fmaxf(m[j], cmax);
-      const float corr = (mn == -INFINITY) ? 1.f : exp2f(m[j] - mn);
+      const float corr = (mn == -INFINITY) ? 1.f : ws_exp2<kFast>(m[j] - mn);
       float psum = 0.f;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        pr[u][j] = valid[u] ? exp2f(sc[u][j] - mn) : 0.f;
+        pr[u][j] = valid[u] ? ws_exp2<kFast>(sc[u][j] - mn) : 0.f;
         psum += pr[u][j];
       }
       const float ln = fmaf(l[j], corr, psum);
-      const float inv = (ln == 0.f) ? 0.f : 1.f / ln;
+      const float inv = (ln == 0.f) ? 0.f : ws_rcp<kFast>(ln);
       const float keep = l[j] * corr * inv;
 #pragma unroll
       for (int u = 0; u < U; ++u) pr[u][j] *= inv;
@@ -211,81 +328,16 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
     }
   }
 
-  // Merge the RPW workers of each warp (butterfly over the lane bits above the row's lanes).
-#pragma unroll
-  for (int mk = SP.merge_first(); mk < SP.merge_end(); mk <<= 1) {
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-      const float mo = shfl_xor(m[j], mk), lo = shfl_xor(l[j], mk);
-      const float mn = fmaxf(m[j], mo);
-      const float a = (mn == -INFINITY) ? 0.f : exp2f(m[j] - mn) * l[j];
-      const float b = (mn == -INFINITY) ? 0.f : exp2f(mo - mn) * lo;
-      const float ls = a + b;
-      const float inv = (ls == 0.f) ? 0.f : 1.f / ls;
-      const float wa = a * inv, wb = b * inv;
-      l[j] = ls;
-      m[j] = mn;
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) acc[j][e] = acc[j][e] * wa + shfl_xor(acc[j][e], mk) * wb;
-    }
-  }
-
-  // Merge the warps through shared memory.
-  __shared__ float ml_s[kWarps][QG][2];
-  __shared__ __align__(16) float acc_s[kWarps][QG][D];
-  if (sg == 0) {
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) acc_s[warp][j][d0 + e] = acc[j][e];
-      if (sl == 0) {
-        ml_s[warp][j][0] = m[j];
-        ml_s[warp][j][1] = l[j];
-      }
-    }
-  }
-  __syncthreads();
-
-  const bool to_scratch = num_parts > 1;
-  for (int idx = tid; idx < nh * D; idx += blockDim.x) {
-    const int j = idx / D, d = idx % D;
-    float gm = ml_s[0][j][0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) gm = fmaxf(gm, ml_s[w][j][0]);
-    float wt[kWarps], lsum = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float mw = ml_s[w][j][0];
-      wt[w] = (mw == -INFINITY) ? 0.f : exp2f(mw - gm) * ml_s[w][j][1];
-      lsum += wt[w];
-    }
-    const float inv = 1.f / lsum;
-    float o = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) o = fmaf(acc_s[w][j][d], wt[w] * inv, o);
-    o *= p.v_scale;
-    const int h = h0 + j;
-    if (to_scratch) {
-      const std::int64_t srow = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts + part;
-      p.sc.tmp_out[srow * D + d] = o;
-      if (d == 0) {
-        p.sc.max_logits[srow] = gm;
-        p.sc.exp_sums[srow] = lsum;
-      }
-    } else {
-      static_cast<T*>(p.out)[s * p.out_stride_seq + h * p.out_stride_head + d] = Elem<T>::from_float(o);
-    }
-  }
+  __shared__ __align__(16) float merge_s[kWarps * QG * (D + 2)];
+  merge_and_store<T, D, QG, EPL, kFast>(p, merge_s, m, l, acc, s, g, part, num_parts, tile_first);
 }
-
 
 // The pipelined form (gpu.warp_split_gqa's; see use_pipeline). Same arithmetic as the basic form, with three
 // changes for bandwidth:
 //  - K/V rows go global -> shared through cp.async into a per-warp ring of kStages steps, so every warp
 //    keeps kStages - 1 steps of loads in flight while it computes one (no registers held by loads);
-//  - warps of a block may serve different query heads of a group (head_slots > 1, gpu.warp_split): they
-//    read the same rows at about the same time, so the repeats hit L1 instead of L2;
-//  - exp2 and 1/x are the single-instruction approximations (fast_exp2, fast_rcp).
+//  - exp2 and 1/x are the single-instruction approximations (fast_exp2, fast_rcp), as in the basic form
+//    by default.
 // The shared-memory plan is lanes::pipe_smem: a function of the warp width, so the kernel evaluates it with
 // kWarpSize and the launcher with the device's warp_size() (never with kWarpSize in host code: a HIP host
 // pass serves wave64 and wave32 targets at once).
@@ -331,14 +383,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
   const int nrw = lanes::ws_all_workers(SP, wph);  // workers of the slot
 
   float q[QG][EPL];
-#pragma unroll
-  for (int j = 0; j < QG; ++j) {
-    // Heads past the group's end repeat its last head (computed, never written).
-    const int hq = g * p.ratio + min(slot_first + j, p.ratio - 1);
-    const T* qp = static_cast<const T*>(p.q) + s * p.q_stride_seq + hq * p.q_stride_head + d0;
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) q[j][e] = Elem<T>::to_float(qp[e]);
-  }
+  load_queries<T, QG, EPL>(p, s, g, slot_first, d0, q);
   float m[QG], l[QG], acc[QG][EPL];
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
@@ -450,79 +495,9 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
   }
   async_wait<0>();  // no copy may land in the ring once it is reused below
 
-  // Merge the RPW workers of each warp (butterfly over the lane bits above the row's lanes).
-#pragma unroll
-  for (int mk = SP.merge_first(); mk < SP.merge_end(); mk <<= 1) {
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-      const float mo = shfl_xor(m[j], mk), lo = shfl_xor(l[j], mk);
-      const float mn = fmaxf(m[j], mo);
-      const float a = (mn == -INFINITY) ? 0.f : fast_exp2(m[j] - mn) * l[j];
-      const float b = (mn == -INFINITY) ? 0.f : fast_exp2(mo - mn) * lo;
-      const float ls = a + b;
-      const float inv = (ls == 0.f) ? 0.f : fast_rcp(ls);
-      const float wa = a * inv, wb = b * inv;
-      l[j] = ls;
-      m[j] = mn;
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) acc[j][e] = acc[j][e] * wa + shfl_xor(acc[j][e], mk) * wb;
-    }
-  }
-
-  // Merge the warps of each head slot through shared memory (the ring, now idle).
+  // The ring is idle now: it holds the merge (every warp has passed its last wait before the barrier).
   __syncthreads();
-  float* acc_s = reinterpret_cast<float*>(ws_smem);    // [kWarps][QG][D]
-  float* ml_s = acc_s + kWarps * QG * D;                // [kWarps][QG][2]
-  if (sg == 0) {
-#pragma unroll
-    for (int j = 0; j < QG; ++j) {
-#pragma unroll
-      for (int e = 0; e < EPL; ++e) acc_s[(warp * QG + j) * D + d0 + e] = acc[j][e];
-      if (sl == 0) {
-        ml_s[(warp * QG + j) * 2] = m[j];
-        ml_s[(warp * QG + j) * 2 + 1] = l[j];
-      }
-    }
-  }
-  __syncthreads();
-
-  const bool to_scratch = num_parts > 1;
-  const int per_slot = QG * D;
-  for (int idx = tid; idx < p.head_slots * per_slot; idx += blockDim.x) {
-    const int slot = idx / per_slot, j = (idx / D) % QG, d = idx % D;
-    const int hg = tile_first + slot * QG + j;  // head within the group
-    if (hg >= p.ratio) continue;
-    const int w0 = slot * wph;
-    float gm = -INFINITY;
-    for (int w = w0; w < w0 + wph; ++w) gm = fmaxf(gm, ml_s[(w * QG + j) * 2]);
-    float wts[kWarps], lsum = 0.f;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) {
-      wts[i] = 0.f;
-      if (i < wph) {
-        const float mw = ml_s[((w0 + i) * QG + j) * 2];
-        wts[i] = (mw == -INFINITY) ? 0.f : fast_exp2(mw - gm) * ml_s[((w0 + i) * QG + j) * 2 + 1];
-        lsum += wts[i];
-      }
-    }
-    const float inv = fast_rcp(lsum);
-    float o = 0.f;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i)
-      if (i < wph) o = fmaf(acc_s[((w0 + i) * QG + j) * D + d], wts[i] * inv, o);
-    o *= p.v_scale;
-    const int h = g * p.ratio + hg;
-    if (to_scratch) {
-      const std::int64_t srow = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts + part;
-      p.sc.tmp_out[srow * D + d] = o;
-      if (d == 0) {
-        p.sc.max_logits[srow] = gm;
-        p.sc.exp_sums[srow] = lsum;
-      }
-    } else {
-      static_cast<T*>(p.out)[s * p.out_stride_seq + h * p.out_stride_head + d] = Elem<T>::from_float(o);
-    }
-  }
+  merge_and_store<T, D, QG, EPL, true>(p, reinterpret_cast<float*>(ws_smem), m, l, acc, s, g, part, num_parts, tile_first);
 }
 
 template <class T, int D, int QG>
@@ -531,7 +506,16 @@ LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream, b
   int threads = 0;
   if (LaunchResult r = block_threads(&threads); !r.ok()) return r;
   if (!pipelined) {
-    warp_split_basic_kernel<T, D, QG><<<grid, threads, 0, stream>>>(p);
+    // The basic form runs with the single-instruction exp2 and reciprocal; PACHECK_WARP_SPLIT_FAST=0 selects
+    // the accurate ones for gpu.warp_split (A/B runs; qg = 1 only, to bound the instantiations).
+    const char* fast = std::getenv("PACHECK_WARP_SPLIT_FAST");
+    if constexpr (QG == 1) {
+      if (fast && fast[0] == '0') {
+        warp_split_basic_kernel<T, D, QG, false><<<grid, threads, 0, stream>>>(p);
+        return check_launch("warp split");
+      }
+    }
+    warp_split_basic_kernel<T, D, QG, true><<<grid, threads, 0, stream>>>(p);
     return check_launch("warp split");
   }
   // The device's width, not kWarpSize: see Pipe.
@@ -619,12 +603,17 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   if (gqa_fused) {
     while (qg < p.ratio && qg < 8) qg *= 2;
   }
-  // gpu.warp_split in the pipelined form (forced with PACHECK_WARP_SPLIT_PIPELINE=1): the warps of a block
-  // serve up to kWarps query heads of one group (a slot per head) so their repeated reads of a row can hit
-  // L1; the slots must divide the ratio. Measured slower than the basic form on the H200 (use_pipeline).
+  // gpu.warp_split (qg = 1): the warps of a block serve up to kWarps query heads of one group (a slot per
+  // head) so their repeated reads of a row can hit L1 (head_slots; the slots must divide the ratio).
+  // PACHECK_WARP_SPLIT_SLOTS=1, 2 or 4 forces the slot count (A/B runs; still capped to divide the ratio).
   const bool pipelined = use_pipeline(gqa_fused);
   p.head_slots = 1;
-  if (!gqa_fused && pipelined) p.head_slots = p.ratio % 4 == 0 ? 4 : (p.ratio % 2 == 0 ? 2 : 1);
+  if (!gqa_fused) {
+    int want = kDefaultHeadSlots;
+    if (const char* v = std::getenv("PACHECK_WARP_SPLIT_SLOTS")) want = std::atoi(v);
+    for (int hs : {4, 2})
+      if (p.head_slots == 1 && hs <= want && p.ratio % hs == 0) p.head_slots = hs;
+  }
   p.tiles = ceil_div(p.ratio, qg * p.head_slots);
 
   const int P = warp_split_partition_size();
