@@ -3,6 +3,7 @@
 // and plugin kernels receiving every verdict through the adapter.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -214,7 +215,9 @@ struct Cli {
 
 Cli pacheck_cli(const std::string& args) {
   const fs::path dir = fs::temp_directory_path();
-  const std::string out = (dir / "pacheck_test_plugin.out").string(), err = (dir / "pacheck_test_plugin.err").string();
+  // Per process: ctest runs these tests in parallel processes, which must not share the capture files.
+  const std::string stem = "pacheck_test_plugin." + std::to_string(::getpid());
+  const std::string out = (dir / (stem + ".out")).string(), err = (dir / (stem + ".err")).string();
   const int st = std::system((std::string(PACHECK_BINARY) + " " + args + " >" + out + " 2>" + err).c_str());
   auto slurp = [](const std::string& p) {
     std::ifstream in(p);
@@ -243,6 +246,24 @@ TEST(PluginCli, RunWithAPluginTestsOnlyItsKernels) {
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("kernels: example.cpu_reference\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 passed, 0 failed"), std::string::npos) << r.out;
+}
+
+// pacheck fuzz --plugin PATH loads the library before it resolves --kernel, so a plugin kernel can be fuzzed;
+// an unknown kernel's message lists the plugin's kernels among the known ones.
+TEST(PluginCli, FuzzLoadsThePluginBeforeResolvingTheKernel) {
+  const std::string plugin = std::string("--plugin ") + PACHECK_EXAMPLE_PLUGIN;
+  const Cli r = pacheck_cli("fuzz " + plugin + " --kernel example.cpu_reference --property agreement --cases 20 --seed 7");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("pacheck fuzz: example.cpu_reference on cpu, seed 7, 20 cases per property"), std::string::npos)
+      << r.out << r.err;
+  EXPECT_NE(r.out.find("1 properties held, 0 failed"), std::string::npos) << r.out;
+  const Cli unknown = pacheck_cli("fuzz " + plugin + " --kernel example.nope --cases 1");
+  EXPECT_EQ(unknown.rc, 2) << unknown.out << unknown.err;
+  EXPECT_NE(unknown.err.find("--kernel: no kernel named 'example.nope'"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("example.cpu_reference"), std::string::npos) << unknown.err;
+  const Cli refused = pacheck_cli("fuzz --plugin " + plant("wrong_abi") + " --kernel example.cpu_reference --cases 1");
+  EXPECT_EQ(refused.rc, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("plugin '" + plant("wrong_abi") + "': "), std::string::npos) << refused.err;
 }
 
 }  // namespace
