@@ -45,7 +45,8 @@ int run_fuzz(FuzzOptions& o) {
   o.common.load_plugins();
   const KernelPtr kernel = find_kernel(o.kernel);
   if (kernel->device() != PACHECK_DEVICE_CPU && o.device == "cpu")
-    throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device cuda)", o.kernel));
+    throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device {})", o.kernel,
+                                 device_kind_spec(kernel->device())));
   std::vector<prop::Property> props;
   try {
     for (const auto& name : o.properties) props.push_back(prop::parse_property(name));
@@ -114,7 +115,7 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
       "fuzz", "run the property-based tests (random cells, metamorphic properties, shrinking) against one kernel");
   auto o = std::make_shared<FuzzOptions>();
   cmd->add_option("--kernel,-k", o->kernel, "kernel to fuzz: built-in, plugin (--plugin) or planted.*")->required();
-  cmd->add_option("--device,-d", o->device, "cuda or cuda:N for GPU kernels (default: cuda:0); CPU kernels run on cpu");
+  cmd->add_option("--device,-d", o->device, "cuda[:N] or hip[:N] for GPU kernels (default: device 0 of the kernel's kind); CPU kernels run on cpu");
   auto* budget = cmd->add_option("--budget", o->budget, "wall seconds in all, shared equally by the properties")
                      ->check(CLI::PositiveNumber);
   auto* cases = cmd->add_option("--cases", o->cases, "cases per property (default 100)")->check(CLI::PositiveNumber);

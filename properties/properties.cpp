@@ -461,7 +461,10 @@ const std::vector<Property>& all_properties() {
 KernelUnderTest make_target(KernelPtr kernel, const std::string& device, RunOptions options) {
   if (!kernel) throw std::invalid_argument("make_target: null kernel");
   KernelUnderTest t;
-  t.device = kernel->device() == PACHECK_DEVICE_CPU ? "cpu" : (device.empty() || device == "cpu" ? "cuda" : device);
+  // A GPU kernel with no GPU named runs on the first device of its own kind: "cuda", or "hip" for a HIP kernel.
+  t.device = kernel->device() == PACHECK_DEVICE_CPU ? "cpu"
+             : device.empty() || device == "cpu"     ? device_kind_spec(kernel->device())
+                                                     : device;
   t.backend = open_backend(t.device);
   t.device = t.backend->name();
   t.options = std::move(options);

@@ -47,8 +47,9 @@ struct KernelUnderTest {
   CaseSpace space;
 };
 
-/// Opens the backend for `kernel` ("" = cpu for CPU kernels, the default CUDA device otherwise) and
-/// probes its case space. Throws std::invalid_argument / std::runtime_error for an unusable device or a
+/// Opens the backend for `kernel` (CPU kernels always run on "cpu"; a GPU kernel on `device`, or with ""
+/// or "cpu" on the first device of its own kind, device_kind_spec: "cuda" or "hip") and probes its case
+/// space. Throws std::invalid_argument / std::runtime_error for an unusable device or a
 /// kernel that declines every probe.
 KernelUnderTest make_target(KernelPtr kernel, const std::string& device = "", RunOptions options = {});
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "properties/generators.hpp"
+#include "properties/properties.hpp"
 
 namespace {
 
@@ -35,7 +36,38 @@ class Narrow final : public Kernel {
   void run(const pacheck_kernel_args&) const override {}
 };
 
+/// A GPU kernel of either kind that supports everything and is never run: make_target only probes it.
+class AnyGpu final : public Kernel {
+ public:
+  explicit AnyGpu(pacheck_device d) : d_(d) {}
+  std::string name() const override { return "test.any_gpu"; }
+  std::string description() const override { return "a GPU kernel of a given kind"; }
+  pacheck_device device() const override { return d_; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args&) const override {}
+
+ private:
+  pacheck_device d_;
+};
+
 }  // namespace
+
+// With no device named, a GPU kernel is fuzzed on the first device of its own kind: a HIP kernel on
+// "hip", never on "cuda". Where that kind has no device (or is not built in) the error names the kind.
+TEST(MakeTarget, AGpuKernelWithNoDeviceNamedOpensADeviceOfItsOwnKind) {
+  for (const auto& [dev, kind, runtime] : {std::tuple{PACHECK_DEVICE_CUDA, "cuda", "CUDA"},
+                                           std::tuple{PACHECK_DEVICE_HIP, "hip", "HIP"}}) {
+    for (const std::string named : {"", "cpu"}) {
+      try {
+        const KernelUnderTest t = make_target(std::make_shared<AnyGpu>(dev), named);
+        EXPECT_EQ(t.device.rfind(std::string(kind) + ":", 0), 0u) << t.device;
+      } catch (const std::exception& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(std::string("no ") + runtime + " device"), std::string::npos) << kind << ": " << what;
+      }
+    }
+  }
+}
 
 RC_GTEST_PROP(Generators, CellsAreValidAndTheirIdsReadBack, (const Cell& cell)) {
   cell.c.validate();
