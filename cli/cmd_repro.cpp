@@ -7,6 +7,10 @@
 
 #include "cli/common.hpp"
 
+#ifdef PACHECK_HAVE_FUZZ
+#include "properties/planted_kernels.hpp"
+#endif
+
 namespace pacheck::cli {
 
 namespace {
@@ -32,12 +36,17 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   auto device = std::make_shared<std::string>();
   auto top = std::make_shared<int>(10);
   cmd->add_option("cell", *cell_id, "cell id as printed by run, e.g. 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail'")->required();
-  cmd->add_option("--kernel,-k", *kernel, "kernel")->required();
+  cmd->add_option("--kernel,-k", *kernel, "kernel: built-in, or planted.* (the property tests' planted faults)")->required();
   cmd->add_option("--device,-d", *device, "cpu, cuda[:N] or hip[:N] (default: the kernel's device)");
   cmd->add_option("--top", *top, "worst elements to print")->capture_default_str();
   cmd->callback([&ctx, cell_id, kernel, device, top] {
     Cell cell = parse_cell_id(*cell_id);
+    // Built-in kernels first, then the planted kernels of the property tests, whose counterexamples print
+    // a repro line naming them (planted.*; absent from builds without RapidCheck).
     KernelPtr k = Registry::global().find(*kernel);
+#ifdef PACHECK_HAVE_FUZZ
+    if (!k) k = prop::find_planted_kernel(*kernel);
+#endif
     if (!k) throw UsageError(fmt::format("--kernel: no kernel named '{}'", *kernel));
     const std::string dev =
         k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);

@@ -4,9 +4,16 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
+#include <utility>
 
 #include "properties/planted_kernels.hpp"
 #include "properties/properties.hpp"
@@ -60,6 +67,20 @@ std::optional<Counterexample> expect_caught(Property p, const std::string& name,
 Verdict repro_verdict(const Cell& cell, const std::string& name) {
   auto backend = make_cpu_backend();
   return run_cell(cell, *kernel(name), *backend, RunOptions{}).first.verdict;
+}
+
+/// Runs the counterexample's printed `pacheck repro` line with the pacheck binary of this build: its exit
+/// status and stdout (stderr appended).
+std::pair<int, std::string> run_repro_line(const Counterexample& cx) {
+  const std::string prefix = "pacheck ";
+  EXPECT_EQ(cx.repro.rfind(prefix, 0), 0u) << cx.repro;
+  const std::string out = ::testing::TempDir() + "pacheck_test_planted_repro." + std::to_string(::getpid()) + ".out";
+  const std::string cmd = std::string(PACHECK_BINARY) + " " + cx.repro.substr(prefix.size()) + " >" + out + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, text.str()};
 }
 
 /// Runs property `p` on `name` with `cases` cases and expects it to hold.
@@ -124,6 +145,11 @@ TEST(Planted, SplitKvEmptyPartitionCaughtByAgreementOnAShortSequence) {
       << c.id();
   EXPECT_EQ(cx->what.rfind("poisoned", 0), 0u) << cx->what;
   EXPECT_EQ(repro_verdict(cx->cell, "planted.split_kv_empty_partition"), Verdict::poisoned);
+  // The printed repro line runs as printed: `pacheck repro` finds planted kernels too.
+  const auto [rc, out] = run_repro_line(*cx);
+  EXPECT_EQ(rc, 1) << cx->repro << "\n" << out;
+  EXPECT_NE(out.find("kernel    planted.split_kv_empty_partition on "), std::string::npos) << out;
+  EXPECT_NE(out.find("verdict   poisoned"), std::string::npos) << out;
 }
 
 TEST(Planted, SoftmaxNoMaxCaughtByAgreementOnTheExtremeDistribution) {
