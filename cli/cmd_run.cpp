@@ -14,6 +14,17 @@
 
 namespace pacheck::cli {
 
+namespace {
+/// " results.jsonl report.json junit.xml summary.md report.html": the report files present in `dir`, in
+/// that order, each after a space (what the closing line lists).
+std::string written_reports(const std::string& dir) {
+  std::string out;
+  for (const char* f : {"results.jsonl", "report.json", "junit.xml", "summary.md", "report.html"})
+    if (std::filesystem::exists(std::filesystem::path(dir) / f)) out += std::string(" ") + f;
+  return out;
+}
+}  // namespace
+
 void add_run_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("run", "run a suite against kernels and give a verdict per cell (default: gate)");
   auto opts = std::make_shared<CommonOptions>();
@@ -23,8 +34,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto resume_dir = std::make_shared<std::string>();
   opts->bind(cmd);
   cmd->add_option("--report-dir", *report_dir,
-                  "write results.jsonl (one line per finished cell, as it finishes), report.json, junit.xml and "
-                  "summary.md into this directory, replacing an earlier run's reports there");
+                  "write results.jsonl (one line per finished cell, as it finishes), report.json, junit.xml, "
+                  "summary.md and report.html into this directory, replacing an earlier run's reports there");
   cmd->add_option("--resume", *resume_dir,
                   "complete the interrupted run whose reports are in this directory: cells already in its "
                   "results.jsonl are not run again (same suite, kernels, device and options required)");
@@ -101,7 +112,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
         ctx.exit_code = kUsage;
         return;
       }
-      fmt::print("reports in {}: results.jsonl report.json junit.xml summary.md\n", reports->dir());
+      fmt::print("reports in {}:{}\n", reports->dir(), written_reports(reports->dir()));
     }
   });
 }

@@ -165,8 +165,12 @@ TAIL = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--kernel", "cpu.
 
 def scenario_junit(args, tmp):
     d = os.path.join(tmp, "pass")
-    run(args, "run", *TAIL, "--filter", " bf16 ", "-j2", "--report-dir", d, expect=0)
+    p = run(args, "run", *TAIL, "--filter", " bf16 ", "-j2", "--report-dir", d, expect=0)
     report = check_reports_dir(d)
+    # The closing line names every report written, report.html included.
+    closing = f"reports in {d}: results.jsonl report.json junit.xml summary.md report.html\n"
+    check(p.stdout.endswith(closing), f"closing line is not {closing!r}: {p.stdout[-300:]!r}")
+    check(os.path.isfile(os.path.join(d, "report.html")), f"{d}: no report.html")
     check(report["summary"]["caught"] == 4, "the negative control's 4 bf16 cells were not caught")
     # Planted: a run in which no cell is selected is vacuous (exit 1); junit must fail it too.
     d = os.path.join(tmp, "vacuous")
