@@ -2,12 +2,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include "cli/common.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
 #include "runner/report.hpp"
 #include "runner/reports.hpp"
@@ -22,6 +24,21 @@ std::string written_reports(const std::string& dir) {
   for (const char* f : {"results.jsonl", "report.json", "junit.xml", "summary.md", "report.html"})
     if (std::filesystem::exists(std::filesystem::path(dir) / f)) out += std::string(" ") + f;
   return out;
+}
+
+/// "devices: cuda:0 (12 cells), cuda:1 (12 cells)": which device ran how many cells (CellResult::device,
+/// in order of first appearance; declined cells ran nowhere and are not counted).
+void print_devices(const RunSummary& s) {
+  std::vector<std::pair<std::string, int>> seen;
+  for (const auto& r : s.results) {
+    if (r.device.empty()) continue;
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == r.device; });
+    if (it == seen.end()) seen.emplace_back(r.device, 1);
+    else ++it->second;
+  }
+  std::string line;
+  for (const auto& [dev, n] : seen) line += fmt::format("{}{} ({} cells)", line.empty() ? "" : ", ", dev, n);
+  fmt::print("devices: {}\n", line.empty() ? "none ran a cell" : line);
 }
 }  // namespace
 
@@ -94,6 +111,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     }
     if (tty) fmt::print(stderr, "\r\033[K");
     print_summary(s);
+    if (is_all_devices_spec(device)) print_devices(s);
     if (!json_path->empty()) {
       std::ofstream out(*json_path);
       if (!out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));

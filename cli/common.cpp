@@ -53,7 +53,8 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
 void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--suite,-s", suite, "suite name (suites/NAME.toml) or path to a suite file")->capture_default_str();
   cmd->add_option("--kernel,-k", kernels, "kernel(s) to test (default: every built-in kernel of the device)");
-  cmd->add_option("--device,-d", device, "cpu, cuda[:N] or hip[:N] (default: cuda:0 or hip:0 when present, else cpu)");
+  cmd->add_option("--device,-d", device, "cpu, cuda[:N] or hip[:N] (default: cuda:0 or hip:0 when present, else cpu); cuda:all or hip:all "
+                  "spreads the GPU cells over every local device, one worker (or --isolate child) per device");
   cmd->add_option("--filter,-f", filter, "only cells whose id matches this regular expression");
   cmd->add_option("--seed", seed, "override every cell's seed");
   cmd->add_option("--threads,-j", threads, "CPU worker threads (default: all cores)");

@@ -97,7 +97,7 @@ int parse_ordinal(const std::string& spec, const std::string& kind) {
     if (used != tail.size() || ordinal < 0) throw std::invalid_argument("");
     return ordinal;
   } catch (const std::exception&) {
-    throw std::invalid_argument("--device: '" + spec + "' is not " + kind + ":N with N a device ordinal");
+    throw std::invalid_argument("--device: '" + spec + "' is not " + kind + ":N with N a device ordinal, or " + kind + ":all");
   }
 }
 
@@ -138,7 +138,43 @@ std::string device_kind_spec(pacheck_device device) {
   return "cpu";
 }
 
+bool is_all_devices_spec(const std::string& spec) {
+  for (const GpuKind& k : kGpuKinds)
+    if (spec == std::string(k.name) + ":all") return true;
+  return false;
+}
+
+std::vector<std::string> expand_device_spec(const std::string& spec, int device_count, const std::string& no_device_why) {
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos || spec.substr(colon + 1) != "all") return {spec};
+  if (!is_all_devices_spec(spec))
+    throw std::invalid_argument("--device: unknown device '" + spec + "' (expected cpu, cuda[:N|:all] or hip[:N|:all])");
+  if (device_count < 0)
+    throw std::invalid_argument("--device: " + spec + ": device count " + std::to_string(device_count) + " is negative");
+  if (device_count == 0) throw std::runtime_error(no_device_why);
+  std::vector<std::string> out;
+  const std::string kind = spec.substr(0, colon);
+  for (int i = 0; i < device_count; ++i) out.push_back(kind + ":" + std::to_string(i));
+  return out;
+}
+
+std::vector<std::string> resolve_device_specs(const std::string& spec) {
+  if (!is_all_devices_spec(spec)) return expand_device_spec(spec, 0, "");
+  for (const GpuKind& k : kGpuKinds) {
+    if (spec != std::string(k.name) + ":all") continue;
+    if (!k.count)
+      throw std::runtime_error("no " + std::string(k.runtime) + " device: this pacheck was built without the " +
+                               k.runtime + " backend");
+    std::string why;
+    const int n = k.count(&why);
+    return expand_device_spec(spec, n, why.empty() ? "no " + std::string(k.runtime) + " device" : why);
+  }
+  return {spec};
+}
+
 std::unique_ptr<Backend> open_backend(const std::string& spec) {
+  if (is_all_devices_spec(spec))
+    throw std::invalid_argument("--device: " + spec + " names several devices; open_backend opens one (resolve_device_specs)");
   if (spec == "cpu") return make_cpu_backend();
   for (const GpuKind& k : kGpuKinds) {
     const std::string name = k.name;
@@ -155,7 +191,7 @@ std::unique_ptr<Backend> open_backend(const std::string& spec) {
                                   std::to_string(n) + " " + k.runtime + " device(s) exist");
     return k.make(ordinal);
   }
-  throw std::invalid_argument("--device: unknown device '" + spec + "' (expected cpu, cuda[:N] or hip[:N])");
+  throw std::invalid_argument("--device: unknown device '" + spec + "' (expected cpu, cuda[:N|:all] or hip[:N|:all])");
 }
 
 }  // namespace pacheck

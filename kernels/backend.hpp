@@ -54,6 +54,19 @@ std::vector<BackendStatus> backend_status();
 std::unique_ptr<Backend> open_backend(const std::string& spec);
 /// "cuda:0" or "hip:0" when a device of the linked GPU backend is present, otherwise "cpu".
 std::string default_device();
+
+/// Whether `spec` is "cuda:all" or "hip:all": every local device of that kind, one GPU worker each.
+bool is_all_devices_spec(const std::string& spec);
+/// The backend specs `spec` stands for, given `device_count` devices of its kind present: "cuda:all" with
+/// 2 devices -> {"cuda:0", "cuda:1"}; any other spec -> {spec} unchanged (open_backend validates it).
+/// Throws std::runtime_error(`no_device_why`) for "<kind>:all" when `device_count` is 0 (the same message
+/// open_backend gives for a plain "<kind>"), std::invalid_argument for "<kind>:all" of an unknown kind or a
+/// negative count. Pure: the unit tests pass a fake count.
+std::vector<std::string> expand_device_spec(const std::string& spec, int device_count, const std::string& no_device_why);
+/// expand_device_spec with the device count of this machine (the runtime is asked only for "<kind>:all";
+/// for CUDA that initialises it in this process). Throws std::runtime_error ("no CUDA device: ...") when
+/// the kind is not built in or has no device, as open_backend does for "cuda".
+std::vector<std::string> resolve_device_specs(const std::string& spec);
 /// The GPU backend linked into this binary: "cuda", "hip", or "" when it has none.
 std::string gpu_backend_kind();
 /// The backend spec a kernel of `device` runs on when no GPU device was named: "cpu", "cuda" or "hip".

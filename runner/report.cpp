@@ -44,6 +44,7 @@ nlohmann::json to_json(const CellResult& r) {
       {"variant_elements", r.variant_elements},
       {"seconds", r.seconds},
       {"index", r.index},
+      {"device", r.device},
   };
 }
 
@@ -75,6 +76,7 @@ CellResult cell_result_from_json(const nlohmann::json& j) {
     r.variant_elements = j.at("variant_elements").get<std::int64_t>();
     r.seconds = j.at("seconds").get<double>();
     r.index = j.value("index", -1);  // absent in reports written before merge/resume existed
+    r.device = j.value("device", std::string());  // absent before --device cuda:all existed
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("malformed cell result: ") + e.what());

@@ -250,7 +250,10 @@ Environment collect_environment(const std::string& device_spec, std::vector<Plug
   if (::uname(&u) == 0) env.host = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
   env.device = device_spec;
   try {
-    parse_device_description(env, open_backend(device_spec)->description());
+    // "cuda:all": the first device describes the run (they are one model on the machines this targets).
+    const std::vector<std::string> specs = resolve_device_specs(device_spec);
+    parse_device_description(env, open_backend(specs.front())->description());
+    if (specs.size() > 1) env.device_name += fmt::format(" (x{})", specs.size());
   } catch (const std::exception& e) {
     env.device_name = fmt::format("unavailable: {}", e.what());
   }

@@ -253,6 +253,11 @@ CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const 
   return r;
 }
 
+std::size_t gpu_device_for(std::size_t position, std::size_t devices) {
+  if (devices == 0) throw std::invalid_argument("gpu_device_for: no device to assign GPU work to");
+  return position % devices;
+}
+
 std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backend& backend, const RunOptions& opt,
                                        CaseData* data_out) {
   CaseData data = prepare_case(cell.c, opt);
@@ -327,6 +332,7 @@ CellResult run_job(const WorkItem::Job& j, Backend& backend, const CaseData& dat
     r = error_result(j.cell, *j.kernel, e.what());
   }
   r.index = j.index;
+  r.device = backend.name();
   return r;
 }
 
@@ -461,6 +467,36 @@ std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const 
   return supports;
 }
 
+/// The GPU backend specs a run spreads GPU work over, for GPU kernels of kind `kind`: one per device for
+/// "cuda:all" / "hip:all" (counted in a child process, which leaves this process without a GPU context
+/// for the isolated children forked later), else the one spec ("cpu" = the kernel's kind, as "cuda").
+/// With no device present "<kind>:all" falls back to "<kind>", so it fails exactly as a plain "cuda"
+/// does (open_backend's "no CUDA device: ..." in the parent, or each isolated cell's error).
+std::vector<std::string> gpu_device_specs(const std::string& device_spec, pacheck_device kind) {
+  if (device_spec == "cpu") return {device_kind_spec(kind)};
+  if (!is_all_devices_spec(device_spec)) return {device_spec};
+  const std::string plain = device_spec.substr(0, device_spec.find(':'));
+  auto count = [&]() -> std::string {
+    try {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& s : resolve_device_specs(device_spec)) out.push_back(s);
+      return out.dump();
+    } catch (const std::runtime_error&) {
+      return "[]";  // no device, or the kind is not built in
+    }
+  };
+  std::optional<std::string> answer = run_in_child_process(count, 120);
+  if (!answer) answer = count();  // no child could be forked: ask here
+  std::vector<std::string> specs;
+  try {
+    for (const auto& s : nlohmann::json::parse(*answer)) specs.push_back(s.get<std::string>());
+  } catch (const std::exception&) {
+    specs.clear();
+  }
+  if (specs.empty()) specs.push_back(plain);
+  return specs;
+}
+
 }  // namespace
 
 void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
@@ -512,9 +548,15 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
     return k->device() != PACHECK_DEVICE_CPU && !isolated(*k);
   });
   const bool parent_gpu = first_gpu != kernels.end();
-  std::unique_ptr<Backend> gpu;
-  // With no GPU named (device "cpu"), the kernel's own kind: cuda, or hip in a HIP build.
-  if (parent_gpu) gpu = open_backend(device_spec == "cpu" ? device_kind_spec((*first_gpu)->device()) : device_spec);
+  // The GPU devices: one for "cuda" / "cuda:N" (with no GPU named, device "cpu", the kernel's own kind:
+  // cuda, or hip in a HIP build), every local one for "cuda:all", each with its own backend and stream.
+  const auto any_gpu = std::find_if(kernels.begin(), kernels.end(),
+                                    [](const KernelPtr& k) { return k->device() != PACHECK_DEVICE_CPU; });
+  const std::vector<std::string> gpu_specs =
+      any_gpu == kernels.end() ? std::vector<std::string>{} : gpu_device_specs(device_spec, (*any_gpu)->device());
+  std::vector<std::unique_ptr<Backend>> gpus;
+  if (parent_gpu)
+    for (const auto& spec : gpu_specs) gpus.push_back(open_backend(spec));
 
   // Expand cells per kernel (resolving native layouts), apply shard, seed and filter.
   std::vector<WorkItem> items;
@@ -610,13 +652,16 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
     if (sum.results[i].verdict == Verdict::declined && !std::binary_search(resumed.begin(), resumed.end(), i))
       emit(sum.results[i]);
 
-  std::atomic<bool> device_lost{false};
   // Workers take cases from one queue, GPU cases first. Case generation, the oracle and judging run in
-  // parallel; GPU kernel calls go one at a time through `gpu_mu` on the one shared stream. Results land at
-  // fixed indices, so the report does not depend on the thread count.
+  // parallel; GPU kernel calls go one at a time per device through that device's mutex, on its own
+  // stream: GPU case k runs on device k % devices (gpu_device_for), whichever thread prepares it. Results
+  // land at fixed indices, so the report does not depend on the thread or device count. A fatal error
+  // (lost context) ends the cells of its own device only.
   std::vector<std::size_t> queue = gpu_items;
   queue.insert(queue.end(), cpu_items.begin(), cpu_items.end());
-  std::mutex gpu_mu;
+  const std::size_t ndev = std::max<std::size_t>(1, gpus.size());
+  std::vector<std::mutex> gpu_mu(ndev);
+  std::vector<std::atomic<bool>> device_lost(ndev + 1);  // [ndev]: the CPU items'
   const int threads = std::max(1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> workers;
@@ -624,8 +669,12 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
     workers.emplace_back([&] {
       auto cpu = make_cpu_backend();
       for (std::size_t i; (i = next++) < queue.size();) {
-        const bool on_gpu = i < gpu_items.size();
-        run_item(items[queue[i]], on_gpu ? *gpu : *cpu, opt, sum.results, emit, device_lost, on_gpu ? &gpu_mu : nullptr);
+        if (i < gpu_items.size()) {
+          const std::size_t d = gpu_device_for(i, ndev);
+          run_item(items[queue[i]], *gpus[d], opt, sum.results, emit, device_lost[d], &gpu_mu[d]);
+        } else {
+          run_item(items[queue[i]], *cpu, opt, sum.results, emit, device_lost[ndev], nullptr);
+        }
       }
     });
   for (auto& w : workers) w.join();
@@ -681,13 +730,16 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
       return run_in_child(cpu_child, job >> 32, items[job >> 32], job & 0xFFFFFFFFu, device_spec, opt, &lane_case[lane]);
     };
     // GPU: one child per kernel kept across cases (a device context per child, not per case), which
-    // prepares each case itself; one lane, since one device runs GPU cells one at a time in-process too.
+    // prepares each case itself; one lane per device (lane L runs on gpu_specs[L]), since one device runs
+    // GPU cells one at a time in-process too. Lanes take cases as they free up: which device runs a case
+    // varies from run to run, the results (fixed indices) do not.
     ChildState gpu_child;
     IsolationHooks gpu_hooks = common;
-    gpu_hooks.run = [&](std::size_t job, int) {
-      return run_in_child(gpu_child, job >> 32, items[job >> 32], job & 0xFFFFFFFFu, device_spec, opt, nullptr);
+    gpu_hooks.run = [&](std::size_t job, int lane) {
+      return run_in_child(gpu_child, job >> 32, items[job >> 32], job & 0xFFFFFFFFu, gpu_specs.at(lane), opt, nullptr);
     };
     IsolationOptions gpu_opt;
+    gpu_opt.lanes = static_cast<int>(std::max<std::size_t>(1, gpu_specs.size()));
     gpu_opt.cell_timeout_s = opt.cell_timeout_s;
     std::exception_ptr gpu_error;
     std::thread iso_gpu;

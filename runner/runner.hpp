@@ -54,6 +54,10 @@ struct CellResult {
   bool expected_fail = false;  ///< negative control: the kernel's planted fault must show here
   double seconds = 0;      ///< wall time of the cell (generation excluded)
   int index = -1;          ///< position of the cell in Suite::cells; orders merged and resumed reports
+  /// Backend that ran the kernel ("cpu", "cuda:1", ...); empty when no kernel ran (declined, lost before
+  /// its device was opened) and in reports written before this field existed. With --device cuda:all
+  /// it is the only field that differs from a single-device run of the same cells.
+  std::string device;
 };
 
 /// The key that identifies a cell's result within one run: kernel and cell id (resume, merge).
@@ -145,7 +149,11 @@ CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const 
                  const std::vector<std::uint32_t>* clean_bits, const RunOptions& opt);
 
 /// Runs every selected cell of `suite` on every kernel in `kernels` on the device `device_spec`
-/// ("cpu", "cuda:0"). CPU kernels use `opt.threads` workers; GPU kernels run in order on one stream.
+/// ("cpu", "cuda:0", "cuda:all"). CPU kernels use `opt.threads` workers; GPU kernels run one call at a time
+/// per device on that device's stream. "cuda:all" / "hip:all" opens every local device of the kind (one
+/// backend and stream each; isolated kernels get one child process per device) and spreads the GPU cases
+/// over them (gpu_device_for); each result's CellResult::device names the device that ran it, and the
+/// results are otherwise those of a single-device run. With no device present "cuda:all" fails as "cuda".
 /// Kernels selected by `opt.isolate` run afterwards in child processes (runner/isolate.hpp), one kernel
 /// per child, with a watchdog of `opt.cell_timeout_s` per cell. Cells found in `opt.previous` are not run.
 /// Results sit at fixed positions (kernel-major, suite order), whatever the thread count or isolation.
@@ -153,6 +161,12 @@ CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const 
 /// device or options.
 RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, const std::string& device_spec,
                      const RunOptions& opt);
+
+/// The device (0..devices-1) that runs in-process GPU case number `position` (0-based, in suite order of
+/// the run's GPU cases) when a run spreads its GPU cases over `devices` devices: position % devices, so
+/// the assignment depends only on the suite, filter and shard, never on timing. Throws
+/// std::invalid_argument when `devices` is 0.
+std::size_t gpu_device_for(std::size_t position, std::size_t devices);
 
 /// Runs a single cell on one kernel (for `pacheck repro`), returning the result and the raw run.
 std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backend& backend, const RunOptions& opt,

@@ -4,6 +4,12 @@
 #include <cmath>
 #include <cstring>
 
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
 #include "runner/runner.hpp"
 
 namespace pacheck {
@@ -191,6 +197,99 @@ TEST(Runner, FilterAndShardSelectCells) {
 
 TEST(Runner, UnknownDeviceIsAnError) {
   EXPECT_THROW(open_backend("tpu:0"), std::invalid_argument);
+  EXPECT_THROW(open_backend("cuda:all"), std::invalid_argument) << "one backend is one device";
+}
+
+// Issue 8: --device cuda:all. The spec expands to one backend spec per device present.
+TEST(AllDevices, ExpandsToOneSpecPerDevice) {
+  EXPECT_TRUE(is_all_devices_spec("cuda:all"));
+  EXPECT_TRUE(is_all_devices_spec("hip:all"));
+  for (const char* s : {"cuda", "cuda:0", "cuda:1", "hip", "cpu", "all", "cuda:al", "cpu:all", "tpu:all"})
+    EXPECT_FALSE(is_all_devices_spec(s)) << s;
+  EXPECT_EQ(expand_device_spec("cuda:all", 2, "no CUDA device: x"), (std::vector<std::string>{"cuda:0", "cuda:1"}));
+  EXPECT_EQ(expand_device_spec("hip:all", 3, ""), (std::vector<std::string>{"hip:0", "hip:1", "hip:2"}));
+  EXPECT_EQ(expand_device_spec("cuda:all", 1, ""), (std::vector<std::string>{"cuda:0"}));
+  for (const char* s : {"cpu", "cuda", "cuda:1", "hip:0"})
+    EXPECT_EQ(expand_device_spec(s, 8, ""), (std::vector<std::string>{s})) << "not an :all spec: unchanged";
+  try {
+    expand_device_spec("cuda:all", 0, "no CUDA device: cudaErrorNoDevice");
+    ADD_FAILURE() << "cuda:all with no device expanded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "no CUDA device: cudaErrorNoDevice") << "the same message as a plain 'cuda'";
+  }
+  EXPECT_THROW(expand_device_spec("tpu:all", 2, ""), std::invalid_argument);
+  EXPECT_THROW(expand_device_spec("cuda:all", -1, ""), std::invalid_argument);
+}
+
+// GPU cases go round-robin over the devices by position: the same suite always puts the same case on
+// the same device, and every device gets a share.
+TEST(AllDevices, GpuCasesAreSpreadRoundRobinByPosition) {
+  EXPECT_THROW(gpu_device_for(0, 0), std::invalid_argument);
+  std::vector<int> per_device(2, 0);
+  for (std::size_t i = 0; i < 9; ++i) ++per_device[gpu_device_for(i, 2)];
+  EXPECT_EQ(per_device, (std::vector<int>{5, 4}));
+  for (std::size_t i = 0; i < 20; ++i) EXPECT_EQ(gpu_device_for(i, 1), 0u);
+  EXPECT_EQ(gpu_device_for(7, 4), 3u);
+  EXPECT_EQ(gpu_device_for(8, 4), 0u);
+}
+
+/// A GPU kernel of the linked GPU runtime's kind that is never run where no device exists.
+class NoopGpu final : public Kernel {
+ public:
+  std::string name() const override { return "test.noop_gpu"; }
+  std::string description() const override { return "GPU kernel that writes nothing"; }
+  pacheck_device device() const override {
+    return gpu_backend_kind() == "hip" ? PACHECK_DEVICE_HIP : PACHECK_DEVICE_CUDA;
+  }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args&) const override {}
+};
+
+// Where no GPU exists, cuda:all fails exactly as cuda does: the parent's open error for an in-process
+// kernel, the same per-cell error for an isolated one.
+TEST(AllDevices, NoDeviceFailsAsThePlainKindDoes) {
+  const KernelPtr k = std::make_shared<NoopGpu>();
+  const std::string kind = device_kind_spec(k->device());
+  try {
+    const auto specs = resolve_device_specs(kind + ":all");
+    GTEST_SKIP() << specs.size() << " " << kind << " device(s) present: this test is for machines without one";
+  } catch (const std::runtime_error&) {
+  }
+  const Suite suite = small_suite({kClean, kVNanTail}, {17});
+  RunOptions o;
+  o.threads = 2;
+  std::string plain, all;
+  try {
+    run_suite(suite, {k}, kind, o);
+  } catch (const std::runtime_error& e) {
+    plain = e.what();
+  }
+  try {
+    run_suite(suite, {k}, kind + ":all", o);
+  } catch (const std::runtime_error& e) {
+    all = e.what();
+  }
+  EXPECT_NE(plain, "");
+  EXPECT_EQ(all, plain);
+  o.isolate = [](const Kernel&) { return true; };
+  const RunSummary a = run_suite(suite, {k}, kind, o), b = run_suite(suite, {k}, kind + ":all", o);
+  ASSERT_EQ(a.results.size(), b.results.size());
+  for (std::size_t i = 0; i < a.results.size(); ++i) {
+    EXPECT_EQ(a.results[i].verdict, Verdict::error);
+    EXPECT_EQ(b.results[i].verdict, a.results[i].verdict);
+    EXPECT_EQ(b.results[i].detail, a.results[i].detail);
+  }
+}
+
+TEST(Runner, EachResultNamesTheDeviceThatRanIt) {
+  const KernelPtr k = Registry::global().find("cpu.reference");
+  RunOptions o;
+  o.threads = 2;
+  for (const auto& r : run_suite(small_suite({kClean, kVNanTail}, {17, 33}), {k}, "cpu", o).results)
+    EXPECT_EQ(r.device, "cpu") << r.cell_id;
+  o.isolate = [](const Kernel&) { return true; };
+  for (const auto& r : run_suite(small_suite({kClean}, {17}), {k}, "cpu", o).results)
+    EXPECT_EQ(r.device, "cpu") << "isolated: " << r.cell_id << " " << r.detail;
 }
 
 }  // namespace

@@ -171,6 +171,8 @@ def scenario_junit(args, tmp):
     closing = f"reports in {d}: results.jsonl report.json junit.xml summary.md report.html\n"
     check(p.stdout.endswith(closing), f"closing line is not {closing!r}: {p.stdout[-300:]!r}")
     check(os.path.isfile(os.path.join(d, "report.html")), f"{d}: no report.html")
+    check(all(r.get("device") == "cpu" for r in report["results"] if r["verdict"] != "declined"),
+          "a CPU run's results do not name device cpu")
     check(report["summary"]["caught"] == 4, "the negative control's 4 bf16 cells were not caught")
     # Planted: a run in which no cell is selected is vacuous (exit 1); junit must fail it too.
     d = os.path.join(tmp, "vacuous")
