@@ -26,7 +26,6 @@ struct FuzzOptions {
   std::vector<std::string> properties;
   int max_size = 100;
   bool no_shrink = false;
-  bool extreme_full_range = false;
   std::string reproduce;
   CommonOptions common;  ///< --plugin, --tolerance, --oracle-precision, as `pacheck run`
 };
@@ -65,7 +64,6 @@ int run_fuzz(FuzzOptions& o) {
   } catch (const std::exception& e) {
     throw UsageError(fmt::format("cannot fuzz {}: {}", kernel->name(), e.what()));
   }
-  target.space.extreme_full_range = o.extreme_full_range;
 
   prop::RunParams params;
   params.seed = o.seed >= 0 ? static_cast<std::uint64_t>(o.seed) : std::random_device{}();
@@ -128,8 +126,6 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
   cmd->add_flag("--no-shrink", o->no_shrink, "report the first failing case as found, without shrinking");
-  cmd->add_flag("--extreme-full-range", o->extreme_full_range,
-                "let dist=extreme use V near the fp32 limit (bf16/f32 KV and output; docs/PROPERTIES.md, Findings)");
   cmd->add_option("--reproduce", o->reproduce, "replay a failure from the reproduce string printed with it");
   cmd->add_option("--plugin", o->common.plugins, "kernel library to load (repeatable)");
   cmd->add_option("--tolerance", o->common.tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();

@@ -121,14 +121,6 @@ Case build_case(const CaseSpace& sp, int size, int bs, const std::vector<int>& l
   c.layout = std::get<4>(t);
   c.dist = std::get<5>(t);
   c.seed = std::get<6>(t);
-  if (c.dist == Dist::extreme && !sp.extreme_full_range && c.kv_dtype != DType::f16 && c.out_dtype != DType::f16) {
-    // V of the extreme distribution is sized to the smaller of the KV and output dtypes' ranges; an f16
-    // one keeps it far from fp32 overflow (CaseSpace::extreme_full_range says why that matters).
-    const bool f16_kv = std::find(sp.kv_dtypes.begin(), sp.kv_dtypes.end(), DType::f16) != sp.kv_dtypes.end();
-    if (sp.mixed_dtypes) c.out_dtype = DType::f16;
-    else if (f16_kv) c.q_dtype = c.kv_dtype = c.out_dtype = DType::f16;
-    else c.dist = Dist::peaked;
-  }
   int padto = -1;
   std::tie(c.spare_blocks, c.padding_columns, padto) = std::get<7>(t);
   fit_budget(c, sp, work_budget(sp, size));

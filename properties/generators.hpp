@@ -31,13 +31,6 @@ struct CaseSpace {
   /// sequences; smaller sizes get proportionally less (work_budget). The CPU kernels are scalar code, so
   /// this is what keeps a property run of hundreds of cases within seconds.
   std::int64_t max_work = 1 << 21;
-  /// Whether dist=extreme may pair with a V range near the fp32 limit (bf16/f32 KV and output: V up to
-  /// 0.5 x 3.39e38). With ties at the max logit, which +-64 keys make common, 3 or more such V summed
-  /// before normalising overflow fp32, and every unnormalised-accumulator kernel (cpu.reference,
-  /// cpu.split_kv, FlashAttention-style designs) returns Inf where the oracle is finite. Off by
-  /// default: extreme cases then get an f16 KV or output dtype (V <= 32752), which keeps the huge
-  /// logits that expose softmax faults. docs/PROPERTIES.md, "Findings".
-  bool extreme_full_range = false;
   /// Joint constraints the per-field probes cannot see (e.g. a context bound). Empty: everything.
   std::function<Support(const Case&)> supports;
 };

@@ -48,7 +48,8 @@ struct AttendOptions {
   bool v_through_f16 = false;  ///< true: the staging fault of planted.f16_staged_v
 };
 
-/// Softmax(scale q.K) V over `tokens`, accumulated in the order given: two passes, fp32.
+/// Softmax(scale q.K) V over `tokens`, accumulated in the order given: fp32, the weights normalised before
+/// P.V (a convex combination, as the built-in kernels: no Inf for V near the fp32 limit).
 template <class Seq>
 void attend(const Seq& seq, int g, const std::vector<float>& q, float scale, const std::vector<int>& tokens,
             std::vector<float>& out, AttendOptions o = {}) {
@@ -63,16 +64,15 @@ void attend(const Seq& seq, int g, const std::vector<float>& q, float scale, con
   }
   if (!o.subtract_max) m = 0;
   float sum = 0;
+  for (std::size_t i = 0; i < tokens.size(); ++i) sum += (logit[i] = std::exp(logit[i] - m));
   std::fill(out.begin(), out.end(), 0.0f);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const float p = std::exp(logit[i] - m);
-    sum += p;
+    const float w = logit[i] / sum;
     for (int d = 0; d < D; ++d) {
       const float v = seq.v(tokens[i], g, d);
-      out[d] += p * (o.v_through_f16 ? round_to(v, DType::f16) : v);
+      out[d] += w * (o.v_through_f16 ? round_to(v, DType::f16) : v);
     }
   }
-  for (float& x : out) x /= sum;
 }
 
 std::vector<int> iota_tokens(int len) {
@@ -81,7 +81,8 @@ std::vector<int> iota_tokens(int len) {
   return t;
 }
 
-/// Partial softmax state of one split-KV partition: running max, exp-sum, unnormalised P.V.
+/// Partial softmax state of one split-KV partition: running max, exp-sum, normalised P.V (sum (p / l) V; 0
+/// for an empty partition).
 struct Partial {
   float m = kNegInf, l = 0;
   std::vector<float> o;
@@ -98,10 +99,10 @@ Partial partial(const Seq& seq, int g, const std::vector<float>& q, float scale,
     logit.push_back(dot * scale);
     p.m = std::max(p.m, logit.back());
   }
+  for (int t = t0; t < t1; ++t) p.l += (logit[t - t0] = std::exp(logit[t - t0] - p.m));
   for (int t = t0; t < t1; ++t) {
-    const float e = std::exp(logit[t - t0] - p.m);
-    p.l += e;
-    for (std::size_t d = 0; d < q.size(); ++d) p.o[d] += e * seq.v(t, g, static_cast<int>(d));
+    const float w = logit[t - t0] / p.l;
+    for (std::size_t d = 0; d < q.size(); ++d) p.o[d] += w * seq.v(t, g, static_cast<int>(d));
   }
   return p;
 }
@@ -170,11 +171,12 @@ class SplitKvEmptyPartition final : public Planted {
           const Partial& y = parts[i + width];
           const float M = std::max(x.m, y.m);
           const float sx = std::exp(x.m - M), sy = std::exp(y.m - M);  // the fault: no empty-partition guard
-          x.l = sx * x.l + sy * y.l;
-          for (std::size_t d = 0; d < x.o.size(); ++d) x.o[d] = sx * x.o[d] + sy * y.o[d];
+          const float wx = sx * x.l, wy = sy * y.l, l = wx + wy;
+          for (std::size_t d = 0; d < x.o.size(); ++d) x.o[d] = (wx / l) * x.o[d] + (wy / l) * y.o[d];
+          x.l = l;
           x.m = M;
         }
-      for (std::size_t d = 0; d < out.size(); ++d) out[d] = parts[0].o[d] / parts[0].l;
+      out = parts[0].o;
     });
   }
 };
@@ -255,13 +257,12 @@ class BatchSplit final : public Planted {
         M = std::max(M, parts.back().m);
       }
       float denom = 0;
+      for (const Partial& p : parts) denom += std::exp(p.m - M) * p.l;
       std::fill(out.begin(), out.end(), 0.0f);
       for (const Partial& p : parts) {
-        const float w = std::exp(p.m - M);
-        denom += w * p.l;
+        const float w = std::exp(p.m - M) * p.l / denom;
         for (std::size_t d = 0; d < out.size(); ++d) out[d] += w * p.o[d];
       }
-      for (float& x : out) x /= denom;
     });
   }
 };

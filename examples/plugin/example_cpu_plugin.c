@@ -141,17 +141,19 @@ static pacheck_status run(void* user, const pacheck_kernel_args* a, char* error,
         logits[t] = dot * a->scale * a->k_scale;
         if (logits[t] > m) m = logits[t];
       }
+      /* Softmax weights normalised before P.V: the accumulator is a convex combination of V, so V near the
+         fp32 limit cannot overflow it (an unnormalised sum of p * V can). */
       float sum = 0.0f;
+      for (int t = 0; t < len; ++t) sum += (logits[t] = expf(logits[t] - m));
       for (int d = 0; d < D; ++d) acc[d] = 0.0f;
       for (int t = 0; t < len; ++t) {
         const int64_t block = a->block_tables[s * a->block_tables_stride + t / a->block_size];
-        const float p = expf(logits[t] - m);
-        sum += p;
+        const float w = logits[t] / sum;
         for (int d = 0; d < D; ++d)
-          acc[d] += p * load(a->value_cache, value_off(a, block, g, t % a->block_size, d), a->kv_dtype);
+          acc[d] += w * load(a->value_cache, value_off(a, block, g, t % a->block_size, d), a->kv_dtype);
       }
       for (int d = 0; d < D; ++d)
-        store(a->out, s * a->out_stride_seq + h * a->out_stride_head + d, a->out_dtype, acc[d] * a->v_scale / sum);
+        store(a->out, s * a->out_stride_seq + h * a->out_stride_head + d, a->out_dtype, acc[d] * a->v_scale);
     }
   }
   free(logits);

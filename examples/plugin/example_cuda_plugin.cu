@@ -4,7 +4,7 @@
  *
  * One thread block per (sequence, query head). Pass 1: threads stride over the sequence's tokens and
  * write scaled logits into a scratch buffer; a block reduction gives the max. Pass 2: exponentiate and
- * sum. Pass 3: threads stride over head dimensions and accumulate p . V. Only the first seq_lens[s] tokens
+ * sum. Pass 3: threads stride over head dimensions and accumulate (p / sum) . V. Only the first seq_lens[s] tokens
  * are read. Written for clarity, not speed: it is the template for wiring a real kernel to pacheck.
  */
 #include <cuda_bf16.h>
@@ -99,13 +99,15 @@ __global__ void decode(pacheck_kernel_args a, float* scratch, int64_t scratch_pe
     sum += logits[t];
   }
   sum = block_reduce<false>(sum, red);  // also orders the writes to `logits` before pass 3 reads them
+  // Weights normalised before P.V: acc is a convex combination of V and cannot overflow for V near the
+  // fp32 limit (an unnormalised sum of p * V can).
   for (int d = threadIdx.x; d < a.head_size; d += blockDim.x) {
     float acc = 0.f;
     for (int t = 0; t < len; ++t) {
       const int64_t block = a.block_tables[s * a.block_tables_stride + t / a.block_size];
-      acc += logits[t] * load(a.value_cache, value_off(a, block, g, t % a.block_size, d), a.kv_dtype);
+      acc += (logits[t] / sum) * load(a.value_cache, value_off(a, block, g, t % a.block_size, d), a.kv_dtype);
     }
-    store(a.out, s * a.out_stride_seq + h * a.out_stride_head + d, a.out_dtype, acc * a.v_scale / sum);
+    store(a.out, s * a.out_stride_seq + h * a.out_stride_head + d, a.out_dtype, acc * a.v_scale);
   }
 }
 

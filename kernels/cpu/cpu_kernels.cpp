@@ -1,6 +1,10 @@
 // CPU kernels: faithful models of real paged-attention decode designs, including negative controls.
 //
 //  cpu.reference        reads only valid slots; fp32 logits, softmax and accumulation.
+// Every kernel normalises the softmax weights before P.V (out = sum_t (p_t / sum p) V_t, a convex
+// combination, as vLLM's kernels and the GPU kernels do): an accumulator of unnormalised p x V overflows
+// fp32 to Inf when a few V near the dtype's limit (bf16/f32 up to 3.4e38) tie at the max logit, where the
+// output itself is finite (docs/PROPERTIES.md, Findings).
 //  cpu.vector_v         vLLM v1-style: logits of a whole block computed and masked past seq_len, but V
 //                       multiplied in vectors covering the whole final block, so p = 0 meets the tail:
 //                       0 * NaN = NaN. NEGATIVE CONTROL (vLLM issue 641; ROCm custom kernel, PR 53856).
@@ -111,13 +115,13 @@ class Reference final : public CpuKernel {
             m = std::max(m, logits[t]);
           }
           float sum = 0;
+          for (int t = 0; t < len; ++t) sum += (logits[t] = std::exp(logits[t] - m));
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int t = 0; t < len; ++t) {
-            const float p = std::exp(logits[t] - m);
-            sum += p;
-            for (int d = 0; d < D; ++d) acc[d] += p * sv.v<KV>(t, g, d);
+            const float w = logits[t] / sum;  // normalised first: |acc| <= max |V|, never Inf
+            for (int d = 0; d < D; ++d) acc[d] += w * sv.v<KV>(t, g, d);
           }
-          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d] / sum);
+          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d]);
         }
       }
     });
@@ -199,7 +203,9 @@ class VectorV final : public CpuKernel {
             logits[t] = t < len ? dot * a.scale : kNegInf;                 // the logit mask
             m = std::max(m, logits[t]);
           }
+          // p = exp(-inf - m) = 0 exactly past seq_len.
           float sum = 0;
+          for (int t = 0; t < nblocks * B; ++t) sum += (logits[t] = std::exp(logits[t] - m));
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int j = 0; j < nblocks; ++j) {
             // Load the block's V vector: every slot, as a vectorised load would.
@@ -209,21 +215,21 @@ class VectorV final : public CpuKernel {
                 vvec[static_cast<std::size_t>(slot) * D + d] = (MaskV && t >= len) ? 0.0f : sv.v<KV>(t, g, d);
               }
             for (int slot = 0; slot < B; ++slot) {
-              const float p = std::exp(logits[j * B + slot] - m);  // exactly 0 past seq_len
-              sum += p;
-              for (int d = 0; d < D; ++d) acc[d] += p * vvec[static_cast<std::size_t>(slot) * D + d];
+              const float w = logits[j * B + slot] / sum;  // 0 past seq_len: 0 x NaN = NaN unmasked
+              for (int d = 0; d < D; ++d) acc[d] += w * vvec[static_cast<std::size_t>(slot) * D + d];
             }
           }
-          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d] / sum);
+          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d]);
         }
       }
     });
   }
 };
 
-/// Split-KV over partitions of `partition` tokens: each partition keeps (max m_i, exp-sum l_i, unnormalised
-/// partial o_i); the merge takes M = max m_i and out = sum exp(m_i - M) o_i / sum exp(m_i - M) l_i, skipping
-/// empty partitions (m_i = -inf) so -inf - -inf never appears.
+/// Split-KV over partitions of `partition` tokens: each partition keeps (max m_i, exp-sum l_i, normalised
+/// partial o_i = sum (p / l_i) V, as vLLM v2's tmp_out); the merge takes M = max m_i, weights
+/// w_i = exp(m_i - M) l_i and out = sum (w_i / sum w) o_i, skipping empty partitions (m_i = -inf) so
+/// -inf - -inf never appears. Both sums are convex combinations: no intermediate exceeds max |V|.
 class SplitKv final : public CpuKernel {
  public:
   explicit SplitKv(int partition) : partition_(partition) {}
@@ -256,23 +262,26 @@ class SplitKv final : public CpuKernel {
               logits[t - t0] = dot * a.scale;
               part_m[pi] = std::max(part_m[pi], logits[t - t0]);
             }
+            for (int t = t0; t < t1; ++t) part_l[pi] += (logits[t - t0] = std::exp(logits[t - t0] - part_m[pi]));
             for (int t = t0; t < t1; ++t) {
-              const float p = std::exp(logits[t - t0] - part_m[pi]);
-              part_l[pi] += p;
-              for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += p * sv.v<KV>(t, g, d);
+              const float w = logits[t - t0] / part_l[pi];
+              for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * sv.v<KV>(t, g, d);
             }
           }
           float M = kNegInf;
           for (int pi = 0; pi < nparts; ++pi) M = std::max(M, part_m[pi]);
+          std::vector<float> weight(nparts, 0.0f), out(D, 0.0f);
           float denom = 0;
-          std::vector<float> out(D, 0.0f);
           for (int pi = 0; pi < nparts; ++pi) {
-            if (part_m[pi] == kNegInf) continue;  // empty partition
-            const float w = std::exp(part_m[pi] - M);
-            denom += w * part_l[pi];
+            if (part_m[pi] == kNegInf) continue;  // empty partition: weight 0
+            denom += (weight[pi] = std::exp(part_m[pi] - M) * part_l[pi]);
+          }
+          for (int pi = 0; pi < nparts; ++pi) {
+            if (part_m[pi] == kNegInf) continue;
+            const float w = weight[pi] / denom;
             for (int d = 0; d < D; ++d) out[d] += w * part_o[static_cast<std::size_t>(pi) * D + d];
           }
-          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, out[d] / denom);
+          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, out[d]);
         }
       }
     });
