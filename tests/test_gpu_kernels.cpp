@@ -10,11 +10,13 @@
 //    poisons gpu.paged_v1_tail_fault exactly on the cells poisons_v_tail() names (the negative control).
 //  - Paging invariance, batch invariance, determinism, query/out strides, args.scale.
 //  - A fault inside a kernel (illegal address) is reported as a fatal KernelError (death test).
-//  - fp8 KV caches (docs/FP8.md): gpu.paged_v1/v2 accept e4m3fn, e4m3fnuz and e5m2 with bf16/f16 query and
-//    output and decline anything else with a reason (no device needed); on a device, the decode of all 256
-//    codes per encoding through the kernels' load16 + expand16 path equals oracle/fp8.cpp bit for bit,
-//    the kernels agree with the oracle under per-head and per-tensor scales, and gpu.paged_v1_tail_fault
-//    is caught exactly on NaN/Inf V-tail poison (e4m3fnuz's 0x7F = 240 is finite and stays harmless).
+//  - fp8 KV caches (docs/FP8.md): gpu.paged_v1/v2 and gpu.warp_split/_gqa accept e4m3fn, e4m3fnuz and e5m2
+//    with bf16/f16 query and output and decline anything else with a reason (no device needed); on a
+//    device, the decode of all 256 codes per encoding through the kernels' load16 + expand16 path equals
+//    oracle/fp8.cpp bit for bit, the kernels agree with the oracle under per-head and per-tensor scales
+//    (the warp-split kernels in both their basic and pipelined forms), gpu.paged_v1_tail_fault is caught
+//    exactly on NaN/Inf V-tail poison (e4m3fnuz's 0x7F = 240 is finite and stays harmless), and poison past
+//    seq_len leaves the warp-split kernels' output bitwise unchanged.
 //  - Bench (PACHECK_GPU_BENCH=1 only): bandwidth of each kernel at 64 x 8192 x 32/8 x 128 bf16 against the
 //    device-to-device copy bandwidth measured in the same run.
 #include <gtest/gtest.h>
@@ -27,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -493,6 +496,7 @@ struct Buf {
 
 const DType kFp8[] = {DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2};
 const std::vector<std::string> kPagedKernels = {"gpu.paged_v1", "gpu.paged_v1_tail_fault", "gpu.paged_v2"};
+const std::vector<std::string> kWarpSplitKernels = {"gpu.warp_split", "gpu.warp_split_gqa"};
 
 /// A vllm-layout case with an fp8 cache, q/out `qo`, and per-KV-head scales K 0.3 -> 3, V 3 -> 0.3 (the fp8
 /// suite's), so a kernel that reads the NaN scalar, or head 0's scale for every head, fails.
@@ -512,7 +516,7 @@ Case fp8_case(DType kv, DType qo, int heads, int kv_heads, int d, int bs, std::v
 }
 
 // supports() is host code: checked without a device.
-TEST(GpuFp8, PagedKernelsAcceptFp8OthersDeclineWithAReason) {
+TEST(GpuFp8, KernelsAcceptFp8AndDeclineBadDtypesWithAReason) {
   for (DType kv : kFp8) {
     for (DType qo : {DType::bf16, DType::f16}) {
       const Case c = fp8_case(kv, qo, 32, 8, 128, 16, {4090, 17});
@@ -520,13 +524,29 @@ TEST(GpuFp8, PagedKernelsAcceptFp8OthersDeclineWithAReason) {
         const Support s = kernel(name)->supports(c);
         EXPECT_TRUE(s.ok) << name << " " << c.id() << ": " << s.reason;
       }
-      for (const std::string name : {"gpu.warp_split", "gpu.warp_split_gqa"}) {
+      for (const auto& name : kWarpSplitKernels) {
         Case n = c;
         n.layout = Layout::nhd;
-        const Support s = kernel(name)->supports(n);
-        EXPECT_FALSE(s.ok) << name;
-        EXPECT_NE(s.reason.find("kv_dtype " + std::string(dtype_name(kv))), std::string::npos) << s.reason;
+        Support s = kernel(name)->supports(n);
+        EXPECT_TRUE(s.ok) << name << " " << n.id() << ": " << s.reason;
+        n.block_size = 8;  // each token is its own row in nhd: no block-size limit at fp8
+        s = kernel(name)->supports(n);
+        EXPECT_TRUE(s.ok) << name << " " << n.id() << ": " << s.reason;
       }
+    }
+    for (const auto& name : kWarpSplitKernels) {
+      const KernelPtr k = kernel(name);
+      Case bad = fp8_case(kv, DType::f32, 32, 8, 128, 16, {100});
+      bad.layout = Layout::nhd;
+      EXPECT_NE(k->supports(bad).reason.find("q_dtype f32"), std::string::npos) << k->supports(bad).reason;
+      bad.q_dtype = DType::bf16;
+      bad.out_dtype = DType::f16;
+      EXPECT_NE(k->supports(bad).reason.find("out_dtype f16"), std::string::npos) << k->supports(bad).reason;
+      bad = fp8_case(kv, DType::bf16, 32, 8, 96, 16, {100});
+      bad.layout = Layout::nhd;
+      EXPECT_NE(k->supports(bad).reason.find("head_size 96"), std::string::npos) << k->supports(bad).reason;
+      bad = fp8_case(kv, DType::bf16, 32, 8, 128, 16, {100});  // vllm layout: declined for the layout
+      EXPECT_NE(k->supports(bad).reason.find("layout vllm"), std::string::npos) << k->supports(bad).reason;
     }
     for (const auto& name : kPagedKernels) {
       const KernelPtr k = kernel(name);
@@ -669,6 +689,119 @@ TEST_P(GpuFp8Paged, TailPoisonCaughtExactlyByTheControl) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GpuFp8Paged, ::testing::ValuesIn(kPagedKernels),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param.substr(4); });
+
+/// Sets PACHECK_WARP_SPLIT_PIPELINE for its lifetime (restoring the previous value): the launcher reads it at
+/// every launch, so one process runs both forms of the warp-split kernels.
+class PipelineForm {
+ public:
+  explicit PipelineForm(const char* v) {
+    if (const char* old = std::getenv("PACHECK_WARP_SPLIT_PIPELINE")) old_ = old;
+    if (v) setenv("PACHECK_WARP_SPLIT_PIPELINE", v, 1);
+    else unsetenv("PACHECK_WARP_SPLIT_PIPELINE");
+  }
+  ~PipelineForm() {
+    if (old_) setenv("PACHECK_WARP_SPLIT_PIPELINE", old_->c_str(), 1);
+    else unsetenv("PACHECK_WARP_SPLIT_PIPELINE");
+  }
+  PipelineForm(const PipelineForm&) = delete;
+  PipelineForm& operator=(const PipelineForm&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+class GpuFp8WarpSplit : public ::testing::TestWithParam<std::string> {};
+
+// gpu.warp_split / gpu.warp_split_gqa (nhd) at fp8: every encoding x {bf16, f16} x head 64/128/256, with the
+// per-KV-head scales of fp8_case (every third case per tensor), GQA ratios 1, 2, 4, 8 and 16 (query-head
+// tiles 1..8 for gpu.warp_split_gqa, several tiles at 16), block sizes 8, 16, 32 and 24 (nhd reads each token
+// as its own row: no fp8 block-size limit), one-token, straddling and multi-partition lengths, in both
+// forms of the kernel (the basic form and the pipelined cp.async form, forced with
+// PACHECK_WARP_SPLIT_PIPELINE), within the fixed limit of the output dtype.
+TEST_P(GpuFp8WarpSplit, AgreesWithTheOracleInBothForms) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  int idx = 0, ran = 0;
+  const int kv_heads_of[] = {4, 2, 1, 8, 1};  // with 16 query heads: ratios 4, 8, 16, 2, 16
+  for (DType kv : kFp8) {
+    for (DType qo : {DType::bf16, DType::f16}) {
+      for (int d : {64, 128, 256}) {
+        ++idx;
+        const int bs = idx % 4 == 0 ? 8 : (idx % 4 == 1 ? 16 : (idx % 4 == 2 ? 32 : 24));
+        const int heads = idx % 7 == 0 ? 4 : 16;  // ratio 1 now and then (4 / 4)
+        const int kvh = heads == 4 ? 4 : kv_heads_of[idx % 5];
+        Case c = fp8_case(kv, qo, heads, kvh, d, bs, {1, bs - 1, 700, 1537 + idx});
+        c.layout = Layout::nhd;
+        c.seed = 700 + idx;
+        if (idx % 3 == 2) {  // per tensor: the scalars are read, no arrays
+          c.k_scale = KvScale{{0.5f}, std::nullopt};
+          c.v_scale = KvScale{{2.0f}, std::nullopt};
+        }
+        if (idx % 5 == 3) c.dist = Dist::extreme;
+        const Support s = k->supports(c);
+        ASSERT_TRUE(s.ok) << c.id() << ": " << s.reason;
+        SCOPED_TRACE(c.id());
+        CaseData data = prepare_case(c, RunOptions{});
+        for (const char* form : {"0", "1"}) {
+          SCOPED_TRACE(std::string("PACHECK_WARP_SPLIT_PIPELINE=") + form);
+          const PipelineForm pf(form);
+          const RawRun r = run(*k, data, data.cache);
+          expect_clean_run(r);
+          const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
+          EXPECT_EQ(m.bad_nonfinite, 0);
+          EXPECT_LE(m.rel_linf, fixed_limit(qo)) << worst_element(c, m, r, data);
+          double& w = worst_rel_linf()[GetParam() + (form[0] == '1' ? " pipelined " : " basic ") +
+                                       std::string(dtype_name(kv)) + "/" + std::string(dtype_name(qo))];
+          w = std::max(w, m.rel_linf);
+          ++ran;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ran, 36);
+  for (const auto& [key, v] : worst_rel_linf())
+    if (key.rfind(GetParam() + " ", 0) == 0 && key.find(" fp8") != std::string::npos)
+      std::printf("[ rel_linf ] %-48s max %.3e\n", key.c_str(), v);
+}
+
+// Nothing past seq_len is read at fp8 either: NaN/Inf/max poison in every unwritten region (tail of the
+// final block and the spare/padding blocks) leaves the output bitwise unchanged, in both forms.
+TEST_P(GpuFp8WarpSplit, PoisonPastSeqLenLeavesTheOutputUnchanged) {
+  REQUIRE_GPU();
+  const KernelPtr k = kernel(GetParam());
+  ASSERT_TRUE(k);
+  for (DType kv : kFp8) {
+    Case c = fp8_case(kv, DType::bf16, 8, 2, 128, 16, {4090, 17, 1});
+    c.layout = Layout::nhd;
+    SCOPED_TRACE(c.id());
+    CaseData data = prepare_case(c, RunOptions{});
+    for (const char* form : {"0", "1"}) {
+      SCOPED_TRACE(std::string("PACHECK_WARP_SPLIT_PIPELINE=") + form);
+      const PipelineForm pf(form);
+      const RawRun clean = run(*k, data, data.cache);
+      expect_clean_run(clean);
+      ASSERT_EQ(compare(clean.out, data.ref.out, c, c.out_dtype).bad_nonfinite, 0);
+      for (Target t : {Target::k, Target::v, Target::kv}) {
+        for (Poison p : {Poison::nan, Poison::pinf, Poison::max_finite}) {
+          if (!poison_unsupported(p, kv).empty()) continue;
+          for (Region rg : {Region::tail, Region::all}) {
+            const Cell cell{c, FaultSpec{p, t, rg}};
+            SCOPED_TRACE(cell.fault.id());
+            PagedCache faulted = data.cache;
+            inject(faulted, cell.fault);
+            const RawRun r = run(*k, data, faulted);
+            expect_clean_run(r);
+            EXPECT_EQ(differing(r.bits, clean.bits), 0) << "output changed under poison";
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GpuFp8WarpSplit, ::testing::ValuesIn(kWarpSplitKernels),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param.substr(4); });
 
 // Query and output with padded strides (not the contiguous ones make_args writes) give the same bits.

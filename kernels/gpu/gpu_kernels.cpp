@@ -19,8 +19,9 @@ std::string dtype_list(const Case& c) {
 }
 
 /// Checks shared by every GPU kernel: dtypes, head sizes, the layout the kernel reads. q/KV/out share one
-/// dtype in {f32,f16,bf16}; kernels that read fp8 caches (`fp8_kv`: gpu.paged_v1/v2 and the tail-fault
-/// twin) also take an fp8 KV dtype with q == out in {bf16,f16}. Other kernels decline fp8 naming themselves.
+/// dtype in {f32,f16,bf16}; kernels that read fp8 caches (`fp8_kv`: gpu.paged_v1/v2, the tail-fault twin
+/// and gpu.warp_split/_gqa, all of them today) also take an fp8 KV dtype with q == out in {bf16,f16}.
+/// A kernel without fp8_kv would decline fp8 naming itself.
 Support common_support(const Case& c, Layout layout, const std::string& name, bool fp8_kv = false) {
   if (c.layout != layout)
     return Support::no("layout " + std::string(layout_name(c.layout)) + " not supported: " + name + " reads " +
@@ -121,13 +122,15 @@ class WarpSplit final : public Kernel {
   std::string name() const override { return gqa_ ? "gpu.warp_split_gqa" : "gpu.warp_split"; }
   std::string description() const override {
     return gqa_ ? "FlashDecoding-style split-KV, nhd: per-warp online softmax in registers, each K/V row loaded "
-                  "once for a tile of up to 8 query heads of its GQA group; partitions merged by a second kernel"
+                  "once for a tile of up to 8 query heads of its GQA group; partitions merged by a second kernel; "
+                  "fp8 caches decoded after the loads"
                 : "FlashDecoding-style split-KV, nhd: block per (seq, query head, partition), warps stride over "
-                  "keys with an online softmax in registers, merged through shared memory and a second kernel";
+                  "keys with an online softmax in registers, merged through shared memory and a second kernel; fp8 "
+                  "caches decoded after the loads";
   }
   pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
-    if (Support s = common_support(c, Layout::nhd, name()); !s.ok) return s;
+    if (Support s = common_support(c, Layout::nhd, name(), true); !s.ok) return s;
     if (c.block_size < 1) return Support::no("block_size " + std::to_string(c.block_size) + " must be positive");
     return Support::yes();
   }

@@ -4,6 +4,11 @@
 //
 // Layout (PACHECK_LAYOUT_NHD): key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_size];
 // query and out [num_seqs, num_heads, head_size] with the strides from the args.
+// Element types: query and output T (f32, f16 or bf16); cache C, either T itself or, with a bf16/f16 T, one
+// of the fp8 encodings (kernels/gpu/fp8.hpp), decoded to fp32 right after the 16-byte loads. The row split
+// below follows C (16 codes per load at fp8). The dequantisation scale of KV head g (k_scales_per_head[g]
+// when given, else the scalar) is folded into the logit scale, and V's multiplies the finished P.V row;
+// f32/f16/bf16 caches compute exactly as before (docs/FP8.md).
 //
 // Grid: x = (kv head, partition, head tile), tiles fastest; y = sequence. A thread block of kWarps warps
 // handles one partition (warp_split_partition_size() tokens) of one sequence for a tile of QG query heads
@@ -33,6 +38,7 @@
 #include <string>
 
 #include "kernels/gpu/attention_common.cuh"
+#include "kernels/gpu/fp8.hpp"
 #include "kernels/layouts/layout.hpp"
 
 namespace pacheck::gpu {
@@ -73,20 +79,23 @@ struct WarpSplitParams {
   int num_heads, num_kv_heads, ratio, tiles;
   int head_slots;               ///< warps split into this many head slots (1, 2 or 4), each serving QG query heads
   int block_size, block_shift;  ///< block_shift = log2(block_size), or -1 when not a power of two
-  float scale_log2;             ///< scale * k_scale * log2(e)
-  float v_scale;
+  float scale_log2;             ///< scale * k_scale * log2(e); scale * log2(e) when k_scales is given
+  float v_scale;                ///< per-tensor V scale (NaN, unused, when v_scales is given)
+  const float* k_scales;        ///< [num_kv_heads] device fp32 per-KV-head K scales, or null
+  const float* v_scales;        ///< [num_kv_heads] device fp32 per-KV-head V scales, or null
   SplitScratch sc;              ///< partition_size and max_parts always set; buffers when max_parts > 1
 };
 
 // Which lanes own which elements and tokens, and the shuffle offsets of the reductions: lanes::row_split and
 // the lanes::ws_* token order (lane_math.hpp, tested for wave32 and wave64 in tests/test_lane_math.cpp).
-template <class T, int D>
+// C is the cache element type: the split follows its size (16 fp8 codes per 16-byte load).
+template <class C, int D>
 struct RowSplit {
-  static constexpr lanes::RowSplit kSplit = lanes::row_split(kWarpSize, D, sizeof(T));
+  static constexpr lanes::RowSplit kSplit = lanes::row_split(kWarpSize, D, sizeof(C));
   static constexpr int kVec = kSplit.vec;
   static constexpr int kEpl = kSplit.elems_per_lane;  // elements per lane
   static constexpr int kNv = kSplit.loads;            // 16-byte loads per lane per row
-  static_assert(lanes::row_split_exact(kWarpSize, D, sizeof(T)), "head row must split over a warp");
+  static_assert(lanes::row_split_exact(kWarpSize, D, sizeof(C)), "head row must split over a warp");
   static_assert(kSplit.workers * kSplit.lanes_per_row == kWarpSize, "the row split must span exactly one warp");
 };
 
@@ -119,13 +128,15 @@ PACHECK_DEVICE float ws_rcp(float x) {
 // (kWarps * QG * (D + 2) floats, free for reuse: the caller synchronises before), and writes each query
 // head's row: to `out` when the sequence has one partition, else the normalised partial, its max logit and
 // exp sum to split-KV scratch. kFast picks the single-instruction exp2 and reciprocal.
-template <class T, int D, int QG, int EPL, bool kFast>
+template <class T, class C, int D, int QG, int EPL, bool kFast>
 PACHECK_DEVICE void merge_and_store(const WarpSplitParams& p, float* smem, float (&m)[QG], float (&l)[QG],
                                     float (&acc)[QG][EPL], int s, int g, int part, int num_parts, int tile_first) {
-  constexpr lanes::RowSplit SP = RowSplit<T, D>::kSplit;
+  constexpr lanes::RowSplit SP = RowSplit<C, D>::kSplit;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int sg = SP.worker(lane), sl = SP.row_lane(lane);
   const int d0 = SP.elem_at(sl);
+  // V dequantisation scale of KV head g, applied to the finished P.V row (1 for f32/f16/bf16 caches).
+  const float v_scale = p.v_scales ? p.v_scales[g] : p.v_scale;
 #pragma unroll
   for (int mk = SP.merge_first(); mk < SP.merge_end(); mk <<= 1) {
 #pragma unroll
@@ -184,7 +195,7 @@ PACHECK_DEVICE void merge_and_store(const WarpSplitParams& p, float* smem, float
 #pragma unroll
     for (int i = 0; i < kWarps; ++i)
       if (i < wph) o = fmaf(acc_s[((w0 + i) * QG + j) * D + d], wts[i] * inv, o);
-    o *= p.v_scale;
+    o *= v_scale;
     const int h = g * p.ratio + hg;
     if (to_scratch) {
       const std::int64_t srow = (static_cast<std::int64_t>(s) * p.num_heads + h) * p.sc.max_parts + part;
@@ -200,9 +211,10 @@ PACHECK_DEVICE void merge_and_store(const WarpSplitParams& p, float* smem, float
 }
 
 // The basic form: K/V loaded into registers, one step in flight per worker.
-template <class T, int D, int QG, bool kFast>
+// T: query/output element type; C: cache element type (T, or an fp8 type with a 16-bit T).
+template <class T, class C, int D, int QG, bool kFast>
 __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(WarpSplitParams p) {
-  using RS = RowSplit<T, D>;
+  using RS = RowSplit<C, D>;
   constexpr lanes::RowSplit SP = RS::kSplit;
   constexpr int EPL = RS::kEpl, NV = RS::kNv, VEC = RS::kVec;
   constexpr int U = lanes::ws_unroll(QG);  // tokens per worker per step (2 loads each, all in flight)
@@ -233,6 +245,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
 
   float q[QG][EPL];
   load_queries<T, QG, EPL>(p, s, g, tile_first + hs * QG, d0, q);
+  // K dequantisation scale of KV head g folded into the logit scale (host-folded when per tensor).
+  const float qk_scale = p.k_scales ? p.scale_log2 * p.k_scales[g] : p.scale_log2;
   float m[QG], l[QG], acc[QG][EPL];
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
@@ -242,8 +256,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
     for (int e = 0; e < EPL; ++e) acc[j][e] = 0.f;
   }
 
-  const T* kc = static_cast<const T*>(p.k);
-  const T* vc = static_cast<const T*>(p.v);
+  const C* kc = static_cast<const C*>(p.k);
+  const C* vc = static_cast<const C*>(p.v);
   const std::int32_t* bt = p.block_tables + s * p.bt_stride;
 
   // The loop bound is warp-uniform (shuffles need the whole warp); tokens past t_end are masked per worker.
@@ -258,8 +272,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
         const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
         const int slot = t - lb * p.block_size;
         const std::int64_t phys = bt[lb];
-        const T* kp = kc + key_offset(PACHECK_LAYOUT_NHD, p.ks, 1, phys, g, slot, d0);
-        const T* vp = vc + value_offset(PACHECK_LAYOUT_NHD, p.vs, phys, g, slot, d0);
+        const C* kp = kc + key_offset(PACHECK_LAYOUT_NHD, p.ks, 1, phys, g, slot, d0);
+        const C* vp = vc + value_offset(PACHECK_LAYOUT_NHD, p.vs, phys, g, slot, d0);
 #pragma unroll
         for (int n = 0; n < NV; ++n) kr[u][n] = load16(kp + n * VEC);
 #pragma unroll
@@ -276,7 +290,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
     for (int u = 0; u < U; ++u) {
       float kf[EPL];
 #pragma unroll
-      for (int n = 0; n < NV; ++n) expand16<T>(kr[u][n], kf + n * VEC);
+      for (int n = 0; n < NV; ++n) expand16<C>(kr[u][n], kf + n * VEC);
 #pragma unroll
       for (int j = 0; j < QG; ++j) {
         float dot = 0.f;
@@ -284,7 +298,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
         for (int e = 0; e < EPL; ++e) dot = fmaf(q[j][e], kf[e], dot);
 #pragma unroll
         for (int mk = 1; mk < SP.dot_reduce_end(); mk <<= 1) dot += shfl_xor(dot, mk);
-        sc[u][j] = valid[u] ? dot * p.scale_log2 : -INFINITY;
+        sc[u][j] = valid[u] ? dot * qk_scale : -INFINITY;
       }
     }
 
@@ -320,7 +334,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
     for (int u = 0; u < U; ++u) {
       float vf[EPL];
 #pragma unroll
-      for (int n = 0; n < NV; ++n) expand16<T>(vr[u][n], vf + n * VEC);
+      for (int n = 0; n < NV; ++n) expand16<C>(vr[u][n], vf + n * VEC);
 #pragma unroll
       for (int j = 0; j < QG; ++j)
 #pragma unroll
@@ -329,7 +343,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
   }
 
   __shared__ __align__(16) float merge_s[kWarps * QG * (D + 2)];
-  merge_and_store<T, D, QG, EPL, kFast>(p, merge_s, m, l, acc, s, g, part, num_parts, tile_first);
+  merge_and_store<T, C, D, QG, EPL, kFast>(p, merge_s, m, l, acc, s, g, part, num_parts, tile_first);
 }
 
 // The pipelined form (gpu.warp_split_gqa's; see use_pipeline). Same arithmetic as the basic form, with three
@@ -341,19 +355,19 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
 // The shared-memory plan is lanes::pipe_smem: a function of the warp width, so the kernel evaluates it with
 // kWarpSize and the launcher with the device's warp_size() (never with kWarpSize in host code: a HIP host
 // pass serves wave64 and wave32 targets at once).
-template <class T, int D, int QG>
+template <class C, int D, int QG>
 struct Pipe {
-  using RS = RowSplit<T, D>;
-  static constexpr lanes::PipeSmem kPlan = lanes::pipe_smem(kWarpSize, D, sizeof(T), QG, kWarps);
+  using RS = RowSplit<C, D>;
+  static constexpr lanes::PipeSmem kPlan = lanes::pipe_smem(kWarpSize, D, sizeof(C), QG, kWarps);
   static constexpr int kU = lanes::ws_unroll(QG);       // tokens per worker per step
   static constexpr int kStageVecs = kPlan.stage_vecs;   // uint4 per warp per stage
   static constexpr int kStages = kPlan.stages;
 };
 
-template <class T, int D, int QG>
+template <class T, class C, int D, int QG>
 __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kernel(WarpSplitParams p) {
-  using RS = RowSplit<T, D>;
-  using PP = Pipe<T, D, QG>;
+  using RS = RowSplit<C, D>;
+  using PP = Pipe<C, D, QG>;
   constexpr lanes::RowSplit SP = RS::kSplit;
   constexpr lanes::PipeSmem PS = PP::kPlan;
   constexpr int EPL = RS::kEpl, NV = RS::kNv, VEC = RS::kVec;
@@ -384,6 +398,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
 
   float q[QG][EPL];
   load_queries<T, QG, EPL>(p, s, g, slot_first, d0, q);
+  // K dequantisation scale of KV head g folded into the logit scale (host-folded when per tensor).
+  const float qk_scale = p.k_scales ? p.scale_log2 * p.k_scales[g] : p.scale_log2;
   float m[QG], l[QG], acc[QG][EPL];
 #pragma unroll
   for (int j = 0; j < QG; ++j) {
@@ -395,8 +411,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
 
   extern __shared__ __align__(16) unsigned char ws_smem[];
   uint4* ring = reinterpret_cast<uint4*>(ws_smem) + warp * S * PP::kStageVecs;
-  const T* kc = static_cast<const T*>(p.k);
-  const T* vc = static_cast<const T*>(p.v);
+  const C* kc = static_cast<const C*>(p.k);
+  const C* vc = static_cast<const C*>(p.v);
   const std::int32_t* bt = p.block_tables + s * p.bt_stride;
   const int stride = lanes::ws_step_stride(nrw, U);
 
@@ -409,8 +425,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
     for (int u = 0; u < U; ++u) {
       const int t = lanes::ws_token(tw, sg, u, nrw);
       const bool valid = t < t_end;
-      const T* kp = kc;
-      const T* vp = vc;
+      const C* kp = kc;
+      const C* vp = vc;
       if (valid) {
         const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
         const int slot = t - lb * p.block_size;
@@ -446,7 +462,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
       valid[u] = lanes::ws_token(tw, sg, u, nrw) < t_end;
       float kf[EPL];
 #pragma unroll
-      for (int n = 0; n < NV; ++n) expand16<T>(src[PS.ring_index(kWarpSize, NV, u, 0, lane, n)], kf + n * VEC);
+      for (int n = 0; n < NV; ++n) expand16<C>(src[PS.ring_index(kWarpSize, NV, u, 0, lane, n)], kf + n * VEC);
 #pragma unroll
       for (int j = 0; j < QG; ++j) {
         float dot = 0.f;
@@ -454,7 +470,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
         for (int e = 0; e < EPL; ++e) dot = fmaf(q[j][e], kf[e], dot);
 #pragma unroll
         for (int mk = 1; mk < SP.dot_reduce_end(); mk <<= 1) dot += shfl_xor(dot, mk);
-        sc[u][j] = valid[u] ? dot * p.scale_log2 : -INFINITY;
+        sc[u][j] = valid[u] ? dot * qk_scale : -INFINITY;
       }
     }
     // Online softmax with a normalised accumulator, as in the basic form.
@@ -486,7 +502,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
     for (int u = 0; u < U; ++u) {
       float vf[EPL];
 #pragma unroll
-      for (int n = 0; n < NV; ++n) expand16<T>(src[PS.ring_index(kWarpSize, NV, u, 1, lane, n)], vf + n * VEC);
+      for (int n = 0; n < NV; ++n) expand16<C>(src[PS.ring_index(kWarpSize, NV, u, 1, lane, n)], vf + n * VEC);
 #pragma unroll
       for (int j = 0; j < QG; ++j)
 #pragma unroll
@@ -497,30 +513,31 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
 
   // The ring is idle now: it holds the merge (every warp has passed its last wait before the barrier).
   __syncthreads();
-  merge_and_store<T, D, QG, EPL, true>(p, reinterpret_cast<float*>(ws_smem), m, l, acc, s, g, part, num_parts, tile_first);
+  merge_and_store<T, C, D, QG, EPL, true>(p, reinterpret_cast<float*>(ws_smem), m, l, acc, s, g, part, num_parts, tile_first);
 }
 
-template <class T, int D, int QG>
+template <class T, class C, int D, int QG>
 LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream, bool pipelined) {
   const dim3 grid(p.num_kv_heads * p.sc.max_parts * p.tiles, num_seqs);
   int threads = 0;
   if (LaunchResult r = block_threads(&threads); !r.ok()) return r;
   if (!pipelined) {
     // The basic form runs with the single-instruction exp2 and reciprocal; PACHECK_WARP_SPLIT_FAST=0 selects
-    // the accurate ones for gpu.warp_split (A/B runs; qg = 1 only, to bound the instantiations).
+    // the accurate ones for gpu.warp_split (A/B runs; qg = 1 and f32/f16/bf16 caches only, to bound the
+    // instantiations: fp8 caches always run the fast ones).
     const char* fast = std::getenv("PACHECK_WARP_SPLIT_FAST");
-    if constexpr (QG == 1) {
+    if constexpr (QG == 1 && !kIsFp8<C>) {
       if (fast && fast[0] == '0') {
-        warp_split_basic_kernel<T, D, QG, false><<<grid, threads, 0, stream>>>(p);
+        warp_split_basic_kernel<T, C, D, QG, false><<<grid, threads, 0, stream>>>(p);
         return check_launch("warp split");
       }
     }
-    warp_split_basic_kernel<T, D, QG, true><<<grid, threads, 0, stream>>>(p);
+    warp_split_basic_kernel<T, C, D, QG, true><<<grid, threads, 0, stream>>>(p);
     return check_launch("warp split");
   }
   // The device's width, not kWarpSize: see Pipe.
-  const int smem = lanes::pipe_smem(warp_size(), D, sizeof(T), QG, kWarps).bytes;
-  auto* kernel = warp_split_pipelined_kernel<T, D, QG>;
+  const int smem = lanes::pipe_smem(warp_size(), D, sizeof(C), QG, kWarps).bytes;
+  auto* kernel = warp_split_pipelined_kernel<T, C, D, QG>;
   if (smem > 48 * 1024) {
     const Error e = allow_dynamic_smem(kernel, smem);
     if (e != kSuccess) return runtime_failure("warp split: " + std::to_string(smem) + " bytes of shared memory", e);
@@ -529,28 +546,43 @@ LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream, b
   return check_launch("warp split");
 }
 
-template <class T, int D>
+template <class T, class C, int D>
 LaunchResult dispatch_qg(const WarpSplitParams& p, int qg, int num_seqs, Stream stream, bool pipelined) {
   switch (qg) {
-    case 1: return launch_one<T, D, 1>(p, num_seqs, stream, pipelined);
-    case 2: return launch_one<T, D, 2>(p, num_seqs, stream, pipelined);
-    case 4: return launch_one<T, D, 4>(p, num_seqs, stream, pipelined);
-    default: return launch_one<T, D, 8>(p, num_seqs, stream, pipelined);
+    case 1: return launch_one<T, C, D, 1>(p, num_seqs, stream, pipelined);
+    case 2: return launch_one<T, C, D, 2>(p, num_seqs, stream, pipelined);
+    case 4: return launch_one<T, C, D, 4>(p, num_seqs, stream, pipelined);
+    default: return launch_one<T, C, D, 8>(p, num_seqs, stream, pipelined);
   }
 }
 
-template <class T>
+template <class T, class C>
 LaunchResult dispatch(const WarpSplitParams& p, const pacheck_kernel_args& a, int qg, Stream stream,
                       bool pipelined) {
   LaunchResult r;
   switch (a.head_size) {
-    case 64: r = dispatch_qg<T, 64>(p, qg, a.num_seqs, stream, pipelined); break;
-    case 128: r = dispatch_qg<T, 128>(p, qg, a.num_seqs, stream, pipelined); break;
-    case 256: r = dispatch_qg<T, 256>(p, qg, a.num_seqs, stream, pipelined); break;
+    case 64: r = dispatch_qg<T, C, 64>(p, qg, a.num_seqs, stream, pipelined); break;
+    case 128: r = dispatch_qg<T, C, 128>(p, qg, a.num_seqs, stream, pipelined); break;
+    case 256: r = dispatch_qg<T, C, 256>(p, qg, a.num_seqs, stream, pipelined); break;
     default: return {"head_size " + std::to_string(a.head_size) + " not in {64,128,256}"};
   }
   if (!r.ok() || p.sc.max_parts == 1) return r;
   return launch_merge<T>(p.sc, a, stream);
+}
+
+/// An fp8 cache with query/output type T: the encoding picks C.
+template <class T>
+LaunchResult dispatch_fp8(const WarpSplitParams& p, const pacheck_kernel_args& a, int qg, Stream stream,
+                          bool pipelined) {
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_FP8_E4M3FN: return dispatch<T, fp8_e4m3fn_t>(p, a, qg, stream, pipelined);
+    case PACHECK_DTYPE_FP8_E4M3FNUZ: return dispatch<T, fp8_e4m3fnuz_t>(p, a, qg, stream, pipelined);
+    default: return dispatch<T, fp8_e5m2_t>(p, a, qg, stream, pipelined);
+  }
+}
+
+bool is_fp8(pacheck_dtype t) {
+  return t == PACHECK_DTYPE_FP8_E4M3FN || t == PACHECK_DTYPE_FP8_E4M3FNUZ || t == PACHECK_DTYPE_FP8_E5M2;
 }
 
 }  // namespace
@@ -563,18 +595,26 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
   if (a.struct_size < sizeof(pacheck_kernel_args)) return fail("pacheck_kernel_args from an older ABI");
   if (a.layout != PACHECK_LAYOUT_NHD) return fail("layout must be nhd");
-  if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) return fail("q_dtype, kv_dtype and out_dtype must match");
+  const bool fp8 = is_fp8(a.kv_dtype);
+  if (fp8) {
+    if (a.q_dtype != a.out_dtype || (a.q_dtype != PACHECK_DTYPE_BF16 && a.q_dtype != PACHECK_DTYPE_F16))
+      return fail("an fp8 kv_dtype needs q_dtype == out_dtype in {bf16,f16}");
+  } else if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) {
+    return fail("q_dtype, kv_dtype and out_dtype must match");
+  }
   if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
     return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
   if (a.block_size <= 0) return fail("block_size must be positive");
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
-  if (a.k_scales_per_head || a.v_scales_per_head) return fail("per-head KV scales are not supported");
   if (a.num_seqs <= 0) return {};
   int esize = 0;
   switch (a.kv_dtype) {
     case PACHECK_DTYPE_F32: esize = 4; break;
     case PACHECK_DTYPE_F16: case PACHECK_DTYPE_BF16: esize = 2; break;
-    default: return fail("kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) + " not in {f32,f16,bf16}");
+    case PACHECK_DTYPE_FP8_E4M3FN: case PACHECK_DTYPE_FP8_E4M3FNUZ: case PACHECK_DTYPE_FP8_E5M2: esize = 1; break;
+    default:
+      return fail("kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) +
+                  " not in {f32,f16,bf16,fp8_e4m3fn,fp8_e4m3fnuz,fp8_e5m2}");
   }
   const int vec = 16 / esize;
   if (a.k_strides[3] != 1 || a.v_strides[3] != 1) return fail("the innermost cache stride must be 1");
@@ -596,7 +636,12 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   if ((a.block_size & (a.block_size - 1)) == 0)
     for (int sft = 0; sft < 31; ++sft)
       if ((1 << sft) == a.block_size) p.block_shift = sft;
-  p.scale_log2 = a.scale * a.k_scale * kLog2e;
+  // Dequantisation scales: a per-tensor K scale is folded here (exactly as before for every dtype); a
+  // per-KV-head one (the scalar is NaN then) is multiplied in by the kernel for its head g. V: the kernel
+  // scales the finished P.V row by v_scales[g] or the scalar.
+  p.k_scales = a.k_scales_per_head;
+  p.v_scales = a.v_scales_per_head;
+  p.scale_log2 = a.k_scales_per_head ? a.scale * kLog2e : a.scale * a.k_scale * kLog2e;
   p.v_scale = a.v_scale;
 
   int qg = 1;
@@ -628,9 +673,13 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   }
   LaunchResult r;
   switch (a.kv_dtype) {
-    case PACHECK_DTYPE_F32: r = dispatch<float>(p, a, qg, stream, pipelined); break;
-    case PACHECK_DTYPE_F16: r = dispatch<half_t>(p, a, qg, stream, pipelined); break;
-    default: r = dispatch<bf16_t>(p, a, qg, stream, pipelined); break;
+    case PACHECK_DTYPE_F32: r = dispatch<float, float>(p, a, qg, stream, pipelined); break;
+    case PACHECK_DTYPE_F16: r = dispatch<half_t, half_t>(p, a, qg, stream, pipelined); break;
+    case PACHECK_DTYPE_BF16: r = dispatch<bf16_t, bf16_t>(p, a, qg, stream, pipelined); break;
+    default:  // fp8, q/out checked above
+      r = a.q_dtype == PACHECK_DTYPE_F16 ? dispatch_fp8<half_t>(p, a, qg, stream, pipelined)
+                                         : dispatch_fp8<bf16_t>(p, a, qg, stream, pipelined);
+      break;
   }
   if (scratch) {
     LaunchResult f = release_scratch(scratch, stream);
