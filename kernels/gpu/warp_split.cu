@@ -552,7 +552,9 @@ LaunchResult dispatch_qg(const WarpSplitParams& p, int qg, int num_seqs, Stream 
     case 1: return launch_one<T, C, D, 1>(p, num_seqs, stream, pipelined);
     case 2: return launch_one<T, C, D, 2>(p, num_seqs, stream, pipelined);
     case 4: return launch_one<T, C, D, 4>(p, num_seqs, stream, pipelined);
-    default: return launch_one<T, C, D, 8>(p, num_seqs, stream, pipelined);
+    default:
+      if constexpr (sizeof(C) == 1) return {"fp8 caches take at most 4 query heads per tile", false};  // launcher caps qg
+      else return launch_one<T, C, D, 8>(p, num_seqs, stream, pipelined);
   }
 }
 
@@ -644,9 +646,12 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   p.scale_log2 = a.k_scales_per_head ? a.scale * kLog2e : a.scale * a.k_scale * kLog2e;
   p.v_scale = a.v_scale;
 
+  // Query heads per tile of gpu.warp_split_gqa: up to 8, but 4 for fp8 caches, where a lane holds 16
+  // elements of a row (8 at 16-bit) and 8 heads of query and accumulator would spill registers.
+  const bool fp8_cache = esize == 1;
   int qg = 1;
   if (gqa_fused) {
-    while (qg < p.ratio && qg < 8) qg *= 2;
+    while (qg < p.ratio && qg < (fp8_cache ? 4 : 8)) qg *= 2;
   }
   // gpu.warp_split (qg = 1): the warps of a block serve up to kWarps query heads of one group (a slot per
   // head) so their repeated reads of a row can hit L1 (head_slots; the slots must divide the ratio).
