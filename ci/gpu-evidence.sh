@@ -9,7 +9,8 @@
 # Every result is written to OUT_DIR as the step finishes (so a run cut short keeps the steps it finished),
 # in at most 8 flat files, as the device tool returns them: summary.txt (one block per step), tests.log,
 # gbench.log, suites.log, bench.log, fuzz.log, other.log, reports.tar.gz (JSON/JSONL reports of every
-# step, re-packed after each one). Environment: STEP_TIMEOUT seconds per command (default 300).
+# step, re-packed after each one). Environment: STEP_TIMEOUT seconds per command (default 300),
+# FUZZ_KERNELS (default: gpu.paged_v1_tail_fault gpu.paged_v1 gpu.warp_split), FUZZ_CASES (default 300).
 set -uo pipefail
 build="$1"; out="$2"; shift 2
 steps="${*:-tests gbench suites fp8 isolate fuzz bench multi}"
@@ -64,9 +65,9 @@ for step in $steps; do
         --kernel gpu.paged_v1_tail_fault --isolate --device cuda:0 --report-dir "$work/isolate" ;;
     fuzz)
       say "fuzz"
-      run fuzz.log 12 "$P" fuzz --kernel gpu.paged_v1_tail_fault --device cuda:0 --cases 300 --seed 1
-      run fuzz.log 12 "$P" fuzz --kernel gpu.paged_v1 --device cuda:0 --cases 300 --seed 1
-      run fuzz.log 12 "$P" fuzz --kernel gpu.warp_split --device cuda:0 --cases 300 --seed 1 ;;
+      for k in ${FUZZ_KERNELS:-gpu.paged_v1_tail_fault gpu.paged_v1 gpu.warp_split}; do
+        run fuzz.log 12 "$P" fuzz --kernel "$k" --device cuda:0 --cases "${FUZZ_CASES:-300}" --seed 1
+      done ;;
     bench)
       say "pacheck bench"
       run bench.log 0 "$P" bench --suite "$root/suites/bandwidth.toml" --kernel gpu.paged_v1 --kernel gpu.warp_split \
