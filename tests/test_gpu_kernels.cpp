@@ -121,6 +121,47 @@ std::int64_t differing(const std::vector<std::uint32_t>& a, const std::vector<st
   return n;
 }
 
+/// Counts of the negative-control cells of a poison sweep: must_catch cells its expected_failures() names,
+/// caught of them with non-finite output.
+struct ControlCount {
+  int must_catch = 0, caught = 0;
+};
+
+/// Runs `k` on `data` clean, then with each poison of `poisons` (skipping those the KV encoding cannot hold)
+/// in K, V and K+V, over the unwritten tail and every unwritten slot. Cells the kernel's expected_failures()
+/// names must show non-finite output (counted in `control`); every other cell must be bitwise equal to the
+/// clean run.
+void expect_poison_sweep(const Kernel& k, const Case& c, const CaseData& data, const std::vector<Poison>& poisons,
+                         ControlCount* control = nullptr) {
+  const auto expected = k.expected_failures();
+  const RawRun clean = run(k, data, data.cache);
+  expect_clean_run(clean);
+  ASSERT_EQ(compare(clean.out, data.ref.out, c, c.out_dtype).bad_nonfinite, 0);
+  for (Target t : {Target::k, Target::v, Target::kv}) {
+    for (Poison p : poisons) {
+      if (!poison_unsupported(p, c.kv_dtype).empty()) continue;  // +-Inf in the e4m3 encodings
+      for (Region rg : {Region::tail, Region::all}) {
+        const Cell cell{c, FaultSpec{p, t, rg}};
+        SCOPED_TRACE(cell.fault.id());
+        PagedCache faulted = data.cache;
+        inject(faulted, cell.fault);
+        const RawRun r = run(k, data, faulted);
+        expect_clean_run(r);
+        if (expected && (*expected)(cell)) {
+          const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
+          EXPECT_GT(m.bad_nonfinite, 0) << "negative control blind: the planted fault did not show";
+          if (control) {
+            ++control->must_catch;
+            control->caught += m.bad_nonfinite > 0;
+          }
+        } else {
+          EXPECT_EQ(differing(r.bits, clean.bits), 0) << "output changed under poison";
+        }
+      }
+    }
+  }
+}
+
 /// "worst at (seq, head, dim): out X, oracle Y" for failure messages.
 std::string worst_element(const Case& c, const Metrics& m, const RawRun& r, const CaseData& d) {
   if (m.worst.seq < 0) return "no worst element";
@@ -365,43 +406,22 @@ TEST_P(GpuTailPoison, BitwiseUnchangedOrCaughtExactly) {
   const KernelPtr k = kernel(GetParam());
   ASSERT_TRUE(k);
   const auto expected = k->expected_failures();
-  int caught = 0, must_catch = 0;
+  ControlCount control;
   for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
     for (const std::vector<int>& lens : {std::vector<int>{4090}, std::vector<int>{4096},
                                          std::vector<int>{4090, 1000, 33, 517}, std::vector<int>{1, 15, 17}}) {
       Case c = make_case(*k, 8, 2, 128, 16, dt, lens);
       SCOPED_TRACE(c.id());
       CaseData data = prepare_case(c, RunOptions{});
-      const RawRun clean = run(*k, data, data.cache);
-      expect_clean_run(clean);
-      ASSERT_EQ(compare(clean.out, data.ref.out, c, c.out_dtype).bad_nonfinite, 0);
-      for (Target t : {Target::k, Target::v, Target::kv}) {
-        for (Poison p : {Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite}) {
-          for (Region rg : {Region::tail, Region::all}) {
-            const Cell cell{c, FaultSpec{p, t, rg}};
-            SCOPED_TRACE(cell.fault.id());
-            PagedCache faulted = data.cache;
-            inject(faulted, cell.fault);
-            const RawRun r = run(*k, data, faulted);
-            expect_clean_run(r);
-            const bool must_fail = expected && (*expected)(cell);
-            if (must_fail) {
-              ++must_catch;
-              const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
-              EXPECT_GT(m.bad_nonfinite, 0) << "negative control blind: the planted fault did not show";
-              caught += m.bad_nonfinite > 0;
-            } else {
-              EXPECT_EQ(differing(r.bits, clean.bits), 0) << "output changed under poison";
-            }
-          }
-        }
-      }
+      expect_poison_sweep(*k, c, data, {Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite},
+                          &control);
     }
   }
   if (expected) {
-    EXPECT_GT(must_catch, 0);
-    EXPECT_EQ(caught, must_catch);
-    std::printf("[ control  ] %s caught %d of %d poisons_v_tail cells\n", GetParam().c_str(), caught, must_catch);
+    EXPECT_GT(control.must_catch, 0);
+    EXPECT_EQ(control.caught, control.must_catch);
+    std::printf("[ control  ] %s caught %d of %d poisons_v_tail cells\n", GetParam().c_str(), control.caught,
+                control.must_catch);
   }
 }
 
@@ -646,45 +666,24 @@ TEST_P(GpuFp8Paged, TailPoisonCaughtExactlyByTheControl) {
   const KernelPtr k = kernel(GetParam());
   ASSERT_TRUE(k);
   const auto expected = k->expected_failures();
-  int caught = 0, must_catch = 0;
+  ControlCount control;
   for (DType kv : kFp8) {
     for (const std::vector<int>& lens : {std::vector<int>{4090}, std::vector<int>{4096}, std::vector<int>{4090, 17, 1}}) {
       Case c = fp8_case(kv, DType::bf16, 8, 2, 128, 16, lens);
       SCOPED_TRACE(c.id());
       CaseData data = prepare_case(c, RunOptions{});
-      const RawRun clean = run(*k, data, data.cache);
-      expect_clean_run(clean);
-      ASSERT_EQ(compare(clean.out, data.ref.out, c, c.out_dtype).bad_nonfinite, 0);
-      for (Target t : {Target::k, Target::v, Target::kv}) {
-        for (Poison p : {Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite, Poison::zero}) {
-          if (!poison_unsupported(p, kv).empty()) continue;  // +-Inf in the e4m3 encodings
-          for (Region rg : {Region::tail, Region::all}) {
-            const Cell cell{c, FaultSpec{p, t, rg}};
-            SCOPED_TRACE(cell.fault.id());
-            PagedCache faulted = data.cache;
-            inject(faulted, cell.fault);
-            const RawRun r = run(*k, data, faulted);
-            expect_clean_run(r);
-            const bool must_fail = expected && (*expected)(cell);
-            if (must_fail) {
-              ++must_catch;
-              const Metrics m = compare(r.out, data.ref.out, c, c.out_dtype);
-              EXPECT_GT(m.bad_nonfinite, 0) << "negative control blind: the planted fault did not show";
-              caught += m.bad_nonfinite > 0;
-            } else {
-              EXPECT_EQ(differing(r.bits, clean.bits), 0) << "output changed under poison";
-            }
-          }
-        }
-      }
+      expect_poison_sweep(*k, c, data,
+                          {Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite, Poison::zero},
+                          &control);
     }
   }
   if (expected) {
     // Per encoding: NaN in V and K+V at tail and all, for the two straddling length sets (2 x 2 x 2 = 8),
     // plus e5m2's +Inf and -Inf (16 more).
-    EXPECT_EQ(must_catch, 3 * 8 + 16);
-    EXPECT_EQ(caught, must_catch);
-    std::printf("[ control  ] %s at fp8 caught %d of %d poisons_v_tail cells\n", GetParam().c_str(), caught, must_catch);
+    EXPECT_EQ(control.must_catch, 3 * 8 + 16);
+    EXPECT_EQ(control.caught, control.must_catch);
+    std::printf("[ control  ] %s at fp8 caught %d of %d poisons_v_tail cells\n", GetParam().c_str(), control.caught,
+                control.must_catch);
   }
 }
 
@@ -780,23 +779,7 @@ TEST_P(GpuFp8WarpSplit, PoisonPastSeqLenLeavesTheOutputUnchanged) {
     for (const char* form : {"0", "1"}) {
       SCOPED_TRACE(std::string("PACHECK_WARP_SPLIT_PIPELINE=") + form);
       const PipelineForm pf(form);
-      const RawRun clean = run(*k, data, data.cache);
-      expect_clean_run(clean);
-      ASSERT_EQ(compare(clean.out, data.ref.out, c, c.out_dtype).bad_nonfinite, 0);
-      for (Target t : {Target::k, Target::v, Target::kv}) {
-        for (Poison p : {Poison::nan, Poison::pinf, Poison::max_finite}) {
-          if (!poison_unsupported(p, kv).empty()) continue;
-          for (Region rg : {Region::tail, Region::all}) {
-            const Cell cell{c, FaultSpec{p, t, rg}};
-            SCOPED_TRACE(cell.fault.id());
-            PagedCache faulted = data.cache;
-            inject(faulted, cell.fault);
-            const RawRun r = run(*k, data, faulted);
-            expect_clean_run(r);
-            EXPECT_EQ(differing(r.bits, clean.bits), 0) << "output changed under poison";
-          }
-        }
-      }
+      expect_poison_sweep(*k, c, data, {Poison::nan, Poison::pinf, Poison::max_finite});
     }
   }
 }

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/gpu/gpu_runtime.hpp"
+#include "kernels/gpu/fp8.hpp"
 #include "kernels/gpu/lane_math.hpp"
 #include "kernels/gpu/launch.hpp"
 
@@ -181,6 +182,48 @@ LaunchResult launch_merge(const SplitScratch& sc, const pacheck_kernel_args& a, 
   const dim3 grid(a.num_heads, a.num_seqs);
   merge_partitions_kernel<T><<<grid, threads, smem, stream>>>(mp);
   return check_launch("split-KV merge");
+}
+
+/// True for the three fp8 KV encodings.
+inline bool is_fp8(pacheck_dtype t) {
+  return t == PACHECK_DTYPE_FP8_E4M3FN || t == PACHECK_DTYPE_FP8_E4M3FNUZ || t == PACHECK_DTYPE_FP8_E5M2;
+}
+
+/// A type carried as a value, so a generic lambda can receive element types: `[&](auto q, auto c) { using T =
+/// typename decltype(q)::type; ... }`.
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+/// Calls `launch(TypeTag<T>{}, TypeTag<C>{})` with the query/output element type T and the cache element type
+/// C of `a`: T = C for f32/f16/bf16 caches; for fp8 caches C is the encoding and T is f16 or bf16 as
+/// q_dtype says (the launchers check q_dtype == out_dtype and the supported combinations before calling).
+template <class F>
+LaunchResult for_element_types(const pacheck_kernel_args& a, F&& launch) {
+  auto fp8 = [&](auto c) {
+    return a.q_dtype == PACHECK_DTYPE_F16 ? launch(TypeTag<half_t>{}, c) : launch(TypeTag<bf16_t>{}, c);
+  };
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_F32: return launch(TypeTag<float>{}, TypeTag<float>{});
+    case PACHECK_DTYPE_F16: return launch(TypeTag<half_t>{}, TypeTag<half_t>{});
+    case PACHECK_DTYPE_BF16: return launch(TypeTag<bf16_t>{}, TypeTag<bf16_t>{});
+    case PACHECK_DTYPE_FP8_E4M3FN: return fp8(TypeTag<fp8_e4m3fn_t>{});
+    case PACHECK_DTYPE_FP8_E4M3FNUZ: return fp8(TypeTag<fp8_e4m3fnuz_t>{});
+    case PACHECK_DTYPE_FP8_E5M2: return fp8(TypeTag<fp8_e5m2_t>{});
+    default: return {"kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) + " has no GPU element type", false};
+  }
+}
+
+/// The end of every launcher: releases the split-KV scratch block (when there is one) after the launches
+/// queued on `stream`, keeps the first error, and prefixes an error with the kernel's name `who`.
+inline LaunchResult finish_launch(LaunchResult r, void* scratch, Stream stream, const std::string& who) {
+  if (scratch) {
+    LaunchResult f = release_scratch(scratch, stream);
+    if (r.ok() && !f.ok()) r = f;
+  }
+  if (!r.ok()) r.error = who + ": " + r.error;
+  return r;
 }
 
 }  // namespace pacheck::gpu

@@ -264,20 +264,7 @@ LaunchResult dispatch(const PagedParams& p, const pacheck_kernel_args& a, int ma
 }
 
 /// An fp8 cache with query/output type T: the encoding picks C.
-template <class T>
-LaunchResult dispatch_fp8(const PagedParams& p, const pacheck_kernel_args& a, int max_parts, bool zero, Stream stream) {
-  switch (a.kv_dtype) {
-    case PACHECK_DTYPE_FP8_E4M3FN: return dispatch<T, fp8_e4m3fn_t>(p, a, max_parts, zero, stream);
-    case PACHECK_DTYPE_FP8_E4M3FNUZ: return dispatch<T, fp8_e4m3fnuz_t>(p, a, max_parts, zero, stream);
-    default: return dispatch<T, fp8_e5m2_t>(p, a, max_parts, zero, stream);
-  }
-}
-
 bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
-
-bool is_fp8(pacheck_dtype t) {
-  return t == PACHECK_DTYPE_FP8_E4M3FN || t == PACHECK_DTYPE_FP8_E4M3FNUZ || t == PACHECK_DTYPE_FP8_E5M2;
-}
 
 /// Test kernel of decode_fp8_codes: thread i decodes the 16 codes of vector i with the kernels' own load16 +
 /// expand16 path.
@@ -382,22 +369,10 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
     p.sc.max_parts = 1;
   }
 
-  LaunchResult r;
-  switch (a.kv_dtype) {
-    case PACHECK_DTYPE_F32: r = dispatch<float, float>(p, a, max_parts, zero_v_tail, stream); break;
-    case PACHECK_DTYPE_F16: r = dispatch<half_t, half_t>(p, a, max_parts, zero_v_tail, stream); break;
-    case PACHECK_DTYPE_BF16: r = dispatch<bf16_t, bf16_t>(p, a, max_parts, zero_v_tail, stream); break;
-    default:  // fp8, q/out checked above
-      r = a.q_dtype == PACHECK_DTYPE_F16 ? dispatch_fp8<half_t>(p, a, max_parts, zero_v_tail, stream)
-                                         : dispatch_fp8<bf16_t>(p, a, max_parts, zero_v_tail, stream);
-      break;
-  }
-  if (scratch) {
-    LaunchResult f = release_scratch(scratch, stream);
-    if (r.ok() && !f.ok()) r = f;
-  }
-  if (!r.ok()) r.error = std::string(who) + ": " + r.error;
-  return r;
+  LaunchResult r = for_element_types(a, [&](auto q, auto c) {
+    return dispatch<typename decltype(q)::type, typename decltype(c)::type>(p, a, max_parts, zero_v_tail, stream);
+  });
+  return finish_launch(r, scratch, stream, who);
 }
 
 LaunchResult decode_fp8_codes(pacheck_dtype kv_dtype, const void* codes, float* out, int n, void* stream) {

@@ -573,20 +573,6 @@ LaunchResult dispatch(const WarpSplitParams& p, const pacheck_kernel_args& a, in
 }
 
 /// An fp8 cache with query/output type T: the encoding picks C.
-template <class T>
-LaunchResult dispatch_fp8(const WarpSplitParams& p, const pacheck_kernel_args& a, int qg, Stream stream,
-                          bool pipelined) {
-  switch (a.kv_dtype) {
-    case PACHECK_DTYPE_FP8_E4M3FN: return dispatch<T, fp8_e4m3fn_t>(p, a, qg, stream, pipelined);
-    case PACHECK_DTYPE_FP8_E4M3FNUZ: return dispatch<T, fp8_e4m3fnuz_t>(p, a, qg, stream, pipelined);
-    default: return dispatch<T, fp8_e5m2_t>(p, a, qg, stream, pipelined);
-  }
-}
-
-bool is_fp8(pacheck_dtype t) {
-  return t == PACHECK_DTYPE_FP8_E4M3FN || t == PACHECK_DTYPE_FP8_E4M3FNUZ || t == PACHECK_DTYPE_FP8_E5M2;
-}
-
 }  // namespace
 
 int warp_split_partition_size() { return g_partition_size.load(); }
@@ -676,22 +662,10 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
     LaunchResult r = alloc_scratch(p.sc, a.num_seqs, a.num_heads, a.head_size, stream, &scratch);
     if (!r.ok()) return {std::string(who) + ": " + r.error, r.fatal};
   }
-  LaunchResult r;
-  switch (a.kv_dtype) {
-    case PACHECK_DTYPE_F32: r = dispatch<float, float>(p, a, qg, stream, pipelined); break;
-    case PACHECK_DTYPE_F16: r = dispatch<half_t, half_t>(p, a, qg, stream, pipelined); break;
-    case PACHECK_DTYPE_BF16: r = dispatch<bf16_t, bf16_t>(p, a, qg, stream, pipelined); break;
-    default:  // fp8, q/out checked above
-      r = a.q_dtype == PACHECK_DTYPE_F16 ? dispatch_fp8<half_t>(p, a, qg, stream, pipelined)
-                                         : dispatch_fp8<bf16_t>(p, a, qg, stream, pipelined);
-      break;
-  }
-  if (scratch) {
-    LaunchResult f = release_scratch(scratch, stream);
-    if (r.ok() && !f.ok()) r = f;
-  }
-  if (!r.ok()) r.error = std::string(who) + ": " + r.error;
-  return r;
+  LaunchResult r = for_element_types(a, [&](auto q, auto c) {
+    return dispatch<typename decltype(q)::type, typename decltype(c)::type>(p, a, qg, stream, pipelined);
+  });
+  return finish_launch(r, scratch, stream, who);
 }
 
 }  // namespace pacheck::gpu
