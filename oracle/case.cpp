@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace pacheck {
@@ -100,6 +101,36 @@ KvScale KvScale::parse(std::string_view text) {
 CaseError::CaseError(std::string f, std::string r)
     : std::invalid_argument(fmt::format("{}: {}", f, r)), field(std::move(f)), reason(std::move(r)) {}
 
+FieldBounds field_bounds(std::string_view field) {
+  constexpr long long kIntMax = std::numeric_limits<int>::max();
+  if (field == "num_heads" || field == "num_kv_heads") return {1, 1024};
+  if (field == "head_size") return {1, 1024};
+  if (field == "block_size") return {1, 65536};
+  if (field == "seq_lens") return {1, 1 << 24};
+  if (field == "spare_blocks") return {1, kIntMax};
+  if (field == "padding_columns") return {0, 65536};
+  if (field == "padding_target") return {-1, kIntMax - 1};
+  throw std::logic_error(fmt::format("field_bounds: '{}' is not an integer field of a case", field));
+}
+
+int checked_field(std::string_view field, long long v) {
+  const FieldBounds b = field_bounds(field);
+  if (v < b.lo || v > b.hi) throw CaseError(std::string(field), fmt::format("{} is out of range [{}, {}]", v, b.lo, b.hi));
+  return static_cast<int>(v);
+}
+
+std::uint64_t parse_seed(std::string_view text) {
+  const bool digits = !text.empty() && std::all_of(text.begin() + (text.front() == '-' ? 1 : 0), text.end(),
+                                                   [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!digits || text == "-")
+    throw CaseError("seed", fmt::format("'{}' is not an unsigned 64-bit integer", text));
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.front() == '-' || ec != std::errc() || p != text.data() + text.size())
+    throw CaseError("seed", fmt::format("{} is out of range [0, {}]", text, std::numeric_limits<std::uint64_t>::max()));
+  return v;
+}
+
 float Case::effective_scale() const {
   return scale ? *scale : 1.0f / std::sqrt(static_cast<float>(head_size));
 }
@@ -146,6 +177,13 @@ void Case::validate() const {
   if (spare_blocks < 1) throw CaseError("spare_blocks", fmt::format("must be >= 1, got {}", spare_blocks));
   if (padding_columns < 0)
     throw CaseError("padding_columns", fmt::format("must be >= 0, got {}", padding_columns));
+  // The caps (field_bounds) on sizes a case cannot meaningfully exceed; the lower bounds are checked above.
+  checked_field("num_heads", num_heads);
+  checked_field("num_kv_heads", num_kv_heads);
+  checked_field("head_size", head_size);
+  checked_field("block_size", block_size);
+  for (int len : seq_lens) checked_field("seq_lens", len);
+  checked_field("padding_columns", padding_columns);
   long long needed = 0;
   for (int s = 0; s < num_seqs(); ++s) needed += blocks_for(s);
   const long long pool = needed + spare_blocks;
@@ -175,21 +213,18 @@ std::string Case::id() const {
 
 namespace {
 
-long long to_int(std::string_view text, std::string_view field) {
+/// An integer field of an id: range-checked against field_bounds() before it is narrowed to int, so
+/// "ctx4294967396" is an error rather than ctx100.
+int to_int(std::string_view text, std::string_view field) {
   long long v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range && p == text.data() + text.size()) {
+    const FieldBounds b = field_bounds(field);
+    throw CaseError(std::string(field), fmt::format("{} is out of range [{}, {}]", text, b.lo, b.hi));
+  }
   if (ec != std::errc() || p != text.data() + text.size())
     throw CaseError(std::string(field), fmt::format("'{}' is not an integer", text));
-  return v;
-}
-
-/// The seed is a full 64-bit unsigned value; long long would reject seeds >= 2^63.
-std::uint64_t to_u64(std::string_view text, std::string_view field) {
-  std::uint64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size())
-    throw CaseError(std::string(field), fmt::format("'{}' is not an unsigned 64-bit integer", text));
-  return v;
+  return checked_field(field, v);
 }
 
 }  // namespace
@@ -210,24 +245,24 @@ Case parse_case_id(const std::string& id) {
     std::string_view t = tok;
     if (t.starts_with("h") && t.find('/') != std::string_view::npos) {
       auto slash = t.find('/');
-      c.num_heads = static_cast<int>(to_int(t.substr(1, slash - 1), "num_heads"));
-      c.num_kv_heads = static_cast<int>(to_int(t.substr(slash + 1), "num_kv_heads"));
+      c.num_heads = to_int(t.substr(1, slash - 1), "num_heads");
+      c.num_kv_heads = to_int(t.substr(slash + 1), "num_kv_heads");
       have_heads = true;
     } else if (t.starts_with("bs")) {
-      c.block_size = static_cast<int>(to_int(t.substr(2), "block_size"));
+      c.block_size = to_int(t.substr(2), "block_size");
     } else if (t.starts_with("d") && t.size() > 1 && std::isdigit(static_cast<unsigned char>(t[1]))) {
-      c.head_size = static_cast<int>(to_int(t.substr(1), "head_size"));
+      c.head_size = to_int(t.substr(1), "head_size");
     } else if (t.starts_with("ctx")) {
       c.seq_lens.clear();
       std::string_view rest = t.substr(3);
       while (!rest.empty()) {
         auto comma = rest.find(',');
-        c.seq_lens.push_back(static_cast<int>(to_int(rest.substr(0, comma), "seq_lens")));
+        c.seq_lens.push_back(to_int(rest.substr(0, comma), "seq_lens"));
         rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
       }
       have_ctx = true;
     } else if (t.starts_with("seed")) {
-      c.seed = to_u64(t.substr(4), "seed");
+      c.seed = parse_seed(t.substr(4));
     } else if (t.starts_with("q=")) {
       c.q_dtype = dtype_of(t.substr(2), "q_dtype");
     } else if (t.starts_with("o=")) {
@@ -252,11 +287,11 @@ Case parse_case_id(const std::string& id) {
         throw CaseError(field, e.what());
       }
     } else if (t.starts_with("spare=")) {
-      c.spare_blocks = static_cast<int>(to_int(t.substr(6), "spare_blocks"));
+      c.spare_blocks = to_int(t.substr(6), "spare_blocks");
     } else if (t.starts_with("padcols=")) {
-      c.padding_columns = static_cast<int>(to_int(t.substr(8), "padding_columns"));
+      c.padding_columns = to_int(t.substr(8), "padding_columns");
     } else if (t.starts_with("padto=")) {
-      c.padding_target = static_cast<int>(to_int(t.substr(6), "padding_target"));
+      c.padding_target = to_int(t.substr(6), "padding_target");
     } else if (t == "vllm" || t == "nhd" || t == "hnd") {
       c.layout = parse_layout(t);
     } else {

@@ -68,6 +68,30 @@ struct CaseError : std::invalid_argument {
   std::string field, reason;
 };
 
+/// Inclusive bounds of an integer field of a Case. validate() enforces them; the parsers of suite files and
+/// case ids check a wider integer against them before narrowing it to int, so 4294967396 is rejected
+/// rather than wrapped to 100. The upper bounds are caps on what a decode case can meaningfully ask for
+/// (and what the host can allocate), not limits of any kernel:
+///  - num_heads, num_kv_heads: [1, 1024]
+///  - head_size: [1, 1024]
+///  - block_size: [1, 65536]
+///  - seq_lens (each sequence): [1, 16777216] (16M tokens)
+///  - spare_blocks: [1, 2^31 - 1]; padding_columns: [0, 65536]; padding_target: [-1, 2^31 - 2]
+///    (validate() also needs padding_target < pool size and the pool below 2^31 blocks)
+///  - seed: [0, 2^64 - 1]
+struct FieldBounds {
+  long long lo, hi;
+};
+/// The bounds of the integer field `field` ("num_heads", "num_kv_heads", "head_size", "block_size",
+/// "seq_lens", "spare_blocks", "padding_columns", "padding_target"); throws std::logic_error for another name.
+FieldBounds field_bounds(std::string_view field);
+/// `v` as an int after checking it against field_bounds(field); throws CaseError(field, "V is out of range
+/// [LO, HI]").
+int checked_field(std::string_view field, long long v);
+/// Parses a seed as a case id writes it: decimal digits only, in [0, 2^64 - 1]. Throws CaseError("seed", ...)
+/// saying whether the text is not a number, negative or too large.
+std::uint64_t parse_seed(std::string_view text);
+
 /// One decode call. `seq_lens.size()` is num_seqs. Paging options say how the pager lays the pool out.
 struct Case {
   int num_heads = 32;     ///< query heads

@@ -66,6 +66,12 @@ TEST(CaseValidation, EveryErrorNamesItsField) {
       {"scale Inf", [inf](Case& c) { c.scale = inf; }, "scale"},
       {"spare_blocks 0", [](Case& c) { c.spare_blocks = 0; }, "spare_blocks"},
       {"padding_columns -1", [](Case& c) { c.padding_columns = -1; }, "padding_columns"},
+      // The caps on sizes a case cannot meaningfully exceed (field_bounds).
+      {"num_heads 2048", [](Case& c) { c.num_heads = 2048; }, "num_heads"},
+      {"head_size 2048", [](Case& c) { c.head_size = 2048; }, "head_size"},
+      {"block_size 65537", [](Case& c) { c.block_size = 65537; }, "block_size"},
+      {"seq_len 2^24 + 1", [](Case& c) { c.seq_lens = {16, 1 << 24 | 1}; }, "seq_lens"},
+      {"padding_columns 65537", [](Case& c) { c.padding_columns = 65537; }, "padding_columns"},
       {"padding_target -2", [](Case& c) { c.padding_target = -2; }, "padding_target"},
       // Default case: ceil(4090/16) = 256 blocks + 3 spare = 259 in the pool.
       {"padding_target past the pool", [](Case& c) { c.padding_target = 259; }, "padding_target"},
@@ -194,6 +200,40 @@ TEST(CaseId, ParseErrorsNameTheToken) {
   EXPECT_EQ(field_of("h32/5 d128 bs16 bf16 ctx4090 nhd seed7"), "num_heads");
   EXPECT_EQ(field_of("h32/8 d12 bs16 bf16 ctx4090 vllm seed7"), "head_size");
   EXPECT_EQ(field_of("h32/8 d128 bs16 bf16 ctx0 nhd seed7"), "seq_lens");
+}
+
+// Numbers wider than the field are rejected, naming the field, not wrapped modulo 2^32 (ctx4294967396 ran
+// as ctx100, d4294967424 as d128).
+TEST(CaseId, OutOfRangeNumbersAreRejectedNotWrapped) {
+  auto error_of = [](const std::string& id) -> std::string {
+    try {
+      parse_case_id(id);
+    } catch (const CaseError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx4294967396 vllm seed7"), "seq_lens: 4294967396 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx-4294967196 vllm seed7"), "seq_lens: -4294967196 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx17,99999999999999999999 vllm seed7"),
+            "seq_lens: 99999999999999999999 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of("h32/8 d4294967424 bs16 bf16 ctx100 vllm seed7"), "head_size: 4294967424 is out of range [1, 1024]");
+  EXPECT_EQ(error_of("h4294967328/8 d128 bs16 bf16 ctx100 vllm seed7"), "num_heads: 4294967328 is out of range [1, 1024]");
+  EXPECT_EQ(error_of("h32/-8 d128 bs16 bf16 ctx100 vllm seed7"), "num_kv_heads: -8 is out of range [1, 1024]");
+  EXPECT_EQ(error_of("h32/8 d128 bs4294967312 bf16 ctx100 vllm seed7"), "block_size: 4294967312 is out of range [1, 65536]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx100 vllm seed7 spare=4294967299"),
+            "spare_blocks: 4294967299 is out of range [1, 2147483647]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx100 vllm seed7 padcols=-1"), "padding_columns: -1 is out of range [0, 65536]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx100 vllm seed7 padto=4294967295"),
+            "padding_target: 4294967295 is out of range [-1, 2147483646]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx100 vllm seed-1"), "seed: -1 is out of range [0, 18446744073709551615]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx100 vllm seed18446744073709551616"),
+            "seed: 18446744073709551616 is out of range [0, 18446744073709551615]");
+  EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx100 vllm seed+7"), "seed: '+7' is not an unsigned 64-bit integer");
+  // The largest values in range still parse.
+  const Case big = parse_case_id("h1024/1024 d1024 bs65536 bf16 ctx16777216 nhd seed18446744073709551615");
+  EXPECT_EQ(big.seq_lens, std::vector<int>{16777216});
+  EXPECT_EQ(big.head_size, 1024);
 }
 
 TEST(CaseNames, LayoutsAndDistributionsParse) {
