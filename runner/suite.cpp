@@ -4,6 +4,9 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +51,16 @@ std::vector<std::string> list_suites() {
 }
 
 namespace {
+
+/// The int value of `v` for the case field `case_field`, or a SuiteError at `line` naming `key` (the suite key),
+/// the value and the allowed range: TOML integers are 64-bit, so narrowing unchecked would wrap 4294967396 to 100.
+int bounded(const std::string& file, int line, std::string_view key, std::string_view case_field, long long v) {
+  try {
+    return checked_field(case_field, v);
+  } catch (const CaseError& e) {
+    throw SuiteError(file, line, std::string(key), e.reason);
+  }
+}
 
 /// Reads a suite file, tracking file name for errors.
 class Parser {
@@ -172,12 +185,14 @@ class Parser {
     return out;
   }
 
-  int int_value(const toml::table& g, std::string_view key, int dflt) {
+  /// An optional integer key of a group, range-checked for the case field `case_field`.
+  int int_value(const toml::table& g, std::string_view key, std::string_view case_field, int dflt) {
     auto n = g[key];
     if (!n) return dflt;
+    const std::string field = fmt::format("cells.{}", key);
     auto v = n.value_exact<std::int64_t>();
-    if (!v) throw SuiteError(file_, line_of(*n.node()), std::string(key), "must be an integer");
-    return static_cast<int>(*v);
+    if (!v) throw SuiteError(file_, line_of(*n.node()), field, "must be an integer");
+    return bounded(file_, line_of(*n.node()), field, case_field, *v);
   }
 
   template <typename T, typename F>
@@ -232,28 +247,55 @@ class Parser {
                "cells.");
     const int gline = line_of(g);
     // heads = ["32/8", ...]
-    std::vector<std::pair<int, int>> heads;
+    struct Heads {
+      int h, kv, line;
+    };
+    std::vector<Heads> heads;
     auto hn = g["heads"];
     if (!hn) throw SuiteError(file_, gline, "cells.heads", "missing (e.g. heads = [\"32/8\"])");
     for (const auto& [text, line] : string_list(*hn.node(), "cells.heads")) {
       const auto slash = text.find('/');
-      try {
-        if (slash == std::string::npos) throw std::invalid_argument("");
-        std::size_t u1 = 0, u2 = 0;
-        const int h = std::stoi(text.substr(0, slash), &u1), kv = std::stoi(text.substr(slash + 1), &u2);
-        if (u1 != slash || u2 != text.size() - slash - 1) throw std::invalid_argument("");
-        heads.emplace_back(h, kv);
-      } catch (const std::exception&) {
-        throw SuiteError(file_, line, "cells.heads", fmt::format("'{}' is not \"num_heads/num_kv_heads\"", text));
+      std::optional<long long> parts[2];
+      auto number = [&](std::string_view t) -> std::optional<long long> {
+        long long v = 0;
+        auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (ec == std::errc::result_out_of_range && p == t.data() + t.size())
+          return t.starts_with('-') ? std::numeric_limits<long long>::min() : std::numeric_limits<long long>::max();
+        if (ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
+        return v;
+      };
+      if (slash != std::string::npos) {
+        parts[0] = number(std::string_view(text).substr(0, slash));
+        parts[1] = number(std::string_view(text).substr(slash + 1));
       }
+      if (!parts[0] || !parts[1])
+        throw SuiteError(file_, line, "cells.heads", fmt::format("'{}' is not \"num_heads/num_kv_heads\"", text));
+      const std::string_view names[2] = {"num_heads", "num_kv_heads"};
+      int hkv[2] = {0, 0};
+      for (int i = 0; i < 2; ++i) {
+        try {
+          hkv[i] = checked_field(names[i], *parts[i]);
+        } catch (const CaseError&) {
+          const FieldBounds b = field_bounds(names[i]);
+          const std::string_view t = i == 0 ? std::string_view(text).substr(0, slash) : std::string_view(text).substr(slash + 1);
+          throw SuiteError(file_, line, "cells.heads", fmt::format("{} {} is out of range [{}, {}]", names[i], t, b.lo, b.hi));
+        }
+      }
+      heads.push_back({hkv[0], hkv[1], line});
     }
     auto need_ints = [&](std::string_view key) {
       auto n = g[key];
       if (!n) throw SuiteError(file_, gline, fmt::format("cells.{}", key), "missing");
       return int_list(*n.node(), fmt::format("cells.{}", key));
     };
-    const auto head_sizes = need_ints("head_sizes");
-    const auto block_sizes = need_ints("block_sizes");
+    // Each value range-checked for its case field, at its own line.
+    auto need_bounded = [&](std::string_view key, std::string_view case_field) {
+      std::vector<std::pair<int, int>> out;
+      for (const auto& [v, l] : need_ints(key)) out.emplace_back(bounded(file_, l, fmt::format("cells.{}", key), case_field, v), l);
+      return out;
+    };
+    const auto head_sizes = need_bounded("head_sizes", "head_size");
+    const auto block_sizes = need_bounded("block_sizes", "block_size");
     // seq_lens = [4090, [100, 33]]: an int is a one-sequence cell, an array a batch.
     std::vector<std::pair<std::vector<int>, int>> batches;
     auto sn = g["seq_lens"];
@@ -262,10 +304,10 @@ class Parser {
     if (!sa || sa->empty()) throw SuiteError(file_, line_of(*sn.node()), "cells.seq_lens", "must be a non-empty array");
     for (const auto& e : *sa) {
       if (auto v = e.value_exact<std::int64_t>()) {
-        batches.push_back({{static_cast<int>(*v)}, line_of(e)});
+        batches.push_back({{bounded(file_, line_of(e), "cells.seq_lens", "seq_lens", *v)}, line_of(e)});
       } else if (e.is_array()) {
         std::vector<int> b;
-        for (const auto& [v, l] : int_list(e, "cells.seq_lens")) b.push_back(static_cast<int>(v));
+        for (const auto& [v, l] : int_list(e, "cells.seq_lens")) b.push_back(bounded(file_, l, "cells.seq_lens", "seq_lens", v));
         batches.push_back({b, line_of(e)});
       } else {
         throw SuiteError(file_, line_of(e), "cells.seq_lens", "items must be integers or arrays of integers");
@@ -297,6 +339,10 @@ class Parser {
     const auto dists = parsed_list<Dist>(g, "dists", {"normal"}, [](const std::string& t) { return parse_dist(t); });
     std::vector<std::pair<long long, int>> seeds{{7, gline}};
     if (auto n = g["seeds"]) seeds = int_list(*n.node(), "cells.seeds");
+    for (const auto& [seed, line] : seeds)
+      if (seed < 0)
+        throw SuiteError(file_, line, "cells.seeds",
+                         fmt::format("{} is out of range [0, {}]", seed, std::numeric_limits<std::uint64_t>::max()));
     std::optional<float> scale;
     if (auto n = g["scale"]) {
       auto v = n.value<double>();
@@ -306,11 +352,11 @@ class Parser {
     const KvScale k_scale = kv_scale(g, "k_scale"), v_scale = kv_scale(g, "v_scale");
     const int faults_line = g["faults"] ? line_of(*g["faults"].node()) : gline;
     const Case defaults{};
-    const int spare = int_value(g, "spare_blocks", defaults.spare_blocks);
-    const int padcols = int_value(g, "padding_columns", defaults.padding_columns);
-    const int padto = int_value(g, "padding_target", defaults.padding_target);
+    const int spare = int_value(g, "spare_blocks", "spare_blocks", defaults.spare_blocks);
+    const int padcols = int_value(g, "padding_columns", "padding_columns", defaults.padding_columns);
+    const int padto = int_value(g, "padding_target", "padding_target", defaults.padding_target);
 
-    for (const auto& [h, kv] : heads)
+    for (const auto& [h, kv, hline] : heads)
       for (const auto& [d, dline] : head_sizes)
         for (const auto& [bs, bline] : block_sizes)
           for (const auto& dt : dtypes)

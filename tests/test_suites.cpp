@@ -2,6 +2,8 @@
 // naming file, line and field.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "runner/suite.hpp"
 
 namespace pacheck {
@@ -63,7 +65,7 @@ heads = "8/2"
 head_sizes = 64
 block_sizes = 16
 seq_lens = [17, 0]
-)"), "bad.toml:6: cells.seq_lens: seq_len of sequence 0 is 0, must be >= 1");
+)"), "bad.toml:6: cells.seq_lens: 0 is out of range [1, 16777216]");
   EXPECT_EQ(error_of(std::string(kGood) + "faults = [\"V:nan@tail\", \"W:nan@tail\"]\n"),
             "bad.toml:7: faults: unknown poison target 'W' (expected K, V or K+V)");
   EXPECT_EQ(error_of(std::string(kGood) + "dtypes = \"fp4\"\n"),
@@ -72,6 +74,54 @@ seq_lens = [17, 0]
   EXPECT_EQ(error_of("[[cells]]\nheads = \"8/2\"\n"), "bad.toml:1: name: missing");
   EXPECT_NE(error_of("name = \"x\"\nheads = [\n").find("bad.toml:"), std::string::npos);  // TOML syntax error
   EXPECT_EQ(error_of("name = \"x\"\n"), "bad.toml:1: cells: missing: a suite needs [[cells]] groups or an include");
+}
+
+/// A one-group suite with `key = value` set (replacing kGood's line when the key is there).
+std::string group_with(const std::string& key, const std::string& value) {
+  std::string out;
+  bool replaced = false;
+  std::istringstream in(kGood);
+  for (std::string l; std::getline(in, l);) {
+    if (l.starts_with(key + " = ")) {
+      l = key + " = " + value;
+      replaced = true;
+    }
+    out += l + "\n";
+  }
+  if (!replaced) out += key + " = " + value + "\n";
+  return out;
+}
+
+// Integers wider than the field are rejected, not wrapped modulo 2^32 (4294967396 ran as ctx100).
+TEST(SuiteErrors, IntegersOutOfRangeAreRejectedNotWrapped) {
+  EXPECT_EQ(error_of(group_with("seq_lens", "[4294967396]")),
+            "bad.toml:6: cells.seq_lens: 4294967396 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[99999999999]")),
+            "bad.toml:6: cells.seq_lens: 99999999999 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[[17, 16777217]]")),
+            "bad.toml:6: cells.seq_lens: 16777217 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[0]")), "bad.toml:6: cells.seq_lens: 0 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of(group_with("head_sizes", "4294967424")),
+            "bad.toml:4: cells.head_sizes: 4294967424 is out of range [1, 1024]");
+  EXPECT_EQ(error_of(group_with("head_sizes", "2048")), "bad.toml:4: cells.head_sizes: 2048 is out of range [1, 1024]");
+  EXPECT_EQ(error_of(group_with("block_sizes", "[16, 4294967312]")),
+            "bad.toml:5: cells.block_sizes: 4294967312 is out of range [1, 65536]");
+  EXPECT_EQ(error_of(group_with("heads", "\"4294967328/8\"")),
+            "bad.toml:3: cells.heads: num_heads 4294967328 is out of range [1, 1024]");
+  EXPECT_EQ(error_of(group_with("heads", "\"8/-2\"")), "bad.toml:3: cells.heads: num_kv_heads -2 is out of range [1, 1024]");
+  EXPECT_EQ(error_of(group_with("seeds", "[1, -1]")),
+            "bad.toml:7: cells.seeds: -1 is out of range [0, 18446744073709551615]");
+  EXPECT_EQ(error_of(group_with("spare_blocks", "4294967296")),
+            "bad.toml:7: cells.spare_blocks: 4294967296 is out of range [1, 2147483647]");
+  EXPECT_EQ(error_of(group_with("padding_columns", "-4294967295")),
+            "bad.toml:7: cells.padding_columns: -4294967295 is out of range [0, 65536]");
+  EXPECT_EQ(error_of(group_with("padding_target", "4294967296")),
+            "bad.toml:7: cells.padding_target: 4294967296 is out of range [-1, 2147483646]");
+  // The largest meaningful values still load.
+  const Suite big = parse_suite(group_with("seq_lens", "[16777216]"), "good.toml");
+  EXPECT_EQ(big.cells.at(0).cell.c.seq_lens, std::vector<int>{16777216});
+  EXPECT_EQ(parse_suite(group_with("seeds", "9223372036854775807"), "good.toml").cells.at(0).cell.c.seed,
+            9223372036854775807ull);
 }
 
 TEST(SuiteErrors, UnknownSuiteNameListsKnownOnes) {
