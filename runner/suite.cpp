@@ -17,7 +17,7 @@
 namespace pacheck {
 
 SuiteError::SuiteError(std::string f, int l, std::string fld, std::string r)
-    : std::runtime_error(fmt::format("{}:{}: {}: {}", f, l, fld, r)),
+    : std::runtime_error(l > 0 ? fmt::format("{}:{}: {}: {}", f, l, fld, r) : fmt::format("{}: {}: {}", f, fld, r)),
       file(std::move(f)), field(std::move(fld)), reason(std::move(r)), line(l) {}
 
 Cell SuiteCell::for_kernel(const Kernel& k) const {
@@ -51,6 +51,12 @@ std::vector<std::string> list_suites() {
 }
 
 namespace {
+
+/// A suite file that cannot be opened. Its what() has no line ("FILE: suite: REASON"); an include turns it
+/// into an error at the including file and line.
+struct SuiteNotFound : SuiteError {
+  SuiteNotFound(std::string file, std::string reason) : SuiteError(std::move(file), 0, "suite", std::move(reason)) {}
+};
 
 /// The int value of `v` for the case field `case_field`, or a SuiteError at `line` naming `key` (the suite key),
 /// the value and the allowed range: TOML integers are 64-bit, so narrowing unchecked would wrap 4294967396 to 100.
@@ -88,6 +94,8 @@ class Parser {
           const auto sibling = std::filesystem::path(file_).parent_path() / (name + ".toml");
           const bool bare = name.find('/') == std::string::npos && !name.ends_with(".toml");
           other = load_named(bare && std::filesystem::exists(sibling) ? sibling.string() : name, depth_ + 1);
+        } catch (const SuiteNotFound& e) {
+          throw SuiteError(file_, line, "include", e.reason);  // at the include, not at "nope.toml:0"
         } catch (const SuiteError&) {
           throw;
         } catch (const std::exception& e) {
@@ -126,8 +134,8 @@ class Parser {
     if (!in) {
       std::string known;
       for (const auto& n : list_suites()) known += (known.empty() ? "" : ", ") + n;
-      throw SuiteError(path, 0, "suite",
-                       is_path ? "cannot read the file" : fmt::format("no suite named '{}' (known: {})", name_or_path, known));
+      throw SuiteNotFound(path, is_path ? fmt::format("cannot read '{}'", path)
+                                        : fmt::format("no suite named '{}' (known: {})", name_or_path, known));
     }
     std::stringstream ss;
     ss << in.rdbuf();
@@ -193,6 +201,12 @@ class Parser {
     auto v = n.value_exact<std::int64_t>();
     if (!v) throw SuiteError(file_, line_of(*n.node()), field, "must be an integer");
     return bounded(file_, line_of(*n.node()), field, case_field, *v);
+  }
+
+  /// The line of `key` in group `g`, or the group's line when the key is absent.
+  int key_line(const toml::table& g, std::string_view key) {
+    auto n = g[key];
+    return n ? line_of(*n.node()) : line_of(g);
   }
 
   template <typename T, typename F>
@@ -396,7 +410,19 @@ class Parser {
                           }
                         }
                       } catch (const CaseError& e) {
-                        throw SuiteError(file_, lline, fmt::format("cells.{}", e.field), e.reason);
+                        // Point at the key that holds the offending value.
+                        const std::string& f = e.field;
+                        int at = lline;  // seq_lens, and the pool size the lengths imply
+                        if (f == "num_heads" || f == "num_kv_heads") at = hline;
+                        else if (f == "head_size") at = dline;
+                        else if (f == "block_size") at = bline;
+                        else if (f == "q_dtype" || f == "out_dtype") at = key_line(g, "dtypes");
+                        else if (f == "scale") at = key_line(g, "scale");
+                        else if (f == "k_scale") at = key_line(g, g["k_scale"] ? "k_scale" : "k_scale_range");
+                        else if (f == "v_scale") at = key_line(g, g["v_scale"] ? "v_scale" : "v_scale_range");
+                        else if (f == "spare_blocks" || f == "padding_columns" || f == "padding_target")
+                          at = key_line(g, f);
+                        throw SuiteError(file_, at, fmt::format("cells.{}", f), e.reason);
                       }
                       try {
                         check_fault(f, c.kv_dtype);

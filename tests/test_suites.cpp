@@ -52,7 +52,7 @@ heads = "8/3"
 head_sizes = 64
 block_sizes = 16
 seq_lens = [17]
-)"), "bad.toml:6: cells.num_heads: 8 is not a multiple of num_kv_heads 3");
+)"), "bad.toml:3: cells.num_heads: 8 is not a multiple of num_kv_heads 3");
   EXPECT_EQ(error_of(R"(name = "x"
 [[cells]]
 heads = "8/2"
@@ -122,6 +122,38 @@ TEST(SuiteErrors, IntegersOutOfRangeAreRejectedNotWrapped) {
   EXPECT_EQ(big.cells.at(0).cell.c.seq_lens, std::vector<int>{16777216});
   EXPECT_EQ(parse_suite(group_with("seeds", "9223372036854775807"), "good.toml").cells.at(0).cell.c.seed,
             9223372036854775807ull);
+}
+
+// A shape error points at the line of the key that holds the bad value, not at seq_lens.
+TEST(SuiteErrors, ShapeErrorsPointAtTheOffendingKey) {
+  EXPECT_EQ(error_of(group_with("block_sizes", "0")), "bad.toml:5: cells.block_sizes: 0 is out of range [1, 65536]");
+  EXPECT_EQ(error_of(group_with("head_sizes", "0")), "bad.toml:4: cells.head_sizes: 0 is out of range [1, 1024]");
+  EXPECT_EQ(error_of(group_with("heads", "[\"8/2\",\n  \"32/5\"]")),
+            "bad.toml:4: cells.num_heads: 32 is not a multiple of num_kv_heads 5");
+  EXPECT_EQ(error_of(group_with("head_sizes", "12") + "layouts = \"vllm\"\n"),
+            "bad.toml:4: cells.head_size: 12 is not a multiple of the vllm layout's vector width 8 for bf16");
+  EXPECT_EQ(error_of(group_with("dtypes", "\"q=fp8_e4m3fn,kv=bf16,o=bf16\"")),
+            "bad.toml:7: cells.q_dtype: fp8_e4m3fn is a KV-cache dtype only; query and output must be f32, f16 or bf16");
+  EXPECT_EQ(error_of(group_with("k_scale", "0.5")), "bad.toml:7: cells.k_scale: only fp8 KV caches take scales; kv_dtype is bf16");
+  EXPECT_EQ(error_of(group_with("scale", "-1.0")), "bad.toml:7: cells.scale: must be finite and > 0, got -1");
+  EXPECT_EQ(error_of(group_with("padding_target", "9")),
+            "bad.toml:7: cells.padding_target: 9 is not -1 or a physical block in [0, 5)");
+}
+
+// A missing include is reported at the including file and line; a missing top-level suite has no ":0".
+TEST(SuiteErrors, MissingIncludeIsReportedWhereItIsIncluded) {
+  const std::string nope = error_of("name = \"x\"\n\ninclude = [\"tail-poison\",\n  \"nope\"]\n");
+  EXPECT_TRUE(nope.starts_with("bad.toml:4: include: no suite named 'nope' (known: ")) << nope;
+  EXPECT_EQ(error_of("name = \"x\"\ninclude = \"/no/such/dir/x.toml\"\n"),
+            "bad.toml:2: include: cannot read '/no/such/dir/x.toml'");
+  try {
+    load_suite("nosuch");
+    FAIL() << "expected SuiteError";
+  } catch (const SuiteError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find(":0"), std::string::npos) << what;
+    EXPECT_NE(what.find("nosuch.toml: suite: no suite named 'nosuch' (known: "), std::string::npos) << what;
+  }
 }
 
 TEST(SuiteErrors, UnknownSuiteNameListsKnownOnes) {
