@@ -12,7 +12,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("export", "write a suite's kernel inputs as safetensors case files for a foreign runner");
   struct Opts {
     std::string suite = "gate", out, layout, filter;
-    std::int64_t seed = -1;
+    std::string seed;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--suite,-s", o->suite, "suite name (suites/NAME.toml) or path to a suite file")->capture_default_str();
@@ -21,7 +21,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "layout the foreign kernel reads (vllm, nhd, hnd): unpinned cells use it, cells pinned to another "
                   "layout are skipped (default: vllm, as `run` resolves them)");
   cmd->add_option("--filter,-f", o->filter, "only cells whose id matches this regular expression");
-  cmd->add_option("--seed", o->seed, "override every cell's seed");
+  cmd->add_option("--seed", o->seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
   cmd->callback([&ctx, o] {
     ExportOptions eo;
     if (!o->layout.empty()) {
@@ -38,7 +38,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
         throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}", o->filter, e.what()));
       }
     }
-    if (o->seed >= 0) eo.seed = static_cast<std::uint64_t>(o->seed);
+    eo.seed = parse_seed_flag(o->seed);
     Suite suite;
     try {
       suite = load_suite(o->suite);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -56,7 +57,7 @@ void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--device,-d", device, "cpu, cuda[:N] or hip[:N] (default: cuda:0 or hip:0 when present, else cpu); cuda:all or hip:all "
                   "spreads the GPU cells over every local device, one worker (or --isolate child) per device");
   cmd->add_option("--filter,-f", filter, "only cells whose id matches this regular expression");
-  cmd->add_option("--seed", seed, "override every cell's seed");
+  cmd->add_option("--seed", seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
   cmd->add_option("--threads,-j", threads, "CPU worker threads (default: all cores)");
   cmd->add_option("--shard", shard,
                   "run shard I of N (I/N, 0-based): the cells at suite positions p with p % N == I "
@@ -105,7 +106,7 @@ RunOptions CommonOptions::run_options() const {
       throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}", filter, e.what()));
     }
   }
-  if (seed >= 0) o.seed = static_cast<std::uint64_t>(seed);
+  o.seed = parse_seed_flag(seed);
   const Shard sh = resolve_shard(shard);
   o.shard_index = sh.index;
   o.shard_count = sh.count;
@@ -122,12 +123,25 @@ RunOptions CommonOptions::run_options() const {
   return o;
 }
 
+std::optional<std::uint64_t> parse_seed_flag(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  try {
+    return parse_seed(text);
+  } catch (const CaseError& e) {
+    throw UsageError(fmt::format("--seed: {}", e.reason));
+  }
+}
+
 namespace {
-/// Parses a non-negative decimal integer filling all of `text`.
-std::optional<int> parse_count(const std::string& text) {
+/// A non-negative decimal integer filling all of `text`; nullopt if it is not one, INT_MAX + 1 when its
+/// digits exceed int (so the caller can say "too large" rather than "not an integer").
+std::optional<long long> parse_count(const std::string& text) {
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
   int v = 0;
   const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || text.empty() || v < 0) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) return static_cast<long long>(std::numeric_limits<int>::max()) + 1;
+  if (ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
   return v;
 }
 }  // namespace
@@ -135,7 +149,7 @@ std::optional<int> parse_count(const std::string& text) {
 Shard resolve_shard(const std::string& flag) {
   Shard s;
   std::string what;
-  std::optional<int> index, count;
+  std::optional<long long> index, count;
   if (!flag.empty()) {
     what = fmt::format("--shard '{}'", flag);
     const auto slash = flag.find('/');
@@ -153,9 +167,12 @@ Shard resolve_shard(const std::string& flag) {
     if (const char* status = std::getenv("GTEST_SHARD_STATUS_FILE"); status && *status) std::ofstream(status, std::ios::app);
   }
   if (!index || !count) throw UsageError(fmt::format("{}: I and N must be non-negative integers", what));
+  constexpr long long kMax = std::numeric_limits<int>::max();
+  if (*count > kMax) throw UsageError(fmt::format("{}: N must be at most {}", what, kMax));
+  if (*index > kMax) throw UsageError(fmt::format("{}: I must be at most {}", what, kMax));
   if (*count < 1 || *index >= *count) throw UsageError(fmt::format("{}: need 0 <= I < N", what));
-  s.index = *index;
-  s.count = *count;
+  s.index = static_cast<int>(*index);
+  s.count = static_cast<int>(*count);
   return s;
 }
 

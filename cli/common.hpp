@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,13 +55,18 @@ struct Shard {
 /// value, N < 1 or I outside [0, N).
 Shard resolve_shard(const std::string& flag);
 
+/// The value of a --seed flag: nullopt when `text` is empty (not given), else the seed, with the rule a cell
+/// id's "seedN" follows (decimal digits, [0, 2^64 - 1]). Throws UsageError naming --seed for anything else
+/// (a negative seed was silently ignored, a too-large one clamped to 2^63 - 1).
+std::optional<std::uint64_t> parse_seed_flag(const std::string& text);
+
 /// Options shared by run-like commands (run, fuzz, bench), bound onto `cmd`.
 struct CommonOptions {
   std::string suite = "gate";
   std::vector<std::string> kernels;
   std::string device;
   std::string filter;
-  std::int64_t seed = -1;
+  std::string seed;          ///< --seed: empty = each cell's own; checked by parse_seed_flag
   int threads = 0;
   std::string shard;         ///< --shard I/N; empty: GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, else the whole suite
   bool isolate = false;      ///< --isolate: every kernel's cells in child processes (plugin kernels always)

@@ -14,6 +14,8 @@ Scenarios:
   plugin       a planted plugin (tests/plugins/misbehaving.c) that segfaults, aborts, hangs, writes past its
                output or returns an error on one cell: that cell's verdict only, exit 1, every cell in
                results.jsonl; without isolation the segfault kills the run and --resume completes it
+  bad_input    out-of-range numbers in a cell id, --seed and --shard, and a missing suite, exit 2 with a
+               message naming the field (they used to wrap modulo 2^32 or clamp and run)
 """
 import argparse
 import json
@@ -306,9 +308,35 @@ def scenario_plugin(args, tmp):
     check([r["verdict"] for r in report["results"]].count("crash") == 1, "resumed run lacks the one crash")
 
 
+def scenario_bad_input(args, tmp):
+    def rejected(want, *cmd):
+        p = run(args, *cmd, expect=2, timeout=120)
+        check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-2000:]}")
+
+    repro = ["repro", "--kernel", "cpu.reference", "--device", "cpu"]
+    cell = "h32/8 d128 bs16 bf16 ctx100 vllm seed7 clean"
+    for old, bad, want in [("ctx100", "ctx4294967396", "seq_lens: 4294967396 is out of range"),
+                           ("ctx100", "ctx-4294967196", "seq_lens: -4294967196 is out of range"),
+                           ("d128", "d4294967424", "head_size: 4294967424 is out of range"),
+                           ("h32/8", "h4294967328/8", "num_heads: 4294967328 is out of range"),
+                           ("bs16", "bs4294967312", "block_size: 4294967312 is out of range")]:
+        rejected(want, *repro, cell.replace(old, bad))
+    run(args, *repro, cell, expect=0, timeout=120)
+    tiny = ["run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--filter", "NOTHING"]
+    for seed, want in [("-1", "--seed: -1 is out of range [0, 18446744073709551615]"),
+                       ("99999999999999999999", "--seed: 99999999999999999999 is out of range"),
+                       ("7x", "--seed: '7x' is not an unsigned 64-bit integer")]:
+        rejected(want, *tiny, "--seed", seed)
+        rejected(want, "export", "--suite", "tail-poison", "--out", os.path.join(tmp, "exp"), "--seed", seed)
+    rejected("--shard '0/99999999999': N must be at most 2147483647", *tiny, "--shard", "0/99999999999")
+    rejected("--shard '0/x': I and N must be non-negative integers", *tiny, "--shard", "0/x")
+    p = run(args, "run", "--device", "cpu", "--suite", "nosuch", expect=2, timeout=120)
+    check("no suite named 'nosuch'" in p.stdout and ":0" not in p.stdout, f"--suite nosuch: {p.stdout[-1000:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin"])
+    ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
