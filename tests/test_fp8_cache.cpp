@@ -354,10 +354,10 @@ TEST(Fp8Suites, ScaleKeysAndFaultChecks) {
   EXPECT_EQ(error(fp8 + "v_scale_range = [1, 2, 3]\n"),
             "t.toml:8: cells.v_scale_range: must be [first, last]: the scales of KV head 0 and of the last KV head");
   EXPECT_EQ(error(fp8 + "v_scale = [1, 2]\n"),
-            "t.toml:6: cells.v_scale: 2 values for 4 KV heads: give 1 (per tensor) or 4 (per KV head)");
-  EXPECT_EQ(error(head + "k_scale = 2\n"), "t.toml:6: cells.k_scale: only fp8 KV caches take scales; kv_dtype is bf16");
+            "t.toml:8: cells.v_scale: 2 values for 4 KV heads: give 1 (per tensor) or 4 (per KV head)");
+  EXPECT_EQ(error(head + "k_scale = 2\n"), "t.toml:7: cells.k_scale: only fp8 KV caches take scales; kv_dtype is bf16");
   EXPECT_EQ(error(head + "dtypes = \"fp8_e5m2\"\n"),
-            "t.toml:6: cells.q_dtype: fp8_e5m2 is a KV-cache dtype only; query and output must be f32, f16 or bf16");
+            "t.toml:7: cells.q_dtype: fp8_e5m2 is a KV-cache dtype only; query and output must be f32, f16 or bf16");
   const std::string inf = error(fp8 + "faults = [\"clean\", \"V:+inf@tail\"]\n");
   EXPECT_NE(inf.find("t.toml:8: cells.faults: fault V:+inf@tail cannot be written into a fp8_e4m3fn cache"), std::string::npos) << inf;
   EXPECT_NO_THROW(parse_suite(head + "dtypes = \"q=bf16,kv=fp8_e5m2,o=bf16\"\nfaults = \"K+V:-inf@all\"\n", "t.toml"));
