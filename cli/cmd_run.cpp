@@ -7,16 +7,46 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 
 #include "cli/common.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
 #include "runner/report.hpp"
+#include "runner/isolate.hpp"
 #include "runner/reports.hpp"
 
 namespace pacheck::cli {
 
 namespace {
+/// Checks `device` before anything is printed or written, so a run that cannot start never empties the
+/// report directory of an earlier run: check_device_form checks its form (before kernels are chosen for
+/// it); check_device, when `kernels` holds a GPU kernel, that the device opens. The probe runs in a child
+/// process, which leaves this process without a GPU context for the isolated children forked later.
+/// Both throw UsageError with open_backend's message ("--device: unknown device ...", "no CUDA device: ...").
+void check_device_form(const std::string& device) {
+  static const std::regex form("cpu|(cuda|hip)(:([0-9]+|all))?");
+  if (!std::regex_match(device, form))
+    throw UsageError("--device: unknown device '" + device + "' (expected cpu, cuda[:N|:all] or hip[:N|:all])");
+}
+
+void check_device(const std::string& device, const std::vector<KernelPtr>& kernels) {
+  if (device == "cpu") return;
+  const bool gpu = std::any_of(kernels.begin(), kernels.end(), [](const KernelPtr& k) { return k->device() != PACHECK_DEVICE_CPU; });
+  if (!gpu) return;
+  auto probe = [&]() -> std::string {
+    try {
+      for (const auto& spec : resolve_device_specs(device)) open_backend(spec);
+      return "ok";
+    } catch (const std::exception& e) {
+      return std::string("!") + e.what();
+    }
+  };
+  const std::optional<std::string> answer = run_in_child_process(probe, 120);
+  if (answer && answer->rfind('!', 0) == 0) throw UsageError(answer->substr(1));
+  // No answer (no child could be forked, or it died): the run itself reports the device as before.
+}
+
 /// " results.jsonl report.json junit.xml summary.md report.html": the report files present in `dir`, in
 /// that order, each after a space (what the closing line lists).
 std::string written_reports(const std::string& dir) {
@@ -61,6 +91,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir] {
     opts->load_plugins();
     const std::string device = resolve_device(opts->device);
+    check_device_form(device);
     Suite suite;
     try {
       suite = load_suite(opts->suite);
@@ -68,6 +99,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     auto kernels = select_kernels(opts->kernels, device);
+    check_device(device, kernels);
     RunOptions ro = opts->run_options();
     std::optional<ReportDir> reports;
     std::vector<std::string> kernel_names;
