@@ -78,6 +78,26 @@ void CommonOptions::bind(CLI::App* cmd) {
 
 void CommonOptions::load_plugins() {
   if (plugins.empty()) return;
+  // A library's constructors and pacheck_register_kernels run in this process: load each first in a child
+  // process, so one that crashes or hangs while loading is an input error naming it, not a dead pacheck.
+  for (const auto& path : plugins) {
+    const ChildAnswer a = ask_child_process(
+        [&]() -> std::string {
+          Registry scratch;
+          try {
+            pacheck::load_plugin(path, scratch);
+          } catch (const std::exception&) {
+            // Reported by the real load below, with the same message.
+          }
+          return "loaded";
+        },
+        60);
+    const bool died = a.text.rfind("crash", 0) == 0 || a.text.rfind("timeout", 0) == 0;
+    if (!a.answered && died)
+      throw UsageError(fmt::format("--plugin {}: the library died while being loaded ({}); its constructors and "
+                                   "pacheck_register_kernels run inside pacheck and must return",
+                                   path, a.text));
+  }
   std::vector<PluginInfo> loaded;
   try {
     loaded = pacheck::load_plugins(plugins);

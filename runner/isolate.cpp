@@ -241,6 +241,12 @@ CellResult run_one(Child& c, int group, int lane, std::size_t job, const Isolati
 }  // namespace
 
 std::optional<std::string> run_in_child_process(const std::function<std::string()>& fn, double timeout_s) {
+  ChildAnswer a = ask_child_process(fn, timeout_s);
+  if (!a.answered) return std::nullopt;
+  return std::move(a.text);
+}
+
+ChildAnswer ask_child_process(const std::function<std::string()>& fn, double timeout_s) {
   IsolationHooks hooks;
   hooks.run = [&](std::size_t, int) {
     ChildOutcome out;
@@ -256,8 +262,13 @@ std::optional<std::string> run_in_child_process(const std::function<std::string(
   Child c;
   const CellResult r = run_one(c, 0, 0, 0, IsolationOptions{1, timeout_s}, hooks);
   stop(c);
-  if (r.verdict != Verdict::pass) return std::nullopt;
-  return r.detail;
+  if (r.verdict != Verdict::pass) {
+    std::string why = r.detail;
+    const std::string cell_words = " while running the cell";  // run_one speaks of cells; a probe is none
+    if (const auto at = why.find(cell_words); at != std::string::npos) why.erase(at, cell_words.size());
+    return {false, std::string(verdict_name(r.verdict)) + ": " + why};
+  }
+  return {true, r.detail};
 }
 
 void run_isolated(const std::vector<IsolatedBatch>& batches, const IsolationOptions& opt, const IsolationHooks& hooks) {

@@ -74,6 +74,16 @@ void run_isolated(const std::vector<IsolatedBatch>& batches, const IsolationOpti
 /// a CUDA context initialised before fork() is unusable in every child forked afterwards.
 std::optional<std::string> run_in_child_process(const std::function<std::string()>& fn, double timeout_s);
 
+/// What ask_child_process got: `answered` with fn's string, or not, with `why` ("crash: signal 11
+/// (SIGSEGV)", "timeout: ...", or why no child could be forked).
+struct ChildAnswer {
+  bool answered = false;
+  std::string text;  ///< fn's string when answered, else why not
+};
+/// run_in_child_process that also says why no answer came (for probes whose crash is itself the finding,
+/// such as loading a plugin library).
+ChildAnswer ask_child_process(const std::function<std::string()>& fn, double timeout_s);
+
 /// "SIGSEGV (Segmentation fault)" for a signal number; "signal N" for an unknown one.
 std::string signal_description(int sig);
 

@@ -4,6 +4,7 @@
  * misbehaves. Loaded with `pacheck run --plugin libmisbehaving.so`; plugin kernels run isolated by default,
  * so each misbehaviour must cost exactly that cell. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,11 @@ static pacheck_status run(void* user_data, const pacheck_kernel_args* a, char* e
 }
 
 pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
+  /* PACHECK_TEST_PLUGIN_LOAD=segfault or =abort: die while being registered (pacheck must name the plugin and
+   * exit 2, not die with it). */
+  const char* load = getenv("PACHECK_TEST_PLUGIN_LOAD");
+  if (load && strcmp(load, "segfault") == 0) raise(SIGSEGV);
+  if (load && strcmp(load, "abort") == 0) abort();
   static const pacheck_layout layouts[] = {PACHECK_LAYOUT_NHD};
   static const pacheck_dtype f32[] = {PACHECK_DTYPE_F32};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; ++i) {
