@@ -17,6 +17,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
   auto json_path = std::make_shared<std::string>();
   opts->suite = "sweep";
   opts->bind(cmd);
+  cmd->get_option("--kernel")->description("kernel(s) to time (required): one, or two for an A/B ratio column");
   cmd->add_option("--samples", bo->samples, "timed samples per cell (median reported)")->capture_default_str();
   cmd->add_option("--warmup", bo->warmup, "untimed calls before sampling")->capture_default_str();
   cmd->add_option("--min-sample-ms", bo->min_sample_ms, "batch calls until one sample lasts this long")->capture_default_str();
@@ -25,6 +26,11 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     opts->load_plugins();
     if (opts->kernels.empty()) throw UsageError("bench: give at least one --kernel (two for an A/B table)");
     if (bo->samples < 3) throw UsageError("--samples: at least 3");
+    if (bo->warmup < 0) throw UsageError(fmt::format("--warmup: {} calls (must be >= 0)", bo->warmup));
+    // Calls are doubled until a sample lasts this long: NaN or a huge value would never end.
+    if (!(bo->min_sample_ms > 0 && bo->min_sample_ms <= 10000))
+      throw UsageError(fmt::format("--min-sample-ms: {} (must be > 0 and at most 10000)", bo->min_sample_ms));
+    if (opts->threads < 0) throw UsageError(fmt::format("--threads: {} (must be >= 0; 0 = one per core)", opts->threads));
     const std::string device = resolve_device(opts->device);
     Suite suite;
     try {
@@ -75,13 +81,25 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       std::fflush(stdout);
       rows.push_back(jr);
     };
-    BenchResult res = run_bench(suite, kernels, dev, *bo);
-    if (kernels.size() == 2) fmt::print("\nA/B = time({}) / time({}): above 1 means {} is faster.\n", kernels[0]->name(), kernels[1]->name(), kernels[1]->name());
-    if (any_wrong) fmt::print("WARNING: some timed kernel failed its correctness check on a bench cell (see --json)\n");
+    // Opened before the bench runs, so an unwritable path fails at once instead of after the timing.
+    std::ofstream json_out;
     if (!json_path->empty()) {
-      std::ofstream out(*json_path);
-      if (!out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
-      out << nlohmann::json{{"pacheck", pacheck_version()}, {"suite", suite.name}, {"device", res.device},
+      json_out.open(*json_path);
+      if (!json_out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
+    }
+    BenchResult res = run_bench(suite, kernels, dev, *bo);
+    if (res.rows.empty()) {
+      fmt::print(stderr, "NO CELL TIMED: no clean cell of suite {} matched{}\n", suite.name,
+                 bo->filter ? " --filter" : " (bench times clean cells only)");
+      ctx.exit_code = kFail;
+      return;
+    }
+    if (kernels.size() == 2) fmt::print("\nA/B = time({}) / time({}): above 1 means {} is faster.\n", kernels[0]->name(), kernels[1]->name(), kernels[1]->name());
+    if (any_wrong)
+      fmt::print("WARNING: some timed kernel failed its correctness check on a bench cell ({})\n",
+                 json_path->empty() ? "pacheck repro CELL --kernel K shows why" : "verdicts in " + *json_path);
+    if (json_out.is_open()) {
+      json_out << nlohmann::json{{"pacheck", pacheck_version()}, {"suite", suite.name}, {"device", res.device},
                             {"copy_gbs", res.copy_gbs}, {"rows", rows}}.dump(1) << "\n";
     }
     ctx.exit_code = any_wrong ? kFail : kPass;

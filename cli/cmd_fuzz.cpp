@@ -2,6 +2,8 @@
 // against one kernel, CPU, GPU or plugin; prints the minimal counterexample of each failing property.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <memory>
 #include <random>
 
@@ -22,7 +24,7 @@ struct FuzzOptions {
   std::string device;
   double budget = 0;
   int cases = 0;
-  std::int64_t seed = -1;
+  std::string seed;  ///< --seed as given; parse_seed_flag checks it (empty: random)
   std::vector<std::string> properties;
   int max_size = 100;
   bool no_shrink = false;
@@ -66,7 +68,8 @@ int run_fuzz(FuzzOptions& o) {
   }
 
   prop::RunParams params;
-  params.seed = o.seed >= 0 ? static_cast<std::uint64_t>(o.seed) : std::random_device{}();
+  const std::optional<std::uint64_t> seed = parse_seed_flag(o.seed);
+  params.seed = seed ? *seed : std::random_device{}();
   params.cases = o.cases > 0 ? o.cases : 100;
   params.budget_seconds = o.budget > 0 ? o.budget / static_cast<double>(props.size()) : 0;
   params.max_size = o.max_size;
@@ -114,11 +117,28 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<FuzzOptions>();
   cmd->add_option("--kernel,-k", o->kernel, "kernel to fuzz: built-in, plugin (--plugin) or planted.*")->required();
   cmd->add_option("--device,-d", o->device, "cuda[:N] or hip[:N] for GPU kernels (default: device 0 of the kernel's kind); CPU kernels run on cpu");
+  // Checked by hand: CLI11's PositiveNumber prints its range as 0 to 1.79e308 in full, and passes NaN.
+  auto positive = [] {
+    return CLI::Validator(
+        [](std::string& v) -> std::string {
+          double x = 0;
+          try {
+            std::size_t used = 0;
+            x = std::stod(v, &used);
+            if (used != v.size()) return fmt::format("must be a number, got '{}'", v);
+          } catch (const std::exception&) {
+            return fmt::format("must be a number, got '{}'", v);
+          }
+          if (!(x > 0) || !std::isfinite(x)) return fmt::format("must be a positive finite number, got '{}'", v);
+          return {};
+        },
+        "POSITIVE");
+  };
   auto* budget = cmd->add_option("--budget", o->budget, "wall seconds in all, shared equally by the properties")
-                     ->check(CLI::PositiveNumber);
-  auto* cases = cmd->add_option("--cases", o->cases, "cases per property (default 100)")->check(CLI::PositiveNumber);
+                     ->check(positive());
+  auto* cases = cmd->add_option("--cases", o->cases, "cases per property (default 100)")->check(positive());
   budget->excludes(cases);
-  cmd->add_option("--seed", o->seed, "RapidCheck seed (default: random, printed)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->seed, "RapidCheck seed, 0 to 2^64 - 1 (default: random, printed)");
   cmd->add_option("--property,-p", o->properties,
                   "property to run (repeatable; default all): agreement, tail-poison, paging-invariance, determinism, "
                   "batch-invariance, gqa-expansion, exact-scaling");

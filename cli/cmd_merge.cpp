@@ -2,6 +2,8 @@
 // judged as one run, with the exit code that run would have had.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "cli/common.hpp"
 #include "runner/reports.hpp"
 
@@ -17,6 +19,14 @@ void add_merge_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--out,-o", *out_dir, "directory to write the merged results.jsonl, report.json, junit.xml, summary.md")
       ->required();
   cmd->callback([&ctx, inputs, out_dir] {
+    // The merged reports must not replace an input's: a later merge of the same shards would find one gone.
+    namespace fs = std::filesystem;
+    for (const auto& path : *inputs) {
+      const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+      std::error_code ec;
+      if (fs::exists(*out_dir) && fs::equivalent(dir.empty() ? fs::path(".") : dir, *out_dir, ec) && !ec)
+        throw UsageError(fmt::format("--out {}: is the input '{}'; write the merged reports to a new directory", *out_dir, path));
+    }
     std::vector<MergeInput> in;
     try {
       for (const auto& path : *inputs) in.push_back({path, load_report(path)});

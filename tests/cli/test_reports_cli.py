@@ -333,6 +333,44 @@ def scenario_bad_input(args, tmp):
     p = run(args, "run", "--device", "cpu", "--suite", "nosuch", expect=2, timeout=120)
     check("no suite named 'nosuch'" in p.stdout and ":0" not in p.stdout, f"--suite nosuch: {p.stdout[-1000:]}")
 
+    # A run that cannot start (bad or absent device) must leave an earlier run's reports as they were.
+    d = os.path.join(tmp, "kept")
+    run(args, "run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--report-dir", d,
+        expect=0, timeout=300)
+    before = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
+    rejected("--device: unknown device 'foo'", "run", "--suite", "tail-poison", "--device", "foo", "--report-dir", d)
+    rejected("--device: unknown device 'cuda:x'", "run", "--suite", "tail-poison", "--device", "cuda:x",
+             "--report-dir", d)
+    after = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
+    check(before == after, f"a run rejected for its device changed the report directory: {sorted(after)}")
+    # Merging into one of the inputs would replace that shard's reports.
+    rejected("is the input", "merge", d, "--out", d)
+    check(before == {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))},
+          "merge --out INPUT changed the input")
+
+    # A plugin that dies while being registered is an input error naming it, not a dead pacheck.
+    for how, sig in [("segfault", "SIGSEGV"), ("abort", "SIGABRT")]:
+        env = dict(os.environ, PACHECK_TEST_PLUGIN_LOAD=how)
+        p = run(args, "run", "--device", "cpu", "--suite", "tail-poison", "--plugin", args.plugin, env=env,
+                expect=2, timeout=120)
+        check("the library died while being loaded" in p.stdout and sig in p.stdout,
+              f"plugin {how} on load: {p.stdout[-1000:]}")
+
+    # bench and fuzz numbers: no hang on NaN, no silent acceptance of negatives, no 300-digit ranges.
+    bench = ["bench", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison"]
+    rejected("--min-sample-ms: nan (must be > 0", *bench, "--min-sample-ms", "nan")
+    rejected("--min-sample-ms: 1e+308 (must be > 0", *bench, "--min-sample-ms", "1e308")
+    rejected("--warmup: -1 calls", *bench, "--warmup", "-1")
+    rejected("--threads: -3", *bench, "--threads", "-3")
+    rejected("--json: cannot write", *bench, "--json", os.path.join(tmp, "no", "such", "dir", "b.json"))
+    p = run(args, *bench, "--filter", "NOTHING", expect=1, timeout=120)
+    check("NO CELL TIMED" in p.stdout, f"bench with no cell: {p.stdout[-1000:]}")
+    fuzz = ["fuzz", "--kernel", "cpu.reference"]
+    for flag, value in [("--cases", "0"), ("--cases", "-1"), ("--budget", "0"), ("--budget", "nan")]:
+        rejected(f"must be a positive finite number, got '{value}'", *fuzz, flag, value)
+    rejected("--seed: -1 is out of range", *fuzz, "--seed", "-1")
+    rejected("--seed: 99999999999999999999 is out of range", *fuzz, "--seed", "99999999999999999999")
+
 
 def main():
     ap = argparse.ArgumentParser()
