@@ -189,6 +189,18 @@ inline bool is_fp8(pacheck_dtype t) {
   return t == PACHECK_DTYPE_FP8_E4M3FN || t == PACHECK_DTYPE_FP8_E4M3FNUZ || t == PACHECK_DTYPE_FP8_E5M2;
 }
 
+/// The dtype rule every GPU decode kernel follows: query, cache and output of one f32/f16/bf16 type, or an
+/// fp8 cache with query == output in {bf16, f16}. Empty when `a` follows it, else the reason.
+inline std::string dtype_problem(const pacheck_kernel_args& a) {
+  if (is_fp8(a.kv_dtype)) {
+    if (a.q_dtype != a.out_dtype || (a.q_dtype != PACHECK_DTYPE_BF16 && a.q_dtype != PACHECK_DTYPE_F16))
+      return "an fp8 kv_dtype needs q_dtype == out_dtype in {bf16,f16}";
+  } else if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) {
+    return "q_dtype, kv_dtype and out_dtype must match";
+  }
+  return {};
+}
+
 /// A type carried as a value, so a generic lambda can receive element types: `[&](auto q, auto c) { using T =
 /// typename decltype(q)::type; ... }`.
 template <class T>

@@ -294,12 +294,7 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   if (a.struct_size < sizeof(pacheck_kernel_args)) return fail("pacheck_kernel_args from an older ABI");
   if (a.layout != PACHECK_LAYOUT_VLLM) return fail("layout must be vllm");
   const bool fp8 = is_fp8(a.kv_dtype);
-  if (fp8) {
-    if (a.q_dtype != a.out_dtype || (a.q_dtype != PACHECK_DTYPE_BF16 && a.q_dtype != PACHECK_DTYPE_F16))
-      return fail("an fp8 kv_dtype needs q_dtype == out_dtype in {bf16,f16}");
-  } else if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) {
-    return fail("q_dtype, kv_dtype and out_dtype must match");
-  }
+  if (const std::string why = dtype_problem(a); !why.empty()) return fail(why);
   if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
     return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
   if (!is_pow2(a.block_size) || a.block_size < 8 || a.block_size > 256)

@@ -583,13 +583,7 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
   if (a.struct_size < sizeof(pacheck_kernel_args)) return fail("pacheck_kernel_args from an older ABI");
   if (a.layout != PACHECK_LAYOUT_NHD) return fail("layout must be nhd");
-  const bool fp8 = is_fp8(a.kv_dtype);
-  if (fp8) {
-    if (a.q_dtype != a.out_dtype || (a.q_dtype != PACHECK_DTYPE_BF16 && a.q_dtype != PACHECK_DTYPE_F16))
-      return fail("an fp8 kv_dtype needs q_dtype == out_dtype in {bf16,f16}");
-  } else if (a.q_dtype != a.kv_dtype || a.out_dtype != a.kv_dtype) {
-    return fail("q_dtype, kv_dtype and out_dtype must match");
-  }
+  if (const std::string why = dtype_problem(a); !why.empty()) return fail(why);
   if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
     return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
   if (a.block_size <= 0) return fail("block_size must be positive");
