@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <regex>
 
 #include "cli/common.hpp"
 #include "kernels/backend.hpp"
@@ -25,9 +24,11 @@ namespace {
 /// process, which leaves this process without a GPU context for the isolated children forked later.
 /// Both throw UsageError with open_backend's message ("--device: unknown device ...", "no CUDA device: ...").
 void check_device_form(const std::string& device) {
-  static const std::regex form("cpu|(cuda|hip)(:([0-9]+|all))?");
-  if (!std::regex_match(device, form))
-    throw UsageError("--device: unknown device '" + device + "' (expected cpu, cuda[:N|:all] or hip[:N|:all])");
+  try {
+    check_device_spec(device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 void check_device(const std::string& device, const std::vector<KernelPtr>& kernels) {
@@ -99,7 +100,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     auto kernels = select_kernels(opts->kernels, device);
-    check_device(device, kernels);
+    // A default device was found by resolve_device (itself a probe): only a named one is opened here.
+    if (!opts->device.empty()) check_device(device, kernels);
     RunOptions ro = opts->run_options();
     std::optional<ReportDir> reports;
     std::vector<std::string> kernel_names;

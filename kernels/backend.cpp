@@ -172,9 +172,21 @@ std::vector<std::string> resolve_device_specs(const std::string& spec) {
   return {spec};
 }
 
+void check_device_spec(const std::string& spec) {
+  if (spec == "cpu" || is_all_devices_spec(spec)) return;
+  for (const GpuKind& k : kGpuKinds) {
+    const std::string name = k.name;
+    if (spec != name && spec.rfind(name + ":", 0) != 0) continue;
+    parse_ordinal(spec, name);
+    return;
+  }
+  throw std::invalid_argument("--device: unknown device '" + spec + "' (expected cpu, cuda[:N|:all] or hip[:N|:all])");
+}
+
 std::unique_ptr<Backend> open_backend(const std::string& spec) {
   if (is_all_devices_spec(spec))
     throw std::invalid_argument("--device: " + spec + " names several devices; open_backend opens one (resolve_device_specs)");
+  check_device_spec(spec);
   if (spec == "cpu") return make_cpu_backend();
   for (const GpuKind& k : kGpuKinds) {
     const std::string name = k.name;

@@ -52,6 +52,9 @@ std::vector<BackendStatus> backend_status();
 /// std::invalid_argument for an unknown spec and std::runtime_error ("no CUDA device: ...", "no HIP
 /// device: ...") when the device is absent or its backend is not built into this binary.
 std::unique_ptr<Backend> open_backend(const std::string& spec);
+/// Checks the form of a device spec without touching any device: "cpu", "cuda", "cuda:N", "cuda:all" and
+/// the same for "hip". Throws std::invalid_argument with open_backend's message otherwise.
+void check_device_spec(const std::string& spec);
 /// "cuda:0" or "hip:0" when a device of the linked GPU backend is present, otherwise "cpu".
 std::string default_device();
 

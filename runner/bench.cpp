@@ -170,7 +170,6 @@ BenchResult run_bench(const Suite& suite, const std::vector<KernelPtr>& kernels,
   };
   fill(0);
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-    fill(gi);
     CaseData d = prepared[gi].get();  // rethrows a preparation error
     in_flight -= host_bytes(groups[gi]);
     fill(gi + 1);

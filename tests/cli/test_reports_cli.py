@@ -339,7 +339,7 @@ def scenario_bad_input(args, tmp):
         expect=0, timeout=300)
     before = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
     rejected("--device: unknown device 'foo'", "run", "--suite", "tail-poison", "--device", "foo", "--report-dir", d)
-    rejected("--device: unknown device 'cuda:x'", "run", "--suite", "tail-poison", "--device", "cuda:x",
+    rejected("--device: 'cuda:x' is not cuda:N", "run", "--suite", "tail-poison", "--device", "cuda:x",
              "--report-dir", d)
     after = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
     check(before == after, f"a run rejected for its device changed the report directory: {sorted(after)}")
