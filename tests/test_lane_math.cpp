@@ -11,8 +11,12 @@
 //    partition length and start;
 //  - the pipelined warp_split shared-memory plan: ring slots distinct and in range, and the whole plan within
 //    an AMD workgroup's 64 KiB for both widths;
-//  - the block reductions' butterfly spans the whole warp and blocks stay within 1024 threads.
+//  - the block reductions' butterfly spans the whole warp and blocks stay within 1024 threads;
+//  - fast_div, the warp-split kernels' token -> block division, equals / for every block size they take.
 #include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
 
 #include <algorithm>
 #include <set>
@@ -27,6 +31,8 @@ namespace {
 const int kHeads[] = {64, 128, 256};        // head sizes the kernels are instantiated for
 const int kElemBytes[] = {2, 4};            // f16/bf16 and f32
 const int kPagedBlocks[] = {8, 16, 32, 64, 128, 256};
+const int kSplitElemBytes[] = {1, 2, 4};    // warp_split also takes fp8 caches
+const int kMinLoads[] = {1, 2};             // row_split's 16-byte loads per lane: 2 = the basic form's wide rows
 
 /// Lanes reachable from `lane` by xor with the offsets first, 2 * first, ... < end: the lanes a butterfly
 /// reduction with those offsets combines.
@@ -134,10 +140,12 @@ TEST_P(LaneMath, PagedPvSumsPartialRowsOverExactlyTheSharingLanes) {
 }
 
 TEST_P(LaneMath, RowSplitOwnsEveryHeadElementOncePerWorker) {
-  for (int eb : kElemBytes)
+  for (int ml : kMinLoads)
+  for (int eb : kSplitElemBytes)
     for (int d : kHeads) {
-      ASSERT_TRUE(row_split_exact(W(), d, eb)) << where(W(), d, eb);
-      const RowSplit rs = row_split(W(), d, eb);
+      ASSERT_TRUE(row_split_exact(W(), d, eb, ml)) << where(W(), d, eb) << " min_loads " << ml;
+      const RowSplit rs = row_split(W(), d, eb, ml);
+      EXPECT_GE(rs.loads, ml) << where(W(), d, eb);
       EXPECT_EQ(rs.workers * rs.lanes_per_row, W()) << where(W(), d, eb);
       EXPECT_EQ(rs.loads * rs.vec, rs.elems_per_lane) << where(W(), d, eb);
       EXPECT_GE(rs.elems_per_lane, rs.vec) << "loads below 16 bytes: " << where(W(), d, eb);
@@ -154,9 +162,10 @@ TEST_P(LaneMath, RowSplitOwnsEveryHeadElementOncePerWorker) {
 }
 
 TEST_P(LaneMath, RowSplitReductionsSpanExactlyTheirLanes) {
-  for (int eb : kElemBytes)
+  for (int ml : kMinLoads)
+  for (int eb : kSplitElemBytes)
     for (int d : kHeads) {
-      const RowSplit rs = row_split(W(), d, eb);
+      const RowSplit rs = row_split(W(), d, eb, ml);
       for (int lane = 0; lane < W(); ++lane) {
         // A row's dot product: the lanes of the same worker.
         EXPECT_EQ(butterfly(lane, 1, rs.dot_reduce_end()),
@@ -172,9 +181,10 @@ TEST_P(LaneMath, RowSplitReductionsSpanExactlyTheirLanes) {
 
 TEST_P(LaneMath, WarpSplitTakesEveryTokenOfAPartitionOnce) {
   const int starts[] = {0, 512, 7};
-  for (int eb : kElemBytes)
+  for (int ml : kMinLoads)
+  for (int eb : kSplitElemBytes)
     for (int d : kHeads) {
-      const RowSplit rs = row_split(W(), d, eb);
+      const RowSplit rs = row_split(W(), d, eb, ml);
       for (int warps : {1, 2, 4})        // warps striding over one head slot's keys (4 / head_slots)
         for (int unroll : {ws_unroll(1), ws_unroll(8)})
           for (int t_begin : starts)
@@ -185,12 +195,17 @@ TEST_P(LaneMath, WarpSplitTakesEveryTokenOfAPartitionOnce) {
               const int all = ws_all_workers(rs, warps);
               for (int w = 0; w < warps; ++w)
                 // The kernels' loop: a warp-uniform bound on the step's first token, tokens masked per worker.
-                for (int tw = ws_first_step(rs, t_begin, w); tw < t_end; tw += ws_step_stride(all, unroll))
+                for (int tw = ws_first_step(rs, t_begin, w, unroll); tw < t_end; tw += ws_step_stride(all, unroll))
                   for (int k = 0; k < rs.workers; ++k)
                     for (int u = 0; u < unroll; ++u) {
-                      const int t = ws_token(tw, k, u, all);
+                      const int t = ws_token(tw, k, u, unroll);
                       ASSERT_GE(t, t_begin);
                       if (t < t_end) ++count[t - t_begin];
+                      // With an aligned start, block and partition, a worker's step stays in one block.
+                      for (int bs : {1, 2, 4, 8, 16, 32, 3, 12})
+                        if (t_begin % 512 == 0 && ws_step_in_one_block(bs, 512, unroll))
+                          ASSERT_EQ(t / bs, ws_worker_first(tw, k, unroll) / bs)
+                              << where(W(), d, eb) << " block " << bs << " unroll " << unroll << " token " << t;
                     }
               for (int i = 0; i < len; ++i)
                 ASSERT_EQ(count[i], 1) << where(W(), d, eb) << " warps " << warps << " unroll " << unroll << " tokens ["
@@ -257,6 +272,36 @@ TEST(LaneMathHost, InexactSplitsAreDetected) {
   EXPECT_FALSE(paged_pv_tiles_block(paged_pv(32, 64, 4, 4), 8));  // 16-token steps over an 8-token block
   EXPECT_FALSE(row_split_exact(64, 48, 2));                       // 48 / 8 = 6 lanes do not divide 64
   EXPECT_FALSE(supported_warp(16));
+}
+
+// The warp-split kernels find a token's block with fast_div instead of a divide: it must agree with / for
+// every block size up to 4096 (and some far larger) at the edges of each block and at random tokens below
+// 2^31, the largest token index an int32 seq_lens entry can name.
+TEST(LaneMathHost, FastDivEqualsIntegerDivision) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<unsigned> any(0, 0x7fffffffu);
+  std::vector<unsigned> divisors;
+  for (unsigned d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (unsigned d : {65521u, 1u << 20, (1u << 20) + 1, 0x7ffffffeu, 0x7fffffffu}) divisors.push_back(d);
+  int mismatches = 0;
+  for (unsigned d : divisors) {
+    const FastDiv f = fast_div(d);
+    std::vector<unsigned> ns = {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 0x7fffffffu, 0x7fffffffu - d};
+    for (int i = 0; i < 200; ++i) ns.push_back(any(rng));
+    for (unsigned k : {1000u, 123457u}) {
+      const std::uint64_t edge = std::uint64_t{d} * k;
+      if (edge < 0x80000000ull) ns.insert(ns.end(), {static_cast<unsigned>(edge), static_cast<unsigned>(edge - 1)});
+    }
+    for (unsigned n : ns) {
+      if (n > 0x7fffffffu) continue;
+      if (f.quotient(n) != n / d && ++mismatches <= 10)
+        ADD_FAILURE() << n << " / " << d << ": fast_div gives " << f.quotient(n) << ", expected " << n / d;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  // Powers of two reduce to a shift.
+  EXPECT_EQ(fast_div(16).mul, 1u);
+  EXPECT_EQ(fast_div(16).shift, 4);
 }
 
 }  // namespace

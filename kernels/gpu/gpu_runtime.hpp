@@ -284,6 +284,19 @@ PACHECK_DEVICE void expand16<half_t>(const uint4& v, float* out) {
   }
 }
 
+/// a * b + c with 32-bit unsigned a, b and a 64-bit c: one wide multiply-add (mad.wide.u32). Written in
+/// PTX on CUDA because the compiler otherwise merges adjacent 64-bit additions of address arithmetic into
+/// longer sequences; elsewhere the plain expression.
+PACHECK_DEVICE std::uint64_t mad_wide_u32(std::uint32_t a, std::uint32_t b, std::uint64_t c) {
+#if PACHECK_GPU_IS_HIP
+  return static_cast<std::uint64_t>(a) * b + c;
+#else
+  std::uint64_t r;
+  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(r) : "r"(a), "r"(b), "l"(c));
+  return r;
+#endif
+}
+
 /// 2^x with one special-function instruction (ex2.approx.ftz: about 2 ulp; -inf gives +0). For softmax
 /// weights, whose error is far below the output dtype's.
 PACHECK_DEVICE float fast_exp2(float x) {

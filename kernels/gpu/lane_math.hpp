@@ -132,32 +132,64 @@ struct RowSplit {
   PACHECK_LANE_FN int merge_end() const { return warp; }
 };
 
-PACHECK_LANE_FN RowSplit row_split(int warp, int head_size, int elem_bytes) {
+/// `min_loads` 16-byte vectors per lane at least: 2 gives "wide rows" (half the lanes per row, twice the
+/// rows per warp), which the basic warp-split form uses for one query head per warp (see warp_split.cu).
+PACHECK_LANE_FN RowSplit row_split(int warp, int head_size, int elem_bytes, int min_loads = 1) {
   const int v = vec16(elem_bytes);
-  const int epl = max_i(head_size / warp, v);
+  const int epl = max_i(head_size / warp, v * min_loads);
   const int lpr = head_size / epl;
   return RowSplit{v, epl, epl / v, lpr, warp / lpr, warp};
 }
 
 /// True when row_split is exact: the row splits evenly and its lanes divide the warp.
-PACHECK_LANE_FN bool row_split_exact(int warp, int head_size, int elem_bytes) {
-  const RowSplit rs = row_split(warp, head_size, elem_bytes);
+PACHECK_LANE_FN bool row_split_exact(int warp, int head_size, int elem_bytes, int min_loads = 1) {
+  const RowSplit rs = row_split(warp, head_size, elem_bytes, min_loads);
   return rs.lanes_per_row >= 1 && rs.lanes_per_row <= warp && warp % rs.lanes_per_row == 0 &&
          head_size % rs.elems_per_lane == 0 && rs.elems_per_lane % rs.vec == 0;
 }
 
 /// Token order of the warp-split workers. `warps` warps (all of a block, or those of one head slot) with
-/// `rs.workers` workers each form all = warps * rs.workers interleaved workers; a step of a warp covers
-/// `unroll` tokens per worker. Warp w starts at t_begin + w * workers and steps by unroll * all; worker k
-/// of that warp takes token step_first + k + u * all, u < unroll. (`all` is passed in, not recomputed, so
+/// `rs.workers` workers each form all = warps * rs.workers workers; a step of a warp covers `unroll`
+/// consecutive tokens per worker. Warp w starts at t_begin + w * workers * unroll and steps by unroll * all;
+/// worker k of that warp takes tokens step_first + k * unroll + u, u < unroll. With t_begin, block_size and
+/// the partition size multiples of unroll, a worker's tokens of one step lie in one KV block, so the
+/// kernels look the block up once per step (ws_step_in_one_block). (`all` is passed in, not recomputed, so
 /// the kernels keep the value they computed once.)
 PACHECK_LANE_FN int ws_all_workers(const RowSplit& rs, int warps) { return warps * rs.workers; }
-PACHECK_LANE_FN int ws_first_step(const RowSplit& rs, int t_begin, int warp_in_group) {
-  return t_begin + warp_in_group * rs.workers;
+PACHECK_LANE_FN int ws_first_step(const RowSplit& rs, int t_begin, int warp_in_group, int unroll) {
+  return t_begin + warp_in_group * rs.workers * unroll;
 }
 PACHECK_LANE_FN int ws_step_stride(int all_workers, int unroll) { return unroll * all_workers; }
-PACHECK_LANE_FN int ws_token(int step_first, int worker, int u, int all_workers) {
-  return step_first + worker + u * all_workers;
+PACHECK_LANE_FN int ws_worker_first(int step_first, int worker, int unroll) { return step_first + worker * unroll; }
+PACHECK_LANE_FN int ws_token(int step_first, int worker, int u, int unroll) {
+  return ws_worker_first(step_first, worker, unroll) + u;
+}
+/// True when every worker's `unroll` tokens of a step lie in one block of `block_size` tokens: partitions
+/// start at multiples of partition_size, so both must be multiples of unroll.
+PACHECK_LANE_FN bool ws_step_in_one_block(int block_size, int partition_size, int unroll) {
+  return block_size % unroll == 0 && partition_size % unroll == 0;
+}
+
+/// Division of a token index by block_size without a divide: n / d == (mulhi(n, mul) + n) >> shift for
+/// every n < 2^31 and 1 <= d < 2^31 (Granlund & Montgomery, "Division by invariant integers using
+/// multiplication", PLDI 1994, section 4, with l = ceil(log2 d) and m' = floor(2^32 (2^l - d) / d) + 1;
+/// n < 2^31 keeps mulhi(n, m') + n below 2^32). A power of two gets mul = 1 (mulhi is 0): a plain shift.
+/// Three instructions for any block size, so the kernels need no branch on block_size's form.
+/// tests/test_lane_math.cpp checks it against / for every d up to 4096 at edge and random n.
+struct FastDiv {
+  unsigned mul;
+  int shift;
+
+  PACHECK_LANE_FN unsigned quotient(unsigned n) const {
+    return (static_cast<unsigned>((static_cast<unsigned long long>(n) * mul) >> 32) + n) >> shift;
+  }
+};
+
+PACHECK_LANE_FN FastDiv fast_div(unsigned d) {
+  int l = 0;
+  while ((1ull << l) < d) ++l;
+  const unsigned long long m = ((1ull << 32) * ((1ull << l) - d)) / d + 1;
+  return FastDiv{static_cast<unsigned>(m), l};
 }
 
 /// Tokens per worker per step of the warp-split kernels: 4, or 2 for tiles of 8 query heads (registers).

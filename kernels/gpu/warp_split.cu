@@ -14,17 +14,20 @@
 // handles one partition (warp_split_partition_size() tokens) of one sequence for a tile of QG query heads
 // of one KV head:
 //  - gpu.warp_split: QG = 1, so a warp serves one query head: each K/V row is loaded once per query head.
-//    The warps of a block split into head_slots slots (2 by default where the ratio is even), each slot
-//    serving another query head of the group over the same keys, so the repeats can hit L1; the blocks
-//    of one group are adjacent in the grid, so the rest mostly hit L2.
+//    The warps of a block split into head_slots slots (up to 4, dividing the ratio), each slot serving
+//    another query head of the group over the same keys, so the repeats can hit L1; the blocks of one
+//    group are adjacent in the grid, so the rest mostly hit L2.
 //  - gpu.warp_split_gqa: QG = min(8, next power of two >= gqa ratio): each K/V row is loaded once for every
 //    query head of the tile (once for the whole group up to ratio 8; ratio 16 runs two tiles).
 // A head row is split over LPR lanes holding EPL contiguous elements each, EPL = max(head_size / kWarpSize,
-// 16 bytes): for head 256 bf16 (and f32 128 and up) one warp covers one row, EPL = head / kWarpSize; for
-// smaller rows a warp covers several rows at once rather than drop below 16-byte loads. Each row slot of a
-// warp is a "worker" that strides over the partition's keys, U tokens per step with all 2U loads issued
-// before the first use, keeping per query head a running max m, exp sum l and output accumulator in
-// registers (logits in the log2 domain, rescaled once per step; the accumulator kept normalised).
+// L x 16 bytes), L = 1, or 2 ("wide rows", basic_min_loads) in gpu.warp_split's basic form: for head 256
+// bf16 with L = 1 (and f32 128 and up) one warp covers one row, EPL = head / kWarpSize; for smaller rows a
+// warp covers several rows at once rather than drop below L 16-byte loads per lane. Each row slot of a
+// warp is a "worker" that takes U consecutive tokens of the partition per step (lanes::ws_token; they lie
+// in one KV block, looked up once, when block_size and the partition size are multiples of U), with all
+// its loads issued before the first use, keeping per query head a running max m, exp sum l and output
+// accumulator in registers (logits in the log2 domain, rescaled once per step; the accumulator kept
+// normalised).
 // Workers are merged by butterfly shuffles within a warp and then across warps through shared memory. A
 // sequence with one partition writes `out` directly; otherwise partitions write normalised partials to
 // split-KV scratch and merge_partitions_kernel combines them (attention_common.cuh).
@@ -46,14 +49,14 @@ namespace {
 
 std::atomic<int> g_partition_size{512};
 
-/// Which form runs. Measured on the H200 (64 seqs x 8192 tokens, 32/8 heads, head 128, bf16): the
-/// pipelined form takes gpu.warp_split_gqa from 1.09 to 0.74 ms (46% -> 68% of the copy bandwidth), but
-/// gpu.warp_split from 1.49 to 1.62 ms, so each kernel keeps its faster form. gpu.warp_split does the
-/// whole per-token work (loads, dot, shuffles, exp) once per query head: at 32 query heads it takes
-/// 1.48-1.56 ms whether there are 2, 4 or 8 KV heads (and 1.97 ms, DRAM-bound at 102% of the copy
-/// bandwidth, at 32), and 1, 2 or 4 head slots (L1 sharing of the repeated rows) change it by under 2%:
-/// it is bound by per-query-head instruction issue and latency, not by L2 or DRAM traffic (docs/BENCHMARKS.md).
-/// PACHECK_WARP_SPLIT_PIPELINE=0 or =1 forces one form for both (A/B runs).
+/// Which form runs. Measured on the H200 (64 seqs x 8192 tokens, 32/8 heads, head 128, bf16; GpuBench,
+/// docs/BENCHMARKS.md): the pipelined form takes gpu.warp_split_gqa from 0.73 to 0.59 ms (69% -> 84% of
+/// the copy bandwidth), and the basic form gpu.warp_split to 0.83 ms (61%) where its pipelined form takes
+/// about 1.05, so each kernel keeps its faster form. gpu.warp_split does the whole per-token work (dot,
+/// shuffles, exp2, P.V) once per query head: it is bound by instruction issue, which the hoisted row
+/// addressing (NhdRows: 587 -> 359 instructions per step in the SASS), the once-per-step block lookup and
+/// the wide rows cut from 1.385 ms to 0.83 ms. PACHECK_WARP_SPLIT_PIPELINE=0 or =1 forces one form for
+/// both (A/B runs).
 bool use_pipeline(bool gqa_fused) {
   const char* v = std::getenv("PACHECK_WARP_SPLIT_PIPELINE");
   if (v && v[0] == '0') return false;
@@ -61,10 +64,21 @@ bool use_pipeline(bool gqa_fused) {
   return gqa_fused;
 }
 
-/// Head slots per block of gpu.warp_split (see launch_warp_split), in both forms; chosen from the H200 A/B
-/// of tests/test_gpu_kernels.cpp (GpuBench), basic form at the bandwidth shape: 1 slot 1.504 ms, 2 slots
-/// 1.482 ms, 4 slots 1.491 ms (docs/BENCHMARKS.md).
-constexpr int kDefaultHeadSlots = 2;
+/// Head slots per block of gpu.warp_split (see launch_warp_split), in both forms: 4, so that at GQA 4 the
+/// four warps of a block serve the four query heads of a group and read the same K/V rows together (L1
+/// hits). Chosen from the H200 A/B of tests/test_gpu_kernels.cpp (GpuBench) at the bandwidth shape, basic
+/// form with wide rows: 1 slot 0.943 ms, 2 slots 0.848 ms, 4 slots 0.830 ms (docs/BENCHMARKS.md).
+constexpr int kDefaultHeadSlots = 4;
+
+/// Minimum 16-byte loads per lane and row of the basic form (lanes::row_split's min_loads): 2 ("wide
+/// rows") with one query head per warp (gpu.warp_split), else 1. With wide rows a lane holds at least two
+/// vectors of a row (head 128 at 16 bits: 8 lanes x 16 elements, 4 rows per warp, instead of 16 x 8 and
+/// 2), so the per-token work that does not grow with the row (addresses, block-table reads, dot-product
+/// shuffles, exp2, masks) is shared by twice the tokens per instruction. H200 A/B at the bandwidth shape
+/// (commit after 5a31cff, 4 tokens per worker and step): 1.024 ms narrow, 0.843 ms wide (2 head slots).
+/// Tiles of several query heads keep 1 (query and accumulator registers grow with the heads), and so do fp8
+/// caches, whose single 16-byte vector already holds 16 elements (2 loads took 180-220 registers).
+constexpr int basic_min_loads(int qg, int elem_bytes) { return qg == 1 && elem_bytes > 1 ? 2 : 1; }
 
 struct WarpSplitParams {
   const void* q;
@@ -78,7 +92,8 @@ struct WarpSplitParams {
   const std::int32_t* seq_lens;
   int num_heads, num_kv_heads, ratio, tiles;
   int head_slots;               ///< warps split into this many head slots (1, 2 or 4), each serving QG query heads
-  int block_size, block_shift;  ///< block_shift = log2(block_size), or -1 when not a power of two
+  int block_size;
+  lanes::FastDiv block_div;     ///< token -> logical block: fast_div(block_size)
   float scale_log2;             ///< scale * k_scale * log2(e); scale * log2(e) when k_scales is given
   float v_scale;                ///< per-tensor V scale (NaN, unused, when v_scales is given)
   const float* k_scales;        ///< [num_kv_heads] device fp32 per-KV-head K scales, or null
@@ -88,15 +103,82 @@ struct WarpSplitParams {
 
 // Which lanes own which elements and tokens, and the shuffle offsets of the reductions: lanes::row_split and
 // the lanes::ws_* token order (lane_math.hpp, tested for wave32 and wave64 in tests/test_lane_math.cpp).
-// C is the cache element type: the split follows its size (16 fp8 codes per 16-byte load).
-template <class C, int D>
+// C is the cache element type: the split follows its size (16 fp8 codes per 16-byte load). L is the
+// minimum number of 16-byte loads per lane and row (2: wide rows, see basic_min_loads).
+template <class C, int D, int L = 1>
 struct RowSplit {
-  static constexpr lanes::RowSplit kSplit = lanes::row_split(kWarpSize, D, sizeof(C));
+  static constexpr lanes::RowSplit kSplit = lanes::row_split(kWarpSize, D, sizeof(C), L);
   static constexpr int kVec = kSplit.vec;
   static constexpr int kEpl = kSplit.elems_per_lane;  // elements per lane
   static constexpr int kNv = kSplit.loads;            // 16-byte loads per lane per row
-  static_assert(lanes::row_split_exact(kWarpSize, D, sizeof(C)), "head row must split over a warp");
+  static_assert(lanes::row_split_exact(kWarpSize, D, sizeof(C), L), "head row must split over a warp");
   static_assert(kSplit.workers * kSplit.lanes_per_row == kWarpSize, "the row split must span exactly one warp");
+};
+
+// K/V row addressing of KV head g in the nhd layout, hoisted out of the token loops: the row of (phys,
+// slot) starts kb * phys + kslot * slot bytes past the bases (the lane's element d0 of block 0, slot 0).
+// The offsets are key_offset / value_offset's (kernels/layouts/layout.hpp) with g and d0 folded into the
+// bases and the strides in bytes; the launcher checks that block strides fit in 32 unsigned bits and a
+// block's slot offsets in 31 (both non-negative), so a row's address is two wide multiply-adds instead of
+// four 64-bit products. In the SASS of the bf16 head-128 basic form (nvcc 13.0, sm_90) this took the
+// token loop from 587 to 359 instructions per step (4 tokens x 2 rows per warp).
+template <class C>
+struct NhdRows {
+  std::uint64_t k, v;    ///< addresses of the lane's first element of KV head g in block 0, slot 0
+  std::uint32_t kb, vb;  ///< block strides (bytes)
+  std::uint32_t kslot, vslot;  ///< slot strides (bytes)
+  const std::int32_t* bt;      ///< the sequence's block_tables row
+
+  PACHECK_DEVICE NhdRows(const WarpSplitParams& p, int s, int g, int d0)
+      : k(reinterpret_cast<std::uint64_t>(static_cast<const C*>(p.k) + g * p.ks[2] + d0)),
+        v(reinterpret_cast<std::uint64_t>(static_cast<const C*>(p.v) + g * p.vs[2] + d0)),
+        kb(static_cast<std::uint32_t>(p.ks[0] * sizeof(C))),
+        vb(static_cast<std::uint32_t>(p.vs[0] * sizeof(C))),
+        kslot(static_cast<std::uint32_t>(p.ks[1] * sizeof(C))),
+        vslot(static_cast<std::uint32_t>(p.vs[1] * sizeof(C))),
+        bt(p.block_tables + s * p.bt_stride) {}
+
+  /// Physical block and slot of token t (>= 0).
+  PACHECK_DEVICE void locate(const WarpSplitParams& p, int t, std::uint32_t* phys, std::uint32_t* slot) const {
+    const unsigned lb = p.block_div.quotient(static_cast<unsigned>(t));
+    *slot = static_cast<unsigned>(t) - lb * static_cast<unsigned>(p.block_size);
+    *phys = static_cast<std::uint32_t>(bt[lb]);
+  }
+  PACHECK_DEVICE const C* key(std::uint32_t phys, std::uint32_t slot) const {
+    return reinterpret_cast<const C*>(mad_wide_u32(slot, kslot, mad_wide_u32(phys, kb, k)));
+  }
+  PACHECK_DEVICE const C* value(std::uint32_t phys, std::uint32_t slot) const {
+    return reinterpret_cast<const C*>(mad_wide_u32(slot, vslot, mad_wide_u32(phys, vb, v)));
+  }
+
+  /// Rows of a worker's U tokens t0 + u of one step (lanes::ws_token), each clamped to the partition's last
+  /// token t_end - 1 (a token past it is re-read and masked by the caller: nothing past seq_len is ever
+  /// read). `one_block` (lanes::ws_step_in_one_block) means the U tokens share a block: it is looked up
+  /// once and the clamped tokens stay in it (t_end - 1 >= t0 lies in [t0, t0 + U) when t0 < t_end).
+  template <int U>
+  PACHECK_DEVICE void step(const WarpSplitParams& p, bool one_block, int t0, int t_end, const C* (&kp)[U],
+                           const C* (&vp)[U]) const {
+    const int last = t_end - 1;
+    if (one_block) {
+      std::uint32_t phys, slot;
+      locate(p, min(t0, last), &phys, &slot);
+      const int room = max(last - t0, 0);  // tokens after t0 that are still valid
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const std::uint32_t su = slot + min(u, room);
+        kp[u] = key(phys, su);
+        vp[u] = value(phys, su);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        std::uint32_t phys, slot;
+        locate(p, min(t0 + u, last), &phys, &slot);
+        kp[u] = key(phys, slot);
+        vp[u] = value(phys, slot);
+      }
+    }
+  }
 };
 
 // Query rows of one head slot, fp32: row j is query head g * ratio + slot_first + j of the group, where heads
@@ -128,10 +210,10 @@ PACHECK_DEVICE float ws_rcp(float x) {
 // (kWarps * QG * (D + 2) floats, free for reuse: the caller synchronises before), and writes each query
 // head's row: to `out` when the sequence has one partition, else the normalised partial, its max logit and
 // exp sum to split-KV scratch. kFast picks the single-instruction exp2 and reciprocal.
-template <class T, class C, int D, int QG, int EPL, bool kFast>
+template <class T, class C, int D, int QG, int EPL, bool kFast, int L = 1>
 PACHECK_DEVICE void merge_and_store(const WarpSplitParams& p, float* smem, float (&m)[QG], float (&l)[QG],
                                     float (&acc)[QG][EPL], int s, int g, int part, int num_parts, int tile_first) {
-  constexpr lanes::RowSplit SP = RowSplit<C, D>::kSplit;
+  constexpr lanes::RowSplit SP = RowSplit<C, D, L>::kSplit;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int sg = SP.worker(lane), sl = SP.row_lane(lane);
   const int d0 = SP.elem_at(sl);
@@ -211,13 +293,14 @@ PACHECK_DEVICE void merge_and_store(const WarpSplitParams& p, float* smem, float
 }
 
 // The basic form: K/V loaded into registers, one step in flight per worker.
-// T: query/output element type; C: cache element type (T, or an fp8 type with a 16-bit T).
-template <class T, class C, int D, int QG, bool kFast>
+// T: query/output element type; C: cache element type (T, or an fp8 type with a 16-bit T); L: minimum
+// 16-byte loads per lane and row (basic_min_loads).
+template <class T, class C, int D, int QG, bool kFast, int L>
 __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(WarpSplitParams p) {
-  using RS = RowSplit<C, D>;
+  using RS = RowSplit<C, D, L>;
   constexpr lanes::RowSplit SP = RS::kSplit;
   constexpr int EPL = RS::kEpl, NV = RS::kNv, VEC = RS::kVec;
-  constexpr int U = lanes::ws_unroll(QG);  // tokens per worker per step (2 loads each, all in flight)
+  constexpr int U = lanes::ws_unroll(QG);  // tokens per worker per step (2 * NV loads each, all in flight)
 
   const int s = blockIdx.y;
   int bx = blockIdx.x;
@@ -256,32 +339,26 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
     for (int e = 0; e < EPL; ++e) acc[j][e] = 0.f;
   }
 
-  const C* kc = static_cast<const C*>(p.k);
-  const C* vc = static_cast<const C*>(p.v);
-  const std::int32_t* bt = p.block_tables + s * p.bt_stride;
+  const NhdRows<C> rows(p, s, g, d0);
+  const bool one_block = lanes::ws_step_in_one_block(p.block_size, P, U);
 
   // The loop bound is warp-uniform (shuffles need the whole warp); tokens past t_end are masked per worker.
-  for (int tw = lanes::ws_first_step(SP, t_begin, wt); tw < t_end; tw += lanes::ws_step_stride(nrw, U)) {
+  for (int tw = lanes::ws_first_step(SP, t_begin, wt, U); tw < t_end; tw += lanes::ws_step_stride(nrw, U)) {
     uint4 kr[U][NV], vr[U][NV];
     bool valid[U];
+    const int t0 = lanes::ws_worker_first(tw, sg, U);
+    // A worker past the partition's end re-reads the partition's last token, masked below (its
+    // probability is exactly 0): every load is issued without a branch and none goes past seq_len.
+    const C* kp[U];
+    const C* vp[U];
+    rows.template step<U>(p, one_block, t0, t_end, kp, vp);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int t = lanes::ws_token(tw, sg, u, nrw);
-      valid[u] = t < t_end;
-      if (valid[u]) {
-        const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
-        const int slot = t - lb * p.block_size;
-        const std::int64_t phys = bt[lb];
-        const C* kp = kc + key_offset(PACHECK_LAYOUT_NHD, p.ks, 1, phys, g, slot, d0);
-        const C* vp = vc + value_offset(PACHECK_LAYOUT_NHD, p.vs, phys, g, slot, d0);
+      valid[u] = t0 + u < t_end;
 #pragma unroll
-        for (int n = 0; n < NV; ++n) kr[u][n] = load16(kp + n * VEC);
+      for (int n = 0; n < NV; ++n) kr[u][n] = load16(kp[u] + n * VEC);
 #pragma unroll
-        for (int n = 0; n < NV; ++n) vr[u][n] = load16(vp + n * VEC);
-      } else {
-#pragma unroll
-        for (int n = 0; n < NV; ++n) kr[u][n] = vr[u][n] = make_uint4(0, 0, 0, 0);
-      }
+      for (int n = 0; n < NV; ++n) vr[u][n] = load16(vp[u] + n * VEC);
     }
 
     // Logits of the U tokens for every head of the tile (log2 domain).
@@ -343,7 +420,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
   }
 
   __shared__ __align__(16) float merge_s[kWarps * QG * (D + 2)];
-  merge_and_store<T, C, D, QG, EPL, kFast>(p, merge_s, m, l, acc, s, g, part, num_parts, tile_first);
+  merge_and_store<T, C, D, QG, EPL, kFast, L>(p, merge_s, m, l, acc, s, g, part, num_parts, tile_first);
 }
 
 // The pipelined form (gpu.warp_split_gqa's; see use_pipeline). Same arithmetic as the basic form, with three
@@ -411,39 +488,33 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
 
   extern __shared__ __align__(16) unsigned char ws_smem[];
   uint4* ring = reinterpret_cast<uint4*>(ws_smem) + warp * S * PP::kStageVecs;
-  const C* kc = static_cast<const C*>(p.k);
-  const C* vc = static_cast<const C*>(p.v);
-  const std::int32_t* bt = p.block_tables + s * p.bt_stride;
+  const NhdRows<C> rows(p, s, g, d0);
   const int stride = lanes::ws_step_stride(nrw, U);
 
-  // Issues one step's copies (token t = tw + sg + u * nrw) into ring stage `st` and commits them as one
-  // group. Tokens at or past t_end are zero-filled without reading memory, so every step commits a group
-  // and the wait counts below hold.
+  const bool one_block = lanes::ws_step_in_one_block(p.block_size, P, U);
+
+  // Issues one step's copies (tokens lanes::ws_token(tw, sg, u, U)) into ring stage `st` and commits them
+  // as one group. Tokens at or past t_end are zero-filled without reading memory, so every step commits a
+  // group and the wait counts below hold.
   auto issue = [&](int tw, int st) {
     uint4* dst = ring + st * PP::kStageVecs;
+    const int t0 = lanes::ws_worker_first(tw, sg, U);
+    const C* kp[U];
+    const C* vp[U];
+    rows.template step<U>(p, one_block, t0, t_end, kp, vp);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int t = lanes::ws_token(tw, sg, u, nrw);
-      const bool valid = t < t_end;
-      const C* kp = kc;
-      const C* vp = vc;
-      if (valid) {
-        const int lb = p.block_shift >= 0 ? (t >> p.block_shift) : t / p.block_size;
-        const int slot = t - lb * p.block_size;
-        const std::int64_t phys = bt[lb];
-        kp = kc + key_offset(PACHECK_LAYOUT_NHD, p.ks, 1, phys, g, slot, d0);
-        vp = vc + value_offset(PACHECK_LAYOUT_NHD, p.vs, phys, g, slot, d0);
-      }
+      const bool valid = t0 + u < t_end;
 #pragma unroll
       for (int n = 0; n < NV; ++n) {
-        async_copy16(dst + PS.ring_index(kWarpSize, NV, u, 0, lane, n), kp + n * VEC, valid);
-        async_copy16(dst + PS.ring_index(kWarpSize, NV, u, 1, lane, n), vp + n * VEC, valid);
+        async_copy16(dst + PS.ring_index(kWarpSize, NV, u, 0, lane, n), kp[u] + n * VEC, valid);
+        async_copy16(dst + PS.ring_index(kWarpSize, NV, u, 1, lane, n), vp[u] + n * VEC, valid);
       }
     }
     async_commit();
   };
 
-  const int tw0 = lanes::ws_first_step(SP, t_begin, wt);
+  const int tw0 = lanes::ws_first_step(SP, t_begin, wt, U);
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) issue(tw0 + i * stride, i);
 
@@ -459,7 +530,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
     float sc[U][QG];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      valid[u] = lanes::ws_token(tw, sg, u, nrw) < t_end;
+      valid[u] = lanes::ws_token(tw, sg, u, U) < t_end;
       float kf[EPL];
 #pragma unroll
       for (int n = 0; n < NV; ++n) expand16<C>(src[PS.ring_index(kWarpSize, NV, u, 0, lane, n)], kf + n * VEC);
@@ -526,13 +597,14 @@ LaunchResult launch_one(const WarpSplitParams& p, int num_seqs, Stream stream, b
     // the accurate ones for gpu.warp_split (A/B runs; qg = 1 and f32/f16/bf16 caches only, to bound the
     // instantiations: fp8 caches always run the fast ones).
     const char* fast = std::getenv("PACHECK_WARP_SPLIT_FAST");
+    constexpr int L = basic_min_loads(QG, sizeof(C));
     if constexpr (QG == 1 && !kIsFp8<C>) {
       if (fast && fast[0] == '0') {
-        warp_split_basic_kernel<T, C, D, QG, false><<<grid, threads, 0, stream>>>(p);
+        warp_split_basic_kernel<T, C, D, QG, false, L><<<grid, threads, 0, stream>>>(p);
         return check_launch("warp split");
       }
     }
-    warp_split_basic_kernel<T, C, D, QG, true><<<grid, threads, 0, stream>>>(p);
+    warp_split_basic_kernel<T, C, D, QG, true, L><<<grid, threads, 0, stream>>>(p);
     return check_launch("warp split");
   }
   // The device's width, not kWarpSize: see Pipe.
@@ -602,6 +674,12 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   if (a.k_strides[3] != 1 || a.v_strides[3] != 1) return fail("the innermost cache stride must be 1");
   for (int i = 0; i < 3; ++i)
     if (a.k_strides[i] % vec != 0 || a.v_strides[i] % vec != 0) return fail("cache rows must be 16-byte aligned");
+  // NhdRows addresses rows with 32-bit byte strides (block_tables entries are non-negative int32).
+  for (const std::int64_t st : {a.k_strides[0], a.v_strides[0]})
+    if (st < 0 || st * esize > UINT32_MAX) return fail("block strides must be non-negative and under 4 GiB");
+  for (const std::int64_t st : {a.k_strides[1], a.v_strides[1]})
+    if (st < 0 || st * esize * std::max(a.block_size - 1, 1) > INT32_MAX)
+      return fail("slot strides must be non-negative and a block's slot offsets under 2 GiB");
   if ((reinterpret_cast<std::uintptr_t>(a.key_cache) | reinterpret_cast<std::uintptr_t>(a.value_cache)) % 16 != 0)
     return fail("key_cache and value_cache must be 16-byte aligned");
 
@@ -614,10 +692,7 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   p.num_heads = a.num_heads; p.num_kv_heads = a.num_kv_heads;
   p.ratio = a.num_heads / a.num_kv_heads;
   p.block_size = a.block_size;
-  p.block_shift = -1;
-  if ((a.block_size & (a.block_size - 1)) == 0)
-    for (int sft = 0; sft < 31; ++sft)
-      if ((1 << sft) == a.block_size) p.block_shift = sft;
+  p.block_div = lanes::fast_div(static_cast<unsigned>(a.block_size));
   // Dequantisation scales: a per-tensor K scale is folded here (exactly as before for every dtype); a
   // per-KV-head one (the scalar is NaN then) is multiplied in by the kernel for its head g. V: the kernel
   // scales the finished P.V row by v_scales[g] or the scalar.
