@@ -226,6 +226,58 @@ TEST(GpuKernels, RegisteredWithDeclineReasonsNamingTheField) {
 #endif
 }
 
+// The warp-split kernels address K/V rows with 32-bit byte strides (NhdRows in warp_split.cu): a cache whose
+// block stride reaches 4 GiB, or whose slot offsets within a block reach 2 GiB, is declined by the launcher
+// with the field named, before any device call (so no device is needed; nothing is launched).
+TEST(GpuKernels, WarpSplitDeclinesStridesBeyondItsAddressing) {
+#ifndef PACHECK_HAVE_GPU
+  GTEST_SKIP() << "no CUDA device: this pacheck was built without the CUDA backend";
+#else
+  const CacheStrides st = make_strides(PACHECK_LAYOUT_NHD, 2, 128, 16, 8);
+  auto args = [&] {
+    pacheck_kernel_args a{};
+    a.struct_size = sizeof a;
+    a.num_seqs = 1;
+    a.num_heads = 8;
+    a.num_kv_heads = 2;
+    a.head_size = 128;
+    a.block_size = 16;
+    a.num_blocks = 1;
+    a.max_blocks_per_seq = 1;
+    a.layout = PACHECK_LAYOUT_NHD;
+    a.q_dtype = a.kv_dtype = a.out_dtype = PACHECK_DTYPE_BF16;
+    for (int i = 0; i < 5; ++i) {
+      a.k_strides[i] = st.k[i];
+      a.v_strides[i] = st.v[i];
+    }
+    a.scale = a.k_scale = a.v_scale = 1.f;
+    return a;
+  };
+  for (const char* name : {"gpu.warp_split", "gpu.warp_split_gqa"}) {
+    const KernelPtr k = kernel(name);
+    auto reason = [&](const pacheck_kernel_args& a) -> std::string {
+      try {
+        k->run(a);
+      } catch (const KernelError& e) {
+        return e.what();
+      }
+      return "launched";
+    };
+    pacheck_kernel_args a = args();
+    a.k_strides[0] = (std::int64_t{1} << 31) + 8;  // 4 GiB + 16 bytes of bf16 per block
+    EXPECT_NE(reason(a).find("block strides"), std::string::npos) << name << ": " << reason(a);
+    a = args();
+    a.v_strides[0] = -a.v_strides[0];
+    EXPECT_NE(reason(a).find("block strides"), std::string::npos) << name << ": " << reason(a);
+    a = args();
+    a.k_strides[0] = (std::int64_t{1} << 31) - 8;   // just under 4 GiB: accepted, so the slot check speaks
+    a.v_strides[1] = std::int64_t{1} << 27;          // 256 MiB per slot x 15 slots > 2 GiB
+    EXPECT_NE(reason(a).find("slot strides"), std::string::npos) << name << ": " << reason(a);
+    EXPECT_EQ(reason(a).find(name), 0u) << "the reason names the kernel: " << reason(a);
+  }
+#endif
+}
+
 TEST(GpuBackend, AbsentDeviceIsAReasonNotAnError) {
   const auto st = backend_status();
   const auto it = std::find_if(st.begin(), st.end(), [](const BackendStatus& s) { return s.kind == gpu_kind(); });
