@@ -67,7 +67,7 @@ bool use_pipeline(bool gqa_fused) {
 /// Head slots per block of gpu.warp_split (see launch_warp_split), in both forms: 4, so that at GQA 4 the
 /// four warps of a block serve the four query heads of a group and read the same K/V rows together (L1
 /// hits). Chosen from the H200 A/B of tests/test_gpu_kernels.cpp (GpuBench) at the bandwidth shape, basic
-/// form with wide rows: 1 slot 0.943 ms, 2 slots 0.848 ms, 4 slots 0.830 ms (docs/BENCHMARKS.md).
+/// form with wide rows: 1 slot 0.940 ms, 2 slots 0.846 ms, 4 slots 0.829 ms (docs/BENCHMARKS.md).
 constexpr int kDefaultHeadSlots = 4;
 
 /// Minimum 16-byte loads per lane and row of the basic form (lanes::row_split's min_loads): 2 ("wide
@@ -75,7 +75,7 @@ constexpr int kDefaultHeadSlots = 4;
 /// vectors of a row (head 128 at 16 bits: 8 lanes x 16 elements, 4 rows per warp, instead of 16 x 8 and
 /// 2), so the per-token work that does not grow with the row (addresses, block-table reads, dot-product
 /// shuffles, exp2, masks) is shared by twice the tokens per instruction. H200 A/B at the bandwidth shape
-/// (commit after 5a31cff, 4 tokens per worker and step): 1.024 ms narrow, 0.843 ms wide (2 head slots).
+/// (4 tokens per worker and step, 2 head slots; docs/BENCHMARKS.md): 1.024 ms narrow, 0.843 ms wide.
 /// Tiles of several query heads keep 1 (query and accumulator registers grow with the heads), and so do fp8
 /// caches, whose single 16-byte vector already holds 16 elements (2 loads took 180-220 registers).
 constexpr int basic_min_loads(int qg, int elem_bytes) { return qg == 1 && elem_bytes > 1 ? 2 : 1; }
