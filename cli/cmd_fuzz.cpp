@@ -36,10 +36,8 @@ struct FuzzOptions {
 KernelPtr find_kernel(const std::string& name) {
   if (KernelPtr k = Registry::global().find(name)) return k;
   if (KernelPtr k = prop::find_planted_kernel(name)) return k;
-  std::string known;
-  for (const auto& k : Registry::global().all()) known += (known.empty() ? "" : ", ") + k->name();
-  for (const auto& k : prop::planted_kernels()) known += ", " + k->name();
-  throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", name, known));
+  throw UsageError(
+      fmt::format("--kernel: no kernel named '{}' (known: {})", name, known_kernels(prop::planted_kernels())));
 }
 
 int run_fuzz(FuzzOptions& o) {

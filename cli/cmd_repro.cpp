@@ -47,7 +47,13 @@ void add_repro_command(CLI::App& app, Context& ctx) {
 #ifdef PACHECK_HAVE_FUZZ
     if (!k) k = prop::find_planted_kernel(*kernel);
 #endif
-    if (!k) throw UsageError(fmt::format("--kernel: no kernel named '{}'", *kernel));
+    if (!k) {
+      std::vector<KernelPtr> planted;
+#ifdef PACHECK_HAVE_FUZZ
+      planted = prop::planted_kernels();
+#endif
+      throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", *kernel, known_kernels(planted)));
+    }
     const std::string dev =
         k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);
     Support sup = k->supports(cell.c);

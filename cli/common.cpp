@@ -26,6 +26,13 @@ std::string resolve_device(const std::string& device) {
   return default_device();
 }
 
+std::string known_kernels(const std::vector<KernelPtr>& extra) {
+  std::string known;
+  for (const auto& k : Registry::global().all()) known += (known.empty() ? "" : ", ") + k->name();
+  for (const auto& k : extra) known += (known.empty() ? "" : ", ") + k->name();
+  return known;
+}
+
 std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device) {
   const Registry& reg = Registry::global();
   const bool cpu = device == "cpu";
@@ -39,9 +46,7 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
   for (const auto& n : names) {
     KernelPtr k = reg.find(n);
     if (!k) {
-      std::string known;
-      for (const auto& kk : reg.all()) known += (known.empty() ? "" : ", ") + kk->name();
-      throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", n, known));
+      throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", n, known_kernels()));
     }
     if (k->device() != PACHECK_DEVICE_CPU && cpu)
       throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device {})", n,

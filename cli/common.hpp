@@ -31,6 +31,10 @@ struct Context {
   int exit_code = kPass;
 };
 
+/// The registered kernels' names (built-in and loaded plugins), then those of `extra` (e.g. the planted
+/// kernels of the property tests), comma-separated: the "known:" list of a "no kernel named" error.
+std::string known_kernels(const std::vector<KernelPtr>& extra = {});
+
 /// Kernels named by `names` (all kernels of `device`'s kind when empty). Throws UsageError for an
 /// unknown name (listing the known ones) or a GPU kernel asked for on the CPU device.
 std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device);

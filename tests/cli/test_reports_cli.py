@@ -322,6 +322,9 @@ def scenario_bad_input(args, tmp):
                            ("bs16", "bs4294967312", "block_size: 4294967312 is out of range")]:
         rejected(want, *repro, cell.replace(old, bad))
     run(args, *repro, cell, expect=0, timeout=120)
+    # An unknown kernel is named with the known ones, in every command that takes --kernel.
+    for cmd in (["repro", cell], ["run", "--suite", "tail-poison"], ["fuzz"], ["bench", "--suite", "tail-poison"]):
+        rejected("no kernel named 'nope' (known: cpu.reference", *cmd, "--kernel", "nope", "--device", "cpu")
     tiny = ["run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--filter", "NOTHING"]
     for seed, want in [("-1", "--seed: -1 is out of range [0, 18446744073709551615]"),
                        ("99999999999999999999", "--seed: 99999999999999999999 is out of range"),
