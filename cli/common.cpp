@@ -233,7 +233,8 @@ void print_summary(const RunSummary& s) {
              "negative control");
   for (const auto& k : s.kernels)
     fmt::print("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}{}\n", k.kernel, k.passed, k.failed, k.declined, k.caught, k.missed,
-               control_outcome_name(k.control), k.vacuous ? "  (NO CELL RAN: counts as a failure)" : "");
+               control_outcome_name(k.control),
+               !k.vacuous ? "" : s.shard ? "  (no cell in this shard: the merged run is judged)" : "  (NO CELL RAN: counts as a failure)");
   fmt::print("comparator self-test: {}\n", s.selftest.passed ? "passed" : "FAILED");
   if (!s.selftest.passed)
     for (const auto& l : s.selftest.lines) fmt::print("  {}\n", l);

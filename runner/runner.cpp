@@ -527,7 +527,7 @@ void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
     sum.declined += ks.declined;
     sum.caught += ks.caught;
     sum.blind = sum.blind || ks.control == ControlOutcome::blind;
-    sum.vacuous = sum.vacuous || ks.vacuous;
+    sum.vacuous = sum.vacuous || (ks.vacuous && !sum.shard);
     sum.kernels.push_back(ks);
   }
 }
@@ -764,6 +764,7 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
 
   std::vector<KernelRole> roles;
   for (const auto& k : kernels) roles.push_back({k->name(), k->is_negative_control()});
+  sum.shard = opt.shard_count > 1;
   summarize(sum, roles);
   return sum;
 }

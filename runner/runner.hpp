@@ -99,7 +99,10 @@ struct RunSummary {
   SelfTestResult selftest;
   int passed = 0, failed = 0, declined = 0, caught = 0;
   bool blind = false;                ///< a negative control was not caught or the self-test failed
-  bool vacuous = false;              ///< some kernel ran no cell
+  bool vacuous = false;              ///< some kernel ran no cell (not counted for one shard of a run)
+  /// One shard of a sharded run (--shard I/N, N > 1): a kernel without a cell in it is reported but not
+  /// vacuous here, as a GoogleTest shard without tests passes; `pacheck merge` judges the whole run.
+  bool shard = false;
   /// 0 all pass (controls caught), 1 some cell failed or a kernel ran nothing, 3 instrument blind.
   int exit_code() const;
 };

@@ -231,6 +231,15 @@ def scenario_shards(args, tmp):
     check(comparable(check_reports_dir(merged)) == comparable(check_reports_dir(whole)),
           "merged shards differ from the unsharded run")
     run(args, "merge", s0, "--out", os.path.join(tmp, "partial"), expect=2)  # shard 1 missing
+    # A shard without cells (more shards than cells) passes, as a GoogleTest shard without tests does, and
+    # says so; merging the shards judges the whole run, where no cell at all is a failure (exit 1).
+    nothing = [*TAIL, "--filter", "NO SUCH CELL"]
+    e0, e1 = os.path.join(tmp, "e0"), os.path.join(tmp, "e1")
+    p = run(args, "run", *nothing, "--shard", "0/2", "--report-dir", e0, expect=0)
+    check("no cell in this shard" in p.stdout, f"empty shard: {p.stdout[-1000:]}")
+    run(args, "run", *nothing, "--shard", "1/2", "--report-dir", e1, expect=0)
+    run(args, "merge", e0, e1, "--out", os.path.join(tmp, "emerged"), expect=1)
+    run(args, "run", *nothing, expect=1)
     run(args, "run", *sel, "--shard", "2/2", expect=2)
     run(args, "run", *sel, "--shard", "1-2", expect=2)
     run(args, "run", *sel, env=dict(os.environ, GTEST_TOTAL_SHARDS="2"), expect=2)
