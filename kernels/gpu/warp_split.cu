@@ -153,15 +153,15 @@ struct NhdRows {
 
   /// Rows of a worker's U tokens t0 + u of one step (lanes::ws_token), each clamped to the partition's last
   /// token t_end - 1 (a token past it is re-read and masked by the caller: nothing past seq_len is ever
-  /// read). `one_block` (lanes::ws_step_in_one_block) means the U tokens share a block: it is looked up
-  /// once and the clamped tokens stay in it (t_end - 1 >= t0 lies in [t0, t0 + U) when t0 < t_end).
+  /// read). `one_block` (lanes::ws_step_in_one_block) means the U tokens share a block, which the caller
+  /// has located already (`phys`, `slot`: locate(min(t0, t_end - 1)), possibly a step ahead); the clamped
+  /// tokens stay in it (t_end - 1 >= t0 lies in [t0, t0 + U) when t0 < t_end). Otherwise each token is
+  /// located here and `phys`, `slot` are unused.
   template <int U>
-  PACHECK_DEVICE void step(const WarpSplitParams& p, bool one_block, int t0, int t_end, const C* (&kp)[U],
-                           const C* (&vp)[U]) const {
+  PACHECK_DEVICE void step(const WarpSplitParams& p, bool one_block, int t0, int t_end, std::uint32_t phys,
+                           std::uint32_t slot, const C* (&kp)[U], const C* (&vp)[U]) const {
     const int last = t_end - 1;
     if (one_block) {
-      std::uint32_t phys, slot;
-      locate(p, min(t0, last), &phys, &slot);
       const int room = max(last - t0, 0);  // tokens after t0 that are still valid
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -172,10 +172,10 @@ struct NhdRows {
     } else {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        std::uint32_t phys, slot;
-        locate(p, min(t0 + u, last), &phys, &slot);
-        kp[u] = key(phys, slot);
-        vp[u] = value(phys, slot);
+        std::uint32_t pu, su;
+        locate(p, min(t0 + u, last), &pu, &su);
+        kp[u] = key(pu, su);
+        vp[u] = value(pu, su);
       }
     }
   }
@@ -342,16 +342,25 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
   const NhdRows<C> rows(p, s, g, d0);
   const bool one_block = lanes::ws_step_in_one_block(p.block_size, P, U);
 
+  const int stride = lanes::ws_step_stride(nrw, U);
+  const int tw0 = lanes::ws_first_step(SP, t_begin, wt, U);
+  // With one block per worker step, the block of the next step is read while this one computes, so the
+  // block-table load is off the critical path of the K/V loads.
+  std::uint32_t next_phys = 0, next_slot = 0;
+  if (one_block) rows.locate(p, min(lanes::ws_worker_first(tw0, sg, U), t_end - 1), &next_phys, &next_slot);
+
   // The loop bound is warp-uniform (shuffles need the whole warp); tokens past t_end are masked per worker.
-  for (int tw = lanes::ws_first_step(SP, t_begin, wt, U); tw < t_end; tw += lanes::ws_step_stride(nrw, U)) {
+  for (int tw = tw0; tw < t_end; tw += stride) {
     uint4 kr[U][NV], vr[U][NV];
     bool valid[U];
     const int t0 = lanes::ws_worker_first(tw, sg, U);
+    const std::uint32_t phys = next_phys, slot = next_slot;
+    if (one_block) rows.locate(p, min(t0 + stride, t_end - 1), &next_phys, &next_slot);
     // A worker past the partition's end re-reads the partition's last token, masked below (its
     // probability is exactly 0): every load is issued without a branch and none goes past seq_len.
     const C* kp[U];
     const C* vp[U];
-    rows.template step<U>(p, one_block, t0, t_end, kp, vp);
+    rows.template step<U>(p, one_block, t0, t_end, phys, slot, kp, vp);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       valid[u] = t0 + u < t_end;
@@ -499,9 +508,11 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
   auto issue = [&](int tw, int st) {
     uint4* dst = ring + st * PP::kStageVecs;
     const int t0 = lanes::ws_worker_first(tw, sg, U);
+    std::uint32_t phys = 0, slot = 0;
+    if (one_block) rows.locate(p, min(t0, t_end - 1), &phys, &slot);
     const C* kp[U];
     const C* vp[U];
-    rows.template step<U>(p, one_block, t0, t_end, kp, vp);
+    rows.template step<U>(p, one_block, t0, t_end, phys, slot, kp, vp);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const bool valid = t0 + u < t_end;
