@@ -17,20 +17,32 @@ void add_bench_command(CLI::App& app, Context& ctx) {
   auto json_path = std::make_shared<std::string>();
   opts->suite = "sweep";
   opts->bind(cmd);
+  // bench times clean cases, so its filter sees case ids (a cell id without the fault part).
+  cmd->get_option("--filter")->description("only cases whose id (a cell id without its fault) matches this regular expression");
   cmd->get_option("--kernel")->description("kernel(s) to time (required): one, or two for an A/B ratio column");
   cmd->add_option("--samples", bo->samples, "timed samples per cell (median reported)")->capture_default_str();
   cmd->add_option("--warmup", bo->warmup, "untimed calls before sampling")->capture_default_str();
   cmd->add_option("--min-sample-ms", bo->min_sample_ms, "batch calls until one sample lasts this long")->capture_default_str();
-  cmd->add_option("--json", *json_path, "write the bench table to this JSON file");
-  cmd->callback([&ctx, opts, bo, json_path] {
+  cmd->add_option("--json", *json_path,
+                  "write the bench table to this JSON file (rewritten after every row; \"complete\": false until the end)");
+  cmd->callback([&ctx, cmd, opts, bo, json_path] {
     opts->load_plugins();
     if (opts->kernels.empty()) throw UsageError("bench: give at least one --kernel (two for an A/B table)");
-    if (bo->samples < 3) throw UsageError("--samples: at least 3");
+    if (bo->samples < 3 || bo->samples > 100000)
+      throw UsageError(fmt::format("--samples: {} (must be 3 to 100000)", bo->samples));
+    // Options bench shares with run but does not use: refused rather than silently ignored.
+    for (const char* unused : {"--seed", "--shard", "--isolate", "--no-isolate", "--cell-timeout"})
+      if (cmd->count(unused) > 0)
+        throw UsageError(fmt::format("{}: not used by bench (it times each clean cell of the suite as written, "
+                                     "in this process)", unused));
     if (bo->warmup < 0) throw UsageError(fmt::format("--warmup: {} calls (must be >= 0)", bo->warmup));
     // Calls are doubled until a sample lasts this long: NaN or a huge value would never end.
     if (!(bo->min_sample_ms > 0 && bo->min_sample_ms <= 10000))
       throw UsageError(fmt::format("--min-sample-ms: {} (must be > 0 and at most 10000)", bo->min_sample_ms));
     if (opts->threads < 0) throw UsageError(fmt::format("--threads: {} (must be >= 0; 0 = one per core)", opts->threads));
+    if (opts->device.size() > 4 && opts->device.compare(opts->device.size() - 4, 4, ":all") == 0)
+      throw UsageError(fmt::format("--device {}: bench times on one device (give {}:N)", opts->device,
+                                   opts->device.substr(0, opts->device.size() - 4)));
     const std::string device = resolve_device(opts->device);
     Suite suite;
     try {
@@ -44,6 +56,9 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     bo->prepare_threads = opts->threads;
     // CPU kernels are timed on the CPU even when a GPU is the default device.
     const bool all_cpu = std::all_of(kernels.begin(), kernels.end(), [](const KernelPtr& k) { return k->device() == PACHECK_DEVICE_CPU; });
+    if (all_cpu && !opts->device.empty() && opts->device != "cpu")
+      throw UsageError(fmt::format("--device {}: every --kernel given is a CPU kernel, timed on the CPU (omit --device "
+                                   "or give cpu)", opts->device));
     const std::string dev = all_cpu ? "cpu" : device;
     // Rows are printed as they finish, so a bench cut short by a time limit keeps what it measured.
     auto print_header = [&](const std::string& device_desc, double copy_gbs) {
@@ -55,7 +70,26 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     };
     nlohmann::json rows = nlohmann::json::array();
     bool any_wrong = false;
+    std::string device_desc_seen;
+    double copy_seen = 0;
+    // The JSON file is rewritten (through a temporary file and a rename) after every row, so a bench cut
+    // short keeps every row it printed, and an earlier file is replaced only once a row exists.
+    auto write_json = [&](bool complete) {
+      if (json_path->empty() || rows.empty()) return;
+      const std::string tmp = *json_path + ".tmp";
+      {
+        std::ofstream out(tmp);
+        out << nlohmann::json{{"pacheck", pacheck_version()}, {"suite", suite.name}, {"device", device_desc_seen},
+                              {"copy_gbs", copy_seen}, {"complete", complete}, {"rows", rows}}.dump(1)
+            << "\n";
+        if (!out) throw std::runtime_error(fmt::format("--json: cannot write '{}'", tmp));
+      }
+      if (std::rename(tmp.c_str(), json_path->c_str()) != 0)
+        throw std::runtime_error(fmt::format("--json: cannot replace '{}'", *json_path));
+    };
     bo->on_start = [&](const std::string& device_desc, double copy_gbs) {
+      device_desc_seen = device_desc;
+      copy_seen = copy_gbs;
       print_header(device_desc, copy_gbs);
       std::fflush(stdout);
     };
@@ -67,7 +101,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
         else
           fmt::print(" | {:>22.2f} {:>9.1f} {:>7.1f} {:>5.0f}% {:>9.2e}", t.median_us, t.spread_pct, t.gbs, 100 * t.copy_fraction,
                      t.rel_linf);
-        if (t.ran && is_failure(t.verdict)) any_wrong = true;
+        if (is_failure(t.verdict)) any_wrong = true;
         jr["kernels"].push_back({{"kernel", t.kernel}, {"ran", t.ran}, {"note", t.note}, {"verdict", std::string(verdict_name(t.verdict))},
                                  {"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us},
                                  {"spread_pct", t.spread_pct}, {"gbs", t.gbs}, {"copy_fraction", t.copy_fraction},
@@ -80,12 +114,16 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       fmt::print("\n");
       std::fflush(stdout);
       rows.push_back(jr);
+      write_json(false);
     };
-    // Opened before the bench runs, so an unwritable path fails at once instead of after the timing.
-    std::ofstream json_out;
+    // Checked before the bench runs, so an unwritable path fails at once instead of after the timing; an
+    // existing file is left as it is until the first row replaces it.
     if (!json_path->empty()) {
-      json_out.open(*json_path);
-      if (!json_out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
+      const std::string probe = *json_path + ".tmp";
+      std::ofstream out(probe);
+      if (!out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
+      out.close();
+      std::remove(probe.c_str());
     }
     BenchResult res = run_bench(suite, kernels, dev, *bo);
     if (res.rows.empty()) {
@@ -96,12 +134,10 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     }
     if (kernels.size() == 2) fmt::print("\nA/B = time({}) / time({}): above 1 means {} is faster.\n", kernels[0]->name(), kernels[1]->name(), kernels[1]->name());
     if (any_wrong)
-      fmt::print("WARNING: some timed kernel failed its correctness check on a bench cell ({})\n",
+      fmt::print("WARNING: some timed kernel failed its correctness check on a bench cell, or a case could not be "
+                 "prepared ({})\n",
                  json_path->empty() ? "pacheck repro CELL --kernel K shows why" : "verdicts in " + *json_path);
-    if (json_out.is_open()) {
-      json_out << nlohmann::json{{"pacheck", pacheck_version()}, {"suite", suite.name}, {"device", res.device},
-                            {"copy_gbs", res.copy_gbs}, {"rows", rows}}.dump(1) << "\n";
-    }
+    write_json(true);
     ctx.exit_code = any_wrong ? kFail : kPass;
   });
 }

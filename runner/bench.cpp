@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -170,7 +171,15 @@ BenchResult run_bench(const Suite& suite, const std::vector<KernelPtr>& kernels,
   };
   fill(0);
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-    CaseData d = prepared[gi].get();  // rethrows a preparation error
+    // A case that cannot be prepared (out of host memory, say) is an `error` row for its kernels, and the
+    // rows before and after it are still timed and reported.
+    std::optional<CaseData> d;
+    std::string prep_error;
+    try {
+      d = prepared[gi].get();
+    } catch (const std::exception& e) {
+      prep_error = e.what();
+    }
     in_flight -= host_bytes(groups[gi]);
     fill(gi + 1);
     const Group& g = groups[gi];
@@ -179,7 +188,16 @@ BenchResult run_bench(const Suite& suite, const std::vector<KernelPtr>& kernels,
     for (int s = 0; s < g.c.num_seqs(); ++s)
       row.kv_bytes += static_cast<std::int64_t>(g.c.seq_lens[s]) * g.c.num_kv_heads * g.c.head_size * 2 *
                       static_cast<std::int64_t>(dtype_size(g.c.kv_dtype));
-    for (std::size_t ki : g.kernel_idx) row.timings[ki] = time_kernel(*kernels[ki], *backend, d, opt, row.kv_bytes, res.copy_gbs);
+    for (std::size_t ki : g.kernel_idx) {
+      if (d) {
+        row.timings[ki] = time_kernel(*kernels[ki], *backend, *d, opt, row.kv_bytes, res.copy_gbs);
+      } else {
+        KernelTiming& t = row.timings[ki];
+        t.kernel = kernels[ki]->name();
+        t.verdict = Verdict::error;
+        t.note = "error: preparing the case failed: " + prep_error;
+      }
+    }
     if (gi + 1 < groups.size() && groups[gi + 1].row == g.row) continue;  // the row has another layout to time
     if (row.timings.size() == 2 && row.timings[0].ran && row.timings[1].ran && row.timings[1].median_us > 0)
       row.ratio = row.timings[0].median_us / row.timings[1].median_us;

@@ -88,12 +88,24 @@ seq_lens = [[10, 20, 30]]
   EXPECT_FALSE(res.rows[0].ratio.has_value());  // one kernel: no A/B
 }
 
-TEST(Bench, PreparationErrorsReachTheCaller) {
-  // An impossible case fails in preparation on a worker thread; the error must surface, not hang.
+TEST(Bench, PreparationErrorsBecomeErrorRowsAndTheRestIsTimed) {
+  // An impossible case fails in preparation on a worker thread: the error must reach its row as an `error`
+  // (not hang, not end the bench), and the other rows are still timed.
   Suite suite = small_suite();
+  ASSERT_GE(suite.cells.size(), 2u);
   suite.cells.front().cell.c.head_size = -1;
   std::vector<KernelPtr> kernels = {Registry::global().find("cpu.reference")};
-  EXPECT_ANY_THROW(run_bench(suite, kernels, "cpu", quick(4)));
+  int rows_seen = 0;
+  BenchOptions opt = quick(4);
+  opt.on_row = [&](const BenchRow&) { ++rows_seen; };
+  const BenchResult res = run_bench(suite, kernels, "cpu", opt);
+  ASSERT_GE(res.rows.size(), 2u);
+  EXPECT_EQ(rows_seen, static_cast<int>(res.rows.size()));
+  const KernelTiming& bad = res.rows.front().timings.front();
+  EXPECT_FALSE(bad.ran);
+  EXPECT_EQ(bad.verdict, Verdict::error);
+  EXPECT_NE(bad.note.find("preparing the case failed"), std::string::npos) << bad.note;
+  for (std::size_t i = 1; i < res.rows.size(); ++i) EXPECT_TRUE(res.rows[i].timings.front().ran) << res.rows[i].case_id;
 }
 
 }  // namespace

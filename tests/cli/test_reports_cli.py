@@ -20,6 +20,7 @@ Scenarios:
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -377,6 +378,35 @@ def scenario_bad_input(args, tmp):
     rejected("--json: cannot write", *bench, "--json", os.path.join(tmp, "no", "such", "dir", "b.json"))
     p = run(args, *bench, "--filter", "NOTHING", expect=1, timeout=120)
     check("NO CELL TIMED" in p.stdout, f"bench with no cell: {p.stdout[-1000:]}")
+    # Options bench would ignore are refused; a bench that times nothing leaves an earlier --json as it was.
+    for flag in (["--seed", "5"], ["--shard", "1/2"], ["--isolate"], ["--cell-timeout", "3"]):
+        rejected(f"{flag[0]}: not used by bench", *bench, *flag)
+    rejected("--samples: 2000000000 (must be 3 to 100000)", *bench, "--samples", "2000000000")
+    cpu_bench = [a for a in bench if a not in ("--device", "cpu")]
+    rejected("every --kernel given is a CPU kernel", *cpu_bench, "--device", "cuda:0")
+    rejected("bench times on one device (give cuda:N)", *cpu_bench, "--device", "cuda:all")
+    old_json = os.path.join(tmp, "old.json")
+    with open(old_json, "w") as f:
+        f.write('{"old": true}\n')
+    run(args, *bench, "--filter", "NOTHING", "--json", old_json, expect=1, timeout=120)
+    check(load(old_json) == {"old": True}, "a bench that timed nothing replaced an earlier --json")
+    # A case that cannot be prepared (no memory for 16M tokens under a 3 GB address-space limit) is an
+    # `error` row; the row before it is kept, in the table and in the JSON (exit 1, not a usage error).
+    if b"__asan_init" not in open(args.pacheck, "rb").read():  # ASan reserves more address space than that
+        suite = os.path.join(tmp, "mixed.toml")
+        with open(suite, "w") as f:
+            f.write('name = "mixed"\ndescription = "one small case, one too big"\n[[cells]]\nheads = "8/2"\n'
+                    'head_sizes = 64\nblock_sizes = 16\ndtypes = "bf16"\nseq_lens = [[1000], [16777216]]\n')
+        out = os.path.join(tmp, "mixed.json")
+        cmd = [args.pacheck, "bench", "--device", "cpu", "--kernel", "cpu.reference", "--suite", suite, "--samples", "3",
+               "--json", out]
+        print("+", " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)))
+        check(p.returncode == 1, f"bench with an unpreparable case: exit {p.returncode}:\n{p.stdout[-2000:]}")
+        rows = load(out)["rows"]
+        check([r["kernels"][0]["verdict"] for r in rows] == ["pass", "error"] and "preparing the case failed"
+              in rows[1]["kernels"][0]["note"], f"bench rows: {rows}")
     fuzz = ["fuzz", "--kernel", "cpu.reference"]
     for flag, value in [("--cases", "0"), ("--cases", "-1"), ("--budget", "0"), ("--budget", "nan")]:
         rejected(f"must be a positive finite number, got '{value}'", *fuzz, flag, value)
