@@ -648,8 +648,11 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
     if (opt.on_result) opt.on_result(r);
     if (opt.on_progress) opt.on_progress(done, total);
   };
+  // Cells settled while planning (declined, or the `error` of an isolated kernel whose supports() could not
+  // be asked) are reported now, like any finished cell (live table, results.jsonl).
   for (std::size_t i = 0; i < sum.results.size(); ++i)
-    if (sum.results[i].verdict == Verdict::declined && !std::binary_search(resumed.begin(), resumed.end(), i))
+    if ((sum.results[i].verdict == Verdict::declined || sum.results[i].verdict == Verdict::error) &&
+        !std::binary_search(resumed.begin(), resumed.end(), i))
       emit(sum.results[i]);
 
   // Workers take cases from one queue, GPU cases first. Case generation, the oracle and judging run in

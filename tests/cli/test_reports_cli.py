@@ -303,6 +303,14 @@ def scenario_plugin(args, tmp):
         if r["kernel"] == "planted.abort" and trigger:
             check("SIGABRT" in r["detail"], f"abort detail: {r['detail']}")
     check(cells == 9, f"{cells} cells per kernel, want 9")
+    # A kernel whose supports() dies: every cell is an `error`, printed and in results.jsonl as it is settled.
+    ds = os.path.join(tmp, "supports_dies")
+    env = dict(os.environ, PACHECK_TEST_PLUGIN_SUPPORTS="segfault")
+    p = run(args, "run", *common, "--kernel", "planted.ok", "--report-dir", ds, env=env, expect=1)
+    lines = read_jsonl(os.path.join(ds, "results.jsonl"))
+    check(len(lines) == 9 and all(r["verdict"] == "error" and "which cells it supports failed" in r["detail"]
+                                  for r in lines), f"supports() dying: results.jsonl {lines[:2]}")
+    check(p.stdout.count("which cells it supports failed") >= 9, "supports() errors missing from the live table")
     plugins = report["environment"]["plugins"]
     check(len(plugins) == 1 and len(plugins[0]["sha256"]) == 64, "plugin SHA-256 missing from the fingerprint")
 

@@ -77,6 +77,17 @@ static pacheck_status run(void* user_data, const pacheck_kernel_args* a, char* e
   return PACHECK_OK;
 }
 
+/* PACHECK_TEST_PLUGIN_SUPPORTS=segfault: every kernel's supports() dies (pacheck asks it in a child process
+ * and must report each cell as an error, in the live table and results.jsonl). */
+static pacheck_status supports_dies(void* user_data, const pacheck_case_info* c, char* reason, size_t reason_size) {
+  (void)user_data;
+  (void)c;
+  (void)reason;
+  (void)reason_size;
+  raise(SIGSEGV);
+  return PACHECK_OK;
+}
+
 pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   /* PACHECK_TEST_PLUGIN_LOAD=segfault or =abort: die while being registered (pacheck must name the plugin and
    * exit 2, not die with it). */
@@ -97,6 +108,8 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
     d.q_dtypes = d.kv_dtypes = d.out_dtypes = f32;
     d.num_q_dtypes = d.num_kv_dtypes = d.num_out_dtypes = 1;
     d.run = run;
+    const char* sup = getenv("PACHECK_TEST_PLUGIN_SUPPORTS");
+    if (sup && strcmp(sup, "segfault") == 0) d.supports = supports_dies;
     d.user_data = &kinds[i];
     if (r->add_kernel(r, &d) != PACHECK_OK) return PACHECK_ERROR;
   }
