@@ -20,7 +20,8 @@ namespace pacheck::cli {
 namespace {
 /// Checks `device` before anything is printed or written, so a run that cannot start never empties the
 /// report directory of an earlier run: check_device_form checks its form (before kernels are chosen for
-/// it); check_device, when `kernels` holds a GPU kernel, that the device opens. The probe runs in a child
+/// it); check_device that a device the user named opens, even when every kernel runs on the CPU (a gate
+/// that names cuda:0 on a machine without one must not pass on its CPU kernels). The probe runs in a child
 /// process, which leaves this process without a GPU context for the isolated children forked later.
 /// Both throw UsageError with open_backend's message ("--device: unknown device ...", "no CUDA device: ...").
 void check_device_form(const std::string& device) {
@@ -31,10 +32,8 @@ void check_device_form(const std::string& device) {
   }
 }
 
-void check_device(const std::string& device, const std::vector<KernelPtr>& kernels) {
+void check_device(const std::string& device) {
   if (device == "cpu") return;
-  const bool gpu = std::any_of(kernels.begin(), kernels.end(), [](const KernelPtr& k) { return k->device() != PACHECK_DEVICE_CPU; });
-  if (!gpu) return;
   auto probe = [&]() -> std::string {
     try {
       for (const auto& spec : resolve_device_specs(device)) open_backend(spec);
@@ -101,7 +100,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     }
     auto kernels = select_kernels(opts->kernels, device);
     // A default device was found by resolve_device (itself a probe): only a named one is opened here.
-    if (!opts->device.empty()) check_device(device, kernels);
+    if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();
     std::optional<ReportDir> reports;
     std::vector<std::string> kernel_names;

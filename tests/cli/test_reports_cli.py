@@ -360,6 +360,9 @@ def scenario_bad_input(args, tmp):
         expect=0, timeout=300)
     before = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
     rejected("--device: unknown device 'foo'", "run", "--suite", "tail-poison", "--device", "foo", "--report-dir", d)
+    if not os.path.exists("/dev/nvidiactl"):  # a named device must exist, even for CPU kernels only
+        rejected("no CUDA device", "run", "--suite", "tail-poison", "--kernel", "cpu.reference", "--device", "cuda:0",
+                 "--report-dir", d)
     rejected("--device: 'cuda:x' is not cuda:N", "run", "--suite", "tail-poison", "--device", "cuda:x",
              "--report-dir", d)
     after = {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
