@@ -130,6 +130,8 @@ class Parser {
     std::string path = name_or_path;
     const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml");
     if (!is_path) path = suites_dir() + "/" + name_or_path + ".toml";
+    if (std::filesystem::is_directory(path))
+      throw SuiteNotFound(path, fmt::format("'{}' is a directory, not a suite file", path));
     std::ifstream in(path);
     if (!in) {
       std::string known;

@@ -156,6 +156,17 @@ TEST(SuiteErrors, MissingIncludeIsReportedWhereItIsIncluded) {
   }
 }
 
+// A directory given as a suite is named as one (it used to read as an empty file: "name: missing").
+TEST(SuiteErrors, DirectoryIsNotASuiteFile) {
+  const std::string dir = ::testing::TempDir();
+  try {
+    load_suite(dir);
+    FAIL() << "expected SuiteError";
+  } catch (const SuiteError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory, not a suite file"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SuiteErrors, UnknownSuiteNameListsKnownOnes) {
   try {
     load_suite("no-such-suite");
