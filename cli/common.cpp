@@ -115,6 +115,7 @@ void CommonOptions::load_plugins() {
 
 RunOptions CommonOptions::run_options() const {
   RunOptions o;
+  if (threads < 0) throw UsageError(fmt::format("--threads: {} (must be >= 0; 0 = one per core)", threads));
   o.threads = threads;
   if (tolerance == "fixed") o.tolerance.policy = TolerancePolicy::fixed;
   else if (tolerance == "calibrated") o.tolerance.policy = TolerancePolicy::calibrated;

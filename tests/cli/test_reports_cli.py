@@ -351,6 +351,7 @@ def scenario_bad_input(args, tmp):
         rejected(want, "export", "--suite", "tail-poison", "--out", os.path.join(tmp, "exp"), "--seed", seed)
     rejected("--shard '0/99999999999': N must be at most 2147483647", *tiny, "--shard", "0/99999999999")
     rejected("--shard '0/x': I and N must be non-negative integers", *tiny, "--shard", "0/x")
+    rejected("--threads: -1 (must be >= 0", *tiny, "--threads", "-1")
     p = run(args, "run", "--device", "cpu", "--suite", "nosuch", expect=2, timeout=120)
     check("no suite named 'nosuch'" in p.stdout and ":0" not in p.stdout, f"--suite nosuch: {p.stdout[-1000:]}")
 
