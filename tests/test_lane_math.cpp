@@ -15,12 +15,12 @@
 //  - fast_div, the warp-split kernels' token -> block division, equals / for every block size they take.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
-
-#include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/gpu/lane_math.hpp"
@@ -33,6 +33,14 @@ const int kElemBytes[] = {2, 4};            // f16/bf16 and f32
 const int kPagedBlocks[] = {8, 16, 32, 64, 128, 256};
 const int kSplitElemBytes[] = {1, 2, 4};    // warp_split also takes fp8 caches
 const int kMinLoads[] = {1, 2};             // row_split's 16-byte loads per lane: 2 = the basic form's wide rows
+
+/// Every (min_loads, element bytes) pair the warp-split row split is checked for.
+std::vector<std::pair<int, int>> split_params() {
+  std::vector<std::pair<int, int>> out;
+  for (int ml : kMinLoads)
+    for (int eb : kSplitElemBytes) out.emplace_back(ml, eb);
+  return out;
+}
 
 /// Lanes reachable from `lane` by xor with the offsets first, 2 * first, ... < end: the lanes a butterfly
 /// reduction with those offsets combines.
@@ -140,8 +148,7 @@ TEST_P(LaneMath, PagedPvSumsPartialRowsOverExactlyTheSharingLanes) {
 }
 
 TEST_P(LaneMath, RowSplitOwnsEveryHeadElementOncePerWorker) {
-  for (int ml : kMinLoads)
-  for (int eb : kSplitElemBytes)
+  for (const auto& [ml, eb] : split_params())
     for (int d : kHeads) {
       ASSERT_TRUE(row_split_exact(W(), d, eb, ml)) << where(W(), d, eb) << " min_loads " << ml;
       const RowSplit rs = row_split(W(), d, eb, ml);
@@ -162,8 +169,7 @@ TEST_P(LaneMath, RowSplitOwnsEveryHeadElementOncePerWorker) {
 }
 
 TEST_P(LaneMath, RowSplitReductionsSpanExactlyTheirLanes) {
-  for (int ml : kMinLoads)
-  for (int eb : kSplitElemBytes)
+  for (const auto& [ml, eb] : split_params())
     for (int d : kHeads) {
       const RowSplit rs = row_split(W(), d, eb, ml);
       for (int lane = 0; lane < W(); ++lane) {
@@ -181,8 +187,7 @@ TEST_P(LaneMath, RowSplitReductionsSpanExactlyTheirLanes) {
 
 TEST_P(LaneMath, WarpSplitTakesEveryTokenOfAPartitionOnce) {
   const int starts[] = {0, 512, 7};
-  for (int ml : kMinLoads)
-  for (int eb : kSplitElemBytes)
+  for (const auto& [ml, eb] : split_params())
     for (int d : kHeads) {
       const RowSplit rs = row_split(W(), d, eb, ml);
       for (int warps : {1, 2, 4})        // warps striding over one head slot's keys (4 / head_slots)
