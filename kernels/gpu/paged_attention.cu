@@ -263,9 +263,6 @@ LaunchResult dispatch(const PagedParams& p, const pacheck_kernel_args& a, int ma
   return launch_merge<T>(p.sc, a, stream);
 }
 
-/// An fp8 cache with query/output type T: the encoding picks C.
-bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
-
 /// Test kernel of decode_fp8_codes: thread i decodes the 16 codes of vector i with the kernels' own load16 +
 /// expand16 path.
 template <class C>
@@ -297,7 +294,7 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   if (const std::string why = dtype_problem(a); !why.empty()) return fail(why);
   if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
     return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
-  if (!is_pow2(a.block_size) || a.block_size < 8 || a.block_size > 256)
+  if (!lanes::is_pow2(a.block_size) || a.block_size < 8 || a.block_size > 256)
     return fail("block_size " + std::to_string(a.block_size) + " not in {8,16,32,64,128,256}");
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
   if (fp8 && a.block_size < 16)

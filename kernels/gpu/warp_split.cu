@@ -42,7 +42,6 @@
 
 #include "kernels/gpu/attention_common.cuh"
 #include "kernels/gpu/fp8.hpp"
-#include "kernels/layouts/layout.hpp"
 
 namespace pacheck::gpu {
 namespace {
@@ -655,7 +654,6 @@ LaunchResult dispatch(const WarpSplitParams& p, const pacheck_kernel_args& a, in
   return launch_merge<T>(p.sc, a, stream);
 }
 
-/// An fp8 cache with query/output type T: the encoding picks C.
 }  // namespace
 
 int warp_split_partition_size() { return g_partition_size.load(); }
