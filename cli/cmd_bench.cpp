@@ -39,8 +39,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     // Calls are doubled until a sample lasts this long: NaN or a huge value would never end.
     if (!(bo->min_sample_ms > 0 && bo->min_sample_ms <= 10000))
       throw UsageError(fmt::format("--min-sample-ms: {} (must be > 0 and at most 10000)", bo->min_sample_ms));
-    if (opts->threads < 0) throw UsageError(fmt::format("--threads: {} (must be >= 0; 0 = one per core)", opts->threads));
-    if (opts->device.size() > 4 && opts->device.compare(opts->device.size() - 4, 4, ":all") == 0)
+    if (is_all_devices_spec(opts->device))
       throw UsageError(fmt::format("--device {}: bench times on one device (give {}:N)", opts->device,
                                    opts->device.substr(0, opts->device.size() - 4)));
     const std::string device = resolve_device(opts->device);
