@@ -94,29 +94,27 @@ std::string group_with(const std::string& key, const std::string& value) {
 
 // Integers wider than the field are rejected, not wrapped modulo 2^32 (4294967396 ran as ctx100).
 TEST(SuiteErrors, IntegersOutOfRangeAreRejectedNotWrapped) {
-  EXPECT_EQ(error_of(group_with("seq_lens", "[4294967396]")),
-            "bad.toml:6: cells.seq_lens: 4294967396 is out of range [1, 16777216]");
-  EXPECT_EQ(error_of(group_with("seq_lens", "[99999999999]")),
-            "bad.toml:6: cells.seq_lens: 99999999999 is out of range [1, 16777216]");
-  EXPECT_EQ(error_of(group_with("seq_lens", "[[17, 16777217]]")),
-            "bad.toml:6: cells.seq_lens: 16777217 is out of range [1, 16777216]");
-  EXPECT_EQ(error_of(group_with("seq_lens", "[0]")), "bad.toml:6: cells.seq_lens: 0 is out of range [1, 16777216]");
-  EXPECT_EQ(error_of(group_with("head_sizes", "4294967424")),
-            "bad.toml:4: cells.head_sizes: 4294967424 is out of range [1, 1024]");
-  EXPECT_EQ(error_of(group_with("head_sizes", "2048")), "bad.toml:4: cells.head_sizes: 2048 is out of range [1, 1024]");
-  EXPECT_EQ(error_of(group_with("block_sizes", "[16, 4294967312]")),
-            "bad.toml:5: cells.block_sizes: 4294967312 is out of range [1, 65536]");
-  EXPECT_EQ(error_of(group_with("heads", "\"4294967328/8\"")),
-            "bad.toml:3: cells.heads: num_heads 4294967328 is out of range [1, 1024]");
-  EXPECT_EQ(error_of(group_with("heads", "\"8/-2\"")), "bad.toml:3: cells.heads: num_kv_heads -2 is out of range [1, 1024]");
-  EXPECT_EQ(error_of(group_with("seeds", "[1, -1]")),
-            "bad.toml:7: cells.seeds: -1 is out of range [0, 18446744073709551615]");
-  EXPECT_EQ(error_of(group_with("spare_blocks", "4294967296")),
-            "bad.toml:7: cells.spare_blocks: 4294967296 is out of range [1, 2147483647]");
-  EXPECT_EQ(error_of(group_with("padding_columns", "-4294967295")),
-            "bad.toml:7: cells.padding_columns: -4294967295 is out of range [0, 65536]");
-  EXPECT_EQ(error_of(group_with("padding_target", "4294967296")),
-            "bad.toml:7: cells.padding_target: 4294967296 is out of range [-1, 2147483646]");
+  struct Bad {
+    const char* key;
+    const char* value;
+    const char* error;
+  };
+  const Bad bad[] = {
+      {"seq_lens", "[4294967396]", "bad.toml:6: cells.seq_lens: 4294967396 is out of range [1, 16777216]"},
+      {"seq_lens", "[99999999999]", "bad.toml:6: cells.seq_lens: 99999999999 is out of range [1, 16777216]"},
+      {"seq_lens", "[[17, 16777217]]", "bad.toml:6: cells.seq_lens: 16777217 is out of range [1, 16777216]"},
+      {"seq_lens", "[0]", "bad.toml:6: cells.seq_lens: 0 is out of range [1, 16777216]"},
+      {"head_sizes", "4294967424", "bad.toml:4: cells.head_sizes: 4294967424 is out of range [1, 1024]"},
+      {"head_sizes", "2048", "bad.toml:4: cells.head_sizes: 2048 is out of range [1, 1024]"},
+      {"block_sizes", "[16, 4294967312]", "bad.toml:5: cells.block_sizes: 4294967312 is out of range [1, 65536]"},
+      {"heads", "\"4294967328/8\"", "bad.toml:3: cells.heads: num_heads 4294967328 is out of range [1, 1024]"},
+      {"heads", "\"8/-2\"", "bad.toml:3: cells.heads: num_kv_heads -2 is out of range [1, 1024]"},
+      {"seeds", "[1, -1]", "bad.toml:7: cells.seeds: -1 is out of range [0, 18446744073709551615]"},
+      {"spare_blocks", "4294967296", "bad.toml:7: cells.spare_blocks: 4294967296 is out of range [1, 2147483647]"},
+      {"padding_columns", "-4294967295", "bad.toml:7: cells.padding_columns: -4294967295 is out of range [0, 65536]"},
+      {"padding_target", "4294967296", "bad.toml:7: cells.padding_target: 4294967296 is out of range [-1, 2147483646]"},
+  };
+  for (const Bad& b : bad) EXPECT_EQ(error_of(group_with(b.key, b.value)), b.error) << b.key << " = " << b.value;
   // The largest meaningful values still load.
   const Suite big = parse_suite(group_with("seq_lens", "[16777216]"), "good.toml");
   EXPECT_EQ(big.cells.at(0).cell.c.seq_lens, std::vector<int>{16777216});
