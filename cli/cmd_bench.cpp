@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "cli/common.hpp"
-#include "runner/bench.hpp"
-#include "runner/report.hpp"
+#include "bench/bench.hpp"
+#include "report/report.hpp"
 
 namespace pacheck::cli {
 

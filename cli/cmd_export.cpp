@@ -1,10 +1,10 @@
 // pacheck export: a suite's kernel inputs as safetensors case files plus manifest.json, for kernels written
-// in Python, Triton or any language pacheck cannot call (runner/casefiles.hpp describes the format).
+// in Python, Triton or any language pacheck cannot call (interop/casefiles.hpp describes the format).
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
-#include "runner/casefiles.hpp"
-#include "runner/safetensors.hpp"
+#include "interop/casefiles.hpp"
+#include "interop/safetensors.hpp"
 
 namespace pacheck::cli {
 

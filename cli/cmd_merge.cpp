@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "cli/common.hpp"
-#include "runner/reports.hpp"
+#include "report/reports.hpp"
 
 namespace pacheck::cli {
 

@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "cli/common.hpp"
-#include "runner/html_report.hpp"
-#include "runner/reports.hpp"
+#include "report/html_report.hpp"
+#include "report/reports.hpp"
 
 namespace pacheck::cli {
 

@@ -13,21 +13,6 @@
 
 namespace pacheck::cli {
 
-namespace {
-/// Splits "<case id> <fault id>": the fault is the last token.
-Cell parse_cell_id(const std::string& id) {
-  const auto sp = id.find_last_of(' ');
-  if (sp == std::string::npos) throw UsageError(fmt::format("cell id '{}' has no fault part (e.g. '... seed7 V:nan@tail')", id));
-  Cell cell;
-  try {
-    cell.fault = parse_fault(id.substr(sp + 1));
-    cell.c = parse_case_id(id.substr(0, sp));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("cell id '{}': {}", id, e.what()));
-  }
-  return cell;
-}
-}  // namespace
 
 void add_repro_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("repro", "run one cell on one kernel and print every metric and the worst elements");
@@ -40,7 +25,12 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--device,-d", *device, "cpu, cuda[:N] or hip[:N] (default: the kernel's device)");
   cmd->add_option("--top", *top, "worst elements to print")->capture_default_str();
   cmd->callback([&ctx, cell_id, kernel, device, top] {
-    Cell cell = parse_cell_id(*cell_id);
+    Cell cell;
+    try {
+      cell = parse_cell_id(*cell_id);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
     // Built-in kernels first, then the planted kernels of the property tests, whose counterexamples print
     // a repro line naming them (planted.*; absent from builds without RapidCheck).
     KernelPtr k = Registry::global().find(*kernel);

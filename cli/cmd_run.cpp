@@ -11,9 +11,9 @@
 #include "cli/common.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
-#include "runner/report.hpp"
-#include "runner/isolate.hpp"
-#include "runner/reports.hpp"
+#include "report/report.hpp"
+#include "exec/isolate.hpp"
+#include "report/reports.hpp"
 
 namespace pacheck::cli {
 

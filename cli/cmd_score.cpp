@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "cli/common.hpp"
-#include "runner/casefiles.hpp"
-#include "runner/report.hpp"
-#include "runner/safetensors.hpp"
+#include "interop/casefiles.hpp"
+#include "report/report.hpp"
+#include "interop/safetensors.hpp"
 
 namespace pacheck::cli {
 

@@ -14,7 +14,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
-#include "runner/isolate.hpp"
+#include "exec/isolate.hpp"
 
 namespace pacheck::cli {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/runner.hpp"
+#include "exec/runner.hpp"
 
 namespace pacheck::cli {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cli/common.hpp"
-#include "runner/report.hpp"
+#include "report/report.hpp"
 
 int main(int argc, char** argv) {
   using namespace pacheck::cli;

@@ -3,7 +3,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "kernels/layouts/pager.hpp"
+#include "paging/pager.hpp"
 
 namespace pacheck {
 

@@ -7,19 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "faults/fault.hpp"
-#include "oracle/case.hpp"
+#include "core/case.hpp"
+#include "core/cell.hpp"
+#include "faults/inject.hpp"
 #include "pacheck/kernel_abi.h"
 
 namespace pacheck {
-
-/// One unit of a suite: a case and the fault injected into its cache.
-struct Cell {
-  Case c;
-  FaultSpec fault;
-  /// "<case id> <fault id>", e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail".
-  std::string id() const { return c.id() + " " + fault.id(); }
-};
 
 /// Answer to "can you run this case?": ok, or declined with a reason naming the unsupported field.
 struct Support {

@@ -12,7 +12,7 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/digest.hpp"
+#include "core/digest.hpp"
 
 namespace pacheck {
 

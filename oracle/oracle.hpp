@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "oracle/case.hpp"
+#include "core/case.hpp"
 #include "oracle/tensors.hpp"
 
 namespace pacheck {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "oracle/case.hpp"
+#include "core/case.hpp"
 
 namespace pacheck {
 

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "faults/fault.hpp"
-#include "oracle/comparator.hpp"
+#include "faults/inject.hpp"
+#include "judge/comparator.hpp"
 
 namespace pacheck::prop {
 namespace {

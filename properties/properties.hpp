@@ -14,7 +14,7 @@
 
 #include "kernels/backend.hpp"
 #include "properties/generators.hpp"
-#include "runner/runner.hpp"
+#include "exec/runner.hpp"
 
 namespace pacheck::prop {
 

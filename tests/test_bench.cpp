@@ -1,9 +1,9 @@
 // pacheck bench on the CPU path: rows in suite order, streamed as they finish, with the preparation of later
-// cases running ahead of the timing (runner/bench.cpp).
+// cases running ahead of the timing (bench/bench.cpp).
 #include <gtest/gtest.h>
 
-#include "runner/bench.hpp"
-#include "runner/suite.hpp"
+#include "bench/bench.hpp"
+#include "suites/suite.hpp"
 
 namespace pacheck {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "oracle/case.hpp"
+#include "core/case.hpp"
 
 namespace pacheck {
 namespace {

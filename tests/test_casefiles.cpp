@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runner/casefiles.hpp"
-#include "runner/safetensors.hpp"
+#include "interop/casefiles.hpp"
+#include "interop/safetensors.hpp"
 
 namespace pacheck {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "oracle/comparator.hpp"
+#include "judge/comparator.hpp"
 #include "oracle/oracle.hpp"
 
 namespace pacheck {

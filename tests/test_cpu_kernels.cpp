@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kernels/backend.hpp"
-#include "runner/runner.hpp"
+#include "exec/runner.hpp"
 
 namespace pacheck {
 namespace {

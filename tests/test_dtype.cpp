@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "oracle/dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace pacheck {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "faults/fault.hpp"
+#include "faults/inject.hpp"
 #include "kernels/kernel.hpp"
 #include "oracle/tensors.hpp"
 

@@ -1,4 +1,4 @@
-// fp8 encodings (oracle/fp8.hpp): every code decoded and re-encoded, round-to-nearest-even against a
+// fp8 encodings (core/fp8.hpp): every code decoded and re-encoded, round-to-nearest-even against a
 // brute-force nearest search, saturation, NaN/Inf, the DType plumbing and the poison-pattern table.
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <limits>
 #include <vector>
 
-#include "faults/fault.hpp"
-#include "oracle/dtype.hpp"
-#include "oracle/fp8.hpp"
+#include "faults/inject.hpp"
+#include "core/dtype.hpp"
+#include "core/fp8.hpp"
 
 namespace pacheck {
 namespace {

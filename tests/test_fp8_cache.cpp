@@ -7,10 +7,10 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/layouts/pager.hpp"
-#include "oracle/fp8.hpp"
-#include "runner/report.hpp"
-#include "runner/runner.hpp"
+#include "paging/pager.hpp"
+#include "core/fp8.hpp"
+#include "report/report.hpp"
+#include "exec/runner.hpp"
 
 namespace pacheck {
 namespace {

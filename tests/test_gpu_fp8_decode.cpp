@@ -1,6 +1,6 @@
 // The fp8 decode of the GPU kernels (kernels/gpu/fp8.hpp), compiled here by the host compiler: the same
 // bit arithmetic nvcc and hipcc compile into the kernels, checked without a GPU against the oracle's decode
-// (oracle/fp8.cpp) for all 256 codes of every encoding, bit for bit (NaN codes: the quiet NaN 0x7FC00000).
+// (core/fp8.cpp) for all 256 codes of every encoding, bit for bit (NaN codes: the quiet NaN 0x7FC00000).
 // The device path (16-byte load + expand16) is checked in tests/test_gpu_kernels.cpp where a GPU exists.
 // Also checks the P.V lane split the fp8 instantiations use (one 16-token vector per lane-row).
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "kernels/gpu/fp8.hpp"
 #include "kernels/gpu/lane_math.hpp"
-#include "oracle/fp8.hpp"
+#include "core/fp8.hpp"
 
 namespace pacheck::gpu {
 namespace {

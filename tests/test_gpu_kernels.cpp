@@ -13,7 +13,7 @@
 //  - fp8 KV caches (docs/FP8.md): gpu.paged_v1/v2 and gpu.warp_split/_gqa accept e4m3fn, e4m3fnuz and e5m2
 //    with bf16/f16 query and output and decline anything else with a reason (no device needed); on a
 //    device, the decode of all 256 codes per encoding through the kernels' load16 + expand16 path equals
-//    oracle/fp8.cpp bit for bit, the kernels agree with the oracle under per-head and per-tensor scales
+//    core/fp8.cpp bit for bit, the kernels agree with the oracle under per-head and per-tensor scales
 //    (the warp-split kernels in both their basic and pipelined forms), gpu.paged_v1_tail_fault is caught
 //    exactly on NaN/Inf V-tail poison (e4m3fnuz's 0x7F = 240 is finite and stays harmless), and poison past
 //    seq_len leaves the warp-split kernels' output bitwise unchanged.
@@ -36,13 +36,13 @@
 
 #include <sys/wait.h>
 
-#include "faults/fault.hpp"
+#include "faults/inject.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/kernel.hpp"
-#include "kernels/layouts/layout.hpp"
-#include "oracle/comparator.hpp"
-#include "oracle/fp8.hpp"
-#include "runner/runner.hpp"
+#include "paging/layout.hpp"
+#include "judge/comparator.hpp"
+#include "core/fp8.hpp"
+#include "exec/runner.hpp"
 #ifdef PACHECK_HAVE_GPU
 #include "kernels/gpu/launch.hpp"
 #endif

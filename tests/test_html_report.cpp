@@ -11,9 +11,9 @@
 #include <fstream>
 #include <regex>
 
-#include "runner/html_report.hpp"
-#include "runner/reports.hpp"
-#include "runner/svg.hpp"
+#include "report/html_report.hpp"
+#include "report/reports.hpp"
+#include "report/svg.hpp"
 
 namespace pacheck {
 namespace {

@@ -14,9 +14,9 @@
 #include <set>
 #include <thread>
 
-#include "runner/isolate.hpp"
-#include "runner/report.hpp"
-#include "runner/reports.hpp"
+#include "exec/isolate.hpp"
+#include "report/report.hpp"
+#include "report/reports.hpp"
 
 namespace pacheck {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/layouts/pager.hpp"
+#include "paging/pager.hpp"
 
 namespace pacheck {
 namespace {

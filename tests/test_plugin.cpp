@@ -10,10 +10,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/digest.hpp"
+#include "core/digest.hpp"
 #include "kernels/plugin.hpp"
-#include "runner/runner.hpp"
-#include "runner/suite.hpp"
+#include "exec/runner.hpp"
+#include "suites/suite.hpp"
 
 namespace pacheck {
 namespace {

@@ -13,8 +13,8 @@
 #include <set>
 #include <thread>
 
-#include "runner/report.hpp"
-#include "runner/reports.hpp"
+#include "report/report.hpp"
+#include "report/reports.hpp"
 
 namespace pacheck {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
-#include "runner/runner.hpp"
+#include "exec/runner.hpp"
 
 namespace pacheck {
 namespace {

@@ -4,7 +4,8 @@
 
 #include <sstream>
 
-#include "runner/suite.hpp"
+#include "suites/suite.hpp"
+#include "kernels/kernel.hpp"
 
 namespace pacheck {
 namespace {
@@ -179,9 +180,9 @@ TEST(SuiteCells, NativeLayoutResolvesPerKernel) {
   const Suite s = parse_suite(kGood, "good.toml");
   ASSERT_TRUE(s.cells[0].native_layout);
   const KernelPtr ref = Registry::global().find("cpu.reference");
-  EXPECT_EQ(s.cells[0].for_kernel(*ref).c.layout, ref->layouts().front());
+  EXPECT_EQ(s.cells[0].for_layouts(ref->layouts()).c.layout, ref->layouts().front());
   const Suite pinned = parse_suite(std::string(kGood) + "layouts = \"hnd\"\n", "p.toml");
-  EXPECT_EQ(pinned.cells[0].for_kernel(*ref).c.layout, Layout::hnd);
+  EXPECT_EQ(pinned.cells[0].for_layouts(ref->layouts()).c.layout, Layout::hnd);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
     pacheck score --cases cases --outputs outs         # verdicts, report and exit code, as `pacheck run`
 
 For every entry of manifest.json "files" this reads the case file (safetensors: query, key_cache,
-value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale; runner/casefiles.hpp documents shapes,
+value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale; interop/casefiles.hpp documents shapes,
 layouts and strides), computes one paged decode-attention step over the PAGED cache -- it follows
 block_tables into the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
 OUTPUTS/<same file name> holding one tensor "out" [num_seqs, num_heads, head_size] in the case's out dtype.

@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/layouts/layout.hpp"
-#include "oracle/dtype.hpp"
-#include "oracle/fp8.hpp"
+#include "paging/layout.hpp"
+#include "core/dtype.hpp"
+#include "core/fp8.hpp"
 
 namespace pacheck::cpu {
 

@@ -131,7 +131,7 @@ class Reference final : public CpuKernel {
   bool head0_scales_;
 };
 
-/// cpu.reference called with the K and V scales of one KV head replaced (faults/fault.hpp ScaleFault):
+/// cpu.reference called with the K and V scales of one KV head replaced (faults/inject.hpp ScaleFault):
 /// the kernel is right, the scales it is given are not, as when a scale is left out on one code path.
 class ScaleFaultKernel final : public CpuKernel {
  public:

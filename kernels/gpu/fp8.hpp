@@ -1,10 +1,10 @@
 // fp8 KV-cache elements of the GPU decode kernels: the three encodings as distinct one-byte element types and
 // their exact decode to fp32 by bit arithmetic (no table, no runtime intrinsic), so the same functions
 // compile with nvcc, hipcc and the host compiler. tests/test_gpu_fp8_decode.cpp checks them on the CPU for
-// all 256 codes of every encoding against oracle/fp8.cpp; tests/test_gpu_kernels.cpp checks the device
+// all 256 codes of every encoding against core/fp8.cpp; tests/test_gpu_kernels.cpp checks the device
 // path (16-byte load + expand16) the kernels use.
 //
-// Encodings (docs/FP8.md has the table; oracle/fp8.hpp the reference):
+// Encodings (docs/FP8.md has the table; core/fp8.hpp the reference):
 //   e4m3fn    1/4/3, bias 7:  NaN 0x7F and 0xFF, no Inf, -0 is 0x80, largest 0x7E = 448.
 //   e4m3fnuz  1/4/3, bias 8:  NaN 0x80 only, no Inf, no -0, largest 0x7F = 240.
 //   e5m2      1/5/2, bias 15: Inf 0x7C/0xFC, NaN 0x7D-0x7F and 0xFD-0xFF, -0 is 0x80, largest 0x7B = 57344.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "faults/fault.hpp"
+#include "faults/inject.hpp"
 #include "kernels/gpu/launch.hpp"
 #include "kernels/kernel.hpp"
 

@@ -34,7 +34,7 @@
 
 #include "kernels/gpu/attention_common.cuh"
 #include "kernels/gpu/fp8.hpp"
-#include "kernels/layouts/layout.hpp"
+#include "paging/layout.hpp"
 
 namespace pacheck::gpu {
 namespace {

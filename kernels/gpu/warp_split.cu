@@ -116,7 +116,7 @@ struct RowSplit {
 
 // K/V row addressing of KV head g in the nhd layout, hoisted out of the token loops: the row of (phys,
 // slot) starts kb * phys + kslot * slot bytes past the bases (the lane's element d0 of block 0, slot 0).
-// The offsets are key_offset / value_offset's (kernels/layouts/layout.hpp) with g and d0 folded into the
+// The offsets are key_offset / value_offset's (paging/layout.hpp) with g and d0 folded into the
 // bases and the strides in bytes; the launcher checks that block strides fit in 32 unsigned bits and a
 // block's slot offsets in 31 (both non-negative), so a row's address is two wide multiply-adds instead of
 // four 64-bit products. In the SASS of the bf16 head-128 basic form (nvcc 13.0, sm_90) this took the

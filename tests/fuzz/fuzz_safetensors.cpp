@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "runner/safetensors.hpp"
+#include "interop/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

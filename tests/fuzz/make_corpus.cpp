@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "runner/safetensors.hpp"
+#include "interop/safetensors.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -1,0 +1,316 @@
+#include "core/case.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace pacheck {
+
+namespace {
+const Case kDefaults{};  // not constexpr: std::vector is not a constant expression in GCC 12
+}
+
+std::string_view layout_name(Layout l) {
+  switch (l) {
+    case Layout::vllm: return "vllm";
+    case Layout::nhd: return "nhd";
+    case Layout::hnd: return "hnd";
+  }
+  return "?";
+}
+
+Layout parse_layout(std::string_view s) {
+  if (s == "vllm") return Layout::vllm;
+  if (s == "nhd") return Layout::nhd;
+  if (s == "hnd") return Layout::hnd;
+  throw std::invalid_argument("unknown layout '" + std::string(s) + "' (expected vllm, nhd or hnd)");
+}
+
+int layout_vector_width(Layout l, DType kv_dtype) {
+  return l == Layout::vllm ? static_cast<int>(16 / dtype_size(kv_dtype)) : 1;
+}
+
+std::string_view dist_name(Dist d) {
+  switch (d) {
+    case Dist::uniform: return "uniform";
+    case Dist::normal: return "normal";
+    case Dist::peaked: return "peaked";
+    case Dist::extreme: return "extreme";
+  }
+  return "?";
+}
+
+Dist parse_dist(std::string_view s) {
+  if (s == "uniform") return Dist::uniform;
+  if (s == "normal") return Dist::normal;
+  if (s == "peaked") return Dist::peaked;
+  if (s == "extreme") return Dist::extreme;
+  throw std::invalid_argument("unknown distribution '" + std::string(s) +
+                              "' (expected uniform, normal, peaked or extreme)");
+}
+
+std::vector<float> KvScale::resolve(int num_kv_heads) const {
+  const auto G = static_cast<std::size_t>(std::max(num_kv_heads, 0));
+  if (range) {
+    std::vector<float> out(G);
+    const double a = range->first, b = range->second;
+    for (std::size_t g = 0; g < G; ++g)
+      out[g] = static_cast<float>(G == 1 ? a : a + (b - a) * static_cast<double>(g) / static_cast<double>(G - 1));
+    return out;
+  }
+  if (values.empty()) return std::vector<float>(G, 1.0f);
+  if (values.size() == 1) return std::vector<float>(G, values[0]);
+  return values;
+}
+
+std::string KvScale::text() const {
+  if (range) return fmt::format("{}~{}", range->first, range->second);
+  if (values.empty()) return "1";
+  return fmt::format("{}", fmt::join(values, ","));
+}
+
+namespace {
+float parse_float(std::string_view t, std::string_view whole) {
+  float v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc() || p != t.data() + t.size())
+    throw std::invalid_argument(fmt::format("'{}' in scale '{}' is not a number", t, whole));
+  return v;
+}
+}  // namespace
+
+KvScale KvScale::parse(std::string_view text) {
+  KvScale k;
+  if (const auto tilde = text.find('~'); tilde != std::string_view::npos) {
+    k.range = std::pair{parse_float(text.substr(0, tilde), text), parse_float(text.substr(tilde + 1), text)};
+    return k;
+  }
+  while (true) {
+    const auto comma = text.find(',');
+    k.values.push_back(parse_float(text.substr(0, comma), text));
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);
+  }
+  return k;
+}
+
+CaseError::CaseError(std::string f, std::string r)
+    : std::invalid_argument(fmt::format("{}: {}", f, r)), field(std::move(f)), reason(std::move(r)) {}
+
+FieldBounds field_bounds(std::string_view field) {
+  constexpr long long kIntMax = std::numeric_limits<int>::max();
+  if (field == "num_heads" || field == "num_kv_heads") return {1, 1024};
+  if (field == "head_size") return {1, 1024};
+  if (field == "block_size") return {1, 65536};
+  if (field == "seq_lens") return {1, 1 << 24};
+  if (field == "spare_blocks") return {1, kIntMax};
+  if (field == "padding_columns") return {0, 65536};
+  if (field == "padding_target") return {-1, kIntMax - 1};
+  throw std::logic_error(fmt::format("field_bounds: '{}' is not an integer field of a case", field));
+}
+
+int checked_field(std::string_view field, long long v) {
+  const FieldBounds b = field_bounds(field);
+  if (v < b.lo || v > b.hi) throw CaseError(std::string(field), fmt::format("{} is out of range [{}, {}]", v, b.lo, b.hi));
+  return static_cast<int>(v);
+}
+
+std::uint64_t parse_seed(std::string_view text) {
+  const bool digits = !text.empty() && std::all_of(text.begin() + (text.front() == '-' ? 1 : 0), text.end(),
+                                                   [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!digits || text == "-")
+    throw CaseError("seed", fmt::format("'{}' is not an unsigned 64-bit integer", text));
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.front() == '-' || ec != std::errc() || p != text.data() + text.size())
+    throw CaseError("seed", fmt::format("{} is out of range [0, {}]", text, std::numeric_limits<std::uint64_t>::max()));
+  return v;
+}
+
+float Case::effective_scale() const {
+  return scale ? *scale : 1.0f / std::sqrt(static_cast<float>(head_size));
+}
+
+bool Case::straddles() const {
+  for (int len : seq_lens)
+    if (len % block_size != 0) return true;
+  return false;
+}
+
+void Case::validate() const {
+  if (num_heads < 1) throw CaseError("num_heads", fmt::format("must be >= 1, got {}", num_heads));
+  if (num_kv_heads < 1) throw CaseError("num_kv_heads", fmt::format("must be >= 1, got {}", num_kv_heads));
+  if (num_heads % num_kv_heads != 0)
+    throw CaseError("num_heads", fmt::format("{} is not a multiple of num_kv_heads {}", num_heads, num_kv_heads));
+  if (head_size < 1) throw CaseError("head_size", fmt::format("must be >= 1, got {}", head_size));
+  const int vw = layout_vector_width(layout, kv_dtype);
+  if (head_size % vw != 0)
+    throw CaseError("head_size", fmt::format("{} is not a multiple of the {} layout's vector width {} for {}",
+                                             head_size, layout_name(layout), vw, dtype_name(kv_dtype)));
+  if (block_size < 1) throw CaseError("block_size", fmt::format("must be >= 1, got {}", block_size));
+  if (seq_lens.empty()) throw CaseError("seq_lens", "needs at least one sequence");
+  for (std::size_t i = 0; i < seq_lens.size(); ++i)
+    if (seq_lens[i] < 1)
+      throw CaseError("seq_lens", fmt::format("seq_len of sequence {} is {}, must be >= 1", i, seq_lens[i]));
+  if (scale && !(std::isfinite(*scale) && *scale > 0))
+    throw CaseError("scale", fmt::format("must be finite and > 0, got {}", *scale));
+  for (auto [t, field] : {std::pair{q_dtype, "q_dtype"}, std::pair{out_dtype, "out_dtype"}})
+    if (is_fp8(t))
+      throw CaseError(field, fmt::format("{} is a KV-cache dtype only; query and output must be f32, f16 or bf16",
+                                         dtype_name(t)));
+  for (auto [ks, field] : {std::pair{&k_scale, "k_scale"}, std::pair{&v_scale, "v_scale"}}) {
+    if (ks->is_default()) continue;
+    if (!is_fp8(kv_dtype))
+      throw CaseError(field, fmt::format("only fp8 KV caches take scales; kv_dtype is {}", dtype_name(kv_dtype)));
+    std::vector<float> given = ks->values;
+    if (ks->range) given = {ks->range->first, ks->range->second};
+    for (float v : given)
+      if (!(std::isfinite(v) && v > 0)) throw CaseError(field, fmt::format("{} must be finite and > 0, got {}", ks->text(), v));
+    if (!ks->range && ks->values.size() != 1 && ks->values.size() != static_cast<std::size_t>(num_kv_heads))
+      throw CaseError(field, fmt::format("{} values for {} KV heads: give 1 (per tensor) or {} (per KV head)",
+                                         ks->values.size(), num_kv_heads, num_kv_heads));
+  }
+  if (spare_blocks < 1) throw CaseError("spare_blocks", fmt::format("must be >= 1, got {}", spare_blocks));
+  if (padding_columns < 0)
+    throw CaseError("padding_columns", fmt::format("must be >= 0, got {}", padding_columns));
+  // The caps (field_bounds) on sizes a case cannot meaningfully exceed; the lower bounds are checked above.
+  checked_field("num_heads", num_heads);
+  checked_field("num_kv_heads", num_kv_heads);
+  checked_field("head_size", head_size);
+  checked_field("block_size", block_size);
+  for (int len : seq_lens) checked_field("seq_lens", len);
+  checked_field("padding_columns", padding_columns);
+  long long needed = 0;
+  for (int s = 0; s < num_seqs(); ++s) needed += blocks_for(s);
+  const long long pool = needed + spare_blocks;
+  if (pool > (1LL << 31) - 1) throw CaseError("seq_lens", "the pool would need more than 2^31 blocks");
+  if (padding_target < -1 || padding_target >= pool)
+    throw CaseError("padding_target",
+                    fmt::format("{} is not -1 or a physical block in [0, {})", padding_target, pool));
+}
+
+std::string Case::id() const {
+  std::string out = fmt::format("h{}/{} d{} bs{} {}", num_heads, num_kv_heads, head_size, block_size,
+                                dtype_name(kv_dtype));
+  if (q_dtype != kv_dtype) out += fmt::format(" q={}", dtype_name(q_dtype));
+  if (out_dtype != kv_dtype) out += fmt::format(" o={}", dtype_name(out_dtype));
+  out += " ctx";
+  for (std::size_t i = 0; i < seq_lens.size(); ++i) out += fmt::format("{}{}", i ? "," : "", seq_lens[i]);
+  out += fmt::format(" {} seed{}", layout_name(layout), seed);
+  if (dist != kDefaults.dist) out += fmt::format(" dist={}", dist_name(dist));
+  if (scale) out += fmt::format(" scale={}", *scale);
+  if (!k_scale.is_default()) out += fmt::format(" ks={}", k_scale.text());
+  if (!v_scale.is_default()) out += fmt::format(" vs={}", v_scale.text());
+  if (spare_blocks != kDefaults.spare_blocks) out += fmt::format(" spare={}", spare_blocks);
+  if (padding_columns != kDefaults.padding_columns) out += fmt::format(" padcols={}", padding_columns);
+  if (padding_target != kDefaults.padding_target) out += fmt::format(" padto={}", padding_target);
+  return out;
+}
+
+namespace {
+
+/// An integer field of an id: range-checked against field_bounds() before it is narrowed to int, so
+/// "ctx4294967396" is an error rather than ctx100.
+int to_int(std::string_view text, std::string_view field) {
+  long long v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range && p == text.data() + text.size()) {
+    const FieldBounds b = field_bounds(field);
+    throw CaseError(std::string(field), fmt::format("{} is out of range [{}, {}]", text, b.lo, b.hi));
+  }
+  if (ec != std::errc() || p != text.data() + text.size())
+    throw CaseError(std::string(field), fmt::format("'{}' is not an integer", text));
+  return checked_field(field, v);
+}
+
+}  // namespace
+
+Case parse_case_id(const std::string& id) {
+  Case c;
+  std::istringstream in(id);
+  std::string tok;
+  bool have_heads = false, have_ctx = false;
+  auto dtype_of = [](std::string_view v, const char* field) {
+    try {
+      return parse_dtype(v);
+    } catch (const std::invalid_argument& e) {
+      throw CaseError(field, e.what());
+    }
+  };
+  while (in >> tok) {
+    std::string_view t = tok;
+    if (t.starts_with("h") && t.find('/') != std::string_view::npos) {
+      auto slash = t.find('/');
+      c.num_heads = to_int(t.substr(1, slash - 1), "num_heads");
+      c.num_kv_heads = to_int(t.substr(slash + 1), "num_kv_heads");
+      have_heads = true;
+    } else if (t.starts_with("bs")) {
+      c.block_size = to_int(t.substr(2), "block_size");
+    } else if (t.starts_with("d") && t.size() > 1 && std::isdigit(static_cast<unsigned char>(t[1]))) {
+      c.head_size = to_int(t.substr(1), "head_size");
+    } else if (t.starts_with("ctx")) {
+      c.seq_lens.clear();
+      std::string_view rest = t.substr(3);
+      while (!rest.empty()) {
+        auto comma = rest.find(',');
+        c.seq_lens.push_back(to_int(rest.substr(0, comma), "seq_lens"));
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      }
+      have_ctx = true;
+    } else if (t.starts_with("seed")) {
+      c.seed = parse_seed(t.substr(4));
+    } else if (t.starts_with("q=")) {
+      c.q_dtype = dtype_of(t.substr(2), "q_dtype");
+    } else if (t.starts_with("o=")) {
+      c.out_dtype = dtype_of(t.substr(2), "out_dtype");
+    } else if (t.starts_with("dist=")) {
+      try {
+        c.dist = parse_dist(t.substr(5));
+      } catch (const std::invalid_argument& e) {
+        throw CaseError("dist", e.what());
+      }
+    } else if (t.starts_with("scale=")) {
+      try {
+        c.scale = std::stof(std::string(t.substr(6)));
+      } catch (const std::exception&) {
+        throw CaseError("scale", fmt::format("'{}' is not a number", t.substr(6)));
+      }
+    } else if (t.starts_with("ks=") || t.starts_with("vs=")) {
+      const char* field = t[0] == 'k' ? "k_scale" : "v_scale";
+      try {
+        (t[0] == 'k' ? c.k_scale : c.v_scale) = KvScale::parse(t.substr(3));
+      } catch (const std::invalid_argument& e) {
+        throw CaseError(field, e.what());
+      }
+    } else if (t.starts_with("spare=")) {
+      c.spare_blocks = to_int(t.substr(6), "spare_blocks");
+    } else if (t.starts_with("padcols=")) {
+      c.padding_columns = to_int(t.substr(8), "padding_columns");
+    } else if (t.starts_with("padto=")) {
+      c.padding_target = to_int(t.substr(6), "padding_target");
+    } else if (t == "vllm" || t == "nhd" || t == "hnd") {
+      c.layout = parse_layout(t);
+    } else {
+      // The KV dtype token carries no prefix; anything else is an error.
+      try {
+        DType kv = parse_dtype(t);
+        bool q_same = c.q_dtype == c.kv_dtype, o_same = c.out_dtype == c.kv_dtype;
+        c.kv_dtype = kv;
+        if (q_same) c.q_dtype = kv;
+        if (o_same) c.out_dtype = kv;
+      } catch (const std::invalid_argument&) {
+        throw CaseError("case id", fmt::format("unrecognised token '{}' in '{}'", t, id));
+      }
+    }
+  }
+  if (!have_heads) throw CaseError("case id", fmt::format("no 'hQ/KV' heads token in '{}'", id));
+  if (!have_ctx) throw CaseError("case id", fmt::format("no 'ctxN[,N...]' token in '{}'", id));
+  c.validate();
+  return c;
+}
+
+}  // namespace pacheck

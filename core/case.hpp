@@ -1,0 +1,138 @@
+// The decode case: the shape, dtypes, layout, lengths and seed of one paged-attention decode call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace pacheck {
+
+/// Paged KV-cache layout. Shapes are documented on `pacheck_layout` in include/pacheck/kernel_abi.h.
+enum class Layout : std::uint8_t {
+  vllm = PACHECK_LAYOUT_VLLM,
+  nhd = PACHECK_LAYOUT_NHD,
+  hnd = PACHECK_LAYOUT_HND,
+};
+std::string_view layout_name(Layout l);
+/// Parses "vllm", "nhd" or "hnd"; throws std::invalid_argument otherwise.
+Layout parse_layout(std::string_view s);
+/// Elements per packed vector of the layout's key cache: x = 16 bytes / element size for `vllm`, 1 for
+/// `nhd` and `hnd`. head_size must be a multiple of it.
+int layout_vector_width(Layout l, DType kv_dtype);
+
+/// Distribution of the pre-paging Q, K and V values.
+///  - uniform: U(-1, 1) for Q, K and V.
+///  - normal:  N(0, 1) for Q, K and V.
+///  - peaked:  Q in [0.5, 1.5], K ~ N(0, 0.3) except a few "hot" keys per sequence and KV head set to +3,
+///             so attention concentrates on them (logit gap of ~3 * sqrt(head_size)).
+///  - extreme: Q = +-64 and K = +-64 with random signs, so logits spread to about +-4e3*sqrt(head_size)
+///             in both signs; V = +-[0.25, 0.5] x min(largest finite value of the KV and output dtypes, 3e38),
+///             about 0.22-0.44 of the maximum for bf16 and f32. fp8 KV: the KV term is the encoding's max x
+///             the head's V scale, so V fills the fp8 range without saturating.
+enum class Dist : std::uint8_t { uniform, normal, peaked, extreme };
+std::string_view dist_name(Dist d);
+/// Parses a name written by dist_name(); throws std::invalid_argument otherwise.
+Dist parse_dist(std::string_view s);
+
+/// Dequantisation scale of an fp8 K or V cache: the stored code c of KV head g means
+/// fp8_decode(c) * scale_g (fp32 product). Three forms, with the id text after "ks=" / "vs=":
+///  - per tensor: `values` holds one value for every head ("0.5");
+///  - per KV head, explicit: `values` holds num_kv_heads values, head 0 first ("0.5,1,2,4");
+///  - per KV head, range: `range` = {first, last}, spaced linearly from head 0 to head num_kv_heads - 1,
+///    scale_g = first + (last - first) * g / (num_kv_heads - 1) in double, rounded to fp32 ("0.3~3").
+/// The default (no values, no range) is per tensor 1 and is left out of ids. Only fp8 caches take
+/// scales other than the default.
+struct KvScale {
+  std::vector<float> values;
+  std::optional<std::pair<float, float>> range;
+
+  bool is_default() const { return values.empty() && !range; }
+  /// True when kernels get a per-head array (pacheck_kernel_args::k_scales_per_head).
+  bool per_head() const { return range.has_value() || values.size() > 1; }
+  /// The scale of each KV head, [num_kv_heads] (all equal for a per-tensor scale).
+  std::vector<float> resolve(int num_kv_heads) const;
+  /// The id text ("0.5", "0.5,1,2,4", "0.3~3"); "1" for the default.
+  std::string text() const;
+  /// Parses text(); throws std::invalid_argument naming the text.
+  static KvScale parse(std::string_view text);
+  bool operator==(const KvScale&) const = default;
+};
+
+/// A bad value in a case. `field` is the case field's name (e.g. "num_kv_heads"), `reason` why it is bad.
+struct CaseError : std::invalid_argument {
+  CaseError(std::string field, std::string reason);
+  std::string field, reason;
+};
+
+/// Inclusive bounds of an integer field of a Case. validate() enforces them; the parsers of suite files and
+/// case ids check a wider integer against them before narrowing it to int, so 4294967396 is rejected
+/// rather than wrapped to 100. The upper bounds are caps on what a decode case can meaningfully ask for
+/// (and what the host can allocate), not limits of any kernel:
+///  - num_heads, num_kv_heads: [1, 1024]
+///  - head_size: [1, 1024]
+///  - block_size: [1, 65536]
+///  - seq_lens (each sequence): [1, 16777216] (16M tokens)
+///  - spare_blocks: [1, 2^31 - 1]; padding_columns: [0, 65536]; padding_target: [-1, 2^31 - 2]
+///    (validate() also needs padding_target < pool size and the pool below 2^31 blocks)
+///  - seed: [0, 2^64 - 1]
+struct FieldBounds {
+  long long lo, hi;
+};
+/// The bounds of the integer field `field` ("num_heads", "num_kv_heads", "head_size", "block_size",
+/// "seq_lens", "spare_blocks", "padding_columns", "padding_target"); throws std::logic_error for another name.
+FieldBounds field_bounds(std::string_view field);
+/// `v` as an int after checking it against field_bounds(field); throws CaseError(field, "V is out of range
+/// [LO, HI]").
+int checked_field(std::string_view field, long long v);
+/// Parses a seed as a case id writes it: decimal digits only, in [0, 2^64 - 1]. Throws CaseError("seed", ...)
+/// saying whether the text is not a number, negative or too large.
+std::uint64_t parse_seed(std::string_view text);
+
+/// One decode call. `seq_lens.size()` is num_seqs. Paging options say how the pager lays the pool out.
+struct Case {
+  int num_heads = 32;     ///< query heads
+  int num_kv_heads = 8;   ///< KV heads (GQA ratio = num_heads / num_kv_heads)
+  int head_size = 128;    ///< elements per head
+  int block_size = 16;    ///< tokens per KV block
+  std::vector<int> seq_lens{4090};  ///< context tokens per sequence, each >= 1
+  std::optional<float> scale;       ///< softmax scale; default 1/sqrt(head_size)
+  DType q_dtype = DType::bf16;
+  DType kv_dtype = DType::bf16;
+  DType out_dtype = DType::bf16;
+  Layout layout = Layout::nhd;
+  std::uint64_t seed = 7;
+  Dist dist = Dist::normal;
+  KvScale k_scale;  ///< fp8 KV only: dequantisation scale of the key cache
+  KvScale v_scale;  ///< fp8 KV only: dequantisation scale of the value cache
+
+  // Paging of the pool (see paging/pager.hpp).
+  int spare_blocks = 3;        ///< blocks in the pool beyond those the sequences need (>= 1)
+  int padding_columns = 2;     ///< block-table columns past the longest sequence's last block (>= 0)
+  int padding_target = -1;     ///< physical block padding entries point at; -1 = a dedicated spare block
+
+  int num_seqs() const { return static_cast<int>(seq_lens.size()); }
+  int gqa_ratio() const { return num_heads / num_kv_heads; }
+  float effective_scale() const;
+  /// Blocks sequence `s` occupies: ceil(seq_lens[s] / block_size).
+  int blocks_for(int s) const { return (seq_lens[s] + block_size - 1) / block_size; }
+  /// True when some sequence ends inside a block (seq_len % block_size != 0).
+  bool straddles() const;
+
+  /// Checks every field; throws CaseError naming the first bad field and why.
+  void validate() const;
+
+  /// Stable, human-readable id, e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7". It is also the filter
+  /// key and the name printed in reports. Non-default dtypes per tensor, distribution and paging options
+  /// are appended ("q=f32", "dist=peaked", "pad=5", "ks=0.3~3"), so two different cases never share an id.
+  std::string id() const;
+};
+
+/// Parses an id written by Case::id() back into a Case (used by `pacheck repro`).
+/// Throws CaseError naming the token that could not be read.
+Case parse_case_id(const std::string& id);
+
+}  // namespace pacheck

@@ -1,0 +1,129 @@
+#include "core/dtype.hpp"
+
+#include <Eigen/Core>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "core/fp8.hpp"
+
+namespace pacheck {
+
+namespace {
+Fp8 fp8_of(DType t) { return static_cast<Fp8>(static_cast<std::uint8_t>(t)); }  // same codes
+}  // namespace
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz:
+    case DType::fp8_e5m2: return 1;
+  }
+  throw std::invalid_argument("dtype_size: unknown dtype");
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::fp8_e4m3fn: return "fp8_e4m3fn";
+    case DType::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
+    case DType::fp8_e5m2: return "fp8_e5m2";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view s) {
+  if (s == "f32" || s == "fp32" || s == "float32") return DType::f32;
+  if (s == "f16" || s == "fp16" || s == "float16") return DType::f16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  if (s == "fp8_e4m3fn" || s == "float8_e4m3fn") return DType::fp8_e4m3fn;
+  if (s == "fp8_e4m3fnuz" || s == "float8_e4m3fnuz") return DType::fp8_e4m3fnuz;
+  if (s == "fp8_e5m2" || s == "float8_e5m2") return DType::fp8_e5m2;
+  throw std::invalid_argument("unknown dtype '" + std::string(s) +
+                              "' (expected f32, f16, bf16, fp8_e4m3fn, fp8_e4m3fnuz or fp8_e5m2)");
+}
+
+double dtype_max_finite(DType t) {
+  switch (t) {
+    case DType::f32: return std::numeric_limits<float>::max();
+    case DType::f16: return 65504.0;
+    case DType::bf16: return static_cast<double>(std::bit_cast<float>(0x7F7F0000u));
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz:
+    case DType::fp8_e5m2: return fp8_format(fp8_of(t)).max_finite;
+  }
+  return 0;
+}
+
+std::uint32_t to_bits(float v, DType t) {
+  switch (t) {
+    case DType::f32: return std::bit_cast<std::uint32_t>(v);
+    case DType::f16: return Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(v));
+    case DType::bf16: return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(v));
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz:
+    case DType::fp8_e5m2: return fp8_encode(v, fp8_of(t));
+  }
+  return 0;
+}
+
+float from_bits(std::uint32_t bits, DType t) {
+  switch (t) {
+    case DType::f32: return std::bit_cast<float>(bits);
+    case DType::f16:
+      return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(static_cast<std::uint16_t>(bits)));
+    case DType::bf16: return std::bit_cast<float>(bits << 16);  // bf16 is the top half of an fp32
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz:
+    case DType::fp8_e5m2: return fp8_decode_table(fp8_of(t))[bits & 0xFFu];
+  }
+  return 0;
+}
+
+void store_bits(void* base, std::size_t i, DType t, std::uint32_t bits) {
+  if (dtype_size(t) == 4) {
+    std::memcpy(static_cast<char*>(base) + 4 * i, &bits, 4);
+  } else if (dtype_size(t) == 1) {
+    static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(bits);
+  } else {
+    auto b16 = static_cast<std::uint16_t>(bits);
+    std::memcpy(static_cast<char*>(base) + 2 * i, &b16, 2);
+  }
+}
+
+std::uint32_t load_bits(const void* base, std::size_t i, DType t) {
+  if (dtype_size(t) == 4) {
+    std::uint32_t b;
+    std::memcpy(&b, static_cast<const char*>(base) + 4 * i, 4);
+    return b;
+  }
+  if (dtype_size(t) == 1) return static_cast<const std::uint8_t*>(base)[i];
+  std::uint16_t b16;
+  std::memcpy(&b16, static_cast<const char*>(base) + 2 * i, 2);
+  return b16;
+}
+
+void store(void* base, std::size_t i, DType t, float v) { store_bits(base, i, t, to_bits(v, t)); }
+float load(const void* base, std::size_t i, DType t) { return from_bits(load_bits(base, i, t), t); }
+
+std::uint64_t ulp_distance(float a, float b, DType t) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<std::uint64_t>::max();
+  // Map sign-magnitude bit patterns onto a monotone integer line.
+  const int bits = static_cast<int>(dtype_size(t)) * 8;
+  auto ordered = [&](float v) -> std::int64_t {
+    std::int64_t u = to_bits(v, t);
+    const std::int64_t sign = std::int64_t{1} << (bits - 1);
+    return (u & sign) ? -(u & (sign - 1)) : u;
+  };
+  std::int64_t d = ordered(a) - ordered(b);
+  return static_cast<std::uint64_t>(d < 0 ? -d : d);
+}
+
+}  // namespace pacheck

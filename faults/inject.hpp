@@ -1,0 +1,39 @@
+// Fault injection: poison values written into the unwritten regions of a paged KV cache, and faults in
+// the fp8 dequantisation scales a kernel is given.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/cell.hpp"
+#include "core/fault.hpp"
+#include "paging/pager.hpp"
+
+namespace pacheck {
+
+/// A fault in the fp8 dequantisation scales a kernel is given: the K, V or both scales of KV head `head`
+/// (-1: the last KV head) replaced by `value`. 0 is a zero scale; 1 is the scale left out on one path;
+/// anything else a wrong scale. The kernel is right and its inputs are wrong, so its output must differ
+/// from the oracle: negative controls use it (kernels/cpu cpu.fp8_scale_fault, make_cpu_scale_fault).
+/// Suite cells never carry it: every correct kernel would fail such a cell.
+struct ScaleFault {
+  Target target = Target::kv;
+  int head = -1;
+  float value = 1.0f;
+  /// e.g. "K+V:scale=1@hlast", "V:scale=0@h2".
+  std::string id() const;
+  /// Applies the fault to per-KV-head scales k and v ([num_kv_heads] each); a head past the end is a no-op.
+  void apply(std::vector<float>& k, std::vector<float>& v) const;
+};
+
+/// Writes the fault into `cache` in place and returns the number of elements written (0 for a clean
+/// spec, or when the case has no slot of that region, e.g. an aligned length and Region::tail).
+std::int64_t inject(PagedCache& cache, const FaultSpec& f);
+
+/// True when a cell's fault puts a NaN or Inf into the unwritten tail of a final V block that a kernel
+/// reading V in whole-block vectors would touch: a non-finite poison, in V (or K+V), in the tail (or all
+/// unwritten slots), of a case with a straddling length. The cells the tail-read negative controls
+/// (cpu.vector_v, gpu.paged_v1_tail_fault) must fail.
+bool poisons_v_tail(const Cell& cell);
+}  // namespace pacheck

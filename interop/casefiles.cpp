@@ -1,0 +1,487 @@
+#include "interop/casefiles.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "faults/inject.hpp"
+#include "core/digest.hpp"
+#include "core/version.hpp"
+#include "interop/safetensors.hpp"
+
+namespace pacheck {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+constexpr const char* kFormat = "pacheck-cases";
+
+/// The safetensors tag of an element type, or nullopt when the format has none (fp8 e4m3fnuz: the format
+/// knows only the OCP fp8 encodings; caches of it are stored with kv_tag's U8). Mapped by name so the
+/// export follows whatever dtypes the build has.
+std::optional<StDType> st_tag(DType t) {
+  const std::string_view n = dtype_name(t);
+  if (n == "f32") return StDType::F32;
+  if (n == "f16") return StDType::F16;
+  if (n == "bf16") return StDType::BF16;
+  if (n == "fp8_e4m3fn") return StDType::F8_E4M3;
+  if (n == "fp8_e5m2") return StDType::F8_E5M2;
+  return std::nullopt;
+}
+
+StDType st_of(DType t) {
+  if (auto tag = st_tag(t)) return *tag;
+  throw CaseFilesError(fmt::format("dtype {} has no safetensors tag", dtype_name(t)));
+}
+
+/// The tag key_cache / value_cache are stored with: st_tag, or U8 for an fp8 encoding the format cannot
+/// tag (e4m3fnuz), whose name the file's metadata key "kv_dtype" and the manifest's "kv_dtype" then give.
+std::optional<StDType> kv_tag(DType t) {
+  if (auto tag = st_tag(t)) return tag;
+  if (is_fp8(t)) return StDType::U8;
+  return std::nullopt;
+}
+StDType kv_st_of(DType t) {
+  if (auto tag = kv_tag(t)) return *tag;
+  throw CaseFilesError(fmt::format("kv dtype {} has no safetensors storage", dtype_name(t)));
+}
+
+/// Byte sizes of the buffers of one call, as run_kernel_once uploads them.
+struct Sizes {
+  std::size_t query, key_cache, value_cache, block_tables, seq_lens, out;
+  std::size_t k_scales, v_scales;  ///< [num_kv_heads] fp32 per-head scales, 0 bytes when absent
+};
+Sizes sizes_of(const pacheck_kernel_args& a) {
+  const auto S = static_cast<std::size_t>(a.num_seqs), H = static_cast<std::size_t>(a.num_heads),
+             D = static_cast<std::size_t>(a.head_size), N = static_cast<std::size_t>(a.num_blocks);
+  const std::size_t kv = dtype_size(static_cast<DType>(a.kv_dtype));
+  // The pager's pools are contiguous: dimension 0 (the block) strides over one whole block.
+  return {S * H * D * dtype_size(static_cast<DType>(a.q_dtype)),
+          N * static_cast<std::size_t>(a.k_strides[0]) * kv,
+          N * static_cast<std::size_t>(a.v_strides[0]) * kv,
+          S * static_cast<std::size_t>(a.max_blocks_per_seq) * 4,
+          S * 4,
+          S * H * D * dtype_size(static_cast<DType>(a.out_dtype)),
+          a.k_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0,
+          a.v_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0};
+}
+
+/// One input buffer of a call, in host memory.
+struct Bytes {
+  const void* p;
+  std::size_t n;
+};
+
+/// SHA-256 of the inputs of one call, in ABI order. Per-head scales take part only when present, so a
+/// case without them hashes exactly its five tensors.
+std::string hash_inputs(const std::vector<Bytes>& parts) {
+  Sha256 h;
+  for (const auto& b : parts)
+    if (b.n) h.update(b.p, b.n);
+  return h.hex();
+}
+
+/// Shapes of the pool tensors, per pacheck_layout (include/pacheck/kernel_abi.h).
+std::vector<std::int64_t> key_shape(const pacheck_kernel_args& a, int x) {
+  switch (a.layout) {
+    case PACHECK_LAYOUT_VLLM: return {a.num_blocks, a.num_kv_heads, a.head_size / x, a.block_size, x};
+    case PACHECK_LAYOUT_NHD: return {a.num_blocks, a.block_size, a.num_kv_heads, a.head_size};
+    case PACHECK_LAYOUT_HND: return {a.num_blocks, a.num_kv_heads, a.block_size, a.head_size};
+  }
+  return {};
+}
+std::vector<std::int64_t> value_shape(const pacheck_kernel_args& a) {
+  switch (a.layout) {
+    case PACHECK_LAYOUT_VLLM: return {a.num_blocks, a.num_kv_heads, a.head_size, a.block_size};
+    case PACHECK_LAYOUT_NHD: return {a.num_blocks, a.block_size, a.num_kv_heads, a.head_size};
+    case PACHECK_LAYOUT_HND: return {a.num_blocks, a.num_kv_heads, a.block_size, a.head_size};
+  }
+  return {};
+}
+
+/// A "kernel" that records what a kernel receives instead of computing: the export goes through the very
+/// path (run_kernel_once, make_args) that feeds built-in and plugin kernels, so the exported bytes are the
+/// bytes those kernels read, by construction.
+class CaptureKernel final : public Kernel {
+ public:
+  std::string name() const override { return "export.capture"; }
+  std::string description() const override { return "records its inputs for pacheck export"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args& a) const override {
+    args = a;
+    const Sizes n = sizes_of(a);
+    auto grab = [](const void* p, std::size_t bytes) {
+      const auto* b = static_cast<const std::uint8_t*>(p);
+      return std::vector<std::uint8_t>(b, b + bytes);
+    };
+    query = grab(a.query, n.query);
+    key_cache = grab(a.key_cache, n.key_cache);
+    value_cache = grab(a.value_cache, n.value_cache);
+    block_tables = grab(a.block_tables, n.block_tables);
+    seq_lens = grab(a.seq_lens, n.seq_lens);
+    k_scales = a.k_scales_per_head ? grab(a.k_scales_per_head, n.k_scales) : std::vector<std::uint8_t>{};
+    v_scales = a.v_scales_per_head ? grab(a.v_scales_per_head, n.v_scales) : std::vector<std::uint8_t>{};
+    out = grab(a.out, n.out);  // the fill pattern, left untouched: that is what a runner should start from
+  }
+  mutable pacheck_kernel_args args{};
+  mutable std::vector<std::uint8_t> query, key_cache, value_cache, block_tables, seq_lens, k_scales, v_scales, out;
+  std::string sha() const {
+    return hash_inputs({{query.data(), query.size()},
+                        {key_cache.data(), key_cache.size()},
+                        {value_cache.data(), value_cache.size()},
+                        {block_tables.data(), block_tables.size()},
+                        {seq_lens.data(), seq_lens.size()},
+                        {k_scales.data(), k_scales.size()},
+                        {v_scales.data(), v_scales.size()}});
+  }
+};
+
+json strides_json(const pacheck_kernel_args& a) {
+  const int k_rank = a.layout == PACHECK_LAYOUT_VLLM ? 5 : 4;
+  return {{"query", {a.q_stride_seq, a.q_stride_head, 1}},
+          {"key_cache", std::vector<std::int64_t>(a.k_strides, a.k_strides + k_rank)},
+          {"value_cache", std::vector<std::int64_t>(a.v_strides, a.v_strides + 4)},
+          {"block_tables", {a.block_tables_stride, 1}},
+          {"out", {a.out_stride_seq, a.out_stride_head, 1}}};
+}
+
+/// Writes one captured call as a case file and returns its manifest entry.
+json write_case_file(const std::string& dir, const std::string& file, const Case& c, const FaultSpec& f,
+                     const CaptureKernel& cap, const std::string& sha) {
+  const pacheck_kernel_args& a = cap.args;
+  const int x = layout_vector_width(c.layout, c.kv_dtype);
+  const std::int64_t S = a.num_seqs, H = a.num_heads, D = a.head_size;
+  SafetensorsFile st;
+  st.metadata = {{"format", kFormat},     {"pacheck", pacheck_version()}, {"case", c.id()},
+                 {"fault", f.id()},       {"layout", std::string(layout_name(c.layout))},
+                 {"inputs_sha256", sha},  {"kv_dtype", std::string(dtype_name(c.kv_dtype))}};
+  st.add("query", st_of(c.q_dtype), {S, H, D}, cap.query.data());
+  st.add("key_cache", kv_st_of(c.kv_dtype), key_shape(a, x), cap.key_cache.data());
+  st.add("value_cache", kv_st_of(c.kv_dtype), value_shape(a), cap.value_cache.data());
+  st.add("block_tables", StDType::I32, {S, a.max_blocks_per_seq}, cap.block_tables.data());
+  st.add("seq_lens", StDType::I32, {S}, cap.seq_lens.data());
+  st.add("out", st_of(c.out_dtype), {S, H, D}, cap.out.data());
+  st.add("scale", StDType::F32, {}, &a.scale);
+  // With per-KV-head scales the scalars are NaN (make_args): a kernel must read the arrays.
+  st.add("k_scale", StDType::F32, {}, &a.k_scale);
+  st.add("v_scale", StDType::F32, {}, &a.v_scale);
+  if (!cap.k_scales.empty()) st.add("k_scales_per_head", StDType::F32, {a.num_kv_heads}, cap.k_scales.data());
+  if (!cap.v_scales.empty()) st.add("v_scales_per_head", StDType::F32, {a.num_kv_heads}, cap.v_scales.data());
+  write_safetensors((fs::path(dir) / file).string(), st);
+
+  json shapes = json::object();
+  for (const auto& t : st.tensors) shapes[t.name] = t.shape;
+  return {{"file", file},
+          {"inputs_sha256", sha},
+          {"case", c.id()},
+          {"fault", f.id()},
+          {"layout", layout_name(c.layout)},
+          {"x", x},
+          {"num_seqs", a.num_seqs},
+          {"num_heads", a.num_heads},
+          {"num_kv_heads", a.num_kv_heads},
+          {"head_size", a.head_size},
+          {"block_size", a.block_size},
+          {"num_blocks", a.num_blocks},
+          {"max_blocks_per_seq", a.max_blocks_per_seq},
+          {"q_dtype", dtype_name(c.q_dtype)},
+          {"kv_dtype", dtype_name(c.kv_dtype)},
+          {"kv_tensor_dtype", st_dtype_name(kv_st_of(c.kv_dtype))},
+          {"out_dtype", dtype_name(c.out_dtype)},
+          {"scale", a.scale},
+          {"k_scale", a.k_scale},
+          {"v_scale", a.v_scale},
+          {"shapes", shapes},
+          {"strides", strides_json(a)},
+          {"output", {{"file", file}, {"tensor", "out"}, {"dtype", st_dtype_name(st_of(c.out_dtype))}, {"shape", {S, H, D}}}}};
+}
+
+}  // namespace
+
+std::string inputs_sha256(const pacheck_kernel_args& a) {
+  const Sizes n = sizes_of(a);
+  return hash_inputs({{a.query, n.query},
+                      {a.key_cache, n.key_cache},
+                      {a.value_cache, n.value_cache},
+                      {a.block_tables, n.block_tables},
+                      {a.seq_lens, n.seq_lens},
+                      {a.k_scales_per_head, n.k_scales},
+                      {a.v_scales_per_head, n.v_scales}});
+}
+
+ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt) {
+  ExportSummary sum;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw CaseFilesError(fmt::format("{}: cannot create the directory: {}", dir, ec.message()));
+
+  // Resolve cells as `run` would, then group them by case: each case is generated and paged once.
+  std::vector<Cell> cells;
+  for (const auto& sc : suite.cells) {
+    Cell cell = sc.cell;
+    if (sc.native_layout) cell.c.layout = opt.kernel_layout.value_or(Layout::vllm);
+    else if (opt.kernel_layout && cell.c.layout != *opt.kernel_layout) {
+      ++sum.skipped_layout;
+      continue;
+    }
+    if (opt.seed) cell.c.seed = *opt.seed;
+    if (opt.filter && !std::regex_search(cell.id(), *opt.filter)) continue;
+    if (!st_tag(cell.c.q_dtype) || !kv_tag(cell.c.kv_dtype) || !st_tag(cell.c.out_dtype)) {
+      ++sum.skipped_dtype;
+      continue;
+    }
+    cells.push_back(std::move(cell));
+  }
+  std::vector<std::string> case_order;
+  std::map<std::string, std::pair<Case, std::vector<FaultSpec>>> groups;
+  for (const auto& cell : cells) {
+    auto [it, fresh] = groups.try_emplace(cell.c.id(), cell.c, std::vector<FaultSpec>{FaultSpec{}});
+    if (fresh) case_order.push_back(it->first);
+    auto& faults = it->second.second;
+    bool have = false;
+    for (const auto& f : faults) have = have || f.id() == cell.fault.id();
+    if (!have) faults.push_back(cell.fault);
+  }
+  std::set<std::string> clean_cells;
+  for (const auto& cell : cells)
+    if (cell.fault.clean()) clean_cells.insert(cell.c.id());
+
+  auto backend = make_cpu_backend();
+  json files = json::array();
+  std::map<std::string, std::string> file_of_sha;
+  std::map<std::string, std::string> file_of_variant;  // cell id -> file
+  for (const auto& id : case_order) {
+    const auto& [c, faults] = groups.at(id);
+    CaseData data;
+    data.c = c;
+    data.pre = generate(c);
+    data.cache = page(c, data.pre);
+    for (const auto& f : faults) {
+      PagedCache cache = data.cache;
+      inject(cache, f);
+      CaptureKernel cap;
+      run_kernel_once(cap, *backend, data, cache);
+      const std::string sha = cap.sha();
+      auto it = file_of_sha.find(sha);
+      if (it == file_of_sha.end()) {
+        const std::string file = fmt::format("{:04}.safetensors", files.size());
+        files.push_back(write_case_file(dir, file, c, f, cap, sha));
+        it = file_of_sha.emplace(sha, file).first;
+        if (f.clean() && !clean_cells.count(id)) ++sum.baselines;
+      }
+      file_of_variant[Cell{c, f}.id()] = it->second;
+    }
+  }
+
+  json jcells = json::array();
+  for (const auto& cell : cells) {
+    const std::string base = Cell{cell.c, FaultSpec{}}.id();
+    jcells.push_back({{"id", cell.id()},
+                      {"case", cell.c.id()},
+                      {"fault", cell.fault.id()},
+                      {"straddle", cell.c.straddles()},
+                      {"file", file_of_variant.at(cell.id())},
+                      {"baseline", cell.fault.clean() ? json(nullptr) : json(file_of_variant.at(base))}});
+  }
+  json manifest = {{"format", kFormat},
+                   {"format_version", kFormatVersion},
+                   {"pacheck", pacheck_version()},
+                   {"abi_version", PACHECK_ABI_VERSION},
+                   {"suite", suite.name},
+                   {"kernel_layout", opt.kernel_layout ? json(layout_name(*opt.kernel_layout)) : json(nullptr)},
+                   {"files", files},
+                   {"cells", jcells}};
+  sum.manifest = (fs::path(dir) / "manifest.json").string();
+  std::ofstream out(sum.manifest);
+  out << manifest.dump(1) << "\n";
+  if (!out) throw CaseFilesError(fmt::format("{}: cannot write", sum.manifest));
+  sum.cells = static_cast<int>(cells.size());
+  sum.files = static_cast<int>(files.size());
+  return sum;
+}
+
+namespace {
+
+/// One foreign output, or why there is none.
+struct Output {
+  std::vector<std::uint8_t> bytes;  ///< [num_seqs, num_heads, head_size] in the case's out dtype
+  std::string error;                ///< non-empty: the cells using it get verdict `error` with this
+};
+
+/// Stands in for the foreign kernel: "runs" a call by copying the output the foreign runner computed for
+/// exactly these inputs (matched by SHA-256), so run_suite judges it like any kernel's output.
+class ReplayKernel final : public Kernel {
+ public:
+  ReplayKernel(std::string name, std::map<std::string, Output> outputs, bool control)
+      : name_(std::move(name)), outputs_(std::move(outputs)), control_(control) {}
+  std::string name() const override { return name_; }
+  std::string description() const override { return "outputs of a foreign runner, replayed from case files"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
+    if (!control_) return std::nullopt;
+    return std::function<bool(const Cell&)>(poisons_v_tail);
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    auto it = outputs_.find(inputs_sha256(a));
+    if (it == outputs_.end())
+      throw KernelError("no exported case file holds the inputs pacheck regenerated for this cell (case files from "
+                        "another pacheck version or edited?)");
+    const Output& o = it->second;
+    if (!o.error.empty()) throw KernelError(o.error);
+    const std::size_t row = static_cast<std::size_t>(a.head_size) * dtype_size(static_cast<DType>(a.out_dtype));
+    const std::size_t esz = dtype_size(static_cast<DType>(a.out_dtype));
+    for (int s = 0; s < a.num_seqs; ++s)
+      for (int h = 0; h < a.num_heads; ++h)
+        std::memcpy(static_cast<std::uint8_t*>(a.out) + (s * a.out_stride_seq + h * a.out_stride_head) * esz,
+                    o.bytes.data() + (static_cast<std::size_t>(s) * a.num_heads + h) * row, row);
+  }
+
+ private:
+  std::string name_;
+  std::map<std::string, Output> outputs_;
+  bool control_;
+};
+
+template <typename T>
+T field(const json& entry, const char* key, const std::string& where) {
+  try {
+    return entry.at(key).get<T>();
+  } catch (const json::exception& e) {
+    throw CaseFilesError(fmt::format("{}: field '{}': {}", where, key, e.what()));
+  }
+}
+
+}  // namespace
+
+RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
+                       std::string* suite_name) {
+  const std::string mpath = (fs::path(cases_dir) / "manifest.json").string();
+  std::ifstream min(mpath);
+  if (!min) throw CaseFilesError(fmt::format("{}: cannot read (is '{}' a directory written by pacheck export?)", mpath, cases_dir));
+  json m;
+  try {
+    m = json::parse(min);
+  } catch (const json::exception& e) {
+    throw CaseFilesError(fmt::format("{}: not valid JSON: {}", mpath, e.what()));
+  }
+  if (!m.is_object() || m.value("format", "") != kFormat)
+    throw CaseFilesError(fmt::format("{}: not a pacheck case manifest (format is not \"{}\")", mpath, kFormat));
+  if (field<int>(m, "format_version", mpath) != kFormatVersion)
+    throw CaseFilesError(fmt::format("{}: format_version {} (this pacheck reads {})", mpath, m["format_version"].dump(), kFormatVersion));
+  if (!outputs_dir.empty() && !fs::is_directory(outputs_dir))
+    throw CaseFilesError(fmt::format("{}: no such directory (--outputs)", outputs_dir));
+
+  // Every exported input must still be what the manifest says it is: a replay keyed by SHA-256 would
+  // otherwise silently score outputs of different inputs.
+  std::map<std::string, Output> outputs;
+  std::set<std::string> known_files;
+  const json files = field<json>(m, "files", mpath);
+  if (!files.is_array()) throw CaseFilesError(fmt::format("{}: 'files' is not an array", mpath));
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string where = fmt::format("{}: files[{}]", mpath, i);
+    const json& e = files[i];
+    if (!e.is_object()) throw CaseFilesError(fmt::format("{}: not a JSON object", where));
+    const auto file = field<std::string>(e, "file", where);
+    if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
+      throw CaseFilesError(fmt::format("{}: file '{}' is not a plain file name", where, file));
+    const auto sha = field<std::string>(e, "inputs_sha256", where);
+    const auto case_id = field<std::string>(e, "case", where);
+    const Case c = [&] {
+      try {
+        return parse_case_id(case_id);
+      } catch (const CaseError& err) {
+        throw CaseFilesError(fmt::format("{}: case: {}", where, err.what()));
+      }
+    }();
+    if (c.id() != case_id)
+      throw CaseFilesError(fmt::format("{}: case '{}' reads back as '{}' (written by another pacheck version?)", where,
+                                       case_id, c.id()));
+    const std::int64_t S = c.num_seqs(), H = c.num_heads, D = c.head_size;
+    const SafetensorsFile in = read_safetensors((fs::path(cases_dir) / file).string());
+    std::vector<Bytes> parts;
+    for (const char* name : {"query", "key_cache", "value_cache", "block_tables", "seq_lens"}) {
+      const StTensor* t = in.find(name);
+      if (!t) throw SafetensorsError(in.path, name, "missing");
+      parts.push_back({t->data.data(), t->data.size()});
+    }
+    for (const char* name : {"k_scales_per_head", "v_scales_per_head"}) {
+      const StTensor* t = in.find(name);
+      parts.push_back(t ? Bytes{t->data.data(), t->data.size()} : Bytes{nullptr, 0});
+    }
+    in.expect("query", st_of(c.q_dtype), {S, H, D});
+    in.expect("seq_lens", StDType::I32, {S});
+    // The caches' bytes mean what the case's kv dtype says: their tag must be its storage tag, and a file
+    // that names its kv dtype (every export does; U8 caches depend on it) must name the case's.
+    for (const char* name : {"key_cache", "value_cache"}) {
+      const StDType want = kv_st_of(c.kv_dtype);
+      if (in.find(name)->dtype != want)
+        throw SafetensorsError(in.path, name, fmt::format("dtype {} (kv_dtype {} is stored as {})",
+                                                          st_dtype_name(in.find(name)->dtype), dtype_name(c.kv_dtype),
+                                                          st_dtype_name(want)));
+    }
+    if (auto it = in.metadata.find("kv_dtype"); it != in.metadata.end() && it->second != dtype_name(c.kv_dtype))
+      throw CaseFilesError(fmt::format("{}: metadata kv_dtype '{}' but the case's kv dtype is {}", in.path, it->second,
+                                       dtype_name(c.kv_dtype)));
+    in.expect("out", st_of(c.out_dtype), {S, H, D});
+    const std::string got = hash_inputs(parts);
+    if (got != sha)
+      throw CaseFilesError(fmt::format("{}: inputs changed since export (SHA-256 {} , manifest says {})", in.path, got, sha));
+    known_files.insert(file);
+
+    Output o;
+    const std::string opath = (fs::path(outputs_dir) / file).string();
+    if (!fs::exists(opath)) {
+      o.error = fmt::format("{}: no output file (the runner did not write one for {})", opath, file);
+    } else {
+      try {
+        const SafetensorsFile out = read_safetensors(opath);
+        o.bytes = out.expect("out", st_of(c.out_dtype), {S, H, D}).data;
+      } catch (const SafetensorsError& err) {
+        o.error = err.what();
+      }
+    }
+    outputs[sha] = std::move(o);
+  }
+
+  Suite suite;
+  suite.name = field<std::string>(m, "suite", mpath);
+  suite.file = mpath;
+  const json cells = field<json>(m, "cells", mpath);
+  if (!cells.is_array()) throw CaseFilesError(fmt::format("{}: 'cells' is not an array", mpath));
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const std::string where = fmt::format("{}: cells[{}]", mpath, i);
+    if (!cells[i].is_object()) throw CaseFilesError(fmt::format("{}: not a JSON object", where));
+    SuiteCell sc;
+    sc.native_layout = false;  // the export fixed every layout
+    try {
+      sc.cell.c = parse_case_id(field<std::string>(cells[i], "case", where));
+      sc.cell.fault = parse_fault(field<std::string>(cells[i], "fault", where));
+    } catch (const std::invalid_argument& err) {
+      throw CaseFilesError(fmt::format("{}: {}", where, err.what()));
+    }
+    for (const char* key : {"file", "baseline"}) {
+      const json f = field<json>(cells[i], key, where);
+      if (!f.is_null() && (!f.is_string() || !known_files.count(f.get<std::string>())))
+        throw CaseFilesError(fmt::format("{}: {} {} is not a file of files[]", where, key, f.dump()));
+    }
+    suite.cells.push_back(std::move(sc));
+  }
+  if (suite_name) *suite_name = suite.name;
+  auto kernel = std::make_shared<ReplayKernel>(opt.kernel_name, std::move(outputs), opt.negative_control);
+  RunOptions ro = opt.run;
+  ro.filter.reset();
+  ro.seed.reset();
+  return run_suite(suite, {kernel}, "cpu", ro);
+}
+
+}  // namespace pacheck

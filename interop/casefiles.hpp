@@ -1,0 +1,101 @@
+// Case files: a suite's kernel inputs exported as safetensors for kernels pacheck cannot call (Python,
+// Triton, any language), and the scoring of the outputs such a runner writes back.
+//
+// `export_cases` writes into DIR:
+//   manifest.json  {"format": "pacheck-cases", "format_version": 1, "pacheck", "abi_version", "suite",
+//                   "kernel_layout", "files": [...], "cells": [...]}
+//     files[i]: one distinct set of kernel inputs, {"file": "0003.safetensors", "inputs_sha256", "case" (case
+//               id), "fault" (fault id), "layout", "x", shape fields (num_seqs, num_heads, num_kv_heads,
+//               head_size, block_size, num_blocks, max_blocks_per_seq), "q_dtype", "kv_dtype",
+//               "kv_tensor_dtype" (the safetensors tag of key_cache / value_cache: F32, F16, BF16, F8_E4M3,
+//               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale", "shapes" and
+//               "strides" (elements) of query,
+//               key_cache, value_cache, block_tables and out, "output": {"file", "tensor": "out", "dtype",
+//               "shape"}}.
+//     cells[j]: one suite cell, {"id" (cell id as `pacheck run` prints it), "case", "fault", "straddle",
+//               "file" (its inputs), "baseline" (file of the same case with a clean cache, null for a
+//               clean cell)}. A baseline that is not itself a suite cell is still exported: the
+//               tail-poison invariance check compares every poisoned cell bitwise against it.
+//   NNNN.safetensors, one per files[i], holding exactly the bytes a plugin kernel receives in
+//   pacheck_kernel_args (include/pacheck/kernel_abi.h):
+//     query [num_seqs, num_heads, head_size] q_dtype
+//     key_cache, value_cache: the paged pool in `layout` (shapes on pacheck_layout), kv_dtype, with the
+//       unwritten slots holding the cell's poison
+//     block_tables [num_seqs, max_blocks_per_seq] I32, seq_lens [num_seqs] I32
+//     out [num_seqs, num_heads, head_size] out_dtype, pre-filled with pacheck's "never written" pattern:
+//       a runner should start its output buffer from it so elements it never writes are detected
+//     scale, k_scale, v_scale: F32 scalars (shape []); k_scale / v_scale are NaN when the case has
+//       per-KV-head scales, which then come as k_scales_per_head / v_scales_per_head [num_kv_heads] F32
+//     fp8 caches are tagged F8_E4M3 (e4m3fn) / F8_E5M2; fp8 e4m3fnuz, which has no safetensors tag, is
+//     stored as U8 (the raw codes). Every file's __metadata__ holds "kv_dtype" (pacheck's name: f32, f16,
+//     bf16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2), which a reader must use to decode U8 caches; the other
+//     metadata keys are "format", "pacheck", "case", "fault", "layout" and "inputs_sha256".
+//   Cells whose inputs are byte-identical (e.g. a zero poison, or a tail poison of an aligned length, which
+//   writes no slot) share one file.
+//
+// A foreign runner writes, for each files[i], OUTPUTS/<same file name> holding one tensor "out" of
+// files[i].output's dtype and shape. `score_cases` replays those outputs through the ordinary runner, so
+// the verdicts, summaries, exit codes and reports are exactly those of `pacheck run`. What a replay cannot
+// observe: writes outside `out` (oob_write) and writes into the inputs (input_mutated) happen in the
+// foreign process; use the plugin ABI for those checks.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "exec/runner.hpp"
+#include "suites/suite.hpp"
+
+namespace pacheck {
+
+/// A malformed or inconsistent case directory (manifest or exported input file). what() names the file and,
+/// where there is one, the entry or tensor.
+struct CaseFilesError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ExportOptions {
+  /// Layout the foreign kernel reads. Cells that do not pin a layout are exported in it; when set, cells
+  /// pinned to another layout are skipped (the foreign kernel could not read them). Unset: pinned cells
+  /// keep their layout and the others use vllm, the built-in kernels' first choice, so cell ids match
+  /// those of `pacheck run`.
+  std::optional<Layout> kernel_layout;
+  std::optional<std::regex> filter;   ///< keep cells whose id matches (as `run --filter`)
+  std::optional<std::uint64_t> seed;  ///< overrides every cell's seed (as `run --seed`)
+};
+
+struct ExportSummary {
+  int cells = 0;           ///< suite cells exported
+  int files = 0;           ///< distinct input files written
+  int baselines = 0;       ///< clean variants written only as invariance baselines
+  int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
+  int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
+  std::string manifest;    ///< path of manifest.json
+};
+
+/// Exports `suite` into `dir` (created if needed). Throws CaseFilesError / SafetensorsError on I/O errors
+/// and CaseError for an invalid case.
+ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt);
+
+struct ScoreOptions {
+  std::string kernel_name = "foreign";  ///< name the outputs are reported under
+  /// The outputs come from a runner with the planted V-tail fault (examples/python/runner.py --bug v-tail):
+  /// report it as a negative control that must fail exactly the cells poisons_v_tail() names.
+  bool negative_control = false;
+  RunOptions run;  ///< tolerance, oracle precision, threads (filter and seed are fixed by the export)
+};
+
+/// Scores the outputs in `outputs_dir` against the export in `cases_dir`. Reads and checks the manifest and
+/// every exported input file first (throws CaseFilesError or SafetensorsError: nothing is scored). An
+/// output file that is missing or malformed, or of the wrong dtype or shape, gives its cells the verdict
+/// `error` with the reader's message. `suite_name` receives the exported suite's name.
+RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
+                       std::string* suite_name = nullptr);
+
+/// SHA-256 over the input bytes of one call in the order query, key_cache, value_cache, block_tables,
+/// seq_lens (the sizes follow from the shapes in `a`; pointers are host pointers). The key that ties an
+/// output file to the inputs pacheck regenerates when scoring.
+std::string inputs_sha256(const pacheck_kernel_args& a);
+
+}  // namespace pacheck

@@ -1,0 +1,50 @@
+// The verdict of a whole run: per-kernel counts, negative controls caught or blind, the comparator
+// self-test, and the exit code CI gates on.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "judge/comparator.hpp"
+#include "judge/result.hpp"
+
+namespace pacheck {
+
+/// How a negative control fared in a run.
+enum class ControlOutcome { not_control, caught, blind, not_exercised };
+std::string_view control_outcome_name(ControlOutcome o);
+
+struct KernelSummary {
+  std::string kernel;
+  int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0;
+  ControlOutcome control = ControlOutcome::not_control;
+  bool vacuous = false;  ///< no cell of this kernel ran (all declined or none selected)
+};
+
+struct RunSummary {
+  std::vector<CellResult> results;   ///< in suite order, kernel-major
+  std::vector<KernelSummary> kernels;
+  SelfTestResult selftest;
+  int passed = 0, failed = 0, declined = 0, caught = 0;
+  bool blind = false;                ///< a negative control was not caught or the self-test failed
+  bool vacuous = false;              ///< some kernel ran no cell (not counted for one shard of a run)
+  /// One shard of a sharded run (--shard I/N, N > 1): a kernel without a cell in it is reported but not
+  /// vacuous here, as a GoogleTest shard without tests passes; `pacheck merge` judges the whole run.
+  bool shard = false;
+  /// 0 all pass (controls caught), 1 some cell failed or a kernel ran nothing, 3 instrument blind.
+  int exit_code() const;
+};
+
+/// A kernel as the per-kernel summary needs it: its name and whether it is a negative control.
+struct KernelRole {
+  std::string name;
+  bool negative_control = false;
+};
+
+/// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, blind, vacuous) from
+/// `s.results`, one KernelSummary per entry of `kernels` in that order. run_suite and merge share it, so a
+/// merged report is judged exactly as a single run would be.
+void summarize(RunSummary& s, const std::vector<KernelRole>& kernels);
+
+}  // namespace pacheck

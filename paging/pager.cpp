@@ -1,0 +1,146 @@
+#include "paging/pager.hpp"
+
+#include <Random123/philox.h>
+
+#include <numeric>
+#include <stdexcept>
+
+namespace pacheck {
+
+std::string_view slot_class_name(SlotClass c) {
+  switch (c) {
+    case SlotClass::written: return "written";
+    case SlotClass::tail: return "tail";
+    case SlotClass::unused: return "unused";
+    case SlotClass::padding_target: return "padding_target";
+  }
+  return "?";
+}
+
+std::int64_t PagedCache::elements() const {
+  return static_cast<std::int64_t>(num_blocks) * num_kv_heads * head_size * block_size;
+}
+
+std::int64_t PagedCache::key_offset(int block, int g, int slot, int d) const {
+  return pacheck::key_offset(static_cast<pacheck_layout>(layout), strides.k, x, block, g, slot, d);
+}
+
+std::int64_t PagedCache::value_offset(int block, int g, int slot, int d) const {
+  return pacheck::value_offset(static_cast<pacheck_layout>(layout), strides.v, block, g, slot, d);
+}
+
+std::vector<std::int64_t> PagedCache::class_counts() const {
+  std::vector<std::int64_t> n(4, 0);
+  for (SlotClass c : slot_map) ++n[static_cast<int>(c)];
+  return n;
+}
+
+namespace {
+
+/// Fisher-Yates over [0, n) with Philox draws keyed by the seed: the same permutation on every
+/// platform and standard library (std::shuffle's algorithm is implementation-defined).
+std::vector<int> permutation(int n, std::uint64_t seed) {
+  std::vector<int> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  r123::Philox4x32 rng;
+  r123::Philox4x32::key_type key{{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+  for (int i = n - 1; i > 0; --i) {
+    r123::Philox4x32::ctr_type ctr{{0x9a6e5u, static_cast<std::uint32_t>(i), 0, 0}};
+    const std::uint64_t r = (static_cast<std::uint64_t>(rng(ctr, key)[0]) << 32) | rng(ctr, key)[1];
+    std::swap(perm[i], perm[static_cast<int>(r % static_cast<std::uint64_t>(i + 1))]);
+  }
+  return perm;
+}
+
+}  // namespace
+
+PagedCache page(const Case& c, const PrePaging& p) {
+  c.validate();
+  PagedCache pc;
+  pc.layout = c.layout;
+  pc.kv_dtype = c.kv_dtype;
+  pc.block_size = c.block_size;
+  pc.num_kv_heads = c.num_kv_heads;
+  pc.head_size = c.head_size;
+  pc.x = layout_vector_width(Layout::vllm, c.kv_dtype);
+  int needed = 0, longest = 0;
+  for (int s = 0; s < c.num_seqs(); ++s) {
+    needed += c.blocks_for(s);
+    longest = std::max(longest, c.blocks_for(s));
+  }
+  pc.num_blocks = needed + c.spare_blocks;
+  pc.max_blocks_per_seq = longest + c.padding_columns;
+  pc.strides = make_strides(static_cast<pacheck_layout>(c.layout), c.num_kv_heads, c.head_size, c.block_size, pc.x);
+  pc.k_scales = c.k_scale.resolve(c.num_kv_heads);
+  pc.v_scales = c.v_scale.resolve(c.num_kv_heads);
+  pc.k_per_head = c.k_scale.per_head();
+  pc.v_per_head = c.v_scale.per_head();
+  const bool fp8 = is_fp8(c.kv_dtype);
+  if (fp8 && (p.k_codes.size() != p.k.size() || p.v_codes.size() != p.v.size()))
+    throw std::invalid_argument("page: fp8 kv_dtype but the pre-paging tensors carry no codes (use generate())");
+
+  const std::size_t bytes = static_cast<std::size_t>(pc.elements()) * dtype_size(c.kv_dtype);
+  pc.key_cache.assign(bytes, 0);
+  pc.value_cache.assign(bytes, 0);
+  pc.slot_map.assign(static_cast<std::size_t>(pc.num_blocks) * c.block_size, SlotClass::unused);
+
+  const std::vector<int> perm = permutation(pc.num_blocks, c.seed);
+  pc.padding_block = c.padding_target >= 0 ? c.padding_target : perm[needed];  // first spare by default
+  pc.block_tables.assign(static_cast<std::size_t>(c.num_seqs()) * pc.max_blocks_per_seq, pc.padding_block);
+  pc.seq_lens.assign(c.seq_lens.begin(), c.seq_lens.end());
+
+  // Padding targets first: a used block that padding also names stays written/tail below.
+  for (int slot = 0; slot < c.block_size; ++slot)
+    pc.slot_map[static_cast<std::size_t>(pc.padding_block) * c.block_size + slot] = SlotClass::padding_target;
+
+  const int G = c.num_kv_heads, D = c.head_size;
+  int next = 0;
+  for (int s = 0; s < c.num_seqs(); ++s) {
+    const int len = c.seq_lens[s];
+    for (int j = 0; j < c.blocks_for(s); ++j) {
+      const int block = perm[next++];
+      pc.block_tables[static_cast<std::size_t>(s) * pc.max_blocks_per_seq + j] = block;
+      for (int slot = 0; slot < c.block_size; ++slot) {
+        const int t = j * c.block_size + slot;
+        pc.slot_map[static_cast<std::size_t>(block) * c.block_size + slot] =
+            t < len ? SlotClass::written : SlotClass::tail;
+        if (t >= len) continue;
+        for (int g = 0; g < G; ++g)
+          for (int d = 0; d < D; ++d) {
+            const std::size_t src = (static_cast<std::size_t>(t) * G + g) * D + d;
+            if (fp8) {
+              store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k_codes[s][src]);
+              store_bits(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v_codes[s][src]);
+              continue;
+            }
+            store(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k[s][src]);
+            store(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v[s][src]);
+          }
+      }
+    }
+  }
+  return pc;
+}
+
+std::pair<std::vector<float>, std::vector<float>> gather(const PagedCache& pc, int s) {
+  const int len = pc.seq_lens[s], G = pc.num_kv_heads, D = pc.head_size;
+  std::vector<float> k(static_cast<std::size_t>(len) * G * D), v(k.size());
+  const bool fp8 = is_fp8(pc.kv_dtype);
+  for (int t = 0; t < len; ++t) {
+    const int block = pc.block_tables[static_cast<std::size_t>(s) * pc.max_blocks_per_seq + t / pc.block_size];
+    const int slot = t % pc.block_size;
+    for (int g = 0; g < G; ++g)
+      for (int d = 0; d < D; ++d) {
+        const std::size_t dst = (static_cast<std::size_t>(t) * G + g) * D + d;
+        k[dst] = load(pc.key_cache.data(), pc.key_offset(block, g, slot, d), pc.kv_dtype);
+        v[dst] = load(pc.value_cache.data(), pc.value_offset(block, g, slot, d), pc.kv_dtype);
+        if (fp8) {  // the product the oracle's values were made with (tensors.cpp)
+          k[dst] *= pc.k_scales[g];
+          v[dst] *= pc.v_scales[g];
+        }
+      }
+  }
+  return {std::move(k), std::move(v)};
+}
+
+}  // namespace pacheck

@@ -1,0 +1,64 @@
+// The pager: writes pre-paging K/V into a paged KV cache and classifies every slot of the pool.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "paging/layout.hpp"
+#include "core/case.hpp"
+#include "oracle/tensors.hpp"
+
+namespace pacheck {
+
+/// What a slot of the pool holds. Faults target every class but `written`.
+enum class SlotClass : std::uint8_t {
+  written,        ///< a token of some sequence (slot < seq_len within its block)
+  tail,           ///< unwritten slot of a sequence's final block (seq_len % block_size != 0)
+  unused,         ///< slot of a block no sequence uses and no padding entry names
+  padding_target, ///< slot of a block that block-table padding entries point at, not used by a sequence
+};
+std::string_view slot_class_name(SlotClass c);
+
+/// A paged KV cache in host memory, with its block tables and slot map.
+///  - key_cache / value_cache: raw bytes of kv_dtype in `layout` (shapes in include/pacheck/kernel_abi.h),
+///    num_blocks = sum of blocks the sequences need + spare_blocks.
+///  - block_tables: [num_seqs, max_blocks_per_seq] int32, max_blocks_per_seq = longest sequence's blocks +
+///    padding_columns; entries past a sequence's last block point at padding_block.
+///  - seq_lens: [num_seqs] int32.
+///  - slot_map: [num_blocks, block_size], the class of each slot.
+///  - k_scales, v_scales: [num_kv_heads] dequantisation scale of each KV head (fp8: the case's resolved
+///    KvScale, per tensor = all equal; other dtypes: 1). k_per_head / v_per_head: kernels get the array
+///    (pacheck_kernel_args::k_scales_per_head), else the scalar k_scale. Fault injection may change them.
+struct PagedCache {
+  Layout layout{};
+  DType kv_dtype{};
+  int num_blocks = 0, block_size = 0, num_kv_heads = 0, head_size = 0, x = 1;
+  int max_blocks_per_seq = 0;
+  int padding_block = -1;  ///< physical block padding entries name
+  CacheStrides strides;
+  std::vector<std::uint8_t> key_cache, value_cache;
+  std::vector<std::int32_t> block_tables, seq_lens;
+  std::vector<SlotClass> slot_map;
+  std::vector<float> k_scales, v_scales;
+  bool k_per_head = false, v_per_head = false;
+
+  std::int64_t elements() const;  ///< elements in each of key_cache and value_cache
+  std::int64_t key_offset(int block, int g, int slot, int d) const;
+  std::int64_t value_offset(int block, int g, int slot, int d) const;
+  SlotClass slot_class(int block, int slot) const { return slot_map[static_cast<std::size_t>(block) * block_size + slot]; }
+  /// Number of slots of each class (indexed by SlotClass).
+  std::vector<std::int64_t> class_counts() const;
+};
+
+/// Pages `p` into a fresh pool for case `c`. Physical blocks are a permutation of the pool drawn from
+/// c.seed (Philox), so logical and physical ids differ; unwritten slots are zero. fp8 caches get the codes
+/// of p.k_codes / p.v_codes verbatim. Throws CaseError if `c` is invalid, std::invalid_argument if an fp8
+/// case's `p` has no codes.
+PagedCache page(const Case& c, const PrePaging& p);
+
+/// Reads sequence `s` back out of the cache as [seq_len, num_kv_heads, head_size] fp32, fp8 codes
+/// dequantised with the cache's scales (tests only: the round trip page -> gather must be exact).
+/// Returns {K, V}.
+std::pair<std::vector<float>, std::vector<float>> gather(const PagedCache& cache, int s);
+
+}  // namespace pacheck

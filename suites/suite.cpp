@@ -1,0 +1,442 @@
+#include "suites/suite.hpp"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <limits>
+#include <optional>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+namespace pacheck {
+
+SuiteError::SuiteError(std::string f, int l, std::string fld, std::string r)
+    : std::runtime_error(l > 0 ? fmt::format("{}:{}: {}: {}", f, l, fld, r) : fmt::format("{}: {}: {}", f, fld, r)),
+      file(std::move(f)), field(std::move(fld)), reason(std::move(r)), line(l) {}
+
+Cell SuiteCell::for_layouts(const std::vector<Layout>& kernel_layouts) const {
+  Cell out = cell;
+  if (native_layout && !kernel_layouts.empty()) out.c.layout = kernel_layouts.front();
+  return out;
+}
+
+std::string suites_dir() {
+  if (const char* env = std::getenv("PACHECK_SUITES_DIR"); env && *env) return env;
+  std::error_code ec;
+  if (std::filesystem::is_directory(PACHECK_SUITES_DIR, ec)) return PACHECK_SUITES_DIR;
+  // A build carried to another machine (e.g. the GPU machine) finds the suites of the checkout it sits in:
+  // walk up from the executable to the first folder holding suites/gate.toml.
+  auto dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  for (; !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+    if (std::filesystem::exists(dir / "suites" / "gate.toml", ec)) return (dir / "suites").string();
+  return PACHECK_SUITES_DIR;
+}
+
+std::vector<std::string> list_suites() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(suites_dir(), ec))
+    if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+/// A suite file that cannot be opened. Its what() has no line ("FILE: suite: REASON"); an include turns it
+/// into an error at the including file and line.
+struct SuiteNotFound : SuiteError {
+  SuiteNotFound(std::string file, std::string reason) : SuiteError(std::move(file), 0, "suite", std::move(reason)) {}
+};
+
+/// The int value of `v` for the case field `case_field`, or a SuiteError at `line` naming `key` (the suite key),
+/// the value and the allowed range: TOML integers are 64-bit, so narrowing unchecked would wrap 4294967396 to 100.
+int bounded(const std::string& file, int line, std::string_view key, std::string_view case_field, long long v) {
+  try {
+    return checked_field(case_field, v);
+  } catch (const CaseError& e) {
+    throw SuiteError(file, line, std::string(key), e.reason);
+  }
+}
+
+/// Reads a suite file, tracking file name for errors.
+class Parser {
+ public:
+  Parser(std::string file, int depth) : file_(std::move(file)), depth_(depth) {}
+
+  Suite parse(const std::string& text) {
+    toml::table root;
+    try {
+      root = toml::parse(text, file_);
+    } catch (const toml::parse_error& e) {
+      throw SuiteError(file_, static_cast<int>(e.source().begin.line), "toml", std::string(e.description()));
+    }
+    Suite s;
+    s.file = file_;
+    check_keys(root, {"name", "description", "include", "cells"}, "");
+    s.name = require_string(root, "name", "");
+    if (auto d = root["description"]) s.description = as_string(*d.node(), "description");
+    if (auto inc = root["include"]) {
+      for (const auto& [name, line] : string_list(*inc.node(), "include")) {
+        if (depth_ > 8) throw SuiteError(file_, line, "include", "includes nest deeper than 8 (a cycle?)");
+        Suite other;
+        try {
+          // A bare name resolves next to the including file, so a suite folder can be moved as a whole.
+          const auto sibling = std::filesystem::path(file_).parent_path() / (name + ".toml");
+          const bool bare = name.find('/') == std::string::npos && !name.ends_with(".toml");
+          other = load_named(bare && std::filesystem::exists(sibling) ? sibling.string() : name, depth_ + 1);
+        } catch (const SuiteNotFound& e) {
+          throw SuiteError(file_, line, "include", e.reason);  // at the include, not at "nope.toml:0"
+        } catch (const SuiteError&) {
+          throw;
+        } catch (const std::exception& e) {
+          throw SuiteError(file_, line, "include", e.what());
+        }
+        for (auto& c : other.cells) s.cells.push_back(std::move(c));
+      }
+    }
+    auto cells = root["cells"];
+    if (!cells && s.cells.empty()) throw SuiteError(file_, 1, "cells", "missing: a suite needs [[cells]] groups or an include");
+    if (cells) {
+      const toml::array* arr = cells.as_array();
+      if (!arr) throw SuiteError(file_, line_of(*cells.node()), "cells", "must be an array of tables ([[cells]])");
+      for (const auto& g : *arr) {
+        const toml::table* t = g.as_table();
+        if (!t) throw SuiteError(file_, line_of(g), "cells", "each entry must be a table");
+        expand_group(*t, s.cells);
+      }
+    }
+    // De-duplicate by id, keeping the first occurrence.
+    std::unordered_set<std::string> seen;
+    std::vector<SuiteCell> unique;
+    for (auto& c : s.cells) {
+      std::string key = c.cell.id() + (c.native_layout ? " native" : "");
+      if (seen.insert(key).second) unique.push_back(std::move(c));
+    }
+    s.cells = std::move(unique);
+    return s;
+  }
+
+  static Suite load_named(const std::string& name_or_path, int depth) {
+    std::string path = name_or_path;
+    const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml");
+    if (!is_path) path = suites_dir() + "/" + name_or_path + ".toml";
+    if (std::filesystem::is_directory(path))
+      throw SuiteNotFound(path, fmt::format("'{}' is a directory, not a suite file", path));
+    std::ifstream in(path);
+    if (!in) {
+      std::string known;
+      for (const auto& n : list_suites()) known += (known.empty() ? "" : ", ") + n;
+      throw SuiteNotFound(path, is_path ? fmt::format("cannot read '{}'", path)
+                                        : fmt::format("no suite named '{}' (known: {})", name_or_path, known));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return Parser(path, depth).parse(ss.str());
+  }
+
+ private:
+  std::string file_;
+  int depth_;
+
+  static int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
+
+  void check_keys(const toml::table& t, std::initializer_list<std::string_view> known, std::string_view where) {
+    for (const auto& [k, v] : t) {
+      if (std::find(known.begin(), known.end(), k.str()) == known.end()) {
+        std::string list;
+        for (auto kk : known) list += (list.empty() ? "" : ", ") + std::string(kk);
+        throw SuiteError(file_, line_of(v), fmt::format("{}{}", where, k.str()), fmt::format("unknown key (known: {})", list));
+      }
+    }
+  }
+
+  std::string as_string(const toml::node& n, std::string_view field) {
+    if (auto s = n.value<std::string>()) return *s;
+    throw SuiteError(file_, line_of(n), std::string(field), "must be a string");
+  }
+
+  std::string require_string(const toml::table& t, std::string_view key, std::string_view where) {
+    auto n = t[key];
+    if (!n) throw SuiteError(file_, line_of(t), fmt::format("{}{}", where, key), "missing");
+    return as_string(*n.node(), fmt::format("{}{}", where, key));
+  }
+
+  /// A string or an array of strings, with each item's line.
+  std::vector<std::pair<std::string, int>> string_list(const toml::node& n, std::string_view field) {
+    std::vector<std::pair<std::string, int>> out;
+    if (auto s = n.value<std::string>()) return {{*s, line_of(n)}};
+    const toml::array* a = n.as_array();
+    if (!a || a->empty()) throw SuiteError(file_, line_of(n), std::string(field), "must be a string or a non-empty array of strings");
+    for (const auto& e : *a) out.emplace_back(as_string(e, field), line_of(e));
+    return out;
+  }
+
+  /// An integer or an array of integers.
+  std::vector<std::pair<long long, int>> int_list(const toml::node& n, std::string_view field) {
+    if (auto v = n.value_exact<std::int64_t>()) return {{*v, line_of(n)}};
+    const toml::array* a = n.as_array();
+    if (!a || a->empty()) throw SuiteError(file_, line_of(n), std::string(field), "must be an integer or a non-empty array of integers");
+    std::vector<std::pair<long long, int>> out;
+    for (const auto& e : *a) {
+      auto v = e.value_exact<std::int64_t>();
+      if (!v) throw SuiteError(file_, line_of(e), std::string(field), "every item must be an integer");
+      out.emplace_back(*v, line_of(e));
+    }
+    return out;
+  }
+
+  /// An optional integer key of a group, range-checked for the case field `case_field`.
+  int int_value(const toml::table& g, std::string_view key, std::string_view case_field, int dflt) {
+    auto n = g[key];
+    if (!n) return dflt;
+    const std::string field = fmt::format("cells.{}", key);
+    auto v = n.value_exact<std::int64_t>();
+    if (!v) throw SuiteError(file_, line_of(*n.node()), field, "must be an integer");
+    return bounded(file_, line_of(*n.node()), field, case_field, *v);
+  }
+
+  /// The line of `key` in group `g`, or the group's line when the key is absent.
+  int key_line(const toml::table& g, std::string_view key) {
+    auto n = g[key];
+    return n ? line_of(*n.node()) : line_of(g);
+  }
+
+  template <typename T, typename F>
+  std::vector<T> parsed_list(const toml::table& g, std::string_view key, std::vector<std::string> dflt, F&& parse) {
+    std::vector<std::pair<std::string, int>> items;
+    if (auto n = g[key]) items = string_list(*n.node(), key);
+    else for (auto& d : dflt) items.emplace_back(d, line_of(g));
+    std::vector<T> out;
+    for (const auto& [text, line] : items) {
+      try {
+        out.push_back(parse(text));
+      } catch (const std::exception& e) {
+        throw SuiteError(file_, line, std::string(key), e.what());
+      }
+    }
+    return out;
+  }
+
+  /// fp8 dequantisation scale of a group: KEY = number (per tensor) or array of numbers (one per KV
+  /// head), or KEY_range = [first, last] (per KV head, linear from head 0 to the last head).
+  KvScale kv_scale(const toml::table& g, std::string_view key) {
+    const std::string field = fmt::format("cells.{}", key), range_key = fmt::format("{}_range", key);
+    auto number = [&](const toml::node& n) {
+      auto v = n.value<double>();
+      if (!v) throw SuiteError(file_, line_of(n), field, "items must be numbers");
+      return static_cast<float>(*v);
+    };
+    KvScale k;
+    auto n = g[key], r = g[range_key];
+    if (n && r) throw SuiteError(file_, line_of(*r.node()), "cells." + range_key, fmt::format("give {} or {}, not both", key, range_key));
+    if (n) {
+      if (const toml::array* a = n.as_array()) {
+        if (a->empty()) throw SuiteError(file_, line_of(*n.node()), field, "must be a number or a non-empty array of numbers (one per KV head)");
+        for (const auto& e : *a) k.values.push_back(number(e));
+      } else {
+        k.values.push_back(number(*n.node()));
+      }
+    }
+    if (r) {
+      const toml::array* a = r.as_array();
+      if (!a || a->size() != 2)
+        throw SuiteError(file_, line_of(*r.node()), "cells." + range_key, "must be [first, last]: the scales of KV head 0 and of the last KV head");
+      k.range = std::pair{number((*a)[0]), number((*a)[1])};
+    }
+    return k;
+  }
+
+  void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
+    check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
+                   "spare_blocks", "padding_columns", "padding_target", "scale", "k_scale", "v_scale", "k_scale_range",
+                   "v_scale_range"},
+               "cells.");
+    const int gline = line_of(g);
+    // heads = ["32/8", ...]
+    struct Heads {
+      int h, kv, line;
+    };
+    std::vector<Heads> heads;
+    auto hn = g["heads"];
+    if (!hn) throw SuiteError(file_, gline, "cells.heads", "missing (e.g. heads = [\"32/8\"])");
+    for (const auto& [text, line] : string_list(*hn.node(), "cells.heads")) {
+      const auto slash = text.find('/');
+      std::optional<long long> parts[2];
+      auto number = [&](std::string_view t) -> std::optional<long long> {
+        long long v = 0;
+        auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (ec == std::errc::result_out_of_range && p == t.data() + t.size())
+          return t.starts_with('-') ? std::numeric_limits<long long>::min() : std::numeric_limits<long long>::max();
+        if (ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
+        return v;
+      };
+      if (slash != std::string::npos) {
+        parts[0] = number(std::string_view(text).substr(0, slash));
+        parts[1] = number(std::string_view(text).substr(slash + 1));
+      }
+      if (!parts[0] || !parts[1])
+        throw SuiteError(file_, line, "cells.heads", fmt::format("'{}' is not \"num_heads/num_kv_heads\"", text));
+      const std::string_view names[2] = {"num_heads", "num_kv_heads"};
+      int hkv[2] = {0, 0};
+      for (int i = 0; i < 2; ++i) {
+        try {
+          hkv[i] = checked_field(names[i], *parts[i]);
+        } catch (const CaseError&) {
+          const FieldBounds b = field_bounds(names[i]);
+          const std::string_view t = i == 0 ? std::string_view(text).substr(0, slash) : std::string_view(text).substr(slash + 1);
+          throw SuiteError(file_, line, "cells.heads", fmt::format("{} {} is out of range [{}, {}]", names[i], t, b.lo, b.hi));
+        }
+      }
+      heads.push_back({hkv[0], hkv[1], line});
+    }
+    auto need_ints = [&](std::string_view key) {
+      auto n = g[key];
+      if (!n) throw SuiteError(file_, gline, fmt::format("cells.{}", key), "missing");
+      return int_list(*n.node(), fmt::format("cells.{}", key));
+    };
+    // Each value range-checked for its case field, at its own line.
+    auto need_bounded = [&](std::string_view key, std::string_view case_field) {
+      std::vector<std::pair<int, int>> out;
+      for (const auto& [v, l] : need_ints(key)) out.emplace_back(bounded(file_, l, fmt::format("cells.{}", key), case_field, v), l);
+      return out;
+    };
+    const auto head_sizes = need_bounded("head_sizes", "head_size");
+    const auto block_sizes = need_bounded("block_sizes", "block_size");
+    // seq_lens = [4090, [100, 33]]: an int is a one-sequence cell, an array a batch.
+    std::vector<std::pair<std::vector<int>, int>> batches;
+    auto sn = g["seq_lens"];
+    if (!sn) throw SuiteError(file_, gline, "cells.seq_lens", "missing");
+    const toml::array* sa = sn.as_array();
+    if (!sa || sa->empty()) throw SuiteError(file_, line_of(*sn.node()), "cells.seq_lens", "must be a non-empty array");
+    for (const auto& e : *sa) {
+      if (auto v = e.value_exact<std::int64_t>()) {
+        batches.push_back({{bounded(file_, line_of(e), "cells.seq_lens", "seq_lens", *v)}, line_of(e)});
+      } else if (e.is_array()) {
+        std::vector<int> b;
+        for (const auto& [v, l] : int_list(e, "cells.seq_lens")) b.push_back(bounded(file_, l, "cells.seq_lens", "seq_lens", v));
+        batches.push_back({b, line_of(e)});
+      } else {
+        throw SuiteError(file_, line_of(e), "cells.seq_lens", "items must be integers or arrays of integers");
+      }
+    }
+    const auto dtypes = parsed_list<std::array<DType, 3>>(g, "dtypes", {"bf16"}, [](const std::string& t) {
+      // "bf16" (q = kv = out) or "q=f32,kv=bf16,o=f32"
+      if (t.find('=') == std::string::npos) { DType d = parse_dtype(t); return std::array<DType, 3>{d, d, d}; }
+      std::array<DType, 3> r{DType::bf16, DType::bf16, DType::bf16};
+      std::stringstream ss(t);
+      std::string part;
+      std::set<std::string> seen;
+      while (std::getline(ss, part, ',')) {
+        const auto eq = part.find('=');
+        const std::string key = part.substr(0, eq), val = eq == std::string::npos ? "" : part.substr(eq + 1);
+        if (key == "q") r[0] = parse_dtype(val);
+        else if (key == "kv") r[1] = parse_dtype(val);
+        else if (key == "o") r[2] = parse_dtype(val);
+        else throw std::invalid_argument("'" + part + "' is not q=, kv= or o=");
+        seen.insert(key);
+      }
+      if (seen.size() != 3) throw std::invalid_argument("'" + t + "' must name q=, kv= and o=");
+      return r;
+    });
+    const auto faults = parsed_list<FaultSpec>(g, "faults", {"clean"}, [](const std::string& t) { return parse_fault(t); });
+    const auto layouts = parsed_list<std::optional<Layout>>(g, "layouts", {"native"}, [](const std::string& t) {
+      return t == "native" ? std::optional<Layout>{} : std::optional<Layout>{parse_layout(t)};
+    });
+    const auto dists = parsed_list<Dist>(g, "dists", {"normal"}, [](const std::string& t) { return parse_dist(t); });
+    std::vector<std::pair<long long, int>> seeds{{7, gline}};
+    if (auto n = g["seeds"]) seeds = int_list(*n.node(), "cells.seeds");
+    for (const auto& [seed, line] : seeds)
+      if (seed < 0)
+        throw SuiteError(file_, line, "cells.seeds",
+                         fmt::format("{} is out of range [0, {}]", seed, std::numeric_limits<std::uint64_t>::max()));
+    std::optional<float> scale;
+    if (auto n = g["scale"]) {
+      auto v = n.value<double>();
+      if (!v) throw SuiteError(file_, line_of(*n.node()), "cells.scale", "must be a number");
+      scale = static_cast<float>(*v);
+    }
+    const KvScale k_scale = kv_scale(g, "k_scale"), v_scale = kv_scale(g, "v_scale");
+    const int faults_line = g["faults"] ? line_of(*g["faults"].node()) : gline;
+    const Case defaults{};
+    const int spare = int_value(g, "spare_blocks", "spare_blocks", defaults.spare_blocks);
+    const int padcols = int_value(g, "padding_columns", "padding_columns", defaults.padding_columns);
+    const int padto = int_value(g, "padding_target", "padding_target", defaults.padding_target);
+
+    for (const auto& [h, kv, hline] : heads)
+      for (const auto& [d, dline] : head_sizes)
+        for (const auto& [bs, bline] : block_sizes)
+          for (const auto& dt : dtypes)
+            for (const auto& [lens, lline] : batches)
+              for (const auto& layout : layouts)
+                for (const auto& dist : dists)
+                  for (const auto& [seed, sline] : seeds)
+                    for (const auto& f : faults) {
+                      SuiteCell sc;
+                      Case& c = sc.cell.c;
+                      c.num_heads = h;
+                      c.num_kv_heads = kv;
+                      c.head_size = static_cast<int>(d);
+                      c.block_size = static_cast<int>(bs);
+                      c.q_dtype = dt[0];
+                      c.kv_dtype = dt[1];
+                      c.out_dtype = dt[2];
+                      c.seq_lens = lens;
+                      c.layout = layout.value_or(Layout::vllm);
+                      sc.native_layout = !layout.has_value();
+                      c.dist = dist;
+                      c.seed = static_cast<std::uint64_t>(seed);
+                      c.scale = scale;
+                      c.k_scale = k_scale;
+                      c.v_scale = v_scale;
+                      c.spare_blocks = spare;
+                      c.padding_columns = padcols;
+                      c.padding_target = padto;
+                      sc.cell.fault = f;
+                      try {
+                        c.validate();
+                        if (sc.native_layout) {  // every native layout must be valid too
+                          for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+                            Case alt = c;
+                            alt.layout = l;
+                            alt.validate();
+                          }
+                        }
+                      } catch (const CaseError& e) {
+                        // Point at the key that holds the offending value.
+                        const std::string& f = e.field;
+                        int at = lline;  // seq_lens, and the pool size the lengths imply
+                        if (f == "num_heads" || f == "num_kv_heads") at = hline;
+                        else if (f == "head_size") at = dline;
+                        else if (f == "block_size") at = bline;
+                        else if (f == "q_dtype" || f == "out_dtype") at = key_line(g, "dtypes");
+                        else if (f == "scale") at = key_line(g, "scale");
+                        else if (f == "k_scale") at = key_line(g, g["k_scale"] ? "k_scale" : "k_scale_range");
+                        else if (f == "v_scale") at = key_line(g, g["v_scale"] ? "v_scale" : "v_scale_range");
+                        else if (f == "spare_blocks" || f == "padding_columns" || f == "padding_target")
+                          at = key_line(g, f);
+                        throw SuiteError(file_, at, fmt::format("cells.{}", f), e.reason);
+                      }
+                      try {
+                        check_fault(f, c.kv_dtype);
+                      } catch (const std::invalid_argument& e) {
+                        throw SuiteError(file_, faults_line, "cells.faults", e.what());
+                      }
+                      out.push_back(std::move(sc));
+                    }
+  }
+};
+
+}  // namespace
+
+Suite parse_suite(const std::string& text, const std::string& file) { return Parser(file, 0).parse(text); }
+Suite load_suite(const std::string& name_or_path) { return Parser::load_named(name_or_path, 0); }
+
+}  // namespace pacheck

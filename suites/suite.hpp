@@ -1,0 +1,51 @@
+// Suites: TOML data files in suites/ that expand into cells (case x fault).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/cell.hpp"
+
+namespace pacheck {
+
+/// A malformed suite file. what() reads "FILE:LINE: FIELD: REASON".
+struct SuiteError : std::runtime_error {
+  SuiteError(std::string file, int line, std::string field, std::string reason);
+  std::string file, field, reason;
+  int line;
+};
+
+/// A cell of a suite. When `native_layout` is set the cell does not pin a layout: each kernel runs it in
+/// its preferred layout (Kernel::layouts().front()).
+struct SuiteCell {
+  Cell cell;
+  bool native_layout = true;
+  /// The cell as a kernel reading `kernel_layouts` (Kernel::layouts(), preferred first) runs it: a native
+  /// cell takes the first of them (none: the cell's own layout).
+  Cell for_layouts(const std::vector<Layout>& kernel_layouts) const;
+};
+
+/// A loaded suite.
+struct Suite {
+  std::string name;
+  std::string description;
+  std::string file;  ///< path it was loaded from
+  std::vector<SuiteCell> cells;
+};
+
+/// Directory holding the built-in suites (suites/ of the source tree, or $PACHECK_SUITES_DIR).
+std::string suites_dir();
+/// Names of the built-in suites (files suites/*.toml), sorted.
+std::vector<std::string> list_suites();
+
+/// Loads a suite by name ("tail-poison" -> suites/tail-poison.toml) or by path (anything with a '/' or
+/// ending in .toml). Every key is validated: unknown keys, wrong types, bad values and missing fields throw
+/// SuiteError naming the file, line and field. Cells are de-duplicated by id (first occurrence kept), in
+/// file order; `include = ["other"]` pulls in the cells of other suites first.
+Suite load_suite(const std::string& name_or_path);
+
+/// Parses a suite from TOML text (`file` is used in error messages only).
+Suite parse_suite(const std::string& text, const std::string& file);
+
+}  // namespace pacheck
