@@ -8,50 +8,41 @@
 #include <limits>
 #include <sstream>
 
+#include "core/table.hpp"
+
 namespace pacheck {
 
 namespace {
 const Case kDefaults{};  // not constexpr: std::vector is not a constant expression in GCC 12
 }
 
-std::string_view layout_name(Layout l) {
-  switch (l) {
-    case Layout::vllm: return "vllm";
-    case Layout::nhd: return "nhd";
-    case Layout::hnd: return "hnd";
-  }
-  return "?";
-}
+namespace {
+constexpr LayoutInfo kLayouts[] = {
+    {Layout::vllm, "vllm", true},
+    {Layout::nhd, "nhd", false},
+    {Layout::hnd, "hnd", false},
+};
+constexpr DistInfo kDists[] = {
+    {Dist::uniform, "uniform", "Q, K and V ~ U(-1, 1)"},
+    {Dist::normal, "normal", "Q, K and V ~ N(0, 1)"},
+    {Dist::peaked, "peaked", "Q in [0.5, 1.5], K ~ N(0, 0.3) but a few hot keys at +3: attention concentrates on them"},
+    {Dist::extreme, "extreme",
+     "Q, K = +-64 (logits spread to about +-4e3*sqrt(head_size)), V = +-[0.25, 0.5] x the largest finite value"},
+};
+}  // namespace
 
-Layout parse_layout(std::string_view s) {
-  if (s == "vllm") return Layout::vllm;
-  if (s == "nhd") return Layout::nhd;
-  if (s == "hnd") return Layout::hnd;
-  throw std::invalid_argument("unknown layout '" + std::string(s) + "' (expected vllm, nhd or hnd)");
-}
+std::span<const LayoutInfo> layout_table() { return kLayouts; }
+std::string_view layout_name(Layout l) { return name_of(layout_table(), l); }
+Layout parse_layout(std::string_view s) { return parse(layout_table(), s, "layout"); }
 
 int layout_vector_width(Layout l, DType kv_dtype) {
-  return l == Layout::vllm ? static_cast<int>(16 / dtype_size(kv_dtype)) : 1;
+  const LayoutInfo* r = find_row(layout_table(), l);
+  return r && r->packed_key ? static_cast<int>(16 / dtype_size(kv_dtype)) : 1;
 }
 
-std::string_view dist_name(Dist d) {
-  switch (d) {
-    case Dist::uniform: return "uniform";
-    case Dist::normal: return "normal";
-    case Dist::peaked: return "peaked";
-    case Dist::extreme: return "extreme";
-  }
-  return "?";
-}
-
-Dist parse_dist(std::string_view s) {
-  if (s == "uniform") return Dist::uniform;
-  if (s == "normal") return Dist::normal;
-  if (s == "peaked") return Dist::peaked;
-  if (s == "extreme") return Dist::extreme;
-  throw std::invalid_argument("unknown distribution '" + std::string(s) +
-                              "' (expected uniform, normal, peaked or extreme)");
-}
+std::span<const DistInfo> dist_table() { return kDists; }
+std::string_view dist_name(Dist d) { return name_of(dist_table(), d); }
+Dist parse_dist(std::string_view s) { return parse(dist_table(), s, "distribution"); }
 
 std::vector<float> KvScale::resolve(int num_kv_heads) const {
   const auto G = static_cast<std::size_t>(std::max(num_kv_heads, 0));
@@ -292,7 +283,7 @@ Case parse_case_id(const std::string& id) {
       c.padding_columns = to_int(t.substr(8), "padding_columns");
     } else if (t.starts_with("padto=")) {
       c.padding_target = to_int(t.substr(6), "padding_target");
-    } else if (t == "vllm" || t == "nhd" || t == "hnd") {
+    } else if (find_name(layout_table(), t)) {
       c.layout = parse_layout(t);
     } else {
       // The KV dtype token carries no prefix; anything else is an error.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,8 +18,16 @@ enum class Layout : std::uint8_t {
   nhd = PACHECK_LAYOUT_NHD,
   hnd = PACHECK_LAYOUT_HND,
 };
-std::string_view layout_name(Layout l);
-/// Parses "vllm", "nhd" or "hnd"; throws std::invalid_argument otherwise.
+/// One row of layout_table().
+struct LayoutInfo {
+  Layout value;
+  std::string_view name;  ///< as case ids and suite files spell it ("vllm")
+  bool packed_key;        ///< the key cache packs head_size in vectors of 16 bytes (layout_vector_width)
+};
+/// vllm, nhd, hnd.
+std::span<const LayoutInfo> layout_table();
+std::string_view layout_name(Layout l);  ///< "vllm", "nhd", "hnd"
+/// Parses "vllm", "nhd" or "hnd"; throws std::invalid_argument listing them otherwise.
 Layout parse_layout(std::string_view s);
 /// Elements per packed vector of the layout's key cache: x = 16 bytes / element size for `vllm`, 1 for
 /// `nhd` and `hnd`. head_size must be a multiple of it.
@@ -34,8 +43,16 @@ int layout_vector_width(Layout l, DType kv_dtype);
 ///             about 0.22-0.44 of the maximum for bf16 and f32. fp8 KV: the KV term is the encoding's max x
 ///             the head's V scale, so V fills the fp8 range without saturating.
 enum class Dist : std::uint8_t { uniform, normal, peaked, extreme };
-std::string_view dist_name(Dist d);
-/// Parses a name written by dist_name(); throws std::invalid_argument otherwise.
+/// One row of dist_table().
+struct DistInfo {
+  Dist value;
+  std::string_view name;     ///< as case ids ("dist=peaked") and suite files spell it
+  std::string_view meaning;  ///< one line for `pacheck list distributions` (the list above, shortened)
+};
+/// uniform, normal, peaked, extreme.
+std::span<const DistInfo> dist_table();
+std::string_view dist_name(Dist d);  ///< "uniform", "normal", "peaked", "extreme"
+/// Parses a name written by dist_name(); throws std::invalid_argument listing the names otherwise.
 Dist parse_dist(std::string_view s);
 
 /// Dequantisation scale of an fp8 K or V cache: the stored code c of KV head g means

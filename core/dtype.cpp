@@ -8,47 +8,30 @@
 #include <stdexcept>
 
 #include "core/fp8.hpp"
+#include "core/table.hpp"
 
 namespace pacheck {
 
 namespace {
-Fp8 fp8_of(DType t) { return static_cast<Fp8>(static_cast<std::uint8_t>(t)); }  // same codes
+constexpr DTypeInfo kDTypes[] = {
+    {DType::f32, "f32", "fp32 float32", 4},
+    {DType::f16, "f16", "fp16 float16", 2},
+    {DType::bf16, "bf16", "bfloat16", 2},
+    {DType::fp8_e4m3fn, "fp8_e4m3fn", "float8_e4m3fn", 1},
+    {DType::fp8_e4m3fnuz, "fp8_e4m3fnuz", "float8_e4m3fnuz", 1},
+    {DType::fp8_e5m2, "fp8_e5m2", "float8_e5m2", 1},
+};
 }  // namespace
 
+std::span<const DTypeInfo> dtype_table() { return kDTypes; }
+
 std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::fp8_e4m3fn:
-    case DType::fp8_e4m3fnuz:
-    case DType::fp8_e5m2: return 1;
-  }
+  if (const DTypeInfo* r = find_row(dtype_table(), t)) return r->size;
   throw std::invalid_argument("dtype_size: unknown dtype");
 }
 
-std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::fp8_e4m3fn: return "fp8_e4m3fn";
-    case DType::fp8_e4m3fnuz: return "fp8_e4m3fnuz";
-    case DType::fp8_e5m2: return "fp8_e5m2";
-  }
-  return "?";
-}
-
-DType parse_dtype(std::string_view s) {
-  if (s == "f32" || s == "fp32" || s == "float32") return DType::f32;
-  if (s == "f16" || s == "fp16" || s == "float16") return DType::f16;
-  if (s == "bf16" || s == "bfloat16") return DType::bf16;
-  if (s == "fp8_e4m3fn" || s == "float8_e4m3fn") return DType::fp8_e4m3fn;
-  if (s == "fp8_e4m3fnuz" || s == "float8_e4m3fnuz") return DType::fp8_e4m3fnuz;
-  if (s == "fp8_e5m2" || s == "float8_e5m2") return DType::fp8_e5m2;
-  throw std::invalid_argument("unknown dtype '" + std::string(s) +
-                              "' (expected f32, f16, bf16, fp8_e4m3fn, fp8_e4m3fnuz or fp8_e5m2)");
-}
+std::string_view dtype_name(DType t) { return name_of(dtype_table(), t); }
+DType parse_dtype(std::string_view s) { return parse(dtype_table(), s, "dtype"); }
 
 double dtype_max_finite(DType t) {
   switch (t) {

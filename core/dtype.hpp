@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -26,7 +27,17 @@ constexpr bool is_fp8(DType t) {
   return t == DType::fp8_e4m3fn || t == DType::fp8_e4m3fnuz || t == DType::fp8_e5m2;
 }
 
-/// Size of one element in bytes (4 for f32, 2 for f16 and bf16, 1 for fp8).
+/// One row of dtype_table().
+struct DTypeInfo {
+  DType value;
+  std::string_view name;     ///< as case ids and suite files spell it ("bf16")
+  std::string_view aliases;  ///< other accepted spellings, space-separated (PyTorch's "bfloat16")
+  std::size_t size;          ///< bytes per element
+};
+/// f32, f16, bf16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2.
+std::span<const DTypeInfo> dtype_table();
+/// Size of one element in bytes (4 for f32, 2 for f16 and bf16, 1 for fp8); throws std::invalid_argument for
+/// a value that is no DType.
 std::size_t dtype_size(DType t);
 /// Lower-case name used in case ids and suite files: "f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz",
 /// "fp8_e5m2".

@@ -6,33 +6,67 @@
 #include <stdexcept>
 
 #include "core/fp8.hpp"
+#include "core/table.hpp"
 
 namespace pacheck {
 
-std::string_view poison_name(Poison p) {
-  switch (p) {
-    case Poison::none: return "none";
-    case Poison::nan: return "nan";
-    case Poison::pinf: return "+inf";
-    case Poison::ninf: return "-inf";
-    case Poison::big: return "1e4";
-    case Poison::max_finite: return "max";
-    case Poison::zero: return "zero";
+namespace {
+
+std::uint32_t zero_bits(DType) { return 0; }
+/// The canonical quiet NaN of each dtype.
+std::uint32_t nan_bits(DType t) {
+  switch (t) {
+    case DType::f32: return 0x7FC00000u;
+    case DType::f16: return 0x7E00u;
+    case DType::bf16: return 0x7FC0u;
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e4m3fnuz:
+    case DType::fp8_e5m2: return fp8_format(fp8_of(t)).nan_code;
   }
-  return "?";
+  return 0;
 }
+std::uint32_t pinf_bits(DType t) { return to_bits(std::bit_cast<float>(0x7F800000u), t); }
+std::uint32_t ninf_bits(DType t) { return to_bits(std::bit_cast<float>(0xFF800000u), t); }
+std::uint32_t big_bits(DType t) { return to_bits(1.0e4f, t); }
+std::uint32_t max_bits(DType t) { return to_bits(static_cast<float>(dtype_max_finite(t)), t); }
 
-Poison parse_poison(std::string_view s) {
-  for (Poison p : {Poison::none, Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite, Poison::zero})
-    if (s == poison_name(p)) return p;
-  if (s == "inf") return Poison::pinf;
-  throw std::invalid_argument("unknown poison '" + std::string(s) + "' (expected none, nan, +inf, -inf, 1e4, max or zero)");
+constexpr PoisonInfo kPoisons[] = {
+    {Poison::none, "none", "", "no fault: unwritten slots stay zero", false, false, zero_bits},
+    {Poison::nan, "nan", "", "quiet NaN (the fp8 encodings' own NaN code)", true, false, nan_bits},
+    {Poison::pinf, "+inf", "inf", "+Inf (refused for the fp8 encodings without Inf)", true, true, pinf_bits},
+    {Poison::ninf, "-inf", "", "-Inf (refused for the fp8 encodings without Inf)", true, true, ninf_bits},
+    {Poison::big, "1e4", "", "finite garbage 1e4, rounded (fp8: saturated) to the cache dtype", false, false, big_bits},
+    {Poison::max_finite, "max", "", "the cache dtype's largest finite value, the nearest thing to Inf where there is none", false, false, max_bits},
+    {Poison::zero, "zero", "", "explicit +0, a control: must behave exactly like none", false, false, zero_bits},
+};
+
+constexpr TargetInfo kTargets[] = {
+    {Target::k, "K", "k", "the key cache"},
+    {Target::v, "V", "v", "the value cache"},
+    {Target::kv, "K+V", "kv KV k+v", "both caches"},
+};
+
+constexpr RegionInfo kRegions[] = {
+    {Region::tail, "tail", "unwritten tail slots of each sequence's final block"},
+    {Region::unused, "unused", "every slot of blocks no sequence uses"},
+    {Region::padding, "padding", "every slot of the block that block-table padding entries point at"},
+    {Region::all, "all", "every slot that no sequence wrote"},
+};
+
+bool has_inf(DType t) { return !is_fp8(t) || fp8_format(fp8_of(t)).has_inf; }
+
+}  // namespace
+
+std::span<const PoisonInfo> poison_table() { return kPoisons; }
+std::string_view poison_name(Poison p) { return name_of(poison_table(), p); }
+Poison parse_poison(std::string_view s) { return parse(poison_table(), s, "poison"); }
+bool poison_is_nonfinite(Poison p) {
+  const PoisonInfo* r = find_row(poison_table(), p);
+  return r && r->nonfinite;
 }
-
-bool poison_is_nonfinite(Poison p) { return p == Poison::nan || p == Poison::pinf || p == Poison::ninf; }
 
 std::string poison_unsupported(Poison p, DType t) {
-  if ((p == Poison::pinf || p == Poison::ninf) && is_fp8(t) && t != DType::fp8_e5m2)
+  if (const PoisonInfo* r = find_row(poison_table(), p); r && r->needs_inf && !has_inf(t))
     return fmt::format("{} has no Inf code; poison 'max' writes its largest finite value {}, the nearest thing to Inf",
                        dtype_name(t), dtype_max_finite(t));
   return {};
@@ -46,58 +80,17 @@ void check_fault(const FaultSpec& f, DType kv_dtype) {
 std::uint32_t poison_bits(Poison p, DType t) {
   if (std::string why = poison_unsupported(p, t); !why.empty())
     throw std::invalid_argument(fmt::format("poison {}: {}", poison_name(p), why));
-  switch (p) {
-    case Poison::none:
-    case Poison::zero: return 0;
-    case Poison::nan:
-      switch (t) {
-        case DType::f32: return 0x7FC00000u;
-        case DType::f16: return 0x7E00u;
-        case DType::bf16: return 0x7FC0u;
-        case DType::fp8_e4m3fn:
-        case DType::fp8_e4m3fnuz:
-        case DType::fp8_e5m2: return fp8_format(static_cast<Fp8>(static_cast<std::uint8_t>(t))).nan_code;
-      }
-      break;
-    case Poison::pinf: return to_bits(std::bit_cast<float>(0x7F800000u), t);
-    case Poison::ninf: return to_bits(std::bit_cast<float>(0xFF800000u), t);
-    case Poison::big: return to_bits(1.0e4f, t);
-    case Poison::max_finite: return to_bits(static_cast<float>(dtype_max_finite(t)), t);
-  }
-  return 0;
+  const PoisonInfo* r = find_row(poison_table(), p);
+  return r ? r->bits(t) : 0;
 }
 
-std::string_view target_name(Target t) {
-  switch (t) {
-    case Target::k: return "K";
-    case Target::v: return "V";
-    case Target::kv: return "K+V";
-  }
-  return "?";
-}
+std::span<const TargetInfo> target_table() { return kTargets; }
+std::string_view target_name(Target t) { return name_of(target_table(), t); }
+Target parse_target(std::string_view s) { return parse(target_table(), s, "poison target"); }
 
-Target parse_target(std::string_view s) {
-  if (s == "K" || s == "k") return Target::k;
-  if (s == "V" || s == "v") return Target::v;
-  if (s == "K+V" || s == "kv" || s == "KV" || s == "k+v") return Target::kv;
-  throw std::invalid_argument("unknown poison target '" + std::string(s) + "' (expected K, V or K+V)");
-}
-
-std::string_view region_name(Region r) {
-  switch (r) {
-    case Region::tail: return "tail";
-    case Region::unused: return "unused";
-    case Region::padding: return "padding";
-    case Region::all: return "all";
-  }
-  return "?";
-}
-
-Region parse_region(std::string_view s) {
-  for (Region r : {Region::tail, Region::unused, Region::padding, Region::all})
-    if (s == region_name(r)) return r;
-  throw std::invalid_argument("unknown poison region '" + std::string(s) + "' (expected tail, unused, padding or all)");
-}
+std::span<const RegionInfo> region_table() { return kRegions; }
+std::string_view region_name(Region r) { return name_of(region_table(), r); }
+Region parse_region(std::string_view s) { return parse(region_table(), s, "poison region"); }
 
 std::string FaultSpec::id() const {
   if (clean()) return "clean";

@@ -1,8 +1,19 @@
 // What a fault is: the poison value, the cache it goes into (K, V or both) and the region of unwritten
 // slots it fills. Part of a cell's identity (its id ends in the fault id); faults/ writes it into a cache.
+//
+// Quick start
+//  - A poison value is one row of poison_table() in core/fault.cpp: its name (as fault ids spell it), what
+//    it is, whether it is non-finite (0 * x = NaN: a kernel that reads it where it should not is caught by
+//    the tail-poison negative control), how its bit pattern is derived from the cache dtype, and whether it
+//    needs an Inf code. Add the enumerator below, the row, and its line in README.md's fault table
+//    (tests/test_tables.cpp checks the two agree). Suites, case ids, repro, case files, reports and
+//    `pacheck fuzz` (which draws from the table) take it with no other edit; `pacheck list poisons` shows it.
+//  - A region is a row of region_table() plus the slot classes it covers in faults/inject.cpp (region_has),
+//    since the slot map belongs to paging/, a later stage than core/.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,10 +41,25 @@ enum class Poison : std::uint8_t {
   max_finite,  ///< the dtype's largest finite value
   zero,        ///< explicit +0 (a control: must behave exactly like `none`)
 };
+
+/// One row of poison_table().
+struct PoisonInfo {
+  Poison value;
+  std::string_view name;     ///< as fault ids spell it ("nan", "+inf", "1e4")
+  std::string_view aliases;  ///< other accepted spellings, space-separated ("inf" for +inf)
+  std::string_view meaning;  ///< one line for `pacheck list poisons` and README.md's fault table
+  bool nonfinite;            ///< NaN or +-Inf: turns 0 * x into NaN
+  bool needs_inf;            ///< only a dtype with an Inf code can hold it (poison_unsupported)
+  /// The bit pattern in dtype `t` (low bits); called only where the dtype can hold the value.
+  std::uint32_t (*bits)(DType t);
+};
+/// Every poison value, `none` first, in the order `pacheck list poisons` and README.md list them.
+std::span<const PoisonInfo> poison_table();
+/// "none", "nan", "+inf", "-inf", "1e4", "max", "zero" (poison_table()'s names).
 std::string_view poison_name(Poison p);
-/// Parses "none", "nan", "+inf", "-inf", "1e4", "max", "zero"; throws std::invalid_argument otherwise.
+/// Parses a poison_name() (or "inf" for +inf); throws std::invalid_argument listing the names otherwise.
 Poison parse_poison(std::string_view s);
-/// True for NaN and +-Inf: values that turn 0 * x into NaN.
+/// True for NaN and +-Inf: values that turn 0 * x into NaN (PoisonInfo::nonfinite).
 bool poison_is_nonfinite(Poison p);
 /// Empty when `p` can be written into a cache of dtype `t`; otherwise why not (+-Inf in an fp8 encoding
 /// without Inf).
@@ -43,8 +69,18 @@ std::uint32_t poison_bits(Poison p, DType t);
 
 /// Which cache a fault writes.
 enum class Target : std::uint8_t { k, v, kv };
+/// One row of target_table().
+struct TargetInfo {
+  Target value;
+  std::string_view name;     ///< as fault ids spell it ("K", "V", "K+V")
+  std::string_view aliases;  ///< other accepted spellings, space-separated
+  std::string_view meaning;  ///< one line for README.md's fault table
+};
+/// K, V, K+V.
+std::span<const TargetInfo> target_table();
 std::string_view target_name(Target t);  ///< "K", "V", "K+V"
-Target parse_target(std::string_view s);  ///< accepts "K"/"k", "V"/"v", "K+V"/"kv"
+/// Accepts "K"/"k", "V"/"v", "K+V"/"kv"/"KV"/"k+v"; throws std::invalid_argument listing the names otherwise.
+Target parse_target(std::string_view s);
 
 /// Which unwritten slots a fault writes (classes of the pager's slot map).
 enum class Region : std::uint8_t {
@@ -53,7 +89,16 @@ enum class Region : std::uint8_t {
   padding,  ///< every slot of the block that block-table padding entries point at
   all,      ///< every slot that is not `written`
 };
-std::string_view region_name(Region r);
+/// One row of region_table().
+struct RegionInfo {
+  Region value;
+  std::string_view name;     ///< as fault ids spell it ("tail")
+  std::string_view meaning;  ///< one line for README.md's fault table
+};
+/// tail, unused, padding, all.
+std::span<const RegionInfo> region_table();
+std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all"
+/// Parses a region_name(); throws std::invalid_argument listing the names otherwise.
 Region parse_region(std::string_view s);
 
 /// One fault: what value, into which cache, in which region. `poison == none` means a clean cell.

@@ -23,10 +23,14 @@
 #include <array>
 #include <cstdint>
 
+#include "core/dtype.hpp"
+
 namespace pacheck {
 
 /// One fp8 encoding. Values (not names) are the matching pacheck_dtype / DType codes.
 enum class Fp8 : std::uint8_t { e4m3fn = 3, e4m3fnuz = 4, e5m2 = 5 };
+/// The encoding of an fp8 DType (is_fp8(t)); the codes are the same.
+constexpr Fp8 fp8_of(DType t) { return static_cast<Fp8>(static_cast<std::uint8_t>(t)); }
 
 /// Parameters of an fp8 encoding (see the table above).
 struct Fp8Format {
