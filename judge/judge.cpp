@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace pacheck {
 
 namespace {
@@ -30,30 +34,29 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
       if (run.bits[i] != (*clean_bits)[i]) ++r.variant_elements;
   }
   const Index3& w = r.metrics.worst;
-  if (!run.guard_ok) {
-    r.verdict = Verdict::oob_write;
-    r.detail = run.guard_detail;
-  } else if (!run.inputs_ok) {
-    r.verdict = Verdict::input_mutated;
-    r.detail = run.inputs_detail;
-  } else if (run.unwritten > 0) {
-    r.verdict = Verdict::unwritten;
-    r.detail = fmt::format("{} of {} output elements never written, first at {}", run.unwritten, run.bits.size(),
-                           where(c, run.first_unwritten));
-  } else if (r.metrics.bad_nonfinite > 0) {
-    r.verdict = Verdict::poisoned;
-    r.detail = fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at (seq {}, head {}, dim {})",
-                           r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements, w.seq, w.head, w.dim);
-  } else if (r.variant_elements > 0) {
-    r.verdict = Verdict::variant;
-    r.detail = fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements);
-  } else if (!(r.metrics.rel_linf <= r.limit)) {
-    r.verdict = Verdict::fail;
-    r.detail = fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})", r.metrics.rel_linf,
-                           r.limit, w.seq, w.head, w.dim);
-  } else {
-    r.verdict = Verdict::pass;
-  }
+  // Every check that fails names its verdict; the cell gets the one that comes first in verdict_table()
+  // (judge/verdict.hpp: the precedence order, defined there once), pass when none fails.
+  std::vector<std::pair<Verdict, std::string>> found;
+  if (!run.guard_ok) found.emplace_back(Verdict::oob_write, run.guard_detail);
+  if (!run.inputs_ok) found.emplace_back(Verdict::input_mutated, run.inputs_detail);
+  if (run.unwritten > 0)
+    found.emplace_back(Verdict::unwritten, fmt::format("{} of {} output elements never written, first at {}", run.unwritten,
+                                                       run.bits.size(), where(c, run.first_unwritten)));
+  if (r.metrics.bad_nonfinite > 0)
+    found.emplace_back(Verdict::poisoned,
+                       fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at (seq {}, head {}, dim {})",
+                                   r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements, w.seq, w.head, w.dim));
+  if (r.variant_elements > 0)
+    found.emplace_back(Verdict::variant, fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
+  if (!(r.metrics.rel_linf <= r.limit))
+    found.emplace_back(Verdict::fail, fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
+                                                  r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim));
+  r.verdict = Verdict::pass;
+  for (auto& [v, detail] : found)
+    if (verdict_rank(v) < verdict_rank(r.verdict)) {
+      r.verdict = v;
+      r.detail = std::move(detail);
+    }
   return r;
 }
 

@@ -28,8 +28,10 @@ struct RawRun {
   double ms = 0;
 };
 
-/// Judges one cell from a raw run: guards, inputs, unwritten, non-finite, invariance vs `clean_bits`
-/// (nullptr for a clean cell), tolerance, in that order of precedence. `ref` is the oracle of cell.c;
+/// Judges one cell from a raw run: guards (oob_write), inputs (input_mutated), unwritten, non-finite
+/// (poisoned), invariance vs `clean_bits` (variant; nullptr for a clean cell), tolerance (fail). When several
+/// apply, the verdict is the first in verdict_table()'s order of precedence (judge/verdict.hpp), with that
+/// check's detail; pass when none applies. `ref` is the oracle of cell.c;
 /// `emulation_rel_linf` the low-precision emulation's error, which only the calibrated policy uses.
 CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std::optional<double> emulation_rel_linf,
                  const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance);

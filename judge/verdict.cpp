@@ -1,35 +1,44 @@
 #include "judge/verdict.hpp"
 
-#include <stdexcept>
-#include <string>
+#include "core/table.hpp"
 
 namespace pacheck {
 
-std::string_view verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::pass: return "pass";
-    case Verdict::fail: return "fail";
-    case Verdict::poisoned: return "poisoned";
-    case Verdict::variant: return "variant";
-    case Verdict::unwritten: return "unwritten";
-    case Verdict::oob_write: return "oob_write";
-    case Verdict::input_mutated: return "input_mutated";
-    case Verdict::declined: return "declined";
-    case Verdict::error: return "error";
-    case Verdict::crash: return "crash";
-    case Verdict::timeout: return "timeout";
-  }
-  return "?";
+namespace {
+constexpr VerdictInfo kVerdicts[] = {
+    {Verdict::oob_write, "oob_write", "a guard region around the output changed", true},
+    {Verdict::input_mutated, "input_mutated", "query, caches, block_tables or seq_lens changed", true},
+    {Verdict::unwritten, "unwritten", "an output element still holds the NaN fill pattern", true},
+    {Verdict::poisoned, "poisoned", "NaN or Inf where the oracle is finite", true},
+    {Verdict::variant, "variant",
+     "the output differs bitwise from the same cell with a clean (zero) cache, even within tolerance", true},
+    {Verdict::fail, "fail", "rel_linf = max|out − ref| / max|ref| above the tolerance limit", true},
+    {Verdict::declined, "declined", "the kernel does not support the cell (with its reason)", false},
+    {Verdict::error, "error", "the kernel or device reported an error", true},
+    {Verdict::crash, "crash", "the kernel's isolated child process died (the signal is in the detail)", true},
+    {Verdict::timeout, "timeout", "the kernel's isolated child process hung past --cell-timeout", true},
+    {Verdict::pass, "pass", "none of the above", false},
+};
+// The enum's order is the table's: rank and value agree, so code that compares enum values stays right.
+constexpr bool in_enum_order() {
+  for (std::size_t i = 0; i < std::size(kVerdicts); ++i)
+    if (static_cast<std::size_t>(kVerdicts[i].value) != i) return false;
+  return true;
+}
+static_assert(in_enum_order(), "verdict_table() rows must follow the Verdict enum's order");
+}  // namespace
+
+std::span<const VerdictInfo> verdict_table() { return kVerdicts; }
+std::string_view verdict_name(Verdict v) { return name_of(verdict_table(), v); }
+Verdict parse_verdict(std::string_view s) { return parse(verdict_table(), s, "verdict"); }
+
+std::size_t verdict_rank(Verdict v) {
+  return static_cast<std::size_t>(&row_of(verdict_table(), v) - verdict_table().data());
 }
 
-Verdict parse_verdict(std::string_view s) {
-  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::poisoned, Verdict::variant, Verdict::unwritten,
-                    Verdict::oob_write, Verdict::input_mutated, Verdict::declined, Verdict::error, Verdict::crash,
-                    Verdict::timeout})
-    if (s == verdict_name(v)) return v;
-  throw std::invalid_argument("unknown verdict '" + std::string(s) + "'");
+bool is_failure(Verdict v) {
+  const VerdictInfo* r = find_row(verdict_table(), v);
+  return r == nullptr || r->fails_gate;
 }
-
-bool is_failure(Verdict v) { return v != Verdict::pass && v != Verdict::declined; }
 
 }  // namespace pacheck

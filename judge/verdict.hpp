@@ -1,27 +1,49 @@
-// Verdicts: the outcome of one cell on one kernel.
+// Verdicts: the outcome of one cell on one kernel, described once in verdict_table(): name, meaning, whether
+// it fails the gate, and precedence (table order, which is also the enum's order). judge() picks the first
+// verdict of the table that applies; README.md's verdict table lists the same rows in the same order
+// (tests/test_tables.cpp checks it) and `pacheck list verdicts` prints them.
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string_view>
 
 namespace pacheck {
 
-/// Outcome of one cell on one kernel, in order of precedence when several apply.
+/// Outcome of one cell on one kernel, in order of precedence when several apply (first wins). The first
+/// six are judge()'s; declined, error, crash and timeout come from the runner, pass when nothing applies.
 enum class Verdict {
-  pass,           ///< within tolerance, finite, bitwise invariant under the fault
-  fail,           ///< beyond tolerance
-  poisoned,       ///< NaN/Inf where the oracle is finite
-  variant,        ///< output changed under a change that must not change it (e.g. the poison value)
-  unwritten,      ///< output elements left untouched (still the NaN fill pattern)
   oob_write,      ///< a guard region around the output changed
   input_mutated,  ///< query, caches, block_tables or seq_lens changed
+  unwritten,      ///< output elements left untouched (still the NaN fill pattern)
+  poisoned,       ///< NaN/Inf where the oracle is finite
+  variant,        ///< output changed under a change that must not change it (e.g. the poison value)
+  fail,           ///< beyond tolerance
   declined,       ///< the kernel does not support the cell
   error,          ///< the kernel or device reported an error
   crash,          ///< the kernel's process died (isolated runs)
   timeout,        ///< the kernel's process hung past the cell timeout (isolated runs)
+  pass,           ///< within tolerance, finite, bitwise invariant under the fault
 };
+
+/// One row of verdict_table().
+struct VerdictInfo {
+  Verdict value;
+  std::string_view name;     ///< as reports write it ("oob_write")
+  std::string_view meaning;  ///< README.md's "meaning" column, without its Markdown
+  bool fails_gate;           ///< counts as a failure of the cell (is_failure): all but pass and declined
+};
+/// Every verdict in order of precedence, highest first: the enum's order.
+std::span<const VerdictInfo> verdict_table();
+
+/// "oob_write", "input_mutated", ..., "pass" (verdict_table()'s names).
 std::string_view verdict_name(Verdict v);
+/// Parses a verdict_name(); throws std::invalid_argument listing the names otherwise.
 Verdict parse_verdict(std::string_view s);
-/// True for every verdict but pass and declined.
+/// True for every verdict but pass and declined (VerdictInfo::fails_gate).
 bool is_failure(Verdict v);
+/// Position of `v` in verdict_table(): 0 for the verdict that wins over every other. When several verdicts
+/// apply to one run, the one of lowest rank is the cell's.
+std::size_t verdict_rank(Verdict v);
 
 }  // namespace pacheck
