@@ -20,7 +20,14 @@ const std::vector<int> kHeadSizes{32, 64, 80, 96, 112, 128, 192, 256};
 const std::vector<int> kFavouredRatios{1, 2, 3, 4, 7, 8, 16};
 const std::vector<DType> kDTypes{DType::bf16, DType::f16, DType::f32};
 const std::vector<Dist> kDists{Dist::normal, Dist::uniform, Dist::peaked, Dist::extreme};
-const std::vector<Poison> kPoisons{Poison::nan, Poison::pinf, Poison::ninf, Poison::big, Poison::max_finite, Poison::zero};
+/// Every poison value of poison_table() but `none`, in its order (NaN first, where shrinking goes), so a new
+/// poison value is drawn with no edit here.
+const std::vector<Poison> kPoisons = [] {
+  std::vector<Poison> v;
+  for (const PoisonInfo& p : poison_table())
+    if (p.value != Poison::none) v.push_back(p.value);
+  return v;
+}();
 const std::vector<Target> kTargets{Target::v, Target::k, Target::kv};
 const std::vector<Region> kRegions{Region::tail, Region::all, Region::unused, Region::padding};
 

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/table.hpp"
 #include "faults/inject.hpp"
 #include "judge/comparator.hpp"
 
@@ -430,31 +431,34 @@ std::unordered_map<std::string, Reproduce> stringToReproduceMap(const std::strin
 
 namespace pacheck::prop {
 
-std::string_view property_name(Property p) {
-  switch (p) {
-    case Property::agreement: return "agreement";
-    case Property::tail_poison: return "tail-poison";
-    case Property::paging: return "paging-invariance";
-    case Property::determinism: return "determinism";
-    case Property::batch: return "batch-invariance";
-    case Property::gqa_expansion: return "gqa-expansion";
-    case Property::scaling: return "exact-scaling";
-  }
-  return "?";
-}
+namespace {
+constexpr PropertyInfo kProperties[] = {
+    {Property::agreement, "agreement", "within tolerance of the oracle, never NaN/Inf where the oracle is finite",
+     agreement},
+    {Property::tail_poison, "tail-poison",
+     "any poison in any unwritten region of K, V or both leaves the output bitwise identical", tail_poison},
+    {Property::paging, "paging-invariance",
+     "another block permutation, more spare blocks, other padding: a bitwise identical output", paging},
+    {Property::determinism, "determinism",
+     "two runs of a case, also with another case in between, are bitwise identical", determinism},
+    {Property::batch, "batch-invariance", "a sequence alone equals itself inside a batch and in a reversed batch",
+     batch},
+    {Property::gqa_expansion, "gqa-expansion",
+     "duplicating each KV head to make the case MHA gives the same output within tolerance", gqa_expansion},
+    {Property::scaling, "exact-scaling", "V x 2^e gives the output x 2^e exactly", scaling},
+};
+}  // namespace
 
-Property parse_property(std::string_view s) {
-  for (Property p : all_properties())
-    if (s == property_name(p)) return p;
-  std::string names;
-  for (Property p : all_properties()) names += (names.empty() ? "" : ", ") + std::string(property_name(p));
-  throw std::invalid_argument(fmt::format("unknown property '{}' (expected one of {})", s, names));
-}
+std::span<const PropertyInfo> property_table() { return kProperties; }
+std::string_view property_name(Property p) { return name_of(property_table(), p); }
+Property parse_property(std::string_view s) { return parse(property_table(), s, "property"); }
 
 const std::vector<Property>& all_properties() {
-  static const std::vector<Property> all{Property::agreement, Property::tail_poison, Property::paging,
-                                         Property::determinism, Property::batch, Property::gqa_expansion,
-                                         Property::scaling};
+  static const std::vector<Property> all = [] {
+    std::vector<Property> v;
+    for (const PropertyInfo& r : property_table()) v.push_back(r.value);
+    return v;
+  }();
   return all;
 }
 
@@ -473,17 +477,7 @@ KernelUnderTest make_target(KernelPtr kernel, const std::string& device, RunOpti
   return t;
 }
 
-void check_once(Property p, const KernelUnderTest& t) {
-  switch (p) {
-    case Property::agreement: return agreement(t);
-    case Property::tail_poison: return tail_poison(t);
-    case Property::paging: return paging(t);
-    case Property::determinism: return determinism(t);
-    case Property::batch: return batch(t);
-    case Property::gqa_expansion: return gqa_expansion(t);
-    case Property::scaling: return scaling(t);
-  }
-}
+void check_once(Property p, const KernelUnderTest& t) { row_of(property_table(), p).check(t); }
 
 PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params) {
   PropertyRun run;

@@ -1,6 +1,17 @@
 // The properties every paged-attention decode kernel must satisfy, checked over generated cells and
-// shrunk to a minimal counterexample. One function per property; the same code runs under ctest
-// (RC_GTEST_PROP) and under `pacheck fuzz` (run_property).
+// shrunk to a minimal counterexample. One function per property, one row per property in property_table();
+// the same code runs under ctest (properties/test_properties.cpp, over the table x the kernel registry) and
+// under `pacheck fuzz` (run_property).
+//
+// Quick start: adding a property
+//  1. Write `void my_property(const KernelUnderTest& t)` in properties.cpp: draw a cell with gen_cell (or
+//     gen_case), run the kernel through run_checked / run_kernel_once and judge, and call fail(...) with the
+//     cell and what does not hold. Wrap the body in guarded(...) so kernel errors become counterexamples.
+//  2. Add an enumerator to Property and a row {value, name, claim, check} to property_table() there.
+//  3. Add its row to docs/PROPERTIES.md's table (tests/test_tables.cpp checks names and order).
+//  `pacheck fuzz`, `pacheck list properties` and the ctest label `property` pick it up: every registered
+//  CPU kernel that is not a negative control must then hold it. A negative control or planted kernel that
+//  fails it is one line in test_properties.cpp's table of expected catches.
 #pragma once
 
 #include <rapidcheck.h>
@@ -8,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,7 +30,7 @@
 
 namespace pacheck::prop {
 
-/// The seven properties of issue 5.
+/// The seven properties of issue 5, in property_table()'s order.
 enum class Property {
   agreement,      ///< 1. within tolerance of the oracle, never NaN/Inf where the oracle is finite
   tail_poison,    ///< 2. any poison in any unwritten region (K, V or both) leaves the output bitwise identical
@@ -29,12 +41,26 @@ enum class Property {
   scaling,        ///< 7. V x 2^e gives output x 2^e exactly
 };
 
+struct KernelUnderTest;
+
+/// One row of property_table().
+struct PropertyInfo {
+  Property value;
+  std::string_view name;   ///< as `pacheck fuzz --property` and docs/PROPERTIES.md spell it ("tail-poison")
+  std::string_view claim;  ///< what holds, in one line (`pacheck list properties`)
+  /// One case of the property (check_once's body): draws a cell with RapidCheck's `*gen` and fails the case
+  /// with a counterexample when the property does not hold.
+  void (*check)(const KernelUnderTest& t);
+};
+/// Every property, in issue order (the order `pacheck fuzz` runs them and docs/PROPERTIES.md lists them).
+std::span<const PropertyInfo> property_table();
+
 /// "agreement", "tail-poison", "paging-invariance", "determinism", "batch-invariance", "gqa-expansion",
 /// "exact-scaling".
 std::string_view property_name(Property p);
 /// Parses a property_name(); throws std::invalid_argument listing the names otherwise.
 Property parse_property(std::string_view s);
-/// All seven, in issue order.
+/// Every property of property_table(), in its order.
 const std::vector<Property>& all_properties();
 
 /// What a property runs against: the kernel, the backend its buffers live on, the runner options that

@@ -103,6 +103,36 @@ TEST(Generators, ProbeKeepsOnlyWhatTheKernelSupports) {
   }
 }
 
+// Every registered CPU kernel: the space probed from it generates only cells it supports, so no property
+// case is wasted on a decline (a new kernel is covered with no edit here).
+class ProbedSpace : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ProbedSpace, GeneratesOnlyCellsTheKernelSupports) {
+  const KernelPtr k = Registry::global().find(GetParam());
+  ASSERT_TRUE(k);
+  const CaseSpace sp = probe_space(k);
+  const auto gen = gen_cell(sp, true);
+  for (int i = 0; i < 500; ++i) {
+    const Cell cell = gen(rc::Random(i), i % 101).value();
+    const Support s = k->supports(cell.c);
+    ASSERT_TRUE(s.ok) << cell.id() << ": " << s.reason;
+  }
+}
+
+std::vector<std::string> cpu_kernels() {
+  std::vector<std::string> names;
+  for (const KernelPtr& k : Registry::global().all())
+    if (k->device() == PACHECK_DEVICE_CPU) names.push_back(k->name());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, ProbedSpace, ::testing::ValuesIn(cpu_kernels()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '.', '_');
+                           return s;
+                         });
+
 TEST(Generators, ProbeRejectsAKernelThatDeclinesEverything) {
   class Nothing final : public Kernel {
    public:

@@ -1,51 +1,70 @@
-// The seven properties over every built-in CPU kernel, as RC_GTEST_PROP tests (ctest label `property`).
-// cpu.vector_v's tail-poison property is a negative control: it must fail, which test_planted.cpp
-// asserts; its other six properties (clean caches) must hold like any correct kernel's.
+// Every property of property_table() over every registered CPU kernel (ctest label `property`), one test
+// per (kernel, property), named like Registry/Holds.Property/cpu_split_kv_batch_invariance:
+//  - a kernel that is not a negative control must hold every property;
+//  - a negative control must hold every property it is not expected to fail (test_controls.hpp);
+//  - a planted kernel must hold the properties of planted_holds().
+// A new property or kernel is tested here with no edit. test_planted.cpp asserts the expected failures.
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
+#include <iostream>
 #include <map>
 
-#include "properties/properties.hpp"
+#include "properties/test_controls.hpp"
 
 namespace {
 
-using pacheck::prop::Property;
+using namespace pacheck;
+using namespace pacheck::prop;
+using namespace pacheck::prop::test;
 
 /// One target per kernel for the whole test program (probing its case space once).
-const pacheck::prop::KernelUnderTest& target(const std::string& kernel) {
-  static std::map<std::string, pacheck::prop::KernelUnderTest> targets;
-  auto it = targets.find(kernel);
+const KernelUnderTest& target(const std::string& name) {
+  static std::map<std::string, KernelUnderTest> targets;
+  auto it = targets.find(name);
   if (it == targets.end()) {
-    pacheck::KernelPtr k = pacheck::Registry::global().find(kernel);
-    if (!k) throw std::invalid_argument("no kernel " + kernel);
-    it = targets.emplace(kernel, pacheck::prop::make_target(k)).first;
+    const KernelPtr k = kernel(name);
+    if (!k) throw std::invalid_argument("no kernel " + name);
+    it = targets.emplace(name, make_target(k)).first;
   }
   return it->second;
 }
 
+/// Every (kernel, property) that must hold; cases 0 means RapidCheck's max_success (300 under test_main.cpp's
+/// defaults).
+std::vector<Hold> holds() {
+  std::vector<Hold> out;
+  for (const KernelPtr& k : Registry::global().all()) {
+    if (k->device() != PACHECK_DEVICE_CPU) continue;
+    const bool unreachable = std::any_of(unreached().begin(), unreached().end(),
+                                         [&](const Unreached& u) { return u.kernel == k->name(); });
+    if (unreachable) continue;
+    for (const PropertyInfo& p : property_table())
+      if (!caught(k->name(), p.value)) out.push_back({k->name(), p.value, 0});
+  }
+  for (const Hold& h : planted_holds()) out.push_back(h);
+  return out;
+}
+
+class Holds : public ::testing::TestWithParam<Hold> {};
+
+TEST_P(Holds, Property) {
+  const Hold& h = GetParam();
+  RunParams params = rc_params();
+  if (h.cases > 0) params.cases = h.cases;
+  // run_property draws from params.seed alone; mixing in the test's name gives each (kernel, property) its
+  // own cases, as RC_GTEST_PROP's per-test seeds did, and the same ones on every run.
+  for (char ch : param_name(h.kernel, h.property)) params.seed = (params.seed ^ static_cast<unsigned char>(ch)) * 0x100000001B3ull;
+  const PropertyRun run = run_property(h.property, target(h.kernel), params);
+  std::cout << property_name(h.property) << " on " << h.kernel << ": " << (run.passed ? "held" : "FAILED") << " after "
+            << run.cases << " cases, " << run.seconds << " s; " << tag_summary(run.distribution) << "\n";
+  EXPECT_TRUE(run.passed) << (run.counterexample ? run.counterexample->message : run.message)
+                          << "\nreplay: RC_PARAMS=\"reproduce=" << run.reproduce << "\"";
+  EXPECT_EQ(run.cases, params.cases);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, Holds, ::testing::ValuesIn(holds()),
+                         [](const ::testing::TestParamInfo<Hold>& info) {
+                           return param_name(info.param.kernel, info.param.property);
+                         });
+
 }  // namespace
-
-#define PACHECK_PROPERTY(Kernel, kernel_name, Name, property) \
-  RC_GTEST_PROP(Kernel, Name, ()) { pacheck::prop::check_once(Property::property, target(kernel_name)); }
-
-#define PACHECK_ALL_PROPERTIES(Kernel, kernel_name)                        \
-  PACHECK_PROPERTY(Kernel, kernel_name, Agreement, agreement)              \
-  PACHECK_PROPERTY(Kernel, kernel_name, TailPoisonInvariance, tail_poison) \
-  PACHECK_PROPERTY(Kernel, kernel_name, PagingInvariance, paging)          \
-  PACHECK_PROPERTY(Kernel, kernel_name, Determinism, determinism)          \
-  PACHECK_PROPERTY(Kernel, kernel_name, BatchInvariance, batch)            \
-  PACHECK_PROPERTY(Kernel, kernel_name, GqaExpansion, gqa_expansion)       \
-  PACHECK_PROPERTY(Kernel, kernel_name, ExactScaling, scaling)
-
-PACHECK_ALL_PROPERTIES(CpuReference, "cpu.reference")
-PACHECK_ALL_PROPERTIES(CpuVectorVMasked, "cpu.vector_v_masked")
-PACHECK_ALL_PROPERTIES(CpuSplitKv, "cpu.split_kv")
-
-// cpu.vector_v: every property but tail-poison (the negative control, asserted in test_planted.cpp).
-PACHECK_PROPERTY(CpuVectorV, "cpu.vector_v", Agreement, agreement)
-PACHECK_PROPERTY(CpuVectorV, "cpu.vector_v", PagingInvariance, paging)
-PACHECK_PROPERTY(CpuVectorV, "cpu.vector_v", Determinism, determinism)
-PACHECK_PROPERTY(CpuVectorV, "cpu.vector_v", BatchInvariance, batch)
-PACHECK_PROPERTY(CpuVectorV, "cpu.vector_v", GqaExpansion, gqa_expansion)
-PACHECK_PROPERTY(CpuVectorV, "cpu.vector_v", ExactScaling, scaling)

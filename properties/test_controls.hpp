@@ -1,0 +1,206 @@
+// What the property tests expect of each kernel, as data over property_table() x the kernel registry:
+//  - a registered CPU kernel that is not a negative control must hold every property (test_properties.cpp);
+//  - a negative control or planted kernel must fail the properties of its rows in catches(), with a shrunk
+//    counterexample that shows the fault's trigger (test_planted.cpp), and hold the rest: a registered
+//    control every other property at the CI case count, a planted kernel the properties of planted_holds();
+//  - a control whose fault the generators cannot reach is listed in unreached(), saying why.
+// Every control and planted kernel must appear in catches() or unreached() (Controls.EveryControlIsExpected),
+// so a new one is never silently untested. A new property or correct kernel needs no edit here.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "faults/inject.hpp"
+#include "properties/planted_kernels.hpp"
+#include "properties/properties.hpp"
+
+namespace pacheck::prop::test {
+
+/// Cases, seed and size from RapidCheck's configuration (RC_PARAMS; test_main.cpp sets the CI defaults).
+inline RunParams rc_params() {
+  const auto& tp = rc::detail::configuration().testParams;
+  RunParams p;
+  p.seed = tp.seed;
+  p.cases = tp.maxSuccess;
+  p.max_size = tp.maxSize;
+  return p;
+}
+
+/// A built-in (registry) or planted kernel by name; nullptr when neither has it.
+inline KernelPtr kernel(const std::string& name) {
+  KernelPtr k = Registry::global().find(name);
+  return k ? k : find_planted_kernel(name);
+}
+
+/// The verdict `pacheck repro` gives the counterexample's cell (the same run_cell it calls).
+inline Verdict repro_verdict(const Cell& cell, const std::string& name) {
+  auto backend = make_cpu_backend();
+  return run_cell(cell, *kernel(name), *backend, RunOptions{}).first.verdict;
+}
+
+/// Runs the counterexample's printed `pacheck repro` line with the pacheck binary of this build
+/// (PACHECK_BINARY): its exit status and stdout (stderr appended).
+inline std::pair<int, std::string> run_repro_line(const Counterexample& cx) {
+  const std::string prefix = "pacheck ";
+  EXPECT_EQ(cx.repro.rfind(prefix, 0), 0u) << cx.repro;
+  const std::string out = ::testing::TempDir() + "pacheck_test_planted_repro." + std::to_string(::getpid()) + ".out";
+  const std::string cmd = std::string(PACHECK_BINARY) + " " + cx.repro.substr(prefix.size()) + " >" + out + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, text.str()};
+}
+
+inline int max_len(const Case& c) { return *std::max_element(c.seq_lens.begin(), c.seq_lens.end()); }
+
+/// A property that `kernel` must fail, and what the shrunk counterexample must show (`seconds`: how long
+/// the run took to fail and shrink).
+struct Catch {
+  std::string kernel;
+  Property property;
+  std::string shows;  ///< what the check asserts, in words (part of the test name)
+  std::function<void(const Counterexample& cx, double seconds)> check;
+};
+
+/// Every expected catch. The rows are those of docs/PROPERTIES.md's planted-kernel table.
+inline const std::vector<Catch>& catches() {
+  static const std::vector<Catch> rows{
+      // Acceptance of issue 5: the negative control is caught with a straddling length and a V poison, in
+      // under a minute, and `pacheck repro` on the printed cell fails it too.
+      {"cpu.vector_v", Property::tail_poison, "StraddlingLengthAndNonFiniteVPoison",
+       [](const Counterexample& cx, double seconds) {
+         EXPECT_TRUE(cx.cell.c.straddles()) << cx.cell.id();
+         EXPECT_NE(cx.cell.fault.target, Target::k) << cx.cell.id();
+         EXPECT_TRUE(poison_is_nonfinite(cx.cell.fault.poison)) << cx.cell.id();
+         EXPECT_TRUE(poisons_v_tail(cx.cell)) << cx.cell.id();
+         EXPECT_EQ(cx.cell.c.num_seqs(), 1) << "not shrunk: " << cx.cell.id();
+         EXPECT_LT(seconds, 60.0);
+         EXPECT_EQ(repro_verdict(cx.cell, "cpu.vector_v"), Verdict::poisoned);
+       }},
+      {"planted.off_by_one_block", Property::agreement, "AtAnAlignedLength",
+       [](const Counterexample& cx, double) {
+         const Case& c = cx.cell.c;
+         EXPECT_TRUE(std::any_of(c.seq_lens.begin(), c.seq_lens.end(), [&](int len) { return len % c.block_size == 0; }))
+             << c.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.off_by_one_block")));
+       }},
+      {"planted.gqa_modulo", Property::agreement, "WithGqaAndSeveralKvHeads",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(cx.cell.c.gqa_ratio(), 2) << cx.cell.id();
+         EXPECT_GE(cx.cell.c.num_kv_heads, 2) << cx.cell.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.gqa_modulo")));
+       }},
+      {"planted.gqa_modulo", Property::gqa_expansion, "WithGqaAndSeveralKvHeads",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(cx.cell.c.gqa_ratio(), 2) << cx.cell.id();
+         EXPECT_GE(cx.cell.c.num_kv_heads, 2) << cx.cell.id();
+         EXPECT_NE(cx.what.find("MHA expansion"), std::string::npos) << cx.what;
+       }},
+      {"planted.split_kv_empty_partition", Property::agreement, "OnAShortSequenceAndTheReproLineRuns",
+       [](const Counterexample& cx, double) {
+         // Two sibling partitions of 8 x ceil(len / 8) tokens are both empty: 6 * ceil(len / 8) >= len at least.
+         const Case& c = cx.cell.c;
+         EXPECT_TRUE(std::any_of(c.seq_lens.begin(), c.seq_lens.end(), [](int len) { return 6 * ((len + 7) / 8) >= len; }))
+             << c.id();
+         EXPECT_EQ(cx.what.rfind("poisoned", 0), 0u) << cx.what;
+         EXPECT_EQ(repro_verdict(cx.cell, "planted.split_kv_empty_partition"), Verdict::poisoned);
+         // The printed repro line runs as printed: `pacheck repro` finds planted kernels too.
+         const auto [rc, out] = run_repro_line(cx);
+         EXPECT_EQ(rc, 1) << cx.repro << "\n" << out;
+         EXPECT_NE(out.find("kernel    planted.split_kv_empty_partition on "), std::string::npos) << out;
+         EXPECT_NE(out.find("verdict   poisoned"), std::string::npos) << out;
+       }},
+      {"planted.softmax_no_max", Property::agreement, "OnTheExtremeDistribution",
+       [](const Counterexample& cx, double) {
+         EXPECT_EQ(cx.cell.c.dist, Dist::extreme) << cx.cell.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.softmax_no_max")));
+       }},
+      // The remaining planted faults stay within tolerance of the oracle: only their metamorphic property
+      // sees them (planted_holds() has the other half).
+      {"planted.physical_block_order", Property::paging, "WithTwoBlocksToReorder",
+       [](const Counterexample& cx, double) {
+         EXPECT_GT(max_len(cx.cell.c), cx.cell.c.block_size) << "needs two blocks to reorder: " << cx.cell.id();
+       }},
+      {"planted.launch_order", Property::determinism, "WithThreeTokensOrMore",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(max_len(cx.cell.c), 3) << "reversing fewer than 3 addends rounds the same: " << cx.cell.id();
+       }},
+      {"planted.batch_split", Property::batch, "WithABatchOverSeveralPartitions",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(cx.cell.c.num_seqs(), 2) << cx.cell.id();
+         EXPECT_GT(max_len(cx.cell.c), 16) << "one partition whatever the batch: " << cx.cell.id();
+       }},
+      {"planted.f16_staged_v", Property::scaling, "WithAWiderCacheDtype",
+       [](const Counterexample& cx, double) {
+         // f16 caches hold nothing f16 staging can lose; the fault needs a wider cache dtype.
+         EXPECT_NE(cx.cell.c.kv_dtype, DType::f16) << cx.cell.id();
+         EXPECT_NE(cx.what.find("does not scale the output"), std::string::npos) << cx.what;
+       }},
+  };
+  return rows;
+}
+
+/// A property a planted kernel must hold for `cases` cases: its fault is one only another property sees.
+struct Hold {
+  std::string kernel;
+  Property property;
+  int cases;
+};
+inline const std::vector<Hold>& planted_holds() {
+  static const std::vector<Hold> rows{
+      {"planted.physical_block_order", Property::agreement, 100},
+      {"planted.launch_order", Property::agreement, 100},
+      {"planted.batch_split", Property::agreement, 100},
+  };
+  return rows;
+}
+
+/// Negative controls whose fault no generated cell can show, and why.
+struct Unreached {
+  std::string kernel;
+  std::string why;
+};
+inline const std::vector<Unreached>& unreached() {
+  static const std::vector<Unreached> rows{
+      {"cpu.fp8_head0_scale", "its fault needs per-head fp8 scales; the generators draw no fp8 cache"},
+      {"cpu.fp8_scale_fault", "its fault needs fp8 scales; the generators draw no fp8 cache"},
+  };
+  return rows;
+}
+
+/// True when catches() has a row for (kernel, p).
+inline bool caught(const std::string& kernel, Property p) {
+  return std::any_of(catches().begin(), catches().end(),
+                     [&](const Catch& c) { return c.kernel == kernel && c.property == p; });
+}
+
+/// How GoogleTest prints a row: "planted.gqa_modulo agreement" (not the bytes of the struct).
+inline void PrintTo(const Catch& c, std::ostream* os) { *os << c.kernel << " " << property_name(c.property); }
+inline void PrintTo(const Hold& h, std::ostream* os) {
+  *os << h.kernel << " " << property_name(h.property) << (h.cases ? " x" + std::to_string(h.cases) : "");
+}
+
+/// "cpu.vector_v" + "tail-poison" -> "cpu_vector_v_tail_poison": a GoogleTest parameter name.
+inline std::string param_name(const std::string& kernel, Property p, const std::string& suffix = {}) {
+  std::string s = kernel + "_" + std::string(property_name(p)) + (suffix.empty() ? "" : "_" + suffix);
+  std::replace_if(s.begin(), s.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
+  return s;
+}
+
+}  // namespace pacheck::prop::test
