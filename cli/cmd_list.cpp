@@ -1,15 +1,62 @@
-// pacheck list kernels|suites|devices
+// pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
 #include "kernels/backend.hpp"
 
+#ifdef PACHECK_HAVE_FUZZ
+#include "properties/properties.hpp"
+#endif
+
 namespace pacheck::cli {
 
+namespace {
+
+/// Every poison value of core/fault.hpp's table, with its bit pattern in each cache dtype.
+void list_poisons() {
+  fmt::print("{:<10} {:<10}", "poison", "kind");
+  for (const DTypeInfo& t : dtype_table()) fmt::print(" {:>12}", t.name);
+  fmt::print("  meaning\n");
+  for (const PoisonInfo& p : poison_table()) {
+    fmt::print("{:<10} {:<10}", p.name, p.nonfinite ? "non-finite" : "finite");
+    for (const DTypeInfo& t : dtype_table()) {
+      const std::string bits = poison_unsupported(p.value, t.value).empty()
+                                   ? fmt::format("0x{:0{}X}", poison_bits(p.value, t.value), 2 * t.size)
+                                   : "refused";
+      fmt::print(" {:>12}", bits);
+    }
+    fmt::print("  {}\n", p.meaning);
+  }
+}
+
+/// Every verdict of judge/verdict.hpp's table, in order of precedence.
+void list_verdicts() {
+  fmt::print("{:<14} {:<8} meaning (in order of precedence: the first that applies is the cell's)\n", "verdict", "failure");
+  for (const VerdictInfo& v : verdict_table()) fmt::print("{:<14} {:<8} {}\n", v.name, v.fails_gate ? "yes" : "no", v.meaning);
+}
+
+/// Every distribution of core/case.hpp's table (suite key `dists`, case id token `dist=`).
+void list_distributions() {
+  for (const DistInfo& d : dist_table()) fmt::print("{:<8} {}\n", d.name, d.meaning);
+}
+
+/// Every property of properties/properties.hpp's table (`pacheck fuzz --property`).
+void list_properties() {
+#ifdef PACHECK_HAVE_FUZZ
+  for (const prop::PropertyInfo& p : prop::property_table()) fmt::print("{:<18} {}\n", p.name, p.claim);
+#else
+  throw UsageError("the properties need RapidCheck: rebuild with -DPACHECK_BUILD_TESTS=ON");
+#endif
+}
+
+}  // namespace
+
 void add_list_command(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("list", "list kernels, suites or devices");
+  auto* cmd = app.add_subcommand("list", "list kernels, suites, devices, poisons, verdicts, properties or distributions");
   auto what = std::make_shared<std::string>();
-  cmd->add_option("what", *what, "kernels, suites or devices")->required()->check(CLI::IsMember({"kernels", "suites", "devices"}));
+  cmd->add_option("what", *what, "kernels, suites, devices, poisons, verdicts, properties or distributions")
+      ->required()
+      ->check(CLI::IsMember({"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions"}));
   cmd->callback([&ctx, what] {
     if (*what == "kernels") {
       for (const auto& k : Registry::global().all()) {
@@ -26,9 +73,17 @@ void add_list_command(CLI::App& app, Context& ctx) {
           ctx.exit_code = kUsage;
         }
       }
-    } else {
+    } else if (*what == "devices") {
       for (const auto& b : backend_status())
         fmt::print("{:<5} {:<10} {} device(s)  {}\n", b.kind, b.built ? "built" : "not built", b.devices, b.detail);
+    } else if (*what == "poisons") {
+      list_poisons();
+    } else if (*what == "verdicts") {
+      list_verdicts();
+    } else if (*what == "properties") {
+      list_properties();
+    } else {
+      list_distributions();
     }
   });
 }
