@@ -189,3 +189,20 @@ TEST(Generators, CoverTheEdges) {
   EXPECT_EQ(heads, (std::set<int>{32, 64, 80, 96, 112, 128, 192, 256}));
   EXPECT_EQ(blocks, (std::set<int>{1, 8, 16, 32, 64, 128, 256}));
 }
+
+// Faults draw every poison value of poison_table() but none (a new value is fuzzed with no edit), every
+// target and every region.
+TEST(Generators, FaultsDrawEveryPoisonTargetAndRegion) {
+  const auto gen = gen_cell(full_space(), true);
+  std::set<std::string> seen;
+  for (int i = 0; i < 2000; ++i) {
+    const FaultSpec f = gen(rc::Random(5000 + i), i % 101).value().fault;
+    seen.insert("poison " + std::string(poison_name(f.poison)));
+    seen.insert("target " + std::string(target_name(f.target)));
+    seen.insert("region " + std::string(region_name(f.region)));
+  }
+  for (const PoisonInfo& p : poison_table())
+    EXPECT_EQ(seen.count("poison " + std::string(p.name)), p.value == Poison::none ? 0u : 1u) << p.name;
+  for (const TargetInfo& t : target_table()) EXPECT_TRUE(seen.count("target " + std::string(t.name))) << t.name;
+  for (const RegionInfo& r : region_table()) EXPECT_TRUE(seen.count("region " + std::string(r.name))) << r.name;
+}
