@@ -29,6 +29,9 @@ std::uint32_t pinf_bits(DType t) { return to_bits(std::bit_cast<float>(0x7F80000
 std::uint32_t ninf_bits(DType t) { return to_bits(std::bit_cast<float>(0xFF800000u), t); }
 std::uint32_t big_bits(DType t) { return to_bits(1.0e4f, t); }
 std::uint32_t max_bits(DType t) { return to_bits(static_cast<float>(dtype_max_finite(t)), t); }
+/// Exponent field 0, mantissa 1: the smallest positive subnormal of every dtype here (f32 2^-149, f16 2^-24,
+/// bf16 2^-133, e4m3fn 2^-9, e4m3fnuz 2^-10, e5m2 2^-16; core/fp8.hpp's table).
+std::uint32_t subnormal_bits(DType) { return 1; }
 
 constexpr PoisonInfo kPoisons[] = {
     {Poison::none, "none", "", "no fault: unwritten slots stay zero", false, false, zero_bits},
@@ -38,6 +41,8 @@ constexpr PoisonInfo kPoisons[] = {
     {Poison::big, "1e4", "", "finite garbage 1e4, rounded (fp8: saturated) to the cache dtype", false, false, big_bits},
     {Poison::max_finite, "max", "", "the cache dtype's largest finite value, the nearest thing to Inf where there is none", false, false, max_bits},
     {Poison::zero, "zero", "", "explicit +0, a control: must behave exactly like none", false, false, zero_bits},
+    {Poison::subnormal, "subnormal", "", "the cache dtype's smallest positive subnormal: finite, must change nothing",
+     false, false, subnormal_bits},
 };
 
 constexpr TargetInfo kTargets[] = {

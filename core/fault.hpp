@@ -30,6 +30,7 @@ namespace pacheck {
 ///   1e4        0x7E (448)    0x7F (240)    0x71 (10240)   saturated / rounded like any value
 ///   max        0x7E (448)    0x7F (240)    0x7B (57344)   the nearest thing to Inf where there is none
 ///   zero       0x00          0x00          0x00
+///   subnormal  0x01 (2^-9)   0x01 (2^-10)  0x01 (2^-16)   the smallest positive subnormal
 /// +-Inf on e4m3fn / e4m3fnuz is refused (poison_unsupported) rather than written as +-max: the cell would
 /// claim a non-finite poison that is not there, and a tail-read control would look blind.
 enum class Poison : std::uint8_t {
@@ -40,6 +41,7 @@ enum class Poison : std::uint8_t {
   big,         ///< finite garbage 1e4 (rounded to the dtype)
   max_finite,  ///< the dtype's largest finite value
   zero,        ///< explicit +0 (a control: must behave exactly like `none`)
+  subnormal,   ///< the smallest positive subnormal (f32 0x00000001, f16 and bf16 0x0001, fp8 0x01)
 };
 
 /// One row of poison_table().
@@ -55,7 +57,7 @@ struct PoisonInfo {
 };
 /// Every poison value, `none` first, in the order `pacheck list poisons` and README.md list them.
 std::span<const PoisonInfo> poison_table();
-/// "none", "nan", "+inf", "-inf", "1e4", "max", "zero" (poison_table()'s names).
+/// "none", "nan", "+inf", "-inf", "1e4", "max", "zero", "subnormal" (poison_table()'s names).
 std::string_view poison_name(Poison p);
 /// Parses a poison_name() (or "inf" for +inf); throws std::invalid_argument listing the names otherwise.
 Poison parse_poison(std::string_view s);

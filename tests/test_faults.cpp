@@ -3,7 +3,10 @@
 
 #include <cmath>
 
+#include "core/fp8.hpp"
+#include "exec/runner.hpp"
 #include "faults/inject.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/kernel.hpp"
 #include "oracle/tensors.hpp"
 
@@ -40,8 +43,24 @@ TEST(PoisonBits, ExactPatternsPerDtype) {
   }
 }
 
+// subnormal is code 1 in every dtype: the smallest positive subnormal of core/fp8.hpp's table and of IEEE
+// binary32 / binary16 / bfloat16, a finite value.
+TEST(PoisonBits, SubnormalIsTheSmallestPositiveSubnormalOfEachDtype) {
+  const std::vector<std::pair<DType, float>> smallest{
+      {DType::f32, 0x1p-149f},       {DType::f16, 0x1p-24f},         {DType::bf16, 0x1p-133f},
+      {DType::fp8_e4m3fn, 0x1p-9f}, {DType::fp8_e4m3fnuz, 0x1p-10f}, {DType::fp8_e5m2, 0x1p-16f}};
+  for (const auto& [t, value] : smallest) {
+    EXPECT_EQ(poison_bits(Poison::subnormal, t), 1u) << dtype_name(t);
+    EXPECT_EQ(from_bits(poison_bits(Poison::subnormal, t), t), value) << dtype_name(t);
+    EXPECT_EQ(to_bits(value / 2, t), 0u) << dtype_name(t) << ": nothing positive lies below it";
+  }
+  EXPECT_FALSE(poison_is_nonfinite(Poison::subnormal));
+  EXPECT_EQ(poison_unsupported(Poison::subnormal, DType::fp8_e4m3fn), "");
+}
+
 TEST(FaultSpec, IdRoundTripAndErrors) {
-  for (const char* id : {"clean", "V:nan@tail", "K+V:-inf@all", "K:1e4@unused", "V:max@padding", "K:+inf@tail"})
+  for (const char* id : {"clean", "V:nan@tail", "K+V:-inf@all", "K:1e4@unused", "V:max@padding", "K:+inf@tail",
+                         "V:subnormal@tail", "K+V:subnormal@all"})
     EXPECT_EQ(parse_fault(id).id(), id);
   EXPECT_THROW(parse_fault("V:nan"), std::invalid_argument);
   EXPECT_THROW(parse_fault("Q:nan@tail"), std::invalid_argument);
@@ -118,6 +137,44 @@ TEST(NegativeControlPredicate, OnlyNonFiniteVTailAtStraddlingLengths) {
   EXPECT_TRUE(poisons_v_tail(cell));
   cell.c.seq_lens = {4096};
   EXPECT_FALSE(poisons_v_tail(cell));
+  // A finite poison is no expected failure of the negative control: subnormal x 0 = 0.
+  cell.c.seq_lens = {4090};
+  cell.fault = parse_fault("V:subnormal@tail");
+  EXPECT_FALSE(poisons_v_tail(cell));
+}
+
+// A subnormal poison is finite: a correct kernel's output is bitwise that of the clean cache, and so is the
+// negative control's, which multiplies the V tail by a zero probability (subnormal x 0 = 0). The same cells
+// with NaN show that cpu.vector_v does read the tail there.
+TEST(SubnormalPoison, LeavesTheOutputBitwiseUnchangedOnReferenceAndVectorV) {
+  auto backend = make_cpu_backend();
+  for (DType dt : {DType::bf16, DType::f16, DType::f32, DType::fp8_e4m3fn}) {
+    Case c = small_case(Layout::vllm, dt, {37, 5});
+    if (is_fp8(dt)) c.q_dtype = c.out_dtype = DType::bf16;
+    ASSERT_TRUE(c.straddles());
+    for (const char* kernel : {"cpu.reference", "cpu.vector_v"}) {
+      const KernelPtr k = Registry::global().find(kernel);
+      ASSERT_TRUE(k);
+      const auto [clean, clean_raw] = run_cell(Cell{c, FaultSpec{}}, *k, *backend, RunOptions{});
+      ASSERT_EQ(clean.verdict, Verdict::pass) << kernel << " " << c.id();
+      for (const char* fault : {"V:subnormal@tail", "K+V:subnormal@all"}) {
+        const Cell cell{c, parse_fault(fault)};
+        SCOPED_TRACE(std::string(kernel) + " " + cell.id());
+        EXPECT_FALSE(poisons_v_tail(cell));
+        PagedCache pc = page(c, generate(c));
+        EXPECT_GT(inject(pc, cell.fault), 0) << "the cell poisons nothing";
+        const auto [r, raw] = run_cell(cell, *k, *backend, RunOptions{});
+        EXPECT_EQ(r.verdict, Verdict::pass) << r.detail;
+        EXPECT_EQ(r.variant_elements, 0);
+        EXPECT_EQ(raw.bits, clean_raw.bits);
+      }
+    }
+    const Cell nan_tail{c, parse_fault("V:nan@tail")};
+    EXPECT_TRUE(poisons_v_tail(nan_tail));
+    EXPECT_EQ(run_cell(nan_tail, *Registry::global().find("cpu.vector_v"), *backend, RunOptions{}).first.verdict,
+              Verdict::poisoned)
+        << dtype_name(dt);
+  }
 }
 
 }  // namespace
