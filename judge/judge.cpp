@@ -43,11 +43,13 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
     found.emplace_back(Verdict::unwritten, fmt::format("{} of {} output elements never written, first at {}", run.unwritten,
                                                        run.bits.size(), where(c, run.first_unwritten)));
   if (r.metrics.bad_nonfinite > 0)
-    found.emplace_back(Verdict::poisoned,
-                       fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at (seq {}, head {}, dim {})",
-                                   r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements, w.seq, w.head, w.dim));
+    found.emplace_back(Verdict::poisoned, fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at "
+                                                      "(seq {}, head {}, dim {})",
+                                                      r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements,
+                                                      w.seq, w.head, w.dim));
   if (r.variant_elements > 0)
-    found.emplace_back(Verdict::variant, fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
+    found.emplace_back(Verdict::variant,
+                       fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
   if (!(r.metrics.rel_linf <= r.limit))
     found.emplace_back(Verdict::fail, fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
                                                   r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim));

@@ -53,7 +53,8 @@ TEST_P(Holds, Property) {
   if (h.cases > 0) params.cases = h.cases;
   // run_property draws from params.seed alone; mixing in the test's name gives each (kernel, property) its
   // own cases, as RC_GTEST_PROP's per-test seeds did, and the same ones on every run.
-  for (char ch : param_name(h.kernel, h.property)) params.seed = (params.seed ^ static_cast<unsigned char>(ch)) * 0x100000001B3ull;
+  for (char ch : param_name(h.kernel, h.property))
+    params.seed = (params.seed ^ static_cast<unsigned char>(ch)) * 0x100000001B3ull;  // FNV-1a step
   const PropertyRun run = run_property(h.property, target(h.kernel), params);
   std::cout << property_name(h.property) << " on " << h.kernel << ": " << (run.passed ? "held" : "FAILED") << " after "
             << run.cases << " cases, " << run.seconds << " s; " << tag_summary(run.distribution) << "\n";

@@ -226,7 +226,9 @@ void expect_rows(const std::vector<std::vector<std::string>>& doc_rows, std::spa
 TEST(Docs, ReadmeListsEveryVerdictInOrderOfPrecedence) {
   const auto rows = markdown_table(read(source_root() / "README.md"), "### Verdicts (in order of precedence)");
   expect_rows<VerdictInfo>(rows, verdict_table(),
-                           [](const VerdictInfo& v) { return std::vector<std::string>{std::string(v.name), std::string(v.meaning)}; },
+                           [](const VerdictInfo& v) {
+                             return std::vector<std::string>{std::string(v.name), std::string(v.meaning)};
+                           },
                            "README.md's verdict table");
 }
 
