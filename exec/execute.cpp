@@ -5,11 +5,6 @@
 
 namespace pacheck {
 
-CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const RawRun& run,
-                 const std::vector<std::uint32_t>* clean_bits, const RunOptions& opt) {
-  return judge(cell, k, data.ref, data.emulation_rel_linf, run, clean_bits, opt.tolerance);
-}
-
 CellResult unrun_result(const Cell& cell, const Kernel& k, Verdict v, std::string why) {
   CellResult r;
   r.kernel = k.name();

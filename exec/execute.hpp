@@ -66,10 +66,6 @@ struct ExecuteOptions {
 Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, Backend& backend, CleanTwin& twin,
                        const Tolerance& tolerance, const ExecuteOptions& how = {});
 
-/// judge() with the oracle and emulation error of `data` and the tolerance of `opt`.
-CellResult judge(const Cell& cell, const Kernel& k, const CaseData& data, const RawRun& run,
-                 const std::vector<std::uint32_t>* clean_bits, const RunOptions& opt);
-
 /// The result of a cell that ran no kernel call: verdict `v` (declined, error, crash, timeout) with `why`
 /// as its detail, the cell's ids, and expected_fail from the kernel's expected_failures(). device stays empty.
 CellResult unrun_result(const Cell& cell, const Kernel& k, Verdict v, std::string why);
