@@ -8,43 +8,22 @@
 #include <set>
 #include <thread>
 
-#include "faults/inject.hpp"
-
 namespace pacheck {
 namespace {
 
-/// Device copies of one case's inputs and output.
+/// Device copies of one case's inputs (uploaded as for the guarded run) and a zeroed output.
 struct Copy {
-  Backend& b;
-  std::vector<void*> bufs;
-  pacheck_kernel_args args{};
-  Copy(Backend& backend, const CaseData& d, const std::vector<std::uint8_t>& q) : b(backend) {
-    auto up = [&](const void* src, std::size_t n) {
-      void* p = b.alloc(std::max<std::size_t>(n, 1));
-      b.upload(p, src, n);
-      bufs.push_back(p);
-      return p;
-    };
-    const Case& c = d.c;
-    void* qd = up(q.data(), q.size());
-    void* kc = up(d.cache.key_cache.data(), d.cache.key_cache.size());
-    void* vc = up(d.cache.value_cache.data(), d.cache.value_cache.size());
-    void* bt = up(d.cache.block_tables.data(), d.cache.block_tables.size() * 4);
-    void* sl = up(d.cache.seq_lens.data(), d.cache.seq_lens.size() * 4);
-    const std::size_t out_bytes = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size * dtype_size(c.out_dtype);
-    std::vector<std::uint8_t> zeros(out_bytes, 0);
-    void* out = up(zeros.data(), out_bytes);
-    const auto* ks = d.cache.k_per_head ? static_cast<const float*>(up(d.cache.k_scales.data(), d.cache.k_scales.size() * 4)) : nullptr;
-    const auto* vs = d.cache.v_per_head ? static_cast<const float*>(up(d.cache.v_scales.data(), d.cache.v_scales.size() * 4)) : nullptr;
-    args = make_args(c, d.cache, qd, kc, vc, static_cast<const std::int32_t*>(bt), static_cast<const std::int32_t*>(sl), out,
-                     ks, vs);
-    args.stream = b.stream();
+  DeviceInputs inputs;
+  DeviceBuffer out;
+  pacheck_kernel_args args;
+  Copy(Backend& b, const CaseData& d, const std::vector<std::uint8_t>& q)
+      : inputs(b, d.c, q, d.cache), out(b, out_bytes(d.c)), args(inputs.args(out.p)) {
+    const std::vector<std::uint8_t> zeros(out_bytes(d.c), 0);
+    b.upload(out.p, zeros.data(), zeros.size());
   }
-  ~Copy() {
-    for (void* p : bufs) b.release(p);
+  static std::size_t out_bytes(const Case& c) {
+    return static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size * dtype_size(c.out_dtype);
   }
-  Copy(const Copy&) = delete;
-  Copy& operator=(const Copy&) = delete;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -65,15 +44,17 @@ KernelTiming time_kernel(const Kernel& k, Backend& b, const CaseData& d, const B
     t.note = "declined: " + s.reason;
     return t;
   }
+  // Correctness first: a fast wrong kernel is not a result.
+  CleanTwin twin;
+  const CellResult r = execute_cell(d, k, cell, b, twin, opt.run.tolerance).result;
+  t.verdict = r.verdict;
+  t.rel_linf = r.metrics.rel_linf;
+  if (r.verdict == Verdict::error) {
+    t.note = "error: " + r.detail;
+    return t;
+  }
   try {
-    // Correctness first: a fast wrong kernel is not a result.
-    RawRun raw = run_kernel_once(k, b, d, d.cache);
-    CellResult r = judge(cell, k, d, raw, nullptr, opt.run);
-    t.verdict = r.verdict;
-    t.rel_linf = r.metrics.rel_linf;
-
-    std::vector<std::uint8_t> q(d.pre.q.size() * dtype_size(d.c.q_dtype));
-    for (std::size_t i = 0; i < d.pre.q.size(); ++i) store(q.data(), i, d.c.q_dtype, d.pre.q[i]);
+    const std::vector<std::uint8_t> q = query_bytes(d.c, d.pre);
     const std::size_t per_copy = d.cache.key_cache.size() * 2 + q.size();
     const int ncopies = static_cast<int>(std::clamp<std::size_t>(opt.rotate_bytes / std::max<std::size_t>(per_copy, 1) + 1, 1, 32));
     std::vector<std::unique_ptr<Copy>> copies;

@@ -59,6 +59,10 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     const Metrics& m = r.metrics;
     fmt::print("cell      {}\nkernel    {} on {}\nverdict   {}{}\n", r.cell_id, r.kernel, backend->description(),
                verdict_name(r.verdict), r.detail.empty() ? "" : "  (" + r.detail + ")");
+    if (r.verdict == Verdict::error) {  // the kernel or backend failed: no output to show
+      ctx.exit_code = kFail;
+      return;
+    }
     fmt::print("rel_linf  {:.6e}   limit {:.3e}   margin {:.3f}\nmax_abs   {:.6e}   mean_abs {:.6e}   nmse {:.6e}\n", m.rel_linf,
                r.limit, r.margin, m.max_abs, m.mean_abs, m.nmse);
     fmt::print("max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n",

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "exec/runner.hpp"
+#include "judge/result.hpp"
 
 namespace pacheck {
 

@@ -261,15 +261,10 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
   std::map<std::string, std::string> file_of_variant;  // cell id -> file
   for (const auto& id : case_order) {
     const auto& [c, faults] = groups.at(id);
-    CaseData data;
-    data.c = c;
-    data.pre = generate(c);
-    data.cache = page(c, data.pre);
+    const CaseData data = prepare_inputs(c);  // no oracle: the export compares nothing
     for (const auto& f : faults) {
-      PagedCache cache = data.cache;
-      inject(cache, f);
       CaptureKernel cap;
-      run_kernel_once(cap, *backend, data, cache);
+      run_kernel_once(cap, *backend, data, faulted_cache(data.cache, f).cache);
       const std::string sha = cap.sha();
       auto it = file_of_sha.find(sha);
       if (it == file_of_sha.end()) {

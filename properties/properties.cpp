@@ -115,8 +115,10 @@ void agreement(const KernelUnderTest& t) {
   classify(cell.c);
   guarded(Property::agreement, t, cell, [&] {
     const CaseData data = prepare_case(cell.c, t.options);
-    const RawRun raw = run_kernel_once(*t.kernel, *t.backend, data, data.cache);
-    const CellResult r = judge(cell, *t.kernel, data, raw, nullptr, t.options);
+    CleanTwin twin;
+    const Execution e = execute_cell(data, *t.kernel, cell, *t.backend, twin, t.options.tolerance);
+    e.rethrow();  // guarded() words kernel and harness errors
+    const CellResult& r = e.result;
     if (is_failure(r.verdict))
       fail(Property::agreement, t, cell, fmt::format("{}: {}", verdict_name(r.verdict), r.detail),
            fmt::format("  rel_linf {:.3e}  limit {:.3e}  max_abs {:.3e}  NaN {}  Inf {}\n", r.metrics.rel_linf, r.limit,
@@ -131,21 +133,22 @@ void tail_poison(const KernelUnderTest& t) {
   classify(cell.c);
   guarded(Property::tail_poison, t, cell, [&] {
     const CaseData data = prepare_case(cell.c, t.options);
-    const RawRun clean = run_kernel_once(*t.kernel, *t.backend, data, data.cache);
-    PagedCache cache = data.cache;
-    std::int64_t written = inject(cache, cell.fault);
-    if (written == 0) {
+    FaultedCache faulted = faulted_cache(data.cache, cell.fault);
+    if (faulted.poisoned == 0) {
       // The case has no slot of that region (an aligned length and `tail`, say): poison every unwritten
       // slot instead, which always exists (spare_blocks >= 1), so no case is vacuous.
       cell.fault.region = Region::all;
-      written = inject(cache, cell.fault);
+      faulted = faulted_cache(data.cache, cell.fault);
     }
-    const RawRun bad = run_kernel_once(*t.kernel, *t.backend, data, cache);
-    const CellResult r = judge(cell, *t.kernel, data, bad, &clean.bits, t.options);
-    if (is_failure(r.verdict))
-      fail(Property::tail_poison, t, cell, fmt::format("{}: {}", verdict_name(r.verdict), r.detail),
+    CleanTwin twin;
+    ExecuteOptions how;
+    how.faulted = &faulted;
+    const Execution bad = execute_cell(data, *t.kernel, cell, *t.backend, twin, t.options.tolerance, how);
+    bad.rethrow();
+    if (is_failure(bad.result.verdict))
+      fail(Property::tail_poison, t, cell, fmt::format("{}: {}", verdict_name(bad.result.verdict), bad.result.detail),
            fmt::format("  fault  {} ({} poisoned elements); {} output elements differ bitwise from the clean run\n",
-                       cell.fault.id(), written, r.variant_elements));
+                       cell.fault.id(), bad.poisoned, bad.result.variant_elements));
   });
 }
 

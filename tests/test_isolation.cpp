@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "exec/isolate.hpp"
+#include "exec_fixtures.hpp"
 #include "report/report.hpp"
 #include "report/reports.hpp"
 
@@ -72,23 +73,14 @@ class Misbehaving : public Kernel {
 Suite small_suite() {
   Suite s;
   s.name = "iso";
-  auto add = [&](int len, FaultSpec f) {
-    SuiteCell sc;
-    sc.cell.c.num_heads = 4;
-    sc.cell.c.num_kv_heads = 2;
-    sc.cell.c.head_size = 32;
-    sc.cell.c.block_size = 16;
-    sc.cell.c.seq_lens = {len, 32};
-    sc.cell.fault = f;
-    s.cells.push_back(sc);
-  };
+  auto add = [&](int len, FaultSpec f) { s.cells.push_back(exec_test::two_sequence_cell(len, f)); };
   const FaultSpec clean{}, vnan{Poison::nan, Target::v, Region::tail};
   for (int len : {17, kTrigger, 48, 64, 100}) add(len, clean);
   for (int len : {17, 48, 100}) add(len, vnan);  // faulted cells exercise the clean-baseline path
   return s;
 }
 
-KernelPtr unowned(const Kernel* k) { return KernelPtr(k, [](const Kernel*) {}); }
+using exec_test::unowned;
 
 RunOptions isolated_options(double timeout = 60) {
   RunOptions o;

@@ -11,6 +11,7 @@
 
 #include "kernels/backend.hpp"
 #include "exec/runner.hpp"
+#include "exec_fixtures.hpp"
 
 namespace pacheck {
 namespace {
@@ -82,20 +83,7 @@ class Planted : public Kernel {
 };
 
 Suite small_suite(std::vector<FaultSpec> faults, std::vector<int> lens = {37, 48}) {
-  Suite s;
-  s.name = "test";
-  for (int len : lens)
-    for (const auto& f : faults) {
-      SuiteCell sc;
-      sc.cell.c.num_heads = 4;
-      sc.cell.c.num_kv_heads = 2;
-      sc.cell.c.head_size = 32;
-      sc.cell.c.block_size = 16;
-      sc.cell.c.seq_lens = {len, 32};  // the second sequence is aligned: only `len` decides straddling
-      sc.cell.fault = f;
-      s.cells.push_back(sc);
-    }
-  return s;
+  return exec_test::two_sequence_suite(lens, faults);  // the second sequence is aligned: only `len` decides straddling
 }
 
 const FaultSpec kClean{};

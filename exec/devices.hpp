@@ -1,0 +1,41 @@
+// Which devices a run uses: the GPU backend specs its GPU work spreads over ("cuda:all" = one per local
+// device), the backends opened in this process, and which device runs which in-process GPU case.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/run_options.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/kernel.hpp"
+
+namespace pacheck {
+
+/// The device (0..devices-1) that runs in-process GPU case number `position` (0-based, in suite order of
+/// the run's GPU cases) when a run spreads its GPU cases over `devices` devices: position % devices, so
+/// the assignment depends only on the suite, filter and shard, never on timing. Throws
+/// std::invalid_argument when `devices` is 0.
+std::size_t gpu_device_for(std::size_t position, std::size_t devices);
+
+/// The GPU devices of one run.
+struct GpuDevices {
+  /// One backend spec per device GPU work spreads over: {"cuda:0", "cuda:1"} for "cuda:all" with two
+  /// devices, the spec itself for "cuda" / "cuda:N", the GPU kernels' own kind ("cuda", or "hip" in a HIP
+  /// build) for "cpu". Empty when no kernel of the run is a GPU kernel.
+  std::vector<std::string> specs;
+  /// A backend (and stream) per spec, opened in this process only when some GPU kernel runs in-process:
+  /// isolated GPU kernels open their own in each child, and a CUDA context created before fork() is
+  /// unusable in the child.
+  std::vector<std::unique_ptr<Backend>> in_process;
+};
+
+/// The GPU devices for `kernels` on `device_spec`. "<kind>:all" is counted in a child process (which
+/// leaves this process without a GPU context for the isolated children forked later); with no device
+/// present it falls back to "<kind>", so it fails exactly as a plain "cuda" does (open_backend's "no CUDA
+/// device: ..." here, or each isolated cell's error). Throws what open_backend throws.
+GpuDevices open_gpu_devices(const std::vector<KernelPtr>& kernels, const std::string& device_spec,
+                            const RunOptions& opt);
+
+}  // namespace pacheck

@@ -1,0 +1,79 @@
+// One cell, start to verdict: inject its fault into a copy of the case's clean paged cache, run the kernel
+// between guards (exec/guarded_run.hpp), and judge the output against the oracle and the clean twin. Every
+// entry point runs cells through execute_cell: run and score (exec/in_process, exec/isolated), repro
+// (run_cell), bench's correctness check and the agreement and tail-poison properties.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/cell.hpp"
+#include "exec/guarded_run.hpp"
+#include "exec/prepare.hpp"
+#include "judge/judge.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/kernel.hpp"
+
+namespace pacheck {
+
+/// The clean-twin baseline of one kernel on one case: the output bits of that kernel on the case's clean
+/// cache, which judge()'s invariance check compares each faulted cell's output with (a poison in unwritten
+/// slots must leave the output bitwise unchanged). Empty until first needed: the first faulted cell of the
+/// case runs the clean call, or a clean cell's own run fills it. Keep one per (case, kernel) and pass it
+/// to every cell of that pair, so the clean call runs at most once.
+struct CleanTwin {
+  std::optional<std::vector<std::uint32_t>> bits;
+};
+
+/// How an execution failed to reach the judge.
+enum class ExecError {
+  none,     ///< judged
+  kernel,   ///< the kernel or backend threw KernelError
+  fatal,    ///< KernelError with `fatal`: the device context is lost, later calls on it cannot succeed
+  harness,  ///< another exception (host memory, a backend upload, ...)
+};
+
+/// What execute_cell produced.
+struct Execution {
+  CellResult result;  ///< the verdict, or `error` with the exception's message; device = backend.name()
+  RawRun raw;         ///< the cell's own (faulted) call; empty when error != none
+  ExecError error = ExecError::none;
+  std::int64_t poisoned = 0;  ///< cache elements the fault wrote (inject's count)
+  /// For callers that handle errors as exceptions: throws the error again, as KernelError (fatal kept) for
+  /// kernel and fatal, std::runtime_error for harness, with result.detail as what(). Returns when judged.
+  void rethrow() const;
+};
+
+/// How execute_cell reaches the device and the cell's inputs.
+struct ExecuteOptions {
+  /// Taken around each kernel call: one call at a time on a backend shared by threads (a GPU stream), while
+  /// injection and judging stay parallel. Null: the caller owns the backend.
+  std::mutex* device_mu = nullptr;
+  /// The cache with cell.fault already written, for a caller that chose the fault from what it wrote (the
+  /// tail-poison property); null: execute_cell writes cell.fault into a copy of data.cache.
+  const FaultedCache* faulted = nullptr;
+};
+
+/// Runs `cell` of the prepared case `data` (data.c == cell.c) on `k` on `backend`: fills `twin` first when
+/// the fault is not clean and `twin` is empty (a clean call), injects the fault, runs the faulted call with
+/// guards, fills `twin` from a clean cell's own call, and judges with `tolerance`. Kernel and backend
+/// errors become an `error` result (ExecError says which; fatal when the context is lost) rather than an
+/// exception. result.seconds covers the cell's own call and its judging; result.index is left to the caller.
+Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, Backend& backend, CleanTwin& twin,
+                       const Tolerance& tolerance, const ExecuteOptions& how = {});
+
+/// The result of a cell that ran no kernel call: verdict `v` (declined, error, crash, timeout) with `why`
+/// as its detail, the cell's ids, and expected_fail from the kernel's expected_failures(). device stays empty.
+CellResult unrun_result(const Cell& cell, const Kernel& k, Verdict v, std::string why);
+
+/// Runs a single cell on one kernel (for `pacheck repro`): prepare_case, then execute_cell with a fresh
+/// twin. Returns the result and the raw run (empty on `error`); `data_out` receives the prepared case.
+/// Throws what prepare_case throws.
+std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backend& backend, const RunOptions& opt,
+                                       CaseData* data_out = nullptr);
+
+}  // namespace pacheck

@@ -1,0 +1,146 @@
+#include "exec/guarded_run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace pacheck {
+namespace {
+
+/// Output fill pattern: a signalling NaN with an unusual payload, which arithmetic never produces (it
+/// yields quiet NaNs), so an element still holding it was never written.
+std::uint32_t fill_bits(DType t) {
+  switch (t) {
+    case DType::f32: return 0x7FA5A5A5u;
+    case DType::f16: return 0x7DA5u;
+    case DType::bf16: return 0x7FA5u;
+  }
+  return 0;
+}
+
+constexpr std::size_t kGuardBytes = 4096;
+std::uint8_t guard_byte(std::size_t i) { return static_cast<std::uint8_t>((i * 131u + 7u) & 0xFFu); }
+
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(Backend& backend, std::size_t bytes)
+    : b(backend), p(backend.alloc(std::max<std::size_t>(bytes, 1))) {}
+DeviceBuffer::~DeviceBuffer() { b.release(p); }
+
+std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre) {
+  std::vector<std::uint8_t> q(pre.q.size() * dtype_size(c.q_dtype));
+  for (std::size_t i = 0; i < pre.q.size(); ++i) store(q.data(), i, c.q_dtype, pre.q[i]);
+  return q;
+}
+
+/// One input: uploaded from `host`, and after the run compared with it.
+struct DeviceInputs::Checked {
+  const char* name;
+  const void* host;
+  std::size_t bytes;
+  DeviceBuffer buf;
+  Checked(Backend& b, const char* n, const void* h, std::size_t sz) : name(n), host(h), bytes(sz), buf(b, sz) {
+    b.upload(buf.p, host, bytes);
+  }
+  /// Empty when unchanged, else a description of the first changed byte.
+  std::string check(Backend& b) const {
+    std::vector<std::uint8_t> back(bytes);
+    b.download(back.data(), buf.p, bytes);
+    if (std::memcmp(back.data(), host, bytes) == 0) return {};
+    std::size_t i = 0;
+    while (i < bytes && back[i] == static_cast<const std::uint8_t*>(host)[i]) ++i;
+    return fmt::format("{} changed at byte {} of {}", name, i, bytes);
+  }
+};
+
+DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uint8_t>& query, const PagedCache& cache)
+    : b_(b), c_(c), cache_(cache) {
+  auto add = [&](const char* name, const void* host, std::size_t bytes) {
+    in_.push_back(std::make_unique<Checked>(b, name, host, bytes));
+  };
+  add("query", query.data(), query.size());
+  add("key_cache", cache.key_cache.data(), cache.key_cache.size());
+  add("value_cache", cache.value_cache.data(), cache.value_cache.size());
+  add("block_tables", cache.block_tables.data(), cache.block_tables.size() * 4);
+  add("seq_lens", cache.seq_lens.data(), cache.seq_lens.size() * 4);
+  // fp8 per-KV-head scales are inputs like any other: on the device, and checked for writes.
+  if (cache.k_per_head) add("k_scales_per_head", cache.k_scales.data(), cache.k_scales.size() * 4);
+  else in_.emplace_back();
+  if (cache.v_per_head) add("v_scales_per_head", cache.v_scales.data(), cache.v_scales.size() * 4);
+  else in_.emplace_back();
+}
+
+DeviceInputs::~DeviceInputs() = default;
+
+pacheck_kernel_args DeviceInputs::args(void* out) const {
+  auto dev = [&](std::size_t i) -> const void* { return in_[i] ? in_[i]->buf.p : nullptr; };
+  pacheck_kernel_args a = make_args(c_, cache_, dev(0), dev(1), dev(2), static_cast<const std::int32_t*>(dev(3)),
+                                    static_cast<const std::int32_t*>(dev(4)), out, static_cast<const float*>(dev(5)),
+                                    static_cast<const float*>(dev(6)));
+  a.stream = b_.stream();
+  return a;
+}
+
+std::string DeviceInputs::first_change() const {
+  std::string first;
+  for (const auto& in : in_) {
+    if (!in) continue;
+    std::string why = in->check(b_);
+    if (first.empty()) first = std::move(why);
+  }
+  return first;
+}
+
+RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const PagedCache& cache) {
+  const Case& c = data.c;
+  RawRun r;
+  const auto qbytes = query_bytes(c, data.pre);
+  const DeviceInputs inputs(b, c, qbytes, cache);
+
+  const std::size_t n = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size;
+  const std::size_t esz = dtype_size(c.out_dtype), out_bytes = n * esz;
+  std::vector<std::uint8_t> host_out(out_bytes + 2 * kGuardBytes);
+  for (std::size_t i = 0; i < kGuardBytes; ++i) {
+    host_out[i] = guard_byte(i);
+    host_out[kGuardBytes + out_bytes + i] = guard_byte(i + kGuardBytes);
+  }
+  const std::uint32_t fill = fill_bits(c.out_dtype);
+  for (std::size_t i = 0; i < n; ++i) store_bits(host_out.data() + kGuardBytes, i, c.out_dtype, fill);
+  DeviceBuffer out(b, host_out.size());
+  b.upload(out.p, host_out.data(), host_out.size());
+  b.sync();
+
+  const pacheck_kernel_args args = inputs.args(static_cast<std::uint8_t*>(out.p) + kGuardBytes);
+  r.ms = b.time_ms([&] { k.run(args); });
+  b.sync();
+
+  b.download(host_out.data(), out.p, host_out.size());
+  for (std::size_t i = 0; i < kGuardBytes && r.guard_ok; ++i) {
+    if (host_out[i] != guard_byte(i)) {
+      r.guard_ok = false;
+      r.guard_detail = fmt::format("guard before the output changed at byte -{}", kGuardBytes - i);
+    }
+  }
+  for (std::size_t i = 0; i < kGuardBytes && r.guard_ok; ++i) {
+    if (host_out[kGuardBytes + out_bytes + i] != guard_byte(i + kGuardBytes)) {
+      r.guard_ok = false;
+      r.guard_detail = fmt::format("guard after the output changed at byte +{}", i);
+    }
+  }
+  r.inputs_detail = inputs.first_change();
+  r.inputs_ok = r.inputs_detail.empty();
+  r.bits.resize(n);
+  r.out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    r.bits[i] = load_bits(host_out.data() + kGuardBytes, i, c.out_dtype);
+    r.out[i] = from_bits(r.bits[i], c.out_dtype);
+    if (r.bits[i] == fill) {
+      if (r.first_unwritten < 0) r.first_unwritten = static_cast<std::int64_t>(i);
+      ++r.unwritten;
+    }
+  }
+  return r;
+}
+
+}  // namespace pacheck

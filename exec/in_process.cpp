@@ -1,0 +1,86 @@
+#include "exec/in_process.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "exec/execute.hpp"
+
+namespace pacheck {
+namespace {
+
+/// One device of the in-process pool: its backend, the mutex its kernel calls take (null for the
+/// workers' own CPU backends, which no other thread uses) and whether a fatal error lost its context.
+struct PoolDevice {
+  Backend* backend;
+  std::mutex* calls;
+  std::atomic<bool>* lost;
+};
+
+/// Runs all jobs of one work item on `dev`: prepares the case, then each job with its kernel's clean twin.
+void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const RunOptions& opt, const EmitResult& emit) {
+  std::optional<CaseData> data;
+  try {
+    data = prepare_case(item.c, opt);
+  } catch (const std::exception& e) {
+    for (const auto& j : item.jobs) {
+      CellResult& r = plan.results[j.result_index];
+      r = unrun_result(j.cell, *j.kernel, Verdict::error, fmt::format("case preparation failed: {}", e.what()));
+      r.index = j.index;
+      emit(r);
+    }
+    return;
+  }
+  std::unordered_map<const Kernel*, CleanTwin> twins;
+  ExecuteOptions how;
+  how.device_mu = dev.calls;
+  for (const auto& j : item.jobs) {
+    CellResult& r = plan.results[j.result_index];
+    if (*dev.lost && j.kernel->device() != PACHECK_DEVICE_CPU) {
+      r = unrun_result(j.cell, *j.kernel, Verdict::error, "not run: the device context was lost by an earlier fatal error");
+    } else {
+      Execution e = execute_cell(*data, *j.kernel, j.cell, *dev.backend, twins[j.kernel], opt.tolerance, how);
+      if (e.error == ExecError::fatal) *dev.lost = true;
+      r = std::move(e.result);
+    }
+    r.index = j.index;
+    emit(r);
+  }
+}
+
+}  // namespace
+
+void run_in_process(Plan& plan, const GpuDevices& gpus, const RunOptions& opt, const EmitResult& emit) {
+  const std::vector<std::size_t>& gpu_items = plan.items_of(Lane::gpu);
+  const std::vector<std::size_t>& cpu_items = plan.items_of(Lane::cpu);
+  std::vector<std::size_t> queue = gpu_items;
+  queue.insert(queue.end(), cpu_items.begin(), cpu_items.end());
+  const std::size_t ndev = std::max<std::size_t>(1, gpus.in_process.size());
+  std::vector<std::mutex> gpu_calls(ndev);
+  std::vector<std::atomic<bool>> gpu_lost(ndev);
+  std::atomic<bool> cpu_lost{false};
+  const int threads = worker_threads(opt);
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < std::min<int>(threads, static_cast<int>(queue.size())); ++t)
+    workers.emplace_back([&] {
+      auto cpu = make_cpu_backend();
+      for (std::size_t i; (i = next++) < queue.size();) {
+        PoolDevice dev{cpu.get(), nullptr, &cpu_lost};
+        if (i < gpu_items.size()) {
+          const std::size_t d = gpu_device_for(i, ndev);
+          dev = {gpus.in_process[d].get(), &gpu_calls[d], &gpu_lost[d]};
+        }
+        run_item(plan.items[queue[i]], dev, plan, opt, emit);
+      }
+    });
+  for (auto& w : workers) w.join();
+}
+
+}  // namespace pacheck

@@ -1,0 +1,176 @@
+#include "exec/isolated.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "exec/execute.hpp"
+#include "exec/isolate.hpp"
+
+namespace pacheck {
+namespace {
+
+/// A case prepared for isolated children (or why it could not be).
+struct PreparedCase {
+  std::optional<CaseData> data;
+  std::string error;
+};
+
+PreparedCase prepare_for_children(const Case& c, const RunOptions& opt) {
+  PreparedCase p;
+  try {
+    p.data = prepare_case(c, opt);
+  } catch (const std::exception& e) {
+    p.error = e.what();
+  }
+  return p;
+}
+
+/// State of one isolated child process. The parent's instances are only ever used inside children: each
+/// child starts from the parent's copy, which the parent never touches, so every child starts empty.
+struct ChildState {
+  std::size_t item = SIZE_MAX;  ///< the work item `own` / `twin` belong to
+  PreparedCase own;             ///< the case, when the child prepares it itself
+  CleanTwin twin;               ///< baseline of the child's kernel on `item`
+  std::unique_ptr<Backend> cpu, gpu;
+};
+
+/// Runs job `ref` of `plan` inside an isolated child (see run_isolated), on `prepared` (the parent's
+/// preparation, inherited through fork) or, when it is null, on a case the child prepares itself. A GPU
+/// kernel's backend is opened from `gpu_spec`, here, not inherited: a GPU context does not survive fork().
+ChildOutcome run_in_child(ChildState& st, const Plan& plan, JobRef ref, const std::string& gpu_spec,
+                          const RunOptions& opt, const PreparedCase* prepared) {
+  const Job& j = plan.job(ref);
+  ChildOutcome out;
+  if (st.item != ref.item) {
+    st.item = ref.item;
+    st.twin = CleanTwin{};
+    st.own = prepared ? PreparedCase{} : prepare_for_children(plan.items[ref.item].c, opt);
+  }
+  const PreparedCase& pc = prepared ? *prepared : st.own;
+  if (!pc.data) {
+    out.result = unrun_result(j.cell, *j.kernel, Verdict::error, fmt::format("case preparation failed: {}", pc.error));
+    out.result.index = j.index;
+    return out;
+  }
+  const bool cpu = j.kernel->device() == PACHECK_DEVICE_CPU;
+  std::unique_ptr<Backend>& backend = cpu ? st.cpu : st.gpu;
+  if (!backend) {
+    try {
+      backend = cpu ? make_cpu_backend() : open_backend(gpu_spec);
+    } catch (const std::exception& e) {
+      out.result = unrun_result(j.cell, *j.kernel, Verdict::error, fmt::format("cannot open the device: {}", e.what()));
+      out.result.index = j.index;
+      out.restart = true;
+      return out;
+    }
+  }
+  Execution e = execute_cell(*pc.data, *j.kernel, j.cell, *backend, st.twin, opt.tolerance);
+  out.result = std::move(e.result);
+  out.result.index = j.index;
+  out.restart = e.error == ExecError::fatal;
+  return out;
+}
+
+/// The isolated jobs by number: the job numbers run_isolated hands the hooks index `refs`.
+struct JobTable {
+  std::vector<JobRef> refs;
+  std::unordered_map<const Kernel*, int> group_of;  ///< a kernel's group: one kernel per child process
+
+  /// One batch per work item of `items`, numbering its jobs.
+  std::vector<IsolatedBatch> batches(const Plan& plan, const std::vector<std::size_t>& items) {
+    std::vector<IsolatedBatch> out;
+    for (std::size_t i : items) {
+      IsolatedBatch b;
+      for (std::size_t jj = 0; jj < plan.items[i].jobs.size(); ++jj) {
+        b.jobs.push_back(refs.size());
+        b.groups.push_back(group_of.at(plan.items[i].jobs[jj].kernel));
+        refs.push_back({i, jj});
+      }
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const GpuDevices& gpus,
+                        const RunOptions& opt, const EmitResult& emit) {
+  const std::vector<std::size_t>& cpu_items = plan.items_of(Lane::isolated_cpu);
+  const std::vector<std::size_t>& gpu_items = plan.items_of(Lane::isolated_gpu);
+  if (cpu_items.empty() && gpu_items.empty()) return;
+  JobTable table;
+  for (const auto& k : kernels) table.group_of.emplace(k.get(), static_cast<int>(table.group_of.size()));
+  const std::vector<IsolatedBatch> cpu_batches = table.batches(plan, cpu_items);
+  const std::vector<IsolatedBatch> gpu_batches = table.batches(plan, gpu_items);
+
+  IsolationHooks common;
+  common.lost = [&](std::size_t job, Verdict v, const std::string& detail, double seconds) {
+    const Job& j = plan.job(table.refs.at(job));
+    CellResult r = unrun_result(j.cell, *j.kernel, v, detail);
+    r.seconds = seconds;
+    r.index = j.index;
+    return r;
+  };
+  common.done = [&](std::size_t job, CellResult& r) {
+    CellResult& slot = plan.results[plan.job(table.refs.at(job)).result_index];
+    slot = std::move(r);
+    emit(slot);
+  };
+
+  // CPU: each case is prepared once, in the parent (prepare runs before the batch's first fork), and
+  // inherited by a short-lived child per kernel. A child's state only ever lives in that child: the
+  // parent never touches `cpu_child`.
+  IsolationOptions cpu_opt;
+  cpu_opt.lanes = opt.isolate_lanes > 0 ? opt.isolate_lanes : worker_threads(opt);
+  cpu_opt.cell_timeout_s = opt.cell_timeout_s;
+  cpu_opt.child_per_batch = true;
+  std::vector<PreparedCase> lane_case(static_cast<std::size_t>(std::max(1, cpu_opt.lanes)));
+  ChildState cpu_child;
+  IsolationHooks cpu_hooks = common;
+  cpu_hooks.prepare = [&](std::size_t b, int lane) { lane_case[lane] = prepare_for_children(plan.items[cpu_items[b]].c, opt); };
+  cpu_hooks.release = [&](std::size_t, int lane) { lane_case[lane] = PreparedCase{}; };
+  cpu_hooks.run = [&](std::size_t job, int lane) {
+    return run_in_child(cpu_child, plan, table.refs.at(job), {}, opt, &lane_case[lane]);
+  };
+
+  // GPU: one child per kernel kept across cases, one lane per device, since one device runs GPU cells one
+  // at a time in-process too. Lanes take cases as they free up: which device runs a case varies from run
+  // to run, the results (fixed indices) do not.
+  ChildState gpu_child;
+  IsolationHooks gpu_hooks = common;
+  gpu_hooks.run = [&](std::size_t job, int lane) {
+    return run_in_child(gpu_child, plan, table.refs.at(job), gpus.specs.at(lane), opt, nullptr);
+  };
+  IsolationOptions gpu_opt;
+  gpu_opt.lanes = static_cast<int>(std::max<std::size_t>(1, gpus.specs.size()));
+  gpu_opt.cell_timeout_s = opt.cell_timeout_s;
+
+  std::exception_ptr gpu_error, cpu_error;
+  std::thread gpu_lanes;
+  if (!gpu_batches.empty())
+    gpu_lanes = std::thread([&] {
+      try {
+        run_isolated(gpu_batches, gpu_opt, gpu_hooks);
+      } catch (...) {
+        gpu_error = std::current_exception();
+      }
+    });
+  try {
+    if (!cpu_batches.empty()) run_isolated(cpu_batches, cpu_opt, cpu_hooks);
+  } catch (...) {
+    cpu_error = std::current_exception();
+  }
+  if (gpu_lanes.joinable()) gpu_lanes.join();
+  if (cpu_error) std::rethrow_exception(cpu_error);
+  if (gpu_error) std::rethrow_exception(gpu_error);
+}
+
+}  // namespace pacheck

@@ -1,0 +1,160 @@
+#include "exec/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/execute.hpp"
+#include "exec/isolate.hpp"
+
+namespace pacheck {
+namespace {
+
+/// A cell that passed shard, filter and resume: it runs unless its kernel declines it.
+struct Selected {
+  const Kernel* kernel;
+  Cell cell;
+  std::size_t result_index;
+  int index;  ///< position in Suite::cells
+  bool isolated;
+};
+
+/// Expands suite x kernels (kernel-major, suite order) into p.results, applying shard, seed and filter;
+/// takes resumed results from opt.previous and returns the cells still to run.
+std::vector<Selected> select_cells(Plan& p, const Suite& suite, const std::vector<KernelPtr>& kernels,
+                                   const RunOptions& opt) {
+  std::vector<Selected> selected;
+  for (const auto& k : kernels) {
+    const bool iso = runs_isolated(opt, *k);
+    for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
+      if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
+      Cell cell = suite.cells[ci].for_layouts(k->layouts());
+      if (opt.seed) cell.c.seed = *opt.seed;
+      const std::string id = cell.id();
+      if (opt.filter && !std::regex_search(id, *opt.filter)) continue;
+      const std::size_t index = p.results.size();
+      p.results.emplace_back();
+      if (auto prev = opt.previous.find(result_key(k->name(), id)); prev != opt.previous.end()) {
+        p.results[index] = prev->second;
+        p.results[index].suite = suite.name;
+        p.results[index].index = static_cast<int>(ci);
+        p.resumed.push_back(index);
+        continue;
+      }
+      selected.push_back({k.get(), std::move(cell), index, static_cast<int>(ci), iso});
+    }
+  }
+  return selected;
+}
+
+/// One answer per selected cell: supports() here for in-process kernels, in one child per isolated kernel
+/// (asked in `kernels` order). A kernel whose child gave no answer gets `failure` on each of its cells.
+struct Answer {
+  Support support;
+  std::string failure;  ///< non-empty: supports() could not be asked
+};
+std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const std::vector<KernelPtr>& kernels,
+                                 const RunOptions& opt) {
+  struct Asked {
+    std::vector<const Cell*> cells;
+    std::vector<Support> answers;
+    std::string failure;
+    std::size_t next = 0;
+  };
+  std::unordered_map<const Kernel*, Asked> asked;
+  for (const auto& sel : selected)
+    if (sel.isolated) asked[sel.kernel].cells.push_back(&sel.cell);
+  for (const auto& k : kernels)
+    if (auto it = asked.find(k.get()); it != asked.end())
+      it->second.answers = supports_in_child(*k, it->second.cells, opt.cell_timeout_s, &it->second.failure);
+  std::vector<Answer> out;
+  for (const auto& sel : selected) {
+    if (!sel.isolated) {
+      out.push_back({sel.kernel->supports(sel.cell.c), {}});
+      continue;
+    }
+    Asked& a = asked.at(sel.kernel);
+    if (!a.failure.empty()) out.push_back({{}, a.failure});
+    else out.push_back({a.answers[a.next++], {}});
+  }
+  return out;
+}
+
+}  // namespace
+
+Lane lane_of(const Kernel& k, bool isolated) {
+  const bool cpu = k.device() == PACHECK_DEVICE_CPU;
+  if (isolated) return cpu ? Lane::isolated_cpu : Lane::isolated_gpu;
+  return cpu ? Lane::cpu : Lane::gpu;
+}
+
+Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt) {
+  Plan p;
+  std::vector<Selected> selected = select_cells(p, suite, kernels, opt);
+  const std::vector<Answer> answers = ask_supports(selected, kernels, opt);
+  std::array<std::unordered_map<std::string, std::size_t>, kLaneCount> item_of_key;
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    Selected& sel = selected[i];
+    const Kernel& k = *sel.kernel;
+    const Answer& a = answers[i];
+    if (!a.failure.empty() || !a.support.ok) {
+      CellResult& r = p.results[sel.result_index];
+      r = a.failure.empty() ? unrun_result(sel.cell, k, Verdict::declined, a.support.reason)
+                            : unrun_result(sel.cell, k, Verdict::error, a.failure);
+      r.suite = suite.name;
+      r.index = sel.index;
+      p.settled.push_back(sel.result_index);
+      continue;
+    }
+    const Lane lane = lane_of(k, sel.isolated);
+    // Isolated GPU work is grouped per kernel (its child keeps one context across cases); everything
+    // else per case, shared by the kernels that run it.
+    const std::string key = lane == Lane::isolated_gpu ? result_key(k.name(), sel.cell.c.id()) : sel.cell.c.id();
+    auto& of_key = item_of_key[static_cast<std::size_t>(lane)];
+    auto it = of_key.find(key);
+    if (it == of_key.end()) {
+      it = of_key.emplace(key, p.items.size()).first;
+      p.lanes[static_cast<std::size_t>(lane)].push_back(p.items.size());
+      p.items.push_back(WorkItem{sel.cell.c, {}});
+    }
+    p.items[it->second].jobs.push_back({sel.result_index, &k, std::move(sel.cell), sel.index});
+  }
+  return p;
+}
+
+std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const Cell*>& cells, double timeout_s,
+                                       std::string* failure) {
+  const auto answer = run_in_child_process(
+      [&] {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Cell* cell : cells) {
+          Support s;
+          try {
+            s = k.supports(cell->c);
+          } catch (const std::exception& e) {
+            s = Support::no(std::string("supports() failed: ") + e.what());
+          }
+          out.push_back({s.ok, s.reason});
+        }
+        return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      },
+      timeout_s);
+  std::vector<Support> supports;
+  try {
+    if (answer)
+      for (const auto& a : nlohmann::json::parse(*answer)) supports.push_back({a.at(0).get<bool>(), a.at(1).get<std::string>()});
+  } catch (const std::exception&) {
+    supports.clear();
+  }
+  if (supports.size() != cells.size()) {
+    *failure = fmt::format("not run: asking {} which cells it supports failed (its supports() died, hung past {:g} s or "
+                           "answered garbage in the child process that asks it)",
+                           k.name(), timeout_s);
+    supports.clear();
+  }
+  return supports;
+}
+
+}  // namespace pacheck

@@ -1,0 +1,76 @@
+// Step 0 of a run: which (kernel, cell) pairs run, and where. Expands suite x kernels into cells (each
+// kernel's native layout resolved), applies shard, seed and filter, takes resumed results, asks each kernel
+// which cells it supports (isolated kernels in a child process), and groups the cells that run into work
+// items by case, one list of items per lane.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core/cell.hpp"
+#include "exec/run_options.hpp"
+#include "judge/result.hpp"
+#include "kernels/kernel.hpp"
+#include "suites/suite.hpp"
+
+namespace pacheck {
+
+/// Where a work item runs: in this process on a CPU worker or a GPU device, or in child processes
+/// (exec/isolated.hpp), after every in-process item.
+enum class Lane { cpu, gpu, isolated_cpu, isolated_gpu };
+inline constexpr std::size_t kLaneCount = 4;
+
+/// The lane of `k`'s cells: its device, isolated or not.
+Lane lane_of(const Kernel& k, bool isolated);
+
+/// One (kernel, cell) to run and where its result goes.
+struct Job {
+  std::size_t result_index;  ///< position in Plan::results (and RunSummary::results)
+  const Kernel* kernel;
+  Cell cell;                 ///< with the kernel's layout and the run's seed
+  int index;                 ///< position of the cell in Suite::cells
+};
+
+/// One case and every job that uses it: the case is prepared once for all of them. On Lane::isolated_gpu
+/// an item holds one kernel's jobs only (that kernel's child keeps its device context across cases).
+struct WorkItem {
+  Case c;
+  std::vector<Job> jobs;
+};
+
+/// A job of a plan by position: job `job` of work item `item`.
+struct JobRef {
+  std::size_t item, job;
+};
+
+/// What a run does.
+struct Plan {
+  /// One result per selected (kernel, cell), kernel-major and in suite order: the report's fixed positions.
+  /// Resumed and settled results are filled (suite and index set); the others are filled as jobs finish.
+  std::vector<CellResult> results;
+  std::vector<WorkItem> items;
+  std::array<std::vector<std::size_t>, kLaneCount> lanes;  ///< item indices of each Lane, in suite order
+  std::vector<std::size_t> resumed;  ///< result indices taken from RunOptions::previous, ascending
+  std::vector<std::size_t> settled;  ///< result indices settled while planning (declined, error), ascending
+
+  const std::vector<std::size_t>& items_of(Lane l) const { return lanes[static_cast<std::size_t>(l)]; }
+  const Job& job(JobRef r) const { return items[r.item].jobs[r.job]; }
+};
+
+/// Plans `suite` x `kernels` with `opt`'s shard, seed, filter, previous and isolate. A kernel that declines
+/// a cell settles it as `declined` with its reason; an isolated kernel whose supports() could not be asked
+/// (supports_in_child) settles every cell of it as `error`. Calls supports() of in-process kernels here.
+Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
+
+/// Asks isolated kernel `k` whether it runs each of `cells`, in a child process: supports() is kernel code
+/// too (a plugin's callback may crash), and a GPU kernel's supports() may query its device, which would
+/// create a GPU context in the parent that no child forked afterwards could use. A supports() that throws
+/// declines the cell ("supports() failed: ...", as the plugin ABI reports PACHECK_ERROR). Returns one
+/// answer per cell; when the child dies, hangs past `timeout_s` or answers garbage, sets `failure` (the
+/// cells' error) and returns nothing.
+std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const Cell*>& cells, double timeout_s,
+                                       std::string* failure);
+
+}  // namespace pacheck

@@ -1,0 +1,14 @@
+#include "exec/run_options.hpp"
+
+#include <algorithm>
+#include <thread>
+
+namespace pacheck {
+
+int worker_threads(const RunOptions& opt) {
+  return std::max(1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+bool runs_isolated(const RunOptions& opt, const Kernel& k) { return opt.isolate && opt.isolate(k); }
+
+}  // namespace pacheck

@@ -1,0 +1,44 @@
+// The options of a run: what every exec/ step reads (tolerance and oracle precision for preparing and
+// judging a case; selection, threads and isolation for scheduling).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <string>
+#include <unordered_map>
+
+#include "judge/comparator.hpp"
+#include "judge/result.hpp"
+#include "kernels/kernel.hpp"
+#include "oracle/oracle.hpp"
+
+namespace pacheck {
+
+struct RunOptions {
+  int threads = 0;                         ///< CPU worker threads; 0 = hardware concurrency
+  Tolerance tolerance;
+  Precision oracle_precision = Precision::f32;
+  std::optional<std::regex> filter;        ///< keep cells whose id matches (std::regex_search)
+  std::optional<std::uint64_t> seed;       ///< overrides every cell's seed
+  int shard_index = 0, shard_count = 1;    ///< take cells with index % shard_count == shard_index
+  std::function<void(const CellResult&)> on_result;  ///< called as each cell finishes (in any order)
+  std::function<void(int done, int total)> on_progress;
+  /// Kernels whose cells run in child processes (exec/isolate.hpp); empty = none. A crash or hang then
+  /// becomes the cell's verdict (crash, timeout) instead of ending the run.
+  std::function<bool(const Kernel&)> isolate;
+  double cell_timeout_s = 60;              ///< isolated cells: wall seconds before the child is killed
+  int isolate_lanes = 0;                   ///< isolated CPU kernels: child processes at once; 0 = `threads`
+  /// Results already measured (--resume), keyed by result_key(kernel, cell id): those cells are not run
+  /// again and their results are neither re-emitted through on_result nor recomputed.
+  std::unordered_map<std::string, CellResult> previous;
+};
+
+/// The CPU worker threads a run uses: opt.threads, or the hardware concurrency when it is 0; at least 1.
+int worker_threads(const RunOptions& opt);
+
+/// True when `k`'s cells run in child processes (opt.isolate is set and selects it).
+bool runs_isolated(const RunOptions& opt, const Kernel& k);
+
+}  // namespace pacheck
