@@ -18,6 +18,25 @@ int RunSummary::exit_code() const {
   return 0;
 }
 
+CellOutcome cell_outcome(const CellResult& r, bool negative_control) {
+  if (r.verdict == Verdict::declined) return CellOutcome::declined;
+  if (negative_control && r.expected_fail) return is_failure(r.verdict) ? CellOutcome::caught : CellOutcome::missed;
+  return is_failure(r.verdict) ? CellOutcome::failed : CellOutcome::passed;
+}
+
+bool is_negative_control(const RunSummary& s, const std::string& kernel) {
+  for (const auto& k : s.kernels)
+    if (k.kernel == kernel) return k.control != ControlOutcome::not_control;
+  return false;
+}
+
+CellOutcome cell_outcome(const RunSummary& s, const CellResult& r) { return cell_outcome(r, is_negative_control(s, r.kernel)); }
+
+bool counts_as_failure(const RunSummary& s, const CellResult& r) {
+  const CellOutcome o = cell_outcome(s, r);
+  return o == CellOutcome::failed || o == CellOutcome::missed;
+}
+
 void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
   sum.kernels.clear();
   sum.passed = sum.failed = sum.declined = sum.caught = 0;
@@ -26,21 +45,18 @@ void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
     KernelSummary ks;
     ks.kernel = k.name;
     const bool control = k.negative_control;
-    int expected = 0;
     for (const auto& r : sum.results) {
       if (r.kernel != ks.kernel) continue;
-      if (r.verdict == Verdict::declined) { ++ks.declined; continue; }
-      if (control && r.expected_fail) {
-        ++expected;
-        (is_failure(r.verdict) ? ks.caught : ks.missed)++;
-      } else if (is_failure(r.verdict)) {
-        ++ks.failed;
-      } else {
-        ++ks.passed;
+      switch (cell_outcome(r, control)) {
+        case CellOutcome::passed: ++ks.passed; break;
+        case CellOutcome::failed: ++ks.failed; break;
+        case CellOutcome::declined: ++ks.declined; break;
+        case CellOutcome::caught: ++ks.caught; break;
+        case CellOutcome::missed: ++ks.missed; break;
       }
     }
     ks.vacuous = ks.passed + ks.failed + ks.caught + ks.missed == 0;
-    if (control) ks.control = expected == 0 ? ControlOutcome::not_exercised : ks.missed ? ControlOutcome::blind : ControlOutcome::caught;
+    if (control) ks.control = ks.caught + ks.missed == 0 ? ControlOutcome::not_exercised : ks.missed ? ControlOutcome::blind : ControlOutcome::caught;
     sum.passed += ks.passed;
     sum.failed += ks.failed;
     sum.declined += ks.declined;

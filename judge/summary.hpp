@@ -42,6 +42,26 @@ struct KernelRole {
   bool negative_control = false;
 };
 
+/// What one result counts as in a run's totals: the pass/fail rule of every report and of exit_code().
+enum class CellOutcome {
+  passed,    ///< not a failure (and not a negative control's expected failure)
+  failed,    ///< a failure verdict on a cell that is not a negative control's expected failure
+  declined,  ///< the kernel does not support the cell: neither passes nor fails
+  caught,    ///< a negative control's expected failure that failed, as it must
+  missed,    ///< a negative control's expected failure that passed: the instrument is blind there
+};
+
+/// The rule: declined cells are declined; a cell `r.expected_fail` marks on a negative control is caught
+/// when its verdict is a failure and missed otherwise; any other cell failed when its verdict is a failure
+/// (is_failure) and passed otherwise. `negative_control`: r's kernel is a negative control.
+CellOutcome cell_outcome(const CellResult& r, bool negative_control);
+/// cell_outcome with r's kernel looked up in `s.kernels` (a kernel `s` does not list is not a control).
+CellOutcome cell_outcome(const RunSummary& s, const CellResult& r);
+/// True when `kernel` is a negative control in `s` (its KernelSummary::control is not not_control).
+bool is_negative_control(const RunSummary& s, const std::string& kernel);
+/// The cell fails the run: cell_outcome is failed or missed.
+bool counts_as_failure(const RunSummary& s, const CellResult& r);
+
 /// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, blind, vacuous) from
 /// `s.results`, one KernelSummary per entry of `kernels` in that order. run_suite and merge share it, so a
 /// merged report is judged exactly as a single run would be.
