@@ -1,8 +1,9 @@
-// pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions
+// pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions|formats
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
 #include "kernels/backend.hpp"
+#include "report/report.hpp"
 
 #ifdef PACHECK_HAVE_FUZZ
 #include "properties/properties.hpp"
@@ -49,14 +50,19 @@ void list_properties() {
 #endif
 }
 
+/// Every report format of report/report.hpp's table: name, file in a report directory, description.
+void list_formats() {
+  for (const FormatInfo& f : format_table()) fmt::print("{:<10} {:<13} {}\n", f.name, f.file ? f.file : "(stdout)", f.description);
+}
+
 }  // namespace
 
 void add_list_command(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("list", "list kernels, suites, devices, poisons, verdicts, properties or distributions");
+  auto* cmd = app.add_subcommand("list", "list kernels, suites, devices, poisons, verdicts, properties, distributions or report formats");
   auto what = std::make_shared<std::string>();
-  cmd->add_option("what", *what, "kernels, suites, devices, poisons, verdicts, properties or distributions")
+  cmd->add_option("what", *what, "kernels, suites, devices, poisons, verdicts, properties, distributions or formats")
       ->required()
-      ->check(CLI::IsMember({"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions"}));
+      ->check(CLI::IsMember({"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions", "formats"}));
   cmd->callback([&ctx, what] {
     if (*what == "kernels") {
       for (const auto& k : Registry::global().all()) {
@@ -82,6 +88,8 @@ void add_list_command(CLI::App& app, Context& ctx) {
       list_verdicts();
     } else if (*what == "properties") {
       list_properties();
+    } else if (*what == "formats") {
+      list_formats();
     } else {
       list_distributions();
     }

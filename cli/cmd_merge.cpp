@@ -5,7 +5,8 @@
 #include <filesystem>
 
 #include "cli/common.hpp"
-#include "report/reports.hpp"
+#include "report/merge.hpp"
+#include "report/report_dir.hpp"
 
 namespace pacheck::cli {
 
@@ -16,7 +17,8 @@ void add_merge_command(CLI::App& app, Context& ctx) {
   auto out_dir = std::make_shared<std::string>();
   cmd->add_option("inputs", *inputs, "report directories (--report-dir of finished runs) or report.json files")
       ->required();
-  cmd->add_option("--out,-o", *out_dir, "directory to write the merged results.jsonl, report.json, junit.xml, summary.md")
+  cmd->add_option("--out,-o", *out_dir,
+                  fmt::format("directory to write the merged {}, {}, {}", kResultsLogFile, kRunFile, format_files_prose()))
       ->required();
   cmd->callback([&ctx, inputs, out_dir] {
     // The merged reports must not replace an input's: a later merge of the same shards would find one gone.
@@ -34,8 +36,8 @@ void add_merge_command(CLI::App& app, Context& ctx) {
       write_reports(*out_dir, summary, meta);
       fmt::print("pacheck merge | {} report(s) | suite {} | device {} | {} cells\n", in.size(), meta.suite, meta.device,
                  summary.results.size());
-      print_summary(summary);
-      fmt::print("reports in {}: results.jsonl report.json junit.xml summary.md\n", *out_dir);
+      stdout_format(kDefaultFormat)->run_ended(summary, meta);
+      fmt::print("{}\n", reports_line(*out_dir));
       ctx.exit_code = summary.exit_code();
     } catch (const ReportError& e) {
       throw UsageError(e.what());

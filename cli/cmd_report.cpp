@@ -7,7 +7,8 @@
 
 #include "cli/common.hpp"
 #include "report/html_report.hpp"
-#include "report/reports.hpp"
+#include "report/merge.hpp"
+#include "report/report_dir.hpp"
 
 namespace pacheck::cli {
 
@@ -42,17 +43,11 @@ void add_report_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     const std::string path = out->empty() ? default_out(*input) : *out;
-    // Through a temporary file, so a browser or CI artifact upload never reads half a page.
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      f << html;
-      f.flush();
-      if (!f) throw UsageError(fmt::format("--out: cannot write '{}'", tmp));
+    try {
+      write_atomically(path, html);  // a browser or CI artifact upload never reads half a page
+    } catch (const ReportError& e) {
+      throw UsageError(fmt::format("--out: {}", e.what()));
     }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw UsageError(fmt::format("--out: cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
     fmt::print("wrote {} ({} KiB{})\n", path, (html.size() + 1023) / 1024, table ? ", with bench ratios" : "");
     ctx.exit_code = kPass;  // rendering succeeded; the run's own verdict is in the page and its exit code
   });

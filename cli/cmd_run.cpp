@@ -9,11 +9,12 @@
 #include <optional>
 
 #include "cli/common.hpp"
+#include "exec/isolate.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
-#include "report/report.hpp"
-#include "exec/isolate.hpp"
-#include "report/reports.hpp"
+#include "report/json.hpp"
+#include "report/report_dir.hpp"
+#include "report/run_identity.hpp"
 
 namespace pacheck::cli {
 
@@ -47,29 +48,6 @@ void check_device(const std::string& device) {
   // No answer (no child could be forked, or it died): the run itself reports the device as before.
 }
 
-/// " results.jsonl report.json junit.xml summary.md report.html": the report files present in `dir`, in
-/// that order, each after a space (what the closing line lists).
-std::string written_reports(const std::string& dir) {
-  std::string out;
-  for (const char* f : {"results.jsonl", "report.json", "junit.xml", "summary.md", "report.html"})
-    if (std::filesystem::exists(std::filesystem::path(dir) / f)) out += std::string(" ") + f;
-  return out;
-}
-
-/// "devices: cuda:0 (12 cells), cuda:1 (12 cells)": which device ran how many cells (CellResult::device,
-/// in order of first appearance; declined cells ran nowhere and are not counted).
-void print_devices(const RunSummary& s) {
-  std::vector<std::pair<std::string, int>> seen;
-  for (const auto& r : s.results) {
-    if (r.device.empty()) continue;
-    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& p) { return p.first == r.device; });
-    if (it == seen.end()) seen.emplace_back(r.device, 1);
-    else ++it->second;
-  }
-  std::string line;
-  for (const auto& [dev, n] : seen) line += fmt::format("{}{} ({} cells)", line.empty() ? "" : ", ", dev, n);
-  fmt::print("devices: {}\n", line.empty() ? "none ran a cell" : line);
-}
 }  // namespace
 
 void add_run_command(CLI::App& app, Context& ctx) {
@@ -79,16 +57,21 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto only_failures = std::make_shared<bool>(false);
   auto report_dir = std::make_shared<std::string>();
   auto resume_dir = std::make_shared<std::string>();
+  auto format = std::make_shared<std::string>(kDefaultFormat);
   opts->bind(cmd);
   cmd->add_option("--report-dir", *report_dir,
-                  "write results.jsonl (one line per finished cell, as it finishes), report.json, junit.xml, "
-                  "summary.md and report.html into this directory, replacing an earlier run's reports there");
+                  fmt::format("write {} (one line per finished cell, as it finishes), {} into this directory, "
+                              "replacing an earlier run's reports there",
+                              kResultsLogFile, format_files_prose()));
   cmd->add_option("--resume", *resume_dir,
                   "complete the interrupted run whose reports are in this directory: cells already in its "
                   "results.jsonl are not run again (same suite, kernels, device and options required)");
   cmd->add_option("--json", *json_path, "write the full report (summary and every cell's metrics) to this JSON file");
-  cmd->add_flag("--only-failures", *only_failures, "print only cells that did not pass");
-  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir] {
+  cmd->add_flag("--only-failures", *only_failures, "console: print only cells that did not pass");
+  bind_format_option(cmd, *format);
+  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format] {
+    // Before anything is run or written: a bad --format must not empty an earlier run's report directory.
+    const std::unique_ptr<ReportFormat> out = stdout_format(*format, {*only_failures});
     opts->load_plugins();
     const std::string device = resolve_device(opts->device);
     check_device_form(device);
@@ -119,21 +102,19 @@ void add_run_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     const bool tty = isatty(fileno(stderr));
-    fmt::print("pacheck {} | suite {} ({} cells) | device {} | kernels:", pacheck_version(), suite.name,
-               suite.cells.size(), device);
-    for (const auto& k : kernels) fmt::print(" {}", k->name());
-    if (ro.shard_count > 1) fmt::print(" | shard {}/{}", ro.shard_index, ro.shard_count);
-    fmt::print("\n");
+    RunStart start;
+    start.title = fmt::format("pacheck {} | suite {} ({} cells) | device {} | kernels:", pacheck_version(), suite.name,
+                              suite.cells.size(), device);
+    for (const auto& k : kernels) start.title += " " + k->name();
+    if (ro.shard_count > 1) start.title += fmt::format(" | shard {}/{}", ro.shard_index, ro.shard_count);
     if (reports && !resume_dir->empty())
-      fmt::print("resuming {}: {} finished cells in results.jsonl are not run again\n", reports->dir(), ro.previous.size());
-    fmt::print("\n");
-    print_header();
-    std::fflush(stdout);
+      start.notes.push_back(fmt::format("resuming {}: {} finished cells in {} are not run again", reports->dir(),
+                                        ro.previous.size(), kResultsLogFile));
+    out->run_started(start);
     ro.on_result = [&](const CellResult& r) {
       if (reports) reports->append(r);  // first: a kill right after this cell must not lose it
       if (tty) fmt::print(stderr, "\r\033[K");
-      if (!*only_failures || is_failure(r.verdict) || r.expected_fail) print_row(r);
-      std::fflush(stdout);
+      out->cell_finished(r);
     };
     if (tty) ro.on_progress = [](int done, int total) { fmt::print(stderr, "\r[{}/{}] cells", done, total); };
     RunSummary s;
@@ -143,18 +124,20 @@ void add_run_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     if (tty) fmt::print(stderr, "\r\033[K");
-    print_summary(s);
-    if (is_all_devices_spec(device)) print_devices(s);
+    ReportMeta meta{suite.name, device, {}, identity};
+    if (reports || out->needs_environment()) {
+      std::vector<PluginFingerprint> plugins;
+      for (const auto& p : loaded_plugins()) plugins.push_back({p.path, p.sha256});
+      meta.environment = collect_environment(device, std::move(plugins));
+    }
+    out->run_ended(s, meta);
     if (!json_path->empty()) {
-      std::ofstream out(*json_path);
-      if (!out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
-      out << to_json(s, suite.name, device).dump(1) << "\n";
+      std::ofstream json(*json_path);
+      if (!json) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
+      json << to_json(s, suite.name, device).dump(1) << "\n";
     }
     ctx.exit_code = s.exit_code();
     if (reports) {
-      std::vector<PluginFingerprint> plugins;
-      for (const auto& p : loaded_plugins()) plugins.push_back({p.path, p.sha256});
-      const ReportMeta meta{suite.name, device, collect_environment(device, std::move(plugins)), identity};
       try {
         reports->finish(s, meta);
       } catch (const ReportError& e) {
@@ -163,7 +146,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
         ctx.exit_code = kUsage;
         return;
       }
-      fmt::print("reports in {}:{}\n", reports->dir(), written_reports(reports->dir()));
+      // Beside the console table; on stderr when stdout carries a document another program reads.
+      fmt::print(*format == kDefaultFormat ? stdout : stderr, "{}\n", reports_line(reports->dir()));
     }
   });
 }

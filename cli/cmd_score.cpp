@@ -6,15 +6,15 @@
 
 #include "cli/common.hpp"
 #include "interop/casefiles.hpp"
-#include "report/report.hpp"
 #include "interop/safetensors.hpp"
+#include "report/json.hpp"
 
 namespace pacheck::cli {
 
 void add_score_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("score", "judge a foreign runner's outputs for exported case files, like `run`");
   struct Opts {
-    std::string cases, outputs, json, kernel = "foreign";
+    std::string cases, outputs, json, kernel = "foreign", format = kDefaultFormat;
     bool only_failures = false, negative_control = false;
   };
   auto o = std::make_shared<Opts>();
@@ -23,7 +23,8 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--outputs", o->outputs, "directory holding one output safetensors per case file")->required();
   cmd->add_option("--kernel-name", o->kernel, "name to report the outputs under")->capture_default_str();
   cmd->add_option("--json", o->json, "write the full report (summary and every cell's metrics) to this JSON file");
-  cmd->add_flag("--only-failures", o->only_failures, "print only cells that did not pass");
+  cmd->add_flag("--only-failures", o->only_failures, "console: print only cells that did not pass");
+  bind_format_option(cmd, o->format);
   cmd->add_flag("--negative-control", o->negative_control,
                 "the outputs come from a runner with the planted V-tail fault (runner.py --bug v-tail): it must fail "
                 "the cells that poison the V tail, or the run is instrument blind (exit 3)");
@@ -32,20 +33,19 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--multiple", common->multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
   cmd->add_option("--oracle-precision", common->precision, "oracle precision: f32 or f64")->capture_default_str();
   cmd->callback([&ctx, o, common] {
+    const std::unique_ptr<ReportFormat> out = stdout_format(o->format, {o->only_failures});
     ScoreOptions so;
     so.kernel_name = o->kernel;
     so.negative_control = o->negative_control;
     so.run = common->run_options();
     // The table starts with the first result, so a bad case directory prints only its error.
-    auto header_done = std::make_shared<bool>(false);
-    so.run.on_result = [o, header_done](const CellResult& r) {
-      if (!*header_done) {
-        fmt::print("pacheck {} | score {} against {}\n\n", pacheck_version(), o->outputs, o->cases);
-        print_header();
-        *header_done = true;
+    bool started = false;
+    so.run.on_result = [&](const CellResult& r) {
+      if (!started) {
+        out->run_started({fmt::format("pacheck {} | score {} against {}", pacheck_version(), o->outputs, o->cases), {}});
+        started = true;
       }
-      if (!o->only_failures || is_failure(r.verdict) || r.expected_fail) print_row(r);
-      std::fflush(stdout);
+      out->cell_finished(r);
     };
     std::string suite;
     RunSummary s;
@@ -56,11 +56,14 @@ void add_score_command(CLI::App& app, Context& ctx) {
     } catch (const SafetensorsError& e) {
       throw UsageError(e.what());
     }
-    print_summary(s);
+    const std::string device = "cpu (replayed outputs)";
+    ReportMeta meta{suite, device, {}, nullptr};
+    if (out->needs_environment()) meta.environment = collect_environment("cpu");  // outputs are judged on the CPU
+    out->run_ended(s, meta);
     if (!o->json.empty()) {
-      std::ofstream out(o->json);
-      if (!out) throw UsageError(fmt::format("--json: cannot write '{}'", o->json));
-      out << to_json(s, suite, "cpu (replayed outputs)").dump(1) << "\n";
+      std::ofstream json(o->json);
+      if (!json) throw UsageError(fmt::format("--json: cannot write '{}'", o->json));
+      json << to_json(s, suite, device).dump(1) << "\n";
     }
     ctx.exit_code = s.exit_code();
   });

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <set>
@@ -202,46 +203,15 @@ Shard resolve_shard(const std::string& flag) {
   return s;
 }
 
-namespace {
-constexpr int kCellWidth = 58;
-std::string clip(const std::string& s, std::size_t w) { return s.size() <= w ? s : s.substr(0, w - 1) + "~"; }
-}  // namespace
-
-void print_header() {
-  // max_abs and mean_abs next to rel_linf: fp8 results are usually quoted as max / mean absolute error
-  // against an fp32 reference (seed 002), so those numbers can be compared directly.
-  fmt::print("{:<{}} {:<20} {:<15} {:<8} {:<13} {:>9} {:>9} {:>9} {:>7}\n", "cell", kCellWidth, "kernel", "fault",
-             "length", "verdict", "rel_linf", "max_abs", "mean_abs", "margin");
+void bind_format_option(CLI::App* cmd, std::string& name) {
+  cmd->add_option("--format", name, fmt::format("what stdout carries: {} (`pacheck list formats`)", format_names()))
+      ->capture_default_str();
 }
 
-void print_row(const CellResult& r) {
-  std::string verdict(verdict_name(r.verdict));
-  if (r.expected_fail) verdict += is_failure(r.verdict) ? " (caught)" : " (MISSED)";
-  // The cell column shows the case; the fault has its own column.
-  if (r.verdict == Verdict::declined || r.verdict == Verdict::error || r.verdict == Verdict::crash ||
-      r.verdict == Verdict::timeout) {
-    fmt::print("{:<{}} {:<20} {:<15} {:<8} {:<13} {}\n", clip(r.case_id, kCellWidth), kCellWidth, r.kernel, r.fault,
-               r.straddle ? "straddle" : "aligned", verdict, r.detail);
-    return;
-  }
-  fmt::print("{:<{}} {:<20} {:<15} {:<8} {:<13} {:>9.2e} {:>9.2e} {:>9.2e} {:>7.3f}\n", clip(r.case_id, kCellWidth),
-             kCellWidth, r.kernel, r.fault, r.straddle ? "straddle" : "aligned", verdict, r.metrics.rel_linf,
-             r.metrics.max_abs, r.metrics.mean_abs, r.margin);
-}
-
-void print_summary(const RunSummary& s) {
-  fmt::print("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}\n", "kernel", "passed", "failed", "declined", "caught", "missed",
-             "negative control");
-  for (const auto& k : s.kernels)
-    fmt::print("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}{}\n", k.kernel, k.passed, k.failed, k.declined, k.caught, k.missed,
-               control_outcome_name(k.control),
-               !k.vacuous ? "" : s.shard ? "  (no cell in this shard: the merged run is judged)" : "  (NO CELL RAN: counts as a failure)");
-  fmt::print("comparator self-test: {}\n", s.selftest.passed ? "passed" : "FAILED");
-  if (!s.selftest.passed)
-    for (const auto& l : s.selftest.lines) fmt::print("  {}\n", l);
-  if (s.blind) fmt::print("INSTRUMENT BLIND: a negative control was not caught; this run proves nothing (exit 3)\n");
-  fmt::print("\n{} passed, {} failed ({} declined, {} caught by negative controls)\n", s.passed, s.failed, s.declined,
-             s.caught);
+std::unique_ptr<ReportFormat> stdout_format(const std::string& name, const FormatOptions& options) {
+  const FormatInfo* f = find_format(name);
+  if (!f) throw UsageError(fmt::format("--format: no report format named '{}' (known: {})", name, format_names()));
+  return f->make(std::cout, options);
 }
 
 }  // namespace pacheck::cli

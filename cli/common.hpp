@@ -1,15 +1,17 @@
-// Shared pieces of the pacheck subcommands: exit codes, kernel selection, console output.
+// Shared pieces of the pacheck subcommands: exit codes, kernel selection, the --format option.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "exec/runner.hpp"
+#include "report/report.hpp"
 
 namespace pacheck::cli {
 
@@ -42,11 +44,10 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
 /// Resolves "--device" ("" = the default device: cuda:0 when present, else cpu).
 std::string resolve_device(const std::string& device);
 
-/// Prints the per-cell console table header and rows (fmt). Rows are printed as results arrive.
-void print_header();
-void print_row(const CellResult& r);
-/// Prints per-kernel summaries, the self-test outcome and the closing "N passed, M failed" line.
-void print_summary(const RunSummary& s);
+/// Binds `--format NAME` onto `cmd`: which report format (report/report.hpp's table) stdout carries.
+void bind_format_option(CLI::App* cmd, std::string& name);
+/// The format `name` writing to stdout. Throws UsageError naming --format and the known formats.
+std::unique_ptr<ReportFormat> stdout_format(const std::string& name, const FormatOptions& options = {});
 
 /// A shard of a suite's cells: those whose position p in the suite has p % count == index.
 struct Shard {

@@ -9,6 +9,8 @@
 //      title (seed 000, figure 1);
 //   5. the environment fingerprint, the comparator self-test, the negative controls and the repro command
 //      of every failing cell.
+// The html format of report/report.hpp's table writes this page (report/html.cpp); its figures live in
+// report/html_*.cpp (report/html_parts.hpp lists them).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "report/reports.hpp"
 #include "exec/runner.hpp"
+#include "report/report.hpp"
 #include "report/svg.hpp"
 
 namespace pacheck {

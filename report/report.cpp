@@ -1,34 +1,58 @@
+// The table of report formats.
 #include "report/report.hpp"
 
-#include <cmath>
-#include <limits>
+#include <sstream>
+#include <stdexcept>
 
 namespace pacheck {
 
+void ReportFormat::run_started(const RunStart&) {}
+void ReportFormat::cell_finished(const CellResult&) {}
 
-nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std::string& device) {
-  nlohmann::json kernels = nlohmann::json::array();
-  for (const auto& k : s.kernels)
-    kernels.push_back({{"kernel", k.kernel},
-                       {"passed", k.passed},
-                       {"failed", k.failed},
-                       {"declined", k.declined},
-                       {"caught", k.caught},
-                       {"missed", k.missed},
-                       {"negative_control", std::string(control_outcome_name(k.control))},
-                       {"vacuous", k.vacuous}});
-  nlohmann::json results = nlohmann::json::array();
-  for (const auto& r : s.results) results.push_back(to_json(r));
-  return {{"pacheck", pacheck_version()},
-          {"suite", suite},
-          {"device", device},
-          {"exit_code", s.exit_code()},
-          {"summary",
-           {{"passed", s.passed}, {"failed", s.failed}, {"declined", s.declined}, {"caught", s.caught},
-            {"blind", s.blind}, {"vacuous", s.vacuous}}},
-          {"selftest", {{"passed", s.selftest.passed}, {"lines", s.selftest.lines}}},
-          {"kernels", kernels},
-          {"results", results}};
+// The factories, one per row below, each defined in its format's file (report/NAME.cpp).
+FormatFactory make_console_format;
+FormatFactory make_json_format;
+FormatFactory make_junit_format;
+FormatFactory make_markdown_format;
+FormatFactory make_html_format;
+
+std::span<const FormatInfo> format_table() {
+  // A format with a file is written into every report directory; one without is for stdout (--format)
+  // only, for readers that take the output of the CI step running pacheck (a TAP harness; GitHub, which
+  // parses workflow commands from a step's output only). `--format NAME > FILE` writes a file where wanted.
+  static const FormatInfo rows[] = {
+      {"console", nullptr, "the per-cell table as cells finish, then per-kernel counts (the default on stdout)",
+       make_console_format},
+      {"json", "report.json", "the run summary and every cell's metrics, with the environment fingerprint",
+       make_json_format},
+      {"junit", "junit.xml", "JUnit XML: one testcase per cell and kernel plus the run's checks, for CI test viewers",
+       make_junit_format},
+      {"markdown", "summary.md", "a Markdown summary for a pull-request comment or a GitHub step summary",
+       make_markdown_format},
+      {"html", "report.html", "one self-contained page of figures: fault matrix, error against length, margins",
+       make_html_format},
+  };
+  return rows;
+}
+
+const FormatInfo* find_format(const std::string& name) {
+  for (const FormatInfo& f : format_table())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string format_names() {
+  std::string out;
+  for (const FormatInfo& f : format_table()) out += (out.empty() ? "" : ", ") + std::string(f.name);
+  return out;
+}
+
+std::string render_format(const std::string& format, const RunSummary& s, const ReportMeta& meta) {
+  const FormatInfo* f = find_format(format);
+  if (!f) throw std::invalid_argument("no report format named '" + format + "' (known: " + format_names() + ")");
+  std::ostringstream out;
+  f->make(out, FormatOptions{})->run_ended(s, meta);
+  return out.str();
 }
 
 }  // namespace pacheck

@@ -1,6 +1,7 @@
 // Reports CI reads: results.jsonl survives a killed run and --resume completes it to the report an
-// uninterrupted run gives; shards merge to the unsharded report; junit.xml and summary.md carry verdicts,
-// metrics and the environment fingerprint; nothing is dropped silently.
+// uninterrupted run gives; shards merge to the unsharded report; the table of formats drives the report
+// directory; junit.xml and summary.md carry verdicts, metrics and the environment fingerprint, parsed back
+// as their consumers read them; nothing is dropped silently.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/utsname.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -15,6 +17,7 @@
 
 #include "report/report.hpp"
 #include "report/reports.hpp"
+#include "report/text.hpp"
 
 namespace pacheck {
 namespace {
@@ -276,7 +279,57 @@ TEST(Merge, DifferentVerdictsForOneCellAreAnError) {
   EXPECT_EQ(merge_reports({{"a", a}, {"b", b}}).first.results.size(), a["results"].size());
 }
 
-// ---- junit.xml, summary.md, environment ----------------------------------------------------------------
+/// Makes the negative control cpu.vector_v of `s` (beside `tested`, a kernel under test) blind: its first
+/// expected failure passes, and `s` is judged again (exit code 3).
+void make_blind(RunSummary& s, const std::string& tested) {
+  for (auto& r : s.results)
+    if (r.expected_fail) {
+      r.verdict = Verdict::pass;
+      break;
+    }
+  summarize(s, {{tested, false}, {"cpu.vector_v", true}});
+}
+
+// ---- the table of formats -----------------------------------------------------------------------------
+
+TEST(Formats, TheTableDrivesTheReportDirectoryAndItsClosingLine) {
+  TempDir dir;
+  const Suite suite = suite_of({17, 33});
+  const std::vector<KernelPtr> ks = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
+  RunOptions o;
+  ReportDir rd = ReportDir::start(dir.path.string(), run_identity(suite, names(ks), "cpu", o, ""));
+  const RunSummary s = run_suite(suite, ks, "cpu", o);
+  const ReportMeta meta = meta_for(suite, ks, o);
+  rd.finish(s, meta);
+  // Every format with a file wrote exactly what render_format gives; the closing line names them in order.
+  std::string want = "reports in " + dir.path.string() + ": results.jsonl";
+  for (const FormatInfo& f : format_table()) {
+    ASSERT_NE(find_format(f.name), nullptr);
+    EXPECT_EQ(find_format(f.name)->name, f.name);
+    if (!f.file) continue;
+    want += std::string(" ") + f.file;
+    std::ifstream in(dir.file(f.file), std::ios::binary);
+    ASSERT_TRUE(in) << f.file;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, render_format(f.name, s, meta)) << f.file;
+  }
+  EXPECT_EQ(reports_line(dir.path.string()), want);
+  EXPECT_EQ(find_format("no-such-format"), nullptr);
+  EXPECT_THROW(render_format("no-such-format", s, meta), std::invalid_argument);
+  // The default stdout format prints no file, and never needs the device to describe the environment.
+  ASSERT_NE(find_format(kDefaultFormat), nullptr);
+  EXPECT_EQ(find_format(kDefaultFormat)->file, nullptr);
+}
+
+TEST(Formats, OneNumberPrinterForEveryFormat) {
+  EXPECT_EQ(sci(1.0 / 3), "3.333e-01");
+  EXPECT_EQ(sci(0), "0.000e+00");
+  EXPECT_EQ(sci(std::nan("")), "nan");
+  EXPECT_EQ(sci(INFINITY), "inf");
+  EXPECT_EQ(sci(-INFINITY), "-inf");
+}
+
+// ---- junit.xml ----------------------------------------------------------------------------------------
 
 int count(const std::string& text, const std::string& what) {
   int n = 0;
@@ -298,7 +351,7 @@ TEST(Junit, CountsMatchTheElementsAndFailuresCarryVerdictAndMetrics) {
   RunOptions o;
   const RunSummary s = run_suite(suite, ks, "cpu", o);
   ASSERT_EQ(s.exit_code(), 1);
-  const std::string x = junit_xml(s, meta_for(suite, ks, o));
+  const std::string x = render_format("junit", s, meta_for(suite, ks, o));
   // Root counts = elements.
   EXPECT_EQ(std::stoi(attr(x, "testsuites", "tests")), count(x, "<testcase "));
   EXPECT_EQ(std::stoi(attr(x, "testsuites", "failures")), count(x, "<failure "));
@@ -324,17 +377,12 @@ TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
   RunOptions o;
   RunSummary s = run_suite(suite, ks, "cpu", o);
   ASSERT_EQ(s.exit_code(), 0);
-  std::string x = junit_xml(s, meta_for(suite, ks, o));
+  std::string x = render_format("junit", s, meta_for(suite, ks, o));
   EXPECT_EQ(count(x, "<failure ") + count(x, "<error "), 0);
   // A blind negative control (one expected failure passes) and a failed self-test each fail the file.
-  for (auto& r : s.results)
-    if (r.expected_fail) {
-      r.verdict = Verdict::pass;
-      break;
-    }
-  summarize(s, {{"cpu.reference", false}, {"cpu.vector_v", true}});
+  make_blind(s, "cpu.reference");
   ASSERT_EQ(s.exit_code(), 3);
-  x = junit_xml(s, meta_for(suite, ks, o));
+  x = render_format("junit", s, meta_for(suite, ks, o));
   EXPECT_NE(x.find("<failure type=\"missed\""), std::string::npos);
   EXPECT_NE(x.find("name=\"cpu.vector_v: negative control caught\" time=\"0\">\n      <failure type=\"check\" "
                    "message=\"instrument blind: 1 of"),
@@ -344,10 +392,12 @@ TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
   s = run_suite(suite, ks, "cpu", o);
   s.selftest.passed = false;
   ASSERT_EQ(s.exit_code(), 3);
-  x = junit_xml(s, meta_for(suite, ks, o));
+  x = render_format("junit", s, meta_for(suite, ks, o));
   EXPECT_EQ(count(x, "<failure "), 1);
   EXPECT_NE(x.find("name=\"comparator self-test\" time=\"0\">\n      <failure type=\"check\""), std::string::npos) << x;
 }
+
+// ---- summary.md ----------------------------------------------------------------------------------------
 
 TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {
   Planted failing("planted.error", 0, /*fail_len=*/33);
@@ -355,7 +405,7 @@ TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {
   const std::vector<KernelPtr> ks = {unowned(&failing), Registry::global().find("cpu.vector_v")};
   RunOptions o;
   const RunSummary s = run_suite(suite, ks, "cpu", o);
-  const std::string md = summary_markdown(s, meta_for(suite, ks, o));
+  const std::string md = render_format("markdown", s, meta_for(suite, ks, o));
   EXPECT_NE(md.find("## pacheck rep: FAIL (exit 1)"), std::string::npos) << md;
   EXPECT_NE(md.find("| rep | `planted.error` | 2 | 2 | 0 | - |"), std::string::npos) << md;
   EXPECT_NE(md.find("| rep | `cpu.vector_v` | 2 | 0 | 0 | caught (2 caught, 0 missed) |"), std::string::npos) << md;

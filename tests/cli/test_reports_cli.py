@@ -5,7 +5,9 @@ usage: test_reports_cli.py SCENARIO --pacheck BIN --source ROOT [--plugin LIB]
 
 Scenarios:
   junit        junit.xml read by a JUnit consumer (xml.etree): testsuites/testsuite/testcase/failure
-               structure, counts, properties, and agreement with report.json and the exit code
+               structure, counts, properties, and agreement with report.json and the exit code; the
+               closing line and `pacheck list formats` agree with the files written; `--format` on stdout
+               (json, junit, markdown) parsed as each one's consumer reads it
   kill_resume  SIGKILL a run midway: results.jsonl stays valid, merge refuses the unfinished run,
                --resume completes it, and the report equals an uninterrupted run's
   shards       --shard 0/2 and GTEST_SHARD_INDEX=1/GTEST_TOTAL_SHARDS=2 merged equal the unsharded run;
@@ -64,6 +66,40 @@ def comparable(report):
     out = {k: report[k] for k in ("results", "kernels", "summary", "selftest", "exit_code", "suite")}
     out["results"] = [{k: v for k, v in r.items() if k != "seconds"} for r in out["results"]]
     return out
+
+
+def run_stdout(args, *cmd, expect=None):
+    """Like run, but stdout alone (what a consumer of --format reads) and stderr apart."""
+    full = [args.pacheck, *cmd]
+    print("+", " ".join(full), flush=True)
+    p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    if expect is not None and p.returncode != expect:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+        fail(f"exit code {p.returncode}, want {expect}: {' '.join(full)}")
+    return p
+
+
+def check_stdout_formats(args, tmp, d, report):
+    """`--format NAME` on stdout, for the run whose report directory is `d` (same selection)."""
+    sel = [*TAIL, "--filter", " bf16 ", "-j2"]
+    listed = {}
+    for line in run(args, "list", "formats", expect=0).stdout.splitlines():
+        name, file = line.split()[:2]
+        listed[name] = None if file == "(stdout)" else file
+    check({"console", "json", "junit", "markdown", "html"} <= set(listed), f"list formats: {listed}")
+    files = sorted(f for f in listed.values() if f)
+    check(sorted(f for f in os.listdir(d) if f not in ("results.jsonl", "run.json")) == files,
+          f"{d} holds {sorted(os.listdir(d))}, the formats' files are {files}")
+    # json, junit and markdown on stdout are the documents a report directory holds.
+    p = run_stdout(args, "run", *sel, "--format", "json", expect=0)
+    check(comparable(json.loads(p.stdout)) == comparable(report), "--format json differs from report.json")
+    p = run_stdout(args, "run", *sel, "--format", "junit", expect=0)
+    check(ET.fromstring(p.stdout).tag == "testsuites", "--format junit is not a JUnit document")
+    p = run_stdout(args, "run", *sel, "--format", "markdown", expect=0)
+    check(p.stdout.startswith("## pacheck tail-poison: PASS (exit 0)"), f"--format markdown: {p.stdout[:200]!r}")
+    p = run(args, "run", *sel, "--format", "nope", "--report-dir", d, expect=2)
+    check("--format: no report format named 'nope' (known: console, json" in p.stdout, f"--format nope: {p.stdout[-500:]}")
+    check(os.path.isfile(os.path.join(d, "report.json")), "a rejected --format emptied the report directory")
 
 
 def read_jsonl(path):
@@ -177,6 +213,7 @@ def scenario_junit(args, tmp):
     check(all(r.get("device") == "cpu" for r in report["results"] if r["verdict"] != "declined"),
           "a CPU run's results do not name device cpu")
     check(report["summary"]["caught"] == 4, "the negative control's 4 bf16 cells were not caught")
+    check_stdout_formats(args, tmp, d, report)
     # Planted: a run in which no cell is selected is vacuous (exit 1); junit must fail it too.
     d = os.path.join(tmp, "vacuous")
     run(args, "run", *TAIL, "--filter", "no such cell", "--report-dir", d, expect=1)

@@ -1,0 +1,139 @@
+// report.html's cells and styles: what a cell is, from its ids (CellInfo), the verdict colours and marks,
+// and the figure wrapper every figure shares.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "core/case.hpp"
+#include "report/html_parts.hpp"
+
+namespace pacheck {
+
+using svg::escape;
+using svg::Rgb;
+
+svg::Rgb verdict_colour(Verdict v) { return html::style_of(v).fill; }
+std::string verdict_mark(Verdict v) { return html::style_of(v).mark; }
+
+namespace html {
+
+VerdictStyle style_of(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return {svg::parse_hex("#d6e6f4"), "ok", "pass: within tolerance"};
+    case Verdict::fail: return {svg::parse_hex("#e69f00"), "\xC3\x97", "fail: beyond tolerance"};  // U+00D7
+    case Verdict::poisoned: return {svg::parse_hex("#d55e00"), "NaN", "poisoned: NaN/Inf where the reference is finite"};
+    case Verdict::variant: return {svg::parse_hex("#cc79a7"), "var", "variant: output changed with the poison value"};
+    case Verdict::unwritten: return {svg::parse_hex("#cc79a7"), "unw", "unwritten: output elements left untouched"};
+    case Verdict::oob_write: return {svg::parse_hex("#cc79a7"), "oob", "oob_write: wrote past the output"};
+    case Verdict::input_mutated: return {svg::parse_hex("#cc79a7"), "in", "input_mutated: changed an input"};
+    case Verdict::declined: return {svg::parse_hex("#ffffff"), "\xE2\x80\x93", "declined: unsupported cell"};  // U+2013
+    case Verdict::error: return {svg::parse_hex("#333333"), "err", "error: the kernel reported an error"};
+    case Verdict::crash: return {svg::parse_hex("#333333"), "crash", "crash: the kernel's process died"};
+    case Verdict::timeout: return {svg::parse_hex("#333333"), "t/o", "timeout: the kernel hung"};
+  }
+  return {svg::parse_hex("#ffffff"), "?", "?"};
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (const auto& x : v) {
+    if (!out.empty()) out += sep;
+    out += x;
+  }
+  return out;
+}
+
+std::vector<std::string> split_spaces(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
+}
+
+bool is_layout_token(const std::string& t) { return t == "vllm" || t == "nhd" || t == "hnd"; }
+
+namespace {
+
+std::optional<CellInfo> describe(const CellResult& r) {
+  Case c;
+  try {
+    c = parse_case_id(r.case_id);
+  } catch (const std::exception&) {
+    return std::nullopt;  // not a pacheck case id: listed in tables, left out of the figures
+  }
+  CellInfo info;
+  info.r = &r;
+  const auto toks = split_spaces(r.case_id);
+  std::vector<std::string> row, shape, dtype;
+  for (std::size_t i = 0; i < toks.size(); ++i) {
+    const std::string& t = toks[i];
+    if (is_layout_token(t)) continue;
+    row.push_back(t);
+    if (t.rfind("ctx", 0) == 0) {
+      info.ctx = t.substr(3);
+      continue;
+    }
+    if (t.rfind("seed", 0) == 0) {
+      info.seed = t.substr(4);
+      continue;
+    }
+    shape.push_back(t);
+    if (i == 3 || t.rfind("q=", 0) == 0 || t.rfind("o=", 0) == 0) dtype.push_back(t);
+  }
+  info.row_key = join(row, " ");
+  info.shape = join(shape, " ");
+  info.dtype = join(dtype, " ");
+  info.heads = toks.empty() ? "" : toks[0];
+  info.gqa = c.gqa_ratio();
+  info.head_size = c.head_size;
+  info.block_size = c.block_size;
+  info.length = c.seq_lens.empty() ? 0 : *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+  const auto colon = r.fault.find(':');
+  info.target = colon == std::string::npos ? r.fault : r.fault.substr(0, colon);
+  info.poison = colon == std::string::npos ? "" : r.fault.substr(colon + 1);
+  return info;
+}
+
+}  // namespace
+
+std::vector<CellInfo> describe_all(const RunSummary& s) {
+  std::vector<CellInfo> out;
+  std::set<std::string> seen;
+  for (const auto& r : s.results) {
+    if (!seen.insert(r.suite + '\n' + r.kernel + '\n' + r.cell_id).second) continue;
+    if (auto info = describe(r)) out.push_back(std::move(*info));
+  }
+  return out;
+}
+
+std::vector<std::string> suites_in(const std::vector<CellInfo>& cells) {
+  std::vector<std::string> out;
+  for (const auto& c : cells)
+    if (std::find(out.begin(), out.end(), c.r->suite) == out.end()) out.push_back(c.r->suite);
+  return out;
+}
+
+std::vector<std::string> kernels_in(const RunSummary& s, const std::vector<const CellInfo*>& cells) {
+  std::vector<std::string> out;
+  for (const auto& k : s.kernels)
+    if (std::any_of(cells.begin(), cells.end(), [&](const CellInfo* c) { return c->r->kernel == k.kernel; }))
+      out.push_back(k.kernel);
+  return out;
+}
+
+std::string figure(const char* id, const std::string& heading, const std::string& body, const std::string& caption) {
+  return fmt::format("<figure id=\"{}\" class=\"report-figure\">\n<h2>{}</h2>\n{}\n<figcaption>{}</figcaption>\n</figure>\n", id,
+                     escape(heading), body, caption);
+}
+
+double legend_swatch(svg::Writer& w, double x, double y, Rgb fill, const std::string& mark, const std::string& text) {
+  w.rect(x, y - 11, 26, 15, {{"fill", fill.hex()}, {"stroke", "#888"}, {"stroke-width", "0.5"}});
+  if (!mark.empty()) w.text(x + 13, y, mark, "middle", {{"class", "mark"}, {"fill", svg::text_on(fill).hex()}});
+  w.text(x + 31, y, text, "start", {{"class", "legend"}});
+  return x + 31 + svg::text_width(text, 11) + 16;
+}
+
+}  // namespace html
+}  // namespace pacheck

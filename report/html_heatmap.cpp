@@ -1,0 +1,197 @@
+// report.html's heat maps: their layout and drawing (shared with figure 4) and figure 3, a heat map per suite
+// and kernel of the margin (rel_linf / limit) per shape x length.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "report/html_parts.hpp"
+#include "report/text.hpp"
+
+namespace pacheck::html {
+
+using svg::escape;
+using svg::Rgb;
+
+HeatLayout layout_heat(const std::vector<std::string>& panels, const std::vector<std::string>& rows,
+                       const std::vector<std::string>& cols, const std::string& row_axis, const std::string& col_axis,
+                       double cell_w, double cell_h) {
+  constexpr double kBold = 1.2;  // bold titles run wider than text_width's regular estimate
+  HeatLayout l;
+  l.cell_w = cell_w;
+  l.cell_h = cell_h;
+  double row_w = svg::text_width(row_axis, 12) * kBold;
+  for (const auto& r : rows) row_w = std::max(row_w, svg::text_width(r, 11));
+  l.label_w = row_w + 24;
+  double widest_col = 0;
+  for (const auto& c : cols) widest_col = std::max(widest_col, svg::text_width(c, 10.5));
+  l.rotate = widest_col > cell_w - 4;
+  l.header_h = 20 /* panel title */ + 16 /* axis title */ + (l.rotate ? widest_col * 0.72 + 8 : 16);
+  double title_w = svg::text_width(col_axis, 12) * kBold;
+  for (const auto& p : panels) title_w = std::max(title_w, svg::text_width(p, 13) * kBold);
+  l.slot_w = std::max(cell_w * static_cast<double>(cols.size()), title_w) + 24;
+  l.per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - l.label_w) / l.slot_w));
+  l.blocks = (panels.size() + l.per_block - 1) / l.per_block;
+  l.block_h = l.header_h + cell_h * static_cast<double>(rows.size()) + 16;
+  l.width = l.label_w + static_cast<double>(std::min(l.per_block, panels.size())) * l.slot_w;
+  l.height = static_cast<double>(l.blocks) * l.block_h;
+  return l;
+}
+
+void heat_panels(svg::Writer& w, const HeatLayout& l, double top, const std::vector<std::string>& panels,
+                 const std::vector<std::string>& rows, const std::vector<std::string>& cols, const std::string& row_axis,
+                 const std::string& col_axis, const HeatCellAt& cell) {
+  const double cell_w = l.cell_w, cell_h = l.cell_h;
+  for (std::size_t b = 0; b < l.blocks; ++b) {
+    const double btop = top + static_cast<double>(b) * l.block_h;
+    const double grid_top = btop + l.header_h;
+    w.open("g", {{"class", "axis y-axis"}});
+    w.text(8, btop + 30, row_axis, "start", {{"class", "axis-label"}});
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      w.text(l.label_w - 8, grid_top + cell_h * static_cast<double>(r) + cell_h / 2 + 4, rows[r], "end", {{"class", "row-label"}});
+    w.close();
+    for (std::size_t p = b * l.per_block; p < std::min(panels.size(), (b + 1) * l.per_block); ++p) {
+      const double px = l.label_w + static_cast<double>(p - b * l.per_block) * l.slot_w;
+      w.open("g", {{"class", "panel"}, {"data-panel", panels[p]}});
+      w.text(px, btop + 14, panels[p], "start", {{"class", "panel-title"}});
+      w.open("g", {{"class", "axis x-axis"}});
+      w.text(px, btop + 30, col_axis, "start", {{"class", "axis-label"}});
+      for (std::size_t c = 0; c < cols.size(); ++c) {
+        const double cx = px + cell_w * (static_cast<double>(c) + 0.5), ty = grid_top - 5;
+        if (l.rotate)
+          w.text(cx, ty, cols[c], "start", {{"class", "col-label"}, {"transform", fmt::format("rotate(-45 {} {})", svg::num(cx), svg::num(ty))}});
+        else
+          w.text(cx, ty, cols[c], "middle", {{"class", "col-label"}});
+      }
+      w.close();
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        for (std::size_t c = 0; c < cols.size(); ++c) {
+          const double x = px + cell_w * static_cast<double>(c), y = grid_top + cell_h * static_cast<double>(r);
+          const std::optional<HeatCell> hc = cell(p, r, c);
+          if (!hc) {
+            w.rect(x + 0.5, y + 0.5, cell_w - 1, cell_h - 1, {{"fill", "#f5f5f5"}});
+            continue;
+          }
+          w.open("g", {{"class", "cell"}});
+          w.title(hc->title);
+          w.rect(x + 0.5, y + 0.5, cell_w - 1, cell_h - 1,
+                 {{"class", "fill"}, {"fill", hc->fill}, {"stroke", hc->outline ? "#000" : "none"}, {"stroke-width", hc->outline ? "2.5" : "0"}});
+          w.text(x + cell_w / 2, y + cell_h / 2 + 4, hc->text, "middle", {{"class", "mark"}, {"fill", hc->text_colour.hex()}});
+          w.close();
+        }
+      }
+      w.close();
+    }
+  }
+}
+
+std::vector<std::string> length_columns(const std::vector<std::pair<int, std::string>>& lens) {
+  std::vector<std::pair<int, std::string>> v = lens;
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  std::vector<std::string> out;
+  for (const auto& [n, s] : v) out.push_back(s);
+  return out;
+}
+
+constexpr const char* kHatchId = "hatch-nonfinite";
+
+std::string margin_figure(const RunSummary& s, const std::vector<CellInfo>& cells) {
+  std::string body;
+  bool any = false;
+  for (const auto& suite : suites_in(cells)) {
+    // Worst finite margin per kernel, shape and length; non-finite and over-limit flags.
+    struct Acc {
+      double worst = -1;
+      bool nonfinite = false, failed = false;
+      int n = 0;
+      std::string worst_cell;
+    };
+    std::map<std::string, Acc> acc;  // kernel \n shape \n ctx
+    std::vector<std::string> shapes;
+    std::vector<std::pair<int, std::string>> lens;
+    std::vector<const CellInfo*> in;
+    for (const auto& c : cells) {
+      if (c.r->suite != suite || !has_output(c.r->verdict)) continue;
+      in.push_back(&c);
+      if (std::find(shapes.begin(), shapes.end(), c.shape) == shapes.end()) shapes.push_back(c.shape);
+      lens.push_back({c.length, c.ctx});
+      Acc& a = acc[c.r->kernel + '\n' + c.shape + '\n' + c.ctx];
+      ++a.n;
+      if (!std::isfinite(c.r->margin)) a.nonfinite = true;
+      else if (c.r->margin > a.worst) a.worst = c.r->margin, a.worst_cell = c.r->cell_id;
+      if (cell_outcome(s, *c.r) == CellOutcome::failed) a.failed = true;
+    }
+    if (in.empty()) continue;
+    any = true;
+    const std::vector<std::string> cols = length_columns(lens);
+    const std::vector<std::string> kernels = kernels_in(s, in);
+    constexpr std::size_t kMaxShapes = 80;
+    std::string note;
+    if (shapes.size() > kMaxShapes) {
+      note = fmt::format("{} of {} shapes shown. ", kMaxShapes, shapes.size());
+      shapes.resize(kMaxShapes);
+    }
+    const double legend_h = 56;
+    const std::string row_axis = "shape (heads, head size, block, dtype)", col_axis = "context length (tokens)";
+    const HeatLayout l = layout_heat(kernels, shapes, cols, row_axis, col_axis, 58, 20);
+    // The legend runs to ~610 px: never clip it on a narrow map.
+    svg::Writer w(std::max(l.width, 620.0), legend_h + l.height, std::string(html_ids::kMargin) + "-" + suite,
+                  fmt::format("Margin (rel_linf / limit) per shape and context length, suite {}", suite),
+                  "Heat map per kernel: rows are shapes, columns context lengths; colour is the worst margin over the "
+                  "cell's poison cases and seeds (viridis, 0 to 1 = the limit).");
+    w.open("defs");
+    w.open("pattern", {{"id", std::string(kHatchId) + "-" + suite}, {"width", "6"}, {"height", "6"}, {"patternUnits", "userSpaceOnUse"},
+                       {"patternTransform", "rotate(45)"}});
+    w.rect(0, 0, 6, 6, {{"fill", "#ffffff"}});
+    w.line(0, 0, 0, 6, {{"stroke", "#999"}, {"stroke-width", "3"}});
+    w.close();
+    w.close();
+    svg::colour_bar(w, 12, 22, 260, 12, 0, 1, [](double t) { return svg::viridis(t); },
+                    {{0, "0"}, {0.25, "0.25"}, {0.5, "0.5"}, {0.75, "0.75"}, {1, "1 = limit"}},
+                    "margin = rel_linf / limit (unitless)");
+    w.open("g", {{"class", "legend"}});
+    w.rect(300, 22, 26, 14, {{"fill", fmt::format("url(#{}-{})", kHatchId, suite)}, {"stroke", "#888"}});
+    w.text(331, 33, "NaN/Inf output", "start", {{"class", "legend"}});
+    w.rect(440, 22, 26, 14, {{"fill", svg::viridis(1).hex()}, {"stroke", "#000"}, {"stroke-width", "2.5"}});
+    w.text(471, 33, "failed (over the limit)", "start", {{"class", "legend"}});
+    w.close();
+    heat_panels(
+        w, l, legend_h, kernels, shapes, cols, row_axis, col_axis,
+        [&](std::size_t p, std::size_t r, std::size_t c) -> std::optional<HeatCell> {
+          auto it = acc.find(kernels[p] + '\n' + shapes[r] + '\n' + cols[c]);
+          if (it == acc.end()) return std::nullopt;
+          const Acc& a = it->second;
+          HeatCell hc;
+          if (a.worst < 0 && a.nonfinite) {
+            hc.fill = fmt::format("url(#{}-{})", kHatchId, suite);
+            hc.text = "NaN";
+            hc.text_colour = {17, 17, 17};
+          } else {
+            const Rgb col = svg::viridis(std::min(a.worst, 1.0));
+            hc.fill = col.hex();
+            hc.text = a.worst >= 10 ? ">10" : fmt::format("{:.2f}", a.worst);
+            if (a.nonfinite) hc.text += "*";
+            hc.text_colour = svg::text_on(col);
+          }
+          hc.outline = a.failed;
+          hc.title = fmt::format("{} | {} ctx{}\nworst margin {} over {} cell(s){}{}\n{}", kernels[p], shapes[r], cols[c],
+                                 a.worst < 0 ? "-" : fmt::format("{:.3f}", a.worst), a.n,
+                                 a.nonfinite ? "; some gave NaN/Inf (*)" : "", a.failed ? "; FAILED" : "", a.worst_cell);
+          return hc;
+        });
+    body += fmt::format("<h3>Suite {}</h3>\n", escape(suite)) + w.str();
+    if (!note.empty()) body += "<p class=\"note\">" + escape(note) + "</p>";
+  }
+  if (!any) body = "<p class=\"note\">No cell with an output in this report: nothing to map.</p>";
+  return figure(html_ids::kMargin, "3. Margin to the tolerance limit, per shape and length", body,
+                "<b>Margin heat map.</b> Per suite and kernel: rows are shapes (heads, head size, block size, dtype), columns "
+                "the context length in tokens; each cell is the worst margin = rel_linf / limit over its poison cases and seeds "
+                "(unitless; 1 is the limit). <b>Good:</b> dark cells everywhere, with no trend along a row \xE2\x80\x94 a "
+                "kernel with headroom sits well under 0.5. Yellow means the error uses most of its allowance; a black-outlined "
+                "cell failed; a hatched <i>NaN</i> cell (or a value marked *) produced non-finite output for some poison "
+                "case \xE2\x80\x94 the fault matrix says which.");
+}
+
+}  // namespace pacheck::html

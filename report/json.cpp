@@ -1,0 +1,67 @@
+// The json format: report.json in a report directory, the document of `--format json`.
+#include "report/json.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <ostream>
+
+namespace pacheck {
+
+nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std::string& device) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : s.kernels)
+    kernels.push_back({{"kernel", k.kernel},
+                       {"passed", k.passed},
+                       {"failed", k.failed},
+                       {"declined", k.declined},
+                       {"caught", k.caught},
+                       {"missed", k.missed},
+                       {"negative_control", std::string(control_outcome_name(k.control))},
+                       {"vacuous", k.vacuous}});
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& r : s.results) results.push_back(to_json(r));
+  return {{"pacheck", pacheck_version()},
+          {"suite", suite},
+          {"device", device},
+          {"exit_code", s.exit_code()},
+          {"summary",
+           {{"passed", s.passed}, {"failed", s.failed}, {"declined", s.declined}, {"caught", s.caught},
+            {"blind", s.blind}, {"vacuous", s.vacuous}}},
+          {"selftest", {{"passed", s.selftest.passed}, {"lines", s.selftest.lines}}},
+          {"kernels", kernels},
+          {"results", results}};
+}
+
+nlohmann::json report_json(const RunSummary& s, const ReportMeta& meta) {
+  nlohmann::json j = to_json(s, meta.suite, meta.device);
+  j["environment"] = to_json(meta.environment);
+  j["run"] = meta.run;
+  if (!meta.merged_from.empty()) j["merged_from"] = meta.merged_from;
+  return j;
+}
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ReportError(fmt::format("cannot read '{}'", path));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ReportError(fmt::format("'{}' is not valid JSON: {}", path, e.what()));
+  }
+}
+
+namespace {
+/// report_json() with one space of indent, as report.json holds it.
+void write_json(std::ostream& out, const RunSummary& s, const ReportMeta& meta) { out << json_text(report_json(s, meta), 1) << "\n"; }
+}  // namespace
+
+std::unique_ptr<ReportFormat> make_json_format(std::ostream& out, const FormatOptions&) {
+  return std::make_unique<DocumentFormat>(out, write_json);
+}
+
+}  // namespace pacheck

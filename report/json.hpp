@@ -1,0 +1,25 @@
+// The json format: the run as JSON, for `--json FILE`, report.json of a report directory and `--format
+// json` on stdout; and the JSON text helpers every report-directory file shares.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "report/report.hpp"
+
+namespace pacheck {
+
+/// The whole run, as `--json FILE` writes it: {"pacheck": version, "suite", "device", "exit_code",
+/// "summary": {passed, failed, declined, caught, blind, vacuous}, "selftest": {passed, lines},
+/// "kernels": [...], "results": [to_json(CellResult)...]}.
+nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std::string& device);
+/// report.json: to_json(RunSummary) with "environment", "run" and (merged reports) "merged_from" added.
+nlohmann::json report_json(const RunSummary& s, const ReportMeta& meta);
+
+/// `j` as text (`indent` as nlohmann's dump()). Bytes that are not valid UTF-8 (plugin messages and device
+/// strings may hold them, on which a plain dump() throws) are written as U+FFFD.
+std::string json_text(const nlohmann::json& j, int indent = -1);
+/// Parses the JSON file `path`. Throws ReportError naming it when it cannot be read or is not JSON.
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace pacheck

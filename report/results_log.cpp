@@ -1,0 +1,44 @@
+#include "report/results_log.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "report/json.hpp"
+
+namespace pacheck {
+
+std::string results_line(const CellResult& r) { return json_text(to_json(r)) + "\n"; }
+
+ResultsLog read_results_jsonl(const std::string& path) {
+  ResultsLog log;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return log;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t pos = 0;
+  int line_no = 0;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      log.torn_tail = true;  // cut short by a kill: the cell reruns
+      break;
+    }
+    ++line_no;
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty()) {
+      log.valid_bytes = pos;
+      continue;
+    }
+    try {
+      log.results.push_back(cell_result_from_json(nlohmann::json::parse(line)));
+    } catch (const std::exception& e) {
+      throw ReportError(fmt::format("{}:{}: malformed result line: {}", path, line_no, e.what()));
+    }
+    log.valid_bytes = pos;
+  }
+  return log;
+}
+
+}  // namespace pacheck

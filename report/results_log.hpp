@@ -1,0 +1,27 @@
+// results.jsonl: one line per finished cell, appended and flushed as each cell finishes, so a run that is
+// killed keeps every cell it finished and --resume continues from it. Not a ReportFormat: it is written
+// while the run goes (report/report_dir.hpp appends to it), not once at its end.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "exec/runner.hpp"
+
+namespace pacheck {
+
+/// One line of results.jsonl: to_json(CellResult) on one line, newline-terminated.
+std::string results_line(const CellResult& r);
+
+/// results.jsonl as read back.
+struct ResultsLog {
+  std::vector<CellResult> results;  ///< every complete line, in file order
+  std::size_t valid_bytes = 0;      ///< bytes up to and including the last complete line
+  bool torn_tail = false;           ///< bytes after the last newline (a write cut short by a kill) were dropped
+};
+/// Reads results.jsonl. A last line without its newline is dropped (torn_tail); any other malformed line
+/// throws ReportError naming the file and line number. A missing file reads as empty.
+ResultsLog read_results_jsonl(const std::string& path);
+
+}  // namespace pacheck

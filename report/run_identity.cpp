@@ -1,0 +1,19 @@
+#include "report/run_identity.hpp"
+
+namespace pacheck {
+
+nlohmann::json run_identity(const Suite& suite, const std::vector<std::string>& kernels, const std::string& device,
+                            const RunOptions& opt, const std::string& filter) {
+  return {{"suite", suite.name},
+          {"cells", suite.cells.size()},
+          {"kernels", kernels},
+          {"device", device},
+          {"filter", filter},
+          {"seed", opt.seed ? nlohmann::json(*opt.seed) : nlohmann::json(nullptr)},
+          {"tolerance", opt.tolerance.policy == TolerancePolicy::fixed ? "fixed" : "calibrated"},
+          {"multiple", opt.tolerance.multiple},
+          {"oracle_precision", opt.oracle_precision == Precision::f32 ? "f32" : "f64"},
+          {"shard", {{"index", opt.shard_index}, {"count", opt.shard_count}}}};
+}
+
+}  // namespace pacheck

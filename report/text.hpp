@@ -1,0 +1,60 @@
+// Wording and numbers every report format shares, so that summary.md, junit.xml, TAP, the GitHub
+// annotations and report.html say the same thing the same way: one number printer, one repro command, one
+// meaning per exit code and one list of the run-level checks behind it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "exec/runner.hpp"
+
+namespace pacheck {
+
+/// A metric for reports: "1.234e-03" (3 decimals in scientific notation), "nan", "inf" or "-inf".
+std::string sci(double v);
+
+/// `s` with every byte that is not part of a valid UTF-8 sequence replaced by '?' (plugin messages and
+/// device strings come from outside pacheck).
+std::string valid_utf8(const std::string& s);
+
+/// `s` single-quoted for a POSIX shell unless it is plain ([A-Za-z0-9._/-]+): cell ids hold spaces and '+',
+/// and must paste into a terminal intact.
+std::string shell_quote(const std::string& s);
+
+/// The command that reruns one cell with every metric and its worst elements:
+/// "pacheck repro 'h32/8 d128 ... clean' --kernel cpu.vector_v".
+std::string repro_command(const CellResult& r);
+
+/// What exit code 0, 1 or 3 means, in one clause ("every cell passed and every negative control was
+/// caught"); "?" for any other code.
+std::string exit_meaning(int code);
+/// "PASS" (0), "BLIND" (3) or "FAIL" (anything else).
+std::string outcome_word(int code);
+
+/// Every metric of a result, one "name: value" per line (verdict, detail, rel_linf, limit, margin, max_abs,
+/// nmse, max_ulp, bitwise_equal_pct, nan, inf, variant_elements, worst, expected_fail).
+std::string metrics_text(const CellResult& r);
+
+/// The kernel produced an output to measure: not declined, error, crash or timeout.
+bool has_output(Verdict v);
+/// The kernel or its process failed to produce an output: error, crash or timeout.
+bool is_error_verdict(Verdict v);
+
+/// The suites of `s.results`, in order of first appearance (a merged report may hold several).
+std::vector<std::string> suites_of(const RunSummary& s);
+
+/// A run-level check: the comparator self-test, each negative control, each kernel ran a cell. Together
+/// with the cells they make up the exit code: a report that fails a cell or a check exactly when
+/// RunSummary::exit_code() is not 0 never disagrees with the gate.
+struct RunCheck {
+  enum class Status { passed, failed, skipped };
+  std::string name;     ///< "comparator self-test", "cpu.vector_v: negative control caught", "K: ran at least one cell"
+  Status status = Status::passed;
+  std::string message;  ///< why it failed or was skipped (one line)
+  std::string text;     ///< what was counted ("caught 4, missed 0"; the self-test's lines)
+};
+/// The self-test check, then per kernel of `s` its negative-control check (controls only) and its "ran at
+/// least one cell" check (skipped, not failed, for a kernel without a cell in one shard of a run).
+std::vector<RunCheck> run_checks(const RunSummary& s);
+
+}  // namespace pacheck
