@@ -24,6 +24,20 @@ else()
   set(PACHECK_FMT fmt::fmt)
 endif()
 
+# pugixml writes junit.xml. Its static archive, so binaries carry no libpugixml.so dependency (the GPU machine
+# lacks it); Debian's package config provides pugixml::static, else the archive is found directly.
+find_package(pugixml QUIET)
+if(TARGET pugixml::static)
+  set(PACHECK_PUGIXML pugixml::static)
+else()
+  find_path(PUGIXML_INCLUDE_DIR pugixml.hpp REQUIRED)
+  find_library(PUGIXML_STATIC_LIBRARY NAMES libpugixml.a REQUIRED)
+  add_library(pacheck_pugixml INTERFACE)
+  target_include_directories(pacheck_pugixml SYSTEM INTERFACE ${PUGIXML_INCLUDE_DIR})
+  target_link_libraries(pacheck_pugixml INTERFACE ${PUGIXML_STATIC_LIBRARY})
+  set(PACHECK_PUGIXML pacheck_pugixml)
+endif()
+
 if(PACHECK_BUILD_TESTS)
   find_package(GTest REQUIRED)
   find_package(rapidcheck REQUIRED)

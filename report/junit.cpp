@@ -3,11 +3,11 @@
 // output, <error type="VERDICT"> for error/crash/timeout, <skipped> for declined, each carrying the verdict,
 // detail and metrics; plus a "pacheck.checks" testsuite with the comparator self-test, each negative
 // control and each kernel's "ran at least one cell" check, so the file fails exactly when the exit code is
-// not 0.
+// not 0. Written with pugixml, which does the XML escaping.
 #include <fmt/format.h>
+#include <pugixml.hpp>
 
 #include <ostream>
-#include <sstream>
 
 #include "report/report.hpp"
 #include "report/text.hpp"
@@ -16,119 +16,156 @@ namespace pacheck {
 
 namespace {
 
-/// XML attribute/text escaping. Control characters other than tab, newline and carriage return are not
-/// allowed in XML 1.0 even as references, so they become '?'.
-std::string xml(const std::string& raw) {
-  std::string out;
-  for (char ch : valid_utf8(raw)) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') out += '?';
-        else out += ch;
-    }
-  }
+/// `raw` as text XML 1.0 can carry at all: invalid UTF-8 and control characters other than tab, newline
+/// and carriage return (not allowed even as character references) become '?'. pugixml escapes the rest.
+std::string xml_text(const std::string& raw) {
+  std::string out = valid_utf8(raw);
+  for (char& ch : out)
+    if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') ch = '?';
   return out;
 }
 
-void write_junit(std::ostream& out, const RunSummary& s, const ReportMeta& meta) {
-  struct Counts {
-    int tests = 0, failures = 0, errors = 0, skipped = 0;
-    double time = 0;
-  };
-  std::ostringstream body;
-  Counts all;
-  const auto env_rows = environment_rows(meta.environment);
-  auto properties = [&](std::ostringstream& o) {
-    o << "    <properties>\n";
-    for (const auto& [k, v] : env_rows) o << "      <property name=\"" << xml(k) << "\" value=\"" << xml(v) << "\"/>\n";
-    o << "    </properties>\n";
-  };
-  auto suite_open = [&](const std::string& name, const Counts& c) {
-    all.tests += c.tests;
-    all.failures += c.failures;
-    all.errors += c.errors;
-    all.skipped += c.skipped;
-    all.time += c.time;
-    return fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.6f}\">\n",
-                       xml(name), c.tests, c.failures, c.errors, c.skipped, c.time);
-  };
+std::string seconds(double s) { return fmt::format("{:.6f}", s); }
 
-  for (const auto& suite : suites_of(s)) {
-    for (const auto& ks : s.kernels) {
-      Counts c;
-      std::ostringstream cases;
-      const std::string classname = "pacheck." + suite + "." + ks.kernel;
-      for (const auto& r : s.results) {
-        if (r.suite != suite || r.kernel != ks.kernel) continue;
-        ++c.tests;
-        c.time += r.seconds;
-        cases << fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.6f}\"", xml(classname), xml(r.cell_id),
-                             r.seconds);
-        switch (cell_outcome(r, ks.control != ControlOutcome::not_control)) {
-          case CellOutcome::passed: cases << "/>\n"; break;
-          case CellOutcome::declined:
-            ++c.skipped;
-            cases << ">\n      <skipped message=\"" << xml("declined: " + r.detail) << "\"/>\n    </testcase>\n";
-            break;
-          case CellOutcome::caught:
-            cases << ">\n      <system-out>"
-                  << xml(fmt::format("negative control: the planted fault was caught ({})\n", verdict_name(r.verdict)) + metrics_text(r))
-                  << "</system-out>\n    </testcase>\n";
-            break;
-          case CellOutcome::missed:
-            ++c.failures;
-            cases << ">\n      <failure type=\"missed\" message=\""
-                  << xml("negative control not caught: this cell must fail but passed (instrument blind)") << "\">"
-                  << xml(metrics_text(r)) << "</failure>\n    </testcase>\n";
-            break;
-          case CellOutcome::failed: {
-            const bool err = is_error_verdict(r.verdict);
-            (err ? c.errors : c.failures)++;
-            const char* tag = err ? "error" : "failure";
-            cases << ">\n      <" << tag << " type=\"" << verdict_name(r.verdict) << "\" message=\""
-                  << xml(fmt::format("{}: {}", verdict_name(r.verdict), r.detail)) << "\">" << xml(metrics_text(r))
-                  << "</" << tag << ">\n    </testcase>\n";
-            break;
-          }
-        }
+/// A <testsuites> or <testsuite> element's counts, kept as its testcases are added and written at the end
+/// (attributes in the order JUnit consumers show them).
+struct Counts {
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
+  double time = 0;
+  void add(const Counts& c) {
+    tests += c.tests;
+    failures += c.failures;
+    errors += c.errors;
+    skipped += c.skipped;
+    time += c.time;
+  }
+};
+
+pugi::xml_node open_suite(pugi::xml_node parent, const std::string& name) {
+  pugi::xml_node n = parent.append_child("testsuite");
+  n.append_attribute("name") = xml_text(name).c_str();
+  for (const char* a : {"tests", "failures", "errors", "skipped", "time"}) n.append_attribute(a);
+  return n;
+}
+
+void set_counts(pugi::xml_node n, const Counts& c) {
+  n.attribute("tests") = c.tests;
+  n.attribute("failures") = c.failures;
+  n.attribute("errors") = c.errors;
+  n.attribute("skipped") = c.skipped;
+  n.attribute("time") = seconds(c.time).c_str();
+}
+
+void add_properties(pugi::xml_node suite, const Environment& env) {
+  pugi::xml_node props = suite.append_child("properties");
+  for (const auto& [k, v] : environment_rows(env)) {
+    pugi::xml_node p = props.append_child("property");
+    p.append_attribute("name") = xml_text(k).c_str();
+    p.append_attribute("value") = xml_text(v).c_str();
+  }
+}
+
+pugi::xml_node add_testcase(pugi::xml_node suite, const std::string& classname, const std::string& name, const std::string& time) {
+  pugi::xml_node c = suite.append_child("testcase");
+  c.append_attribute("classname") = xml_text(classname).c_str();
+  c.append_attribute("name") = xml_text(name).c_str();
+  c.append_attribute("time") = time.c_str();
+  return c;
+}
+
+/// <tag type="TYPE" message="MESSAGE">TEXT</tag> (tag: failure or error).
+void add_outcome(pugi::xml_node testcase, const char* tag, const std::string& type, const std::string& message,
+                 const std::string& text) {
+  pugi::xml_node f = testcase.append_child(tag);
+  f.append_attribute("type") = xml_text(type).c_str();
+  f.append_attribute("message") = xml_text(message).c_str();
+  f.text() = xml_text(text).c_str();
+}
+
+void add_skipped(pugi::xml_node testcase, const std::string& message) {
+  testcase.append_child("skipped").append_attribute("message") = xml_text(message).c_str();
+}
+
+/// One suite-and-kernel's testcases into `suite`; returns their counts.
+Counts add_cells(pugi::xml_node suite, const RunSummary& s, const std::string& suite_name, const KernelSummary& ks) {
+  Counts c;
+  const std::string classname = "pacheck." + suite_name + "." + ks.kernel;
+  for (const auto& r : s.results) {
+    if (r.suite != suite_name || r.kernel != ks.kernel) continue;
+    ++c.tests;
+    c.time += r.seconds;
+    pugi::xml_node tc = add_testcase(suite, classname, r.cell_id, seconds(r.seconds));
+    switch (cell_outcome(r, ks.control != ControlOutcome::not_control)) {
+      case CellOutcome::passed: break;
+      case CellOutcome::declined:
+        ++c.skipped;
+        add_skipped(tc, "declined: " + r.detail);
+        break;
+      case CellOutcome::caught:
+        tc.append_child("system-out").text() =
+            xml_text(fmt::format("negative control: the planted fault was caught ({})\n", verdict_name(r.verdict)) +
+                     metrics_text(r))
+                .c_str();
+        break;
+      case CellOutcome::missed:
+        ++c.failures;
+        add_outcome(tc, "failure", "missed", "negative control not caught: this cell must fail but passed (instrument blind)",
+                    metrics_text(r));
+        break;
+      case CellOutcome::failed: {
+        const bool err = is_error_verdict(r.verdict);
+        (err ? c.errors : c.failures)++;
+        add_outcome(tc, err ? "error" : "failure", std::string(verdict_name(r.verdict)),
+                    fmt::format("{}: {}", verdict_name(r.verdict), r.detail), metrics_text(r));
+        break;
       }
-      if (c.tests == 0) continue;
-      body << suite_open(suite + "." + ks.kernel, c);
-      properties(body);
-      body << cases.str() << "  </testsuite>\n";
     }
   }
+  return c;
+}
+
+void write_junit(std::ostream& out, const RunSummary& s, const ReportMeta& meta) {
+  pugi::xml_document doc;
+  pugi::xml_node decl = doc.append_child(pugi::node_declaration);
+  decl.append_attribute("version") = "1.0";
+  decl.append_attribute("encoding") = "UTF-8";
+  pugi::xml_node root = doc.append_child("testsuites");
+  root.append_attribute("name") = xml_text("pacheck " + meta.suite).c_str();
+  for (const char* a : {"tests", "failures", "errors", "skipped", "time"}) root.append_attribute(a);
+  Counts all;
+
+  for (const auto& suite : suites_of(s))
+    for (const auto& ks : s.kernels) {
+      pugi::xml_node node = open_suite(root, suite + "." + ks.kernel);
+      add_properties(node, meta.environment);
+      const Counts c = add_cells(node, s, suite, ks);
+      if (c.tests == 0) {
+        root.remove_child(node);
+        continue;
+      }
+      set_counts(node, c);
+      all.add(c);
+    }
 
   // Run-level checks, so the file fails exactly when the exit code is not 0.
+  pugi::xml_node checks = open_suite(root, "pacheck.checks");
+  add_properties(checks, meta.environment);
   Counts c;
-  std::ostringstream cases;
   for (const RunCheck& check : run_checks(s)) {
     ++c.tests;
-    cases << "    <testcase classname=\"pacheck.checks\" name=\"" << xml(check.name) << "\" time=\"0\"";
+    pugi::xml_node tc = add_testcase(checks, "pacheck.checks", check.name, "0");
     if (check.status == RunCheck::Status::skipped) {
       ++c.skipped;
-      cases << ">\n      <skipped message=\"" << xml(check.message) << "\"/>\n    </testcase>\n";
+      add_skipped(tc, check.message);
     } else if (check.status == RunCheck::Status::failed) {
       ++c.failures;
-      cases << ">\n      <failure type=\"check\" message=\"" << xml(check.message) << "\">" << xml(check.text)
-            << "</failure>\n    </testcase>\n";
-    } else {
-      cases << "/>\n";
+      add_outcome(tc, "failure", "check", check.message, check.text);
     }
   }
-  body << suite_open("pacheck.checks", c);
-  properties(body);
-  body << cases.str() << "  </testsuite>\n";
-
-  out << fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                     "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.6f}\">\n",
-                     xml("pacheck " + meta.suite), all.tests, all.failures, all.errors, all.skipped, all.time) +
-         body.str() + "</testsuites>\n";
+  set_counts(checks, c);
+  all.add(c);
+  set_counts(root, all);
+  doc.save(out, "  ", pugi::format_indent, pugi::encoding_utf8);
 }
 
 }  // namespace

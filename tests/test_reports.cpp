@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pugixml.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -279,6 +281,23 @@ TEST(Merge, DifferentVerdictsForOneCellAreAnError) {
   EXPECT_EQ(merge_reports({{"a", a}, {"b", b}}).first.results.size(), a["results"].size());
 }
 
+/// A run of suite_of({1, 17, 33}) on a planted kernel `kernel` that declines ctx1 and throws `message` at
+/// ctx33, beside the negative control cpu.vector_v: exit 1 (two error cells, two declined, the control's
+/// expected failures caught).
+struct FailingRun {
+  Planted failing;
+  Suite suite = suite_of({1, 17, 33});
+  std::vector<KernelPtr> ks;
+  RunOptions o;
+  RunSummary s;
+  FailingRun(const std::string& kernel, const std::string& message)
+      : failing(kernel, 0, /*fail_len=*/33, message),
+        ks{unowned(&failing), Registry::global().find("cpu.vector_v")},
+        s(run_suite(suite, ks, "cpu", o)) {}
+  /// What format `format` writes for `s` as it is now.
+  std::string render(const std::string& format) const { return render_format(format, s, meta_for(suite, ks, o)); }
+};
+
 /// Makes the negative control cpu.vector_v of `s` (beside `tested`, a kernel under test) blind: its first
 /// expected failure passes, and `s` is judged again (exit code 3).
 void make_blind(RunSummary& s, const std::string& tested) {
@@ -329,7 +348,7 @@ TEST(Formats, OneNumberPrinterForEveryFormat) {
   EXPECT_EQ(sci(-INFINITY), "-inf");
 }
 
-// ---- junit.xml ----------------------------------------------------------------------------------------
+// ---- junit.xml -----------------------------------------------------------------------------------------
 
 int count(const std::string& text, const std::string& what) {
   int n = 0;
@@ -337,38 +356,49 @@ int count(const std::string& text, const std::string& what) {
   return n;
 }
 
-std::string attr(const std::string& xml, const std::string& tag, const std::string& name) {
-  const std::size_t t = xml.find("<" + tag + " ");
-  const std::size_t a = xml.find(" " + name + "=\"", t);
-  const std::size_t b = xml.find('"', a + name.size() + 3);
-  return xml.substr(a + name.size() + 3, b - a - name.size() - 3);
+/// junit.xml as a JUnit consumer reads it (pugixml, the library that wrote it, reading it back strictly).
+pugi::xml_document parse_junit(const std::string& x) {
+  pugi::xml_document doc;
+  const pugi::xml_parse_result ok = doc.load_string(x.c_str(), pugi::parse_default | pugi::parse_declaration);
+  EXPECT_TRUE(ok) << ok.description() << " at offset " << ok.offset;
+  return doc;
 }
 
+std::size_t nodes(const pugi::xml_document& doc, const char* xpath) { return doc.select_nodes(xpath).size(); }
+
 TEST(Junit, CountsMatchTheElementsAndFailuresCarryVerdictAndMetrics) {
-  Planted failing("planted.error", 0, /*fail_len=*/33, "bad <launch> & \"quote\" \x01 \xff");
-  const Suite suite = suite_of({1, 17, 33});
-  const std::vector<KernelPtr> ks = {unowned(&failing), Registry::global().find("cpu.vector_v")};
-  RunOptions o;
-  const RunSummary s = run_suite(suite, ks, "cpu", o);
+  const FailingRun run("planted.error", "bad <launch> & \"quote\" 'x' \x01 \xff");
+  const RunSummary& s = run.s;
   ASSERT_EQ(s.exit_code(), 1);
-  const std::string x = render_format("junit", s, meta_for(suite, ks, o));
+  const std::string x = run.render("junit");
+  ASSERT_EQ(x.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites ", 0), 0u) << x.substr(0, 200);
+  const pugi::xml_document doc = parse_junit(x);
+  const pugi::xml_node root = doc.child("testsuites");
   // Root counts = elements.
-  EXPECT_EQ(std::stoi(attr(x, "testsuites", "tests")), count(x, "<testcase "));
-  EXPECT_EQ(std::stoi(attr(x, "testsuites", "failures")), count(x, "<failure "));
-  EXPECT_EQ(std::stoi(attr(x, "testsuites", "errors")), count(x, "<error "));
-  EXPECT_EQ(std::stoi(attr(x, "testsuites", "skipped")), count(x, "<skipped "));
-  EXPECT_EQ(count(x, "<testsuite "), 3);  // two kernels + pacheck.checks
-  // The error cell: type is the verdict, message the detail, escaped; the body carries metrics.
-  EXPECT_NE(x.find("<error type=\"error\" message=\"error: bad &lt;launch&gt; &amp; &quot;quote&quot; ? ?\""), std::string::npos);
-  EXPECT_NE(x.find("rel_linf: "), std::string::npos);
+  EXPECT_EQ(root.attribute("tests").as_ullong(), nodes(doc, "//testcase"));
+  EXPECT_EQ(root.attribute("failures").as_ullong(), nodes(doc, "//failure"));
+  EXPECT_EQ(root.attribute("errors").as_ullong(), nodes(doc, "//error"));
+  EXPECT_EQ(root.attribute("skipped").as_ullong(), nodes(doc, "//skipped"));
+  EXPECT_EQ(nodes(doc, "/testsuites/testsuite"), 3u);  // two kernels + pacheck.checks
+  for (const pugi::xml_node suite_node : root.children("testsuite"))
+    EXPECT_EQ(suite_node.attribute("tests").as_ullong(), static_cast<std::size_t>(std::distance(
+                                                              suite_node.children("testcase").begin(), suite_node.children("testcase").end())))
+        << suite_node.attribute("name").value();
+  // The error cell: type is the verdict, message the detail (escaped in the file, intact when read back,
+  // with the bytes XML cannot carry as '?'); the body carries metrics.
+  const pugi::xml_node err = doc.select_node("//error[@type='error']").node();
+  ASSERT_TRUE(err);
+  EXPECT_STREQ(err.attribute("message").value(), "error: bad <launch> & \"quote\" 'x' ? ?");
+  EXPECT_NE(std::string(err.text().get()).find("rel_linf: "), std::string::npos);
+  EXPECT_NE(x.find("message=\"error: bad &lt;launch> &amp; &quot;quote&quot; 'x' ? ?\""), std::string::npos) << x;
   EXPECT_EQ(x.find('\x01'), std::string::npos);
   EXPECT_EQ(x.find('\xff'), std::string::npos);
   // Declined cells are skipped, caught negative-control cells pass with a note, the environment is there.
-  EXPECT_NE(x.find("<skipped message=\"declined: declines ctx1 (planted)\"/>"), std::string::npos);
-  EXPECT_NE(x.find("negative control: the planted fault was caught (poisoned)"), std::string::npos);
-  EXPECT_NE(x.find("<property name=\"pacheck.git_commit\""), std::string::npos);
+  EXPECT_TRUE(doc.select_node("//skipped[@message='declined: declines ctx1 (planted)']"));
+  EXPECT_EQ(count(x, "negative control: the planted fault was caught (poisoned)"), s.caught);
+  EXPECT_TRUE(doc.select_node("/testsuites/testsuite/properties/property[@name='pacheck.git_commit']"));
   // The JSON report of the same run serialises the invalid UTF-8 without throwing.
-  EXPECT_NO_THROW(report_json(s, meta_for(suite, ks, o)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  EXPECT_NO_THROW(report_json(s, meta_for(run.suite, run.ks, run.o)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
@@ -377,24 +407,24 @@ TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
   RunOptions o;
   RunSummary s = run_suite(suite, ks, "cpu", o);
   ASSERT_EQ(s.exit_code(), 0);
-  std::string x = render_format("junit", s, meta_for(suite, ks, o));
-  EXPECT_EQ(count(x, "<failure ") + count(x, "<error "), 0);
+  pugi::xml_document doc = parse_junit(render_format("junit", s, meta_for(suite, ks, o)));
+  EXPECT_EQ(nodes(doc, "//failure") + nodes(doc, "//error"), 0u);
   // A blind negative control (one expected failure passes) and a failed self-test each fail the file.
   make_blind(s, "cpu.reference");
   ASSERT_EQ(s.exit_code(), 3);
-  x = render_format("junit", s, meta_for(suite, ks, o));
-  EXPECT_NE(x.find("<failure type=\"missed\""), std::string::npos);
-  EXPECT_NE(x.find("name=\"cpu.vector_v: negative control caught\" time=\"0\">\n      <failure type=\"check\" "
-                   "message=\"instrument blind: 1 of"),
-            std::string::npos)
-      << x;
+  doc = parse_junit(render_format("junit", s, meta_for(suite, ks, o)));
+  EXPECT_EQ(nodes(doc, "//failure[@type='missed']"), 1u);
+  const pugi::xml_node blind =
+      doc.select_node("//testcase[@classname='pacheck.checks'][@name='cpu.vector_v: negative control caught']/failure[@type='check']").node();
+  ASSERT_TRUE(blind);
+  EXPECT_EQ(std::string(blind.attribute("message").value()).rfind("instrument blind: 1 of", 0), 0u) << blind.attribute("message").value();
   // A failed comparator self-test alone fails the file too.
   s = run_suite(suite, ks, "cpu", o);
   s.selftest.passed = false;
   ASSERT_EQ(s.exit_code(), 3);
-  x = render_format("junit", s, meta_for(suite, ks, o));
-  EXPECT_EQ(count(x, "<failure "), 1);
-  EXPECT_NE(x.find("name=\"comparator self-test\" time=\"0\">\n      <failure type=\"check\""), std::string::npos) << x;
+  doc = parse_junit(render_format("junit", s, meta_for(suite, ks, o)));
+  EXPECT_EQ(nodes(doc, "//failure"), 1u);
+  EXPECT_TRUE(doc.select_node("//testcase[@name='comparator self-test']/failure[@type='check']"));
 }
 
 // ---- summary.md ----------------------------------------------------------------------------------------
