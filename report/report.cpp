@@ -15,6 +15,7 @@ FormatFactory make_json_format;
 FormatFactory make_junit_format;
 FormatFactory make_markdown_format;
 FormatFactory make_html_format;
+FormatFactory make_tap_format;
 
 std::span<const FormatInfo> format_table() {
   // A format with a file is written into every report directory; one without is for stdout (--format)
@@ -31,6 +32,8 @@ std::span<const FormatInfo> format_table() {
        make_markdown_format},
       {"html", "report.html", "one self-contained page of figures: fault matrix, error against length, margins",
        make_html_format},
+      {"tap", nullptr, "TAP version 14: a test point per cell and kernel and per run check, YAML diagnostics",
+       make_tap_format},
   };
   return rows;
 }

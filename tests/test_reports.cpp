@@ -1,7 +1,7 @@
 // Reports CI reads: results.jsonl survives a killed run and --resume completes it to the report an
 // uninterrupted run gives; shards merge to the unsharded report; the table of formats drives the report
-// directory; junit.xml and summary.md carry verdicts, metrics and the environment fingerprint, parsed back
-// as their consumers read them; nothing is dropped silently.
+// directory; junit.xml, summary.md and TAP carry verdicts, metrics and repro commands, each parsed back as
+// its consumer reads it, and fail exactly when the run does.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/utsname.h>
@@ -14,7 +14,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "report/report.hpp"
@@ -443,6 +446,111 @@ TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {
   EXPECT_NE(md.find("### Worst cells (2 failing)"), std::string::npos) << md;
   EXPECT_NE(md.find("| `planted.error` | `h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean` | error | - | - | planted failure |"), std::string::npos) << md;
   EXPECT_NE(md.find("| pacheck.git_commit |"), std::string::npos) << md;
+}
+
+// ---- TAP -----------------------------------------------------------------------------------------------
+
+/// A TAP version 14 stream as a harness reads it: every line must be a version, plan, test point, YAML
+/// block line or comment; points are numbered 1..N and the plan says N.
+struct TapPoint {
+  bool ok = false;
+  std::string description;  ///< unescaped
+  std::string directive;    ///< "SKIP reason", or ""
+  std::map<std::string, nlohmann::json> yaml;  ///< the diagnostic block, values parsed
+};
+std::vector<TapPoint> parse_tap(const std::string& text) {
+  std::vector<TapPoint> points;
+  std::istringstream in(text);
+  std::string line;
+  EXPECT_TRUE(std::getline(in, line) && line == "TAP version 14") << "first line: " << line;
+  int plan = -1;
+  bool in_yaml = false;
+  static const std::regex point_re(R"(^(not ok|ok) (\d+) - (.*)$)"), plan_re(R"(^1\.\.(\d+)$)");
+  static const std::regex yaml_re(R"(^  ([a-z_]+): (.*)$)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (in_yaml) {
+      if (line == "  ...") {
+        in_yaml = false;
+      } else if (std::regex_match(line, m, yaml_re)) {
+        const std::string v = m[2];
+        // Our scalars: JSON strings (a YAML double-quoted form), YAML 1.2 floats, .nan, .inf, -.inf.
+        if (v == ".nan" || v == ".inf" || v == "-.inf") points.back().yaml[m[1]] = v;
+        else points.back().yaml[m[1]] = nlohmann::json::parse(v);
+      } else {
+        ADD_FAILURE() << "not a YAML line: " << line;
+      }
+    } else if (line == "  ---") {
+      EXPECT_FALSE(points.empty()) << "a YAML block before any test point";
+      EXPECT_TRUE(points.back().yaml.empty()) << "two YAML blocks under one point";
+      in_yaml = true;
+    } else if (std::regex_match(line, m, point_re)) {
+      EXPECT_EQ(std::stoul(m[2]), points.size() + 1) << line;
+      TapPoint p;
+      p.ok = m[1] == "ok";
+      // An unescaped '#' starts the directive; "\#" and "\\" are a literal '#' and '\'.
+      const std::string rest = m[3];
+      std::size_t i = 0;
+      for (; i < rest.size(); ++i) {
+        if (rest[i] == '\\' && i + 1 < rest.size()) p.description += rest[++i];
+        else if (rest[i] == '#') break;
+        else p.description += rest[i];
+      }
+      if (i < rest.size()) p.directive = rest.substr(i + 1 + (rest[i + 1] == ' '));
+      if (!p.description.empty() && p.description.back() == ' ') p.description.pop_back();
+      points.push_back(p);
+    } else if (std::regex_match(line, m, plan_re)) {
+      EXPECT_EQ(plan, -1) << "two plans";
+      plan = std::stoi(m[1]);
+    } else {
+      EXPECT_EQ(line.rfind("# ", 0), 0u) << "not a TAP line: " << line;
+    }
+  }
+  EXPECT_FALSE(in_yaml) << "unterminated YAML block";
+  EXPECT_EQ(plan, static_cast<int>(points.size())) << "the plan does not match the test points";
+  return points;
+}
+
+TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
+  FailingRun run("planted#error", "launch\nfailed");
+  RunSummary& s = run.s;
+  ASSERT_EQ(s.exit_code(), 1);
+  std::vector<TapPoint> points = parse_tap(run.render("tap"));
+  ASSERT_EQ(points.size(), s.results.size() + run_checks(s).size());
+  std::set<std::string> not_ok, skipped;
+  for (const auto& p : points) {
+    if (!p.ok) not_ok.insert(p.description);
+    if (p.directive.rfind("SKIP ", 0) == 0) skipped.insert(p.description);
+  }
+  // The two ctx33 cells of the kernel that errors fail; its ctx1 cells (declined) are skipped; the negative
+  // control's caught cells pass.
+  const std::string k = "planted#error h4/2 d32 bs16 bf16 ";
+  EXPECT_EQ(not_ok, (std::set<std::string>{k + "ctx33,32 vllm seed7 clean", k + "ctx33,32 vllm seed7 V:nan@tail"}));
+  EXPECT_EQ(skipped, (std::set<std::string>{k + "ctx1,32 vllm seed7 clean", k + "ctx1,32 vllm seed7 V:nan@tail"}));
+  const auto err = std::find_if(points.begin(), points.end(), [](const TapPoint& p) { return !p.ok; });
+  EXPECT_EQ(err->yaml.at("verdict"), "error");
+  EXPECT_EQ(err->yaml.at("detail"), "launch\nfailed");
+  EXPECT_EQ(err->yaml.at("repro"), "pacheck repro 'h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean' --kernel 'planted#error'");
+
+  // A blind negative control: its missed cell fails with its metrics, and so does its check.
+  make_blind(s, run.failing.name());
+  points = parse_tap(run.render("tap"));
+  const auto missed = std::find_if(points.begin(), points.end(), [](const TapPoint& p) {
+    return !p.ok && p.description.find("(negative control MISSED)") != std::string::npos;
+  });
+  ASSERT_NE(missed, points.end());
+  EXPECT_EQ(missed->yaml.at("verdict"), "pass");
+  EXPECT_EQ(missed->yaml.count("rel_linf"), 1u);  // a number, or .inf for the poisoned output it had
+  EXPECT_TRUE(missed->yaml.at("limit").is_number());
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(),
+                          [](const TapPoint& p) { return !p.ok && p.description == "cpu.vector_v: negative control caught"; }));
+
+  // A passing run has no failing point.
+  const std::vector<KernelPtr> good = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
+  s = run_suite(run.suite, good, "cpu", run.o);
+  ASSERT_EQ(s.exit_code(), 0);
+  points = parse_tap(render_format("tap", s, meta_for(run.suite, good, run.o)));
+  EXPECT_TRUE(std::all_of(points.begin(), points.end(), [](const TapPoint& p) { return p.ok; }));
 }
 
 TEST(Environment, FingerprintNamesBuildCompilerAndDevice) {

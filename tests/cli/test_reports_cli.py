@@ -7,7 +7,7 @@ Scenarios:
   junit        junit.xml read by a JUnit consumer (xml.etree): testsuites/testsuite/testcase/failure
                structure, counts, properties, and agreement with report.json and the exit code; the
                closing line and `pacheck list formats` agree with the files written; `--format` on stdout
-               (json, junit, markdown) parsed as each one's consumer reads it
+               (tap, json, junit, markdown) parsed as each one's consumer reads it
   kill_resume  SIGKILL a run midway: results.jsonl stays valid, merge refuses the unfinished run,
                --resume completes it, and the report equals an uninterrupted run's
   shards       --shard 0/2 and GTEST_SHARD_INDEX=1/GTEST_TOTAL_SHARDS=2 merged equal the unsharded run;
@@ -22,6 +22,7 @@ Scenarios:
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -79,6 +80,54 @@ def run_stdout(args, *cmd, expect=None):
     return p
 
 
+def parse_tap(text):
+    """A TAP version 14 stream as a harness reads it: [(ok, description, directive, yaml dict)], checking
+    the version line, consecutive numbers, YAML blocks and that the plan matches the points."""
+    lines = text.split("\n")
+    check(lines[0] == "TAP version 14", f"TAP: first line {lines[0]!r}")
+    check(lines[-1] == "", "TAP: no newline at the end")
+    points, plan, yaml = [], None, None
+    for line in lines[1:-1]:
+        if yaml is not None:
+            if line == "  ...":
+                points[-1][3].update(yaml)
+                yaml = None
+                continue
+            check(line.startswith("  ") and ": " in line, f"TAP: not a YAML line: {line!r}")
+            key, value = line[2:].split(": ", 1)
+            yaml[key] = value if value in (".nan", ".inf", "-.inf") else json.loads(value)
+            continue
+        if line == "  ---":
+            check(points and not points[-1][3], "TAP: YAML block without its own test point")
+            yaml = {}
+            continue
+        m = re.fullmatch(r"(not ok|ok) (\d+) - (.*)", line)
+        if m:
+            check(int(m.group(2)) == len(points) + 1, f"TAP: point {m.group(2)} out of order")
+            desc, directive, i, rest = "", "", 0, m.group(3)
+            while i < len(rest):
+                if rest[i] == "\\" and i + 1 < len(rest):
+                    desc += rest[i + 1]
+                    i += 2
+                    continue
+                if rest[i] == "#":
+                    directive = rest[i + 1:].strip()
+                    break
+                desc += rest[i]
+                i += 1
+            points.append((m.group(1) == "ok", desc.rstrip(), directive, {}))
+            continue
+        m = re.fullmatch(r"1\.\.(\d+)", line)
+        if m:
+            check(plan is None, "TAP: two plans")
+            plan = int(m.group(1))
+            continue
+        check(line.startswith("# "), f"TAP: not a TAP line: {line!r}")
+    check(yaml is None, "TAP: unterminated YAML block")
+    check(plan == len(points), f"TAP: plan {plan} but {len(points)} test points")
+    return points
+
+
 def check_stdout_formats(args, tmp, d, report):
     """`--format NAME` on stdout, for the run whose report directory is `d` (same selection)."""
     sel = [*TAIL, "--filter", " bf16 ", "-j2"]
@@ -86,10 +135,22 @@ def check_stdout_formats(args, tmp, d, report):
     for line in run(args, "list", "formats", expect=0).stdout.splitlines():
         name, file = line.split()[:2]
         listed[name] = None if file == "(stdout)" else file
-    check({"console", "json", "junit", "markdown", "html"} <= set(listed), f"list formats: {listed}")
+    check({"console", "json", "junit", "markdown", "html", "tap"} <= set(listed), f"list formats: {listed}")
     files = sorted(f for f in listed.values() if f)
     check(sorted(f for f in os.listdir(d) if f not in ("results.jsonl", "run.json")) == files,
           f"{d} holds {sorted(os.listdir(d))}, the formats' files are {files}")
+    # tap: one point per cell and per run check; this run passes, so every point is ok.
+    p = run_stdout(args, "run", *sel, "--format", "tap", "--report-dir", os.path.join(tmp, "tap"), expect=0)
+    points = parse_tap(p.stdout)
+    check(len(points) > len(report["results"]), f"tap: {len(points)} points for {len(report['results'])} cells")
+    check(all(ok for ok, _, _, _ in points), "tap: a passing run has a failing point")
+    check("reports in " in p.stderr, "tap: the closing line is not on stderr")
+    caught = [desc for _, desc, _, _ in points if "negative control: the planted fault was caught" in desc]
+    check(len(caught) == report["summary"]["caught"], f"tap: {len(caught)} caught points, want {report['summary']['caught']}")
+    # A vacuous run fails: a failing point with its YAML block.
+    p = run_stdout(args, "run", *TAIL, "--filter", "no such cell", "--format", "tap", expect=1)
+    bad = [(desc, y) for ok, desc, _, y in parse_tap(p.stdout) if not ok]
+    check(bad and all(desc.endswith(": ran at least one cell") and "message" in y for desc, y in bad), f"tap: {bad}")
     # json, junit and markdown on stdout are the documents a report directory holds.
     p = run_stdout(args, "run", *sel, "--format", "json", expect=0)
     check(comparable(json.loads(p.stdout)) == comparable(report), "--format json differs from report.json")
