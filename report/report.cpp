@@ -16,6 +16,7 @@ FormatFactory make_junit_format;
 FormatFactory make_markdown_format;
 FormatFactory make_html_format;
 FormatFactory make_tap_format;
+FormatFactory make_github_format;
 
 std::span<const FormatInfo> format_table() {
   // A format with a file is written into every report directory; one without is for stdout (--format)
@@ -34,6 +35,8 @@ std::span<const FormatInfo> format_table() {
        make_html_format},
       {"tap", nullptr, "TAP version 14: a test point per cell and kernel and per run check, YAML diagnostics",
        make_tap_format},
+      {"github", nullptr, "GitHub Actions annotations: ::error per failing cell with its repro command, ::notice summary",
+       make_github_format},
   };
   return rows;
 }

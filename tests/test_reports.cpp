@@ -1,7 +1,7 @@
 // Reports CI reads: results.jsonl survives a killed run and --resume completes it to the report an
 // uninterrupted run gives; shards merge to the unsharded report; the table of formats drives the report
-// directory; junit.xml, summary.md and TAP carry verdicts, metrics and repro commands, each parsed back as
-// its consumer reads it, and fail exactly when the run does.
+// directory; junit.xml, summary.md, TAP and the GitHub annotations carry verdicts, metrics and repro
+// commands, each parsed back as its consumer reads it, and fail exactly when the run does.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/utsname.h>
@@ -551,6 +551,85 @@ TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
   ASSERT_EQ(s.exit_code(), 0);
   points = parse_tap(render_format("tap", s, meta_for(run.suite, good, run.o)));
   EXPECT_TRUE(std::all_of(points.begin(), points.end(), [](const TapPoint& p) { return p.ok; }));
+}
+
+// ---- GitHub annotations --------------------------------------------------------------------------------
+
+/// A workflow command line parsed as the GitHub runner does: "::KIND title=TITLE::MESSAGE", one line, the
+/// property value free of raw ':' ',' and both free of raw CR/LF and of '%' not starting an escape.
+struct Annotation {
+  std::string kind, title, message;  ///< unescaped
+};
+std::string unescape_command(const std::string& s, bool property) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      const std::string code = s.substr(i + 1, 2);
+      if (code == "25") out += '%';
+      else if (code == "0D") out += '\r';
+      else if (code == "0A") out += '\n';
+      else if (property && code == "3A") out += ':';
+      else if (property && code == "2C") out += ',';
+      else ADD_FAILURE() << "'%' not starting an escape in: " << s;
+      i += 2;
+    } else {
+      if (property && (s[i] == ':' || s[i] == ',')) ADD_FAILURE() << "unescaped '" << s[i] << "' in property: " << s;
+      out += s[i];
+    }
+  }
+  return out;
+}
+std::vector<Annotation> parse_annotations(const std::string& text) {
+  std::vector<Annotation> out;
+  std::istringstream in(text);
+  static const std::regex re(R"(^::(error|warning|notice) title=([^:]*)::(.*)$)");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) {
+      ADD_FAILURE() << "not a workflow command: " << line;
+      continue;
+    }
+    EXPECT_EQ(line.find('\r'), std::string::npos) << line;
+    out.push_back({m[1], unescape_command(m[2], true), unescape_command(m[3], false)});
+  }
+  return out;
+}
+
+TEST(Github, AnErrorPerFailingCellWithItsReproAndANoticeSummary) {
+  FailingRun run("planted.error", "bad: 100% \r\nsure, really");
+  std::vector<Annotation> a = parse_annotations(run.render("github"));
+  ASSERT_EQ(run.s.exit_code(), 1);
+  ASSERT_EQ(a.size(), 3u);  // two failing cells, one notice
+  const std::string cell = "h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean";
+  EXPECT_EQ(a[0].kind, "error");
+  EXPECT_EQ(a[0].title, "pacheck: planted.error " + cell);
+  EXPECT_EQ(a[0].message, "error: bad: 100% \r\nsure, really\nrepro: pacheck repro '" + cell + "' --kernel planted.error");
+  EXPECT_EQ(a[2].kind, "notice");
+  EXPECT_EQ(a[2].title, "pacheck rep: FAIL (exit 1)");
+
+  // A blind negative control is an error too (its check and its missed cell, with metrics).
+  RunSummary& s = run.s;
+  make_blind(s, run.failing.name());
+  a = parse_annotations(run.render("github"));
+  EXPECT_EQ(a.front().title, "pacheck: cpu.vector_v: negative control caught");
+  EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](const Annotation& x) {
+    return x.kind == "error" && x.message.find("negative control not caught") == 0 && x.message.find("\nrel_linf ") != std::string::npos;
+  }));
+  EXPECT_EQ(a.back().title, "pacheck rep: BLIND (exit 3)");
+
+  // Past 9 errors the rest are counted in a 10th (GitHub shows 10 per step); a passing run has none.
+  const std::vector<KernelPtr> many = {unowned(&run.failing)};
+  const Suite twelve = suite_of({33, 33, 33, 33, 33, 33});  // 12 failing cells
+  s = run_suite(twelve, many, "cpu", run.o);
+  a = parse_annotations(render_format("github", s, meta_for(twelve, many, run.o)));
+  ASSERT_EQ(a.size(), 11u);
+  EXPECT_EQ(a[9].title, "pacheck: 3 more failures");
+  const std::vector<KernelPtr> good = {Registry::global().find("cpu.reference")};
+  s = run_suite(run.suite, good, "cpu", run.o);
+  ASSERT_EQ(s.exit_code(), 0);
+  a = parse_annotations(render_format("github", s, meta_for(run.suite, good, run.o)));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, "notice");
 }
 
 TEST(Environment, FingerprintNamesBuildCompilerAndDevice) {

@@ -7,7 +7,7 @@ Scenarios:
   junit        junit.xml read by a JUnit consumer (xml.etree): testsuites/testsuite/testcase/failure
                structure, counts, properties, and agreement with report.json and the exit code; the
                closing line and `pacheck list formats` agree with the files written; `--format` on stdout
-               (tap, json, junit, markdown) parsed as each one's consumer reads it
+               (tap, github, json, junit, markdown) parsed as each one's consumer reads it
   kill_resume  SIGKILL a run midway: results.jsonl stays valid, merge refuses the unfinished run,
                --resume completes it, and the report equals an uninterrupted run's
   shards       --shard 0/2 and GTEST_SHARD_INDEX=1/GTEST_TOTAL_SHARDS=2 merged equal the unsharded run;
@@ -128,6 +128,24 @@ def parse_tap(text):
     return points
 
 
+def parse_annotations(text):
+    """GitHub workflow commands, one per line, unescaped as the runner does: [(kind, title, message)]."""
+    def unescape(v, prop):
+        check(re.fullmatch(r"([^%]|%25|%0D|%0A" + ("|%3A|%2C" if prop else "") + r")*", v) is not None,
+              f"github: bad escape in {v!r}")
+        if prop:
+            check(":" not in v and "," not in v, f"github: unescaped ':' or ',' in property {v!r}")
+        for code, ch in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
+            v = v.replace(code, ch)
+        return v
+    out = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"::(error|warning|notice) title=([^:]*)::(.*)", line)
+        check(m is not None, f"github: not a workflow command: {line!r}")
+        out.append((m.group(1), unescape(m.group(2), True), unescape(m.group(3), False)))
+    return out
+
+
 def check_stdout_formats(args, tmp, d, report):
     """`--format NAME` on stdout, for the run whose report directory is `d` (same selection)."""
     sel = [*TAIL, "--filter", " bf16 ", "-j2"]
@@ -135,7 +153,7 @@ def check_stdout_formats(args, tmp, d, report):
     for line in run(args, "list", "formats", expect=0).stdout.splitlines():
         name, file = line.split()[:2]
         listed[name] = None if file == "(stdout)" else file
-    check({"console", "json", "junit", "markdown", "html", "tap"} <= set(listed), f"list formats: {listed}")
+    check({"console", "json", "junit", "markdown", "html", "tap", "github"} <= set(listed), f"list formats: {listed}")
     files = sorted(f for f in listed.values() if f)
     check(sorted(f for f in os.listdir(d) if f not in ("results.jsonl", "run.json")) == files,
           f"{d} holds {sorted(os.listdir(d))}, the formats' files are {files}")
@@ -147,10 +165,16 @@ def check_stdout_formats(args, tmp, d, report):
     check("reports in " in p.stderr, "tap: the closing line is not on stderr")
     caught = [desc for _, desc, _, _ in points if "negative control: the planted fault was caught" in desc]
     check(len(caught) == report["summary"]["caught"], f"tap: {len(caught)} caught points, want {report['summary']['caught']}")
-    # A vacuous run fails: a failing point with its YAML block.
+    # A vacuous run fails: a failing point with its YAML block, one ::error annotation.
     p = run_stdout(args, "run", *TAIL, "--filter", "no such cell", "--format", "tap", expect=1)
     bad = [(desc, y) for ok, desc, _, y in parse_tap(p.stdout) if not ok]
     check(bad and all(desc.endswith(": ran at least one cell") and "message" in y for desc, y in bad), f"tap: {bad}")
+    p = run_stdout(args, "run", *TAIL, "--filter", "no such cell", "--format", "github", expect=1)
+    notes = parse_annotations(p.stdout)
+    check([k for k, _, _ in notes] == ["error", "error", "notice"], f"github: {notes}")
+    check(notes[-1][1] == "pacheck tail-poison: FAIL (exit 1)", f"github notice: {notes[-1]}")
+    p = run_stdout(args, "run", *sel, "--format", "github", expect=0)
+    check([k for k, _, _ in parse_annotations(p.stdout)] == ["notice"], f"github on a passing run: {p.stdout!r}")
     # json, junit and markdown on stdout are the documents a report directory holds.
     p = run_stdout(args, "run", *sel, "--format", "json", expect=0)
     check(comparable(json.loads(p.stdout)) == comparable(report), "--format json differs from report.json")

@@ -1,0 +1,98 @@
+// The github format: GitHub Actions workflow commands on stdout, which the runner turns into annotations
+// on the workflow run and the pull request. One `::error` per failing cell (its verdict, detail, metrics
+// and repro command) and per failed run check (blind negative control, failed comparator self-test, a
+// kernel that ran no cell), then one `::notice` with the outcome; an `::error` appears exactly when the
+// exit code is not 0. GitHub shows at most 10 error annotations per step, so past 9 the rest are counted
+// in a 10th. Workflow commands are one line each: messages escape '%', '\r' and '\n' (%25, %0D, %0A), and
+// property values (title=) also ':' and ',' (%3A, %2C), as the runner's command parser requires.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <ostream>
+
+#include "report/report.hpp"
+#include "report/text.hpp"
+
+namespace pacheck {
+
+namespace {
+
+/// A workflow command's message (the text after "::").
+std::string escape_data(const std::string& raw) {
+  std::string out;
+  for (char ch : valid_utf8(raw)) {
+    if (ch == '%') out += "%25";
+    else if (ch == '\r') out += "%0D";
+    else if (ch == '\n') out += "%0A";
+    else out += ch;
+  }
+  return out;
+}
+
+/// A workflow command's property value (title=...).
+std::string escape_property(const std::string& raw) {
+  std::string out;
+  for (char ch : escape_data(raw)) {
+    if (ch == ':') out += "%3A";
+    else if (ch == ',') out += "%2C";
+    else out += ch;
+  }
+  return out;
+}
+
+/// One annotation: "::KIND title=TITLE::MESSAGE".
+struct Annotation {
+  std::string title, message;
+};
+
+/// The message of a failing cell: what went wrong, its metrics when it has an output, how to rerun it.
+std::string cell_message(const RunSummary& s, const CellResult& r) {
+  std::string m = cell_outcome(s, r) == CellOutcome::missed
+                      ? "negative control not caught: this cell must fail but passed (instrument blind)"
+                      : fmt::format("{}: {}", verdict_name(r.verdict), r.detail);
+  if (has_output(r.verdict))
+    m += fmt::format("\nrel_linf {} (limit {}, margin {})", sci(r.metrics.rel_linf), sci(r.limit), sci(r.margin));
+  return m + "\nrepro: " + repro_command(r);
+}
+
+class GithubFormat : public ReportFormat {
+ public:
+  explicit GithubFormat(std::ostream& out) : out_(out) {}
+
+  void run_ended(const RunSummary& s, const ReportMeta& meta) override {
+    std::vector<Annotation> errors;
+    for (const RunCheck& c : run_checks(s))
+      if (c.status == RunCheck::Status::failed) errors.push_back({"pacheck: " + c.name, c.message + "\n" + c.text});
+    for (const CellResult& r : s.results)
+      if (counts_as_failure(s, r)) errors.push_back({fmt::format("pacheck: {} {}", r.kernel, r.cell_id), cell_message(s, r)});
+    constexpr std::size_t kShown = 10;  // GitHub's error annotations per step
+    const std::size_t shown = errors.size() <= kShown ? errors.size() : kShown - 1;
+    for (std::size_t i = 0; i < shown; ++i) write("error", errors[i]);
+    if (shown < errors.size())
+      write("error", {fmt::format("pacheck: {} more failures", errors.size() - shown),
+                      "not annotated (GitHub shows 10 per step): see junit.xml or report.json, or the `pacheck repro` "
+                      "commands in summary.md and report.html"});
+    const int code = s.exit_code();
+    write("notice", {fmt::format("pacheck {}: {} (exit {})", meta.suite, outcome_word(code), code),
+                     fmt::format("{} on {}: {} passed, {} failed, {} declined, {} caught by negative controls", exit_meaning(code),
+                                 meta.device, s.passed, s.failed, s.declined, s.caught)});
+    out_.flush();
+  }
+
+  bool needs_environment() const override { return false; }
+
+ private:
+  void write(const char* kind, const Annotation& a) {
+    out_ << "::" << kind << " title=" << escape_property(a.title) << "::" << escape_data(a.message) << "\n";
+  }
+
+  std::ostream& out_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReportFormat> make_github_format(std::ostream& out, const FormatOptions&) {
+  return std::make_unique<GithubFormat>(out);
+}
+
+}  // namespace pacheck
