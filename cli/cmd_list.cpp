@@ -52,17 +52,20 @@ void list_properties() {
 
 /// Every report format of report/report.hpp's table: name, file in a report directory, description.
 void list_formats() {
-  for (const FormatInfo& f : format_table()) fmt::print("{:<10} {:<13} {}\n", f.name, f.file ? f.file : "(stdout)", f.description);
+  for (const FormatInfo& f : format_table())
+    fmt::print("{:<10} {:<13} {}\n", f.name, f.file ? f.file : "(stdout)", f.description);
 }
 
 }  // namespace
 
 void add_list_command(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("list", "list kernels, suites, devices, poisons, verdicts, properties, distributions or report formats");
+  auto* cmd = app.add_subcommand(
+      "list", "list kernels, suites, devices, poisons, verdicts, properties, distributions or report formats");
   auto what = std::make_shared<std::string>();
   cmd->add_option("what", *what, "kernels, suites, devices, poisons, verdicts, properties, distributions or formats")
       ->required()
-      ->check(CLI::IsMember({"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions", "formats"}));
+      ->check(CLI::IsMember(
+          {"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions", "formats"}));
   cmd->callback([&ctx, what] {
     if (*what == "kernels") {
       for (const auto& k : Registry::global().all()) {

@@ -17,8 +17,9 @@ void add_merge_command(CLI::App& app, Context& ctx) {
   auto out_dir = std::make_shared<std::string>();
   cmd->add_option("inputs", *inputs, "report directories (--report-dir of finished runs) or report.json files")
       ->required();
-  cmd->add_option("--out,-o", *out_dir,
-                  fmt::format("directory to write the merged {}, {}, {}", kResultsLogFile, kRunFile, format_files_prose()))
+  cmd->add_option(
+         "--out,-o", *out_dir,
+         fmt::format("directory to write the merged {}, {}, {}", kResultsLogFile, kRunFile, format_files_prose()))
       ->required();
   cmd->callback([&ctx, inputs, out_dir] {
     // The merged reports must not replace an input's: a later merge of the same shards would find one gone.

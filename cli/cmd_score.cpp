@@ -42,7 +42,8 @@ void add_score_command(CLI::App& app, Context& ctx) {
     bool started = false;
     so.run.on_result = [&](const CellResult& r) {
       if (!started) {
-        out->run_started({fmt::format("pacheck {} | score {} against {}", pacheck_version(), o->outputs, o->cases), {}});
+        out->run_started(
+            {fmt::format("pacheck {} | score {} against {}", pacheck_version(), o->outputs, o->cases), {}});
         started = true;
       }
       out->cell_finished(r);

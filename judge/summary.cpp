@@ -30,7 +30,9 @@ bool is_negative_control(const RunSummary& s, const std::string& kernel) {
   return false;
 }
 
-CellOutcome cell_outcome(const RunSummary& s, const CellResult& r) { return cell_outcome(r, is_negative_control(s, r.kernel)); }
+CellOutcome cell_outcome(const RunSummary& s, const CellResult& r) {
+  return cell_outcome(r, is_negative_control(s, r.kernel));
+}
 
 bool counts_as_failure(const RunSummary& s, const CellResult& r) {
   const CellOutcome o = cell_outcome(s, r);
@@ -56,7 +58,10 @@ void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
       }
     }
     ks.vacuous = ks.passed + ks.failed + ks.caught + ks.missed == 0;
-    if (control) ks.control = ks.caught + ks.missed == 0 ? ControlOutcome::not_exercised : ks.missed ? ControlOutcome::blind : ControlOutcome::caught;
+    if (control)
+      ks.control = ks.caught + ks.missed == 0 ? ControlOutcome::not_exercised
+                   : ks.missed                ? ControlOutcome::blind
+                                              : ControlOutcome::caught;
     sum.passed += ks.passed;
     sum.failed += ks.failed;
     sum.declined += ks.declined;

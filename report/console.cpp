@@ -45,18 +45,18 @@ class ConsoleFormat : public ReportFormat {
                           r.fault, length, verdict, r.detail);
     } else {
       out_ << fmt::format("{:<{}} {:<20} {:<15} {:<8} {:<13} {:>9.2e} {:>9.2e} {:>9.2e} {:>7.3f}\n",
-                          clip(r.case_id, kCellWidth), kCellWidth, r.kernel, r.fault, length, verdict, r.metrics.rel_linf,
-                          r.metrics.max_abs, r.metrics.mean_abs, r.margin);
+                          clip(r.case_id, kCellWidth), kCellWidth, r.kernel, r.fault, length, verdict,
+                          r.metrics.rel_linf, r.metrics.max_abs, r.metrics.mean_abs, r.margin);
     }
     out_.flush();
   }
 
   void run_ended(const RunSummary& s, const ReportMeta& meta) override {
-    out_ << fmt::format("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}\n", "kernel", "passed", "failed", "declined", "caught",
-                        "missed", "negative control");
+    out_ << fmt::format("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}\n", "kernel", "passed", "failed", "declined",
+                        "caught", "missed", "negative control");
     for (const auto& k : s.kernels)
-      out_ << fmt::format("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}{}\n", k.kernel, k.passed, k.failed, k.declined, k.caught,
-                          k.missed, control_outcome_name(k.control),
+      out_ << fmt::format("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}{}\n", k.kernel, k.passed, k.failed, k.declined,
+                          k.caught, k.missed, control_outcome_name(k.control),
                           !k.vacuous ? ""
                           : s.shard  ? "  (no cell in this shard: the merged run is judged)"
                                      : "  (NO CELL RAN: counts as a failure)");

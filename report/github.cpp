@@ -64,7 +64,8 @@ class GithubFormat : public ReportFormat {
     for (const RunCheck& c : run_checks(s))
       if (c.status == RunCheck::Status::failed) errors.push_back({"pacheck: " + c.name, c.message + "\n" + c.text});
     for (const CellResult& r : s.results)
-      if (counts_as_failure(s, r)) errors.push_back({fmt::format("pacheck: {} {}", r.kernel, r.cell_id), cell_message(s, r)});
+      if (counts_as_failure(s, r))
+        errors.push_back({fmt::format("pacheck: {} {}", r.kernel, r.cell_id), cell_message(s, r)});
     constexpr std::size_t kShown = 10;  // GitHub's error annotations per step
     const std::size_t shown = errors.size() <= kShown ? errors.size() : kShown - 1;
     for (std::size_t i = 0; i < shown; ++i) write("error", errors[i]);
@@ -74,8 +75,8 @@ class GithubFormat : public ReportFormat {
                       "commands in summary.md and report.html"});
     const int code = s.exit_code();
     write("notice", {fmt::format("pacheck {}: {} (exit {})", meta.suite, outcome_word(code), code),
-                     fmt::format("{} on {}: {} passed, {} failed, {} declined, {} caught by negative controls", exit_meaning(code),
-                                 meta.device, s.passed, s.failed, s.declined, s.caught)});
+                     fmt::format("{} on {}: {} passed, {} failed, {} declined, {} caught by negative controls",
+                                 exit_meaning(code), meta.device, s.passed, s.failed, s.declined, s.caught)});
     out_.flush();
   }
 

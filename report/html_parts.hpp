@@ -42,17 +42,17 @@ bool is_layout_token(const std::string& t);
 /// One result with the parts of its case and fault the figures group by.
 struct CellInfo {
   const CellResult* r = nullptr;
-  std::string dtype;      ///< "bf16", or "bf16 q=f32 o=f32" for mixed dtypes
-  std::string heads;      ///< "h32/8"
+  std::string dtype;  ///< "bf16", or "bf16 q=f32 o=f32" for mixed dtypes
+  std::string heads;  ///< "h32/8"
   int gqa = 1;
   int head_size = 0, block_size = 0;
-  int length = 0;         ///< longest sequence of the batch
-  std::string ctx;        ///< "4090" or "1030,33,517"
-  std::string row_key;    ///< case id without the layout: the same suite cell for every kernel
-  std::string shape;      ///< case id without lengths, seed and layout: a shape for figures 2 and 3
+  int length = 0;       ///< longest sequence of the batch
+  std::string ctx;      ///< "4090" or "1030,33,517"
+  std::string row_key;  ///< case id without the layout: the same suite cell for every kernel
+  std::string shape;    ///< case id without lengths, seed and layout: a shape for figures 2 and 3
   std::string seed;
-  std::string target;     ///< "clean", "K", "V", "K+V"
-  std::string poison;     ///< "nan@tail", "" for clean
+  std::string target;  ///< "clean", "K", "V", "K+V"
+  std::string poison;  ///< "nan@tail", "" for clean
 };
 /// Results of `s`, described, deduplicated by (suite, kernel, cell) in report order; results whose case id
 /// does not parse are left out (they are still listed in the tables).
@@ -66,7 +66,8 @@ std::vector<std::string> kernels_in(const RunSummary& s, const std::vector<const
 std::string figure(const char* id, const std::string& heading, const std::string& body, const std::string& caption);
 /// A legend entry at (x, baseline y): swatch (with `mark` in it when not empty), then its text; returns the
 /// x after it.
-double legend_swatch(svg::Writer& w, double x, double y, svg::Rgb fill, const std::string& mark, const std::string& text);
+double legend_swatch(svg::Writer& w, double x, double y, svg::Rgb fill, const std::string& mark,
+                     const std::string& text);
 
 /// One heat-map cell: its fill, the text written in it, its hover title and whether it is outlined.
 struct HeatCell {
@@ -98,8 +99,8 @@ using HeatCellAt = std::function<std::optional<HeatCell>(std::size_t panel, std:
 /// Draws the heat map laid out by `l` from pixel row `top`: row labels on the left, per panel a title,
 /// column labels and the cells.
 void heat_panels(svg::Writer& w, const HeatLayout& l, double top, const std::vector<std::string>& panels,
-                 const std::vector<std::string>& rows, const std::vector<std::string>& cols, const std::string& row_axis,
-                 const std::string& col_axis, const HeatCellAt& cell);
+                 const std::vector<std::string>& rows, const std::vector<std::string>& cols,
+                 const std::string& row_axis, const std::string& col_axis, const HeatCellAt& cell);
 /// Distinct length labels of (longest sequence, label) pairs, ordered by the longest sequence, then the label.
 std::vector<std::string> length_columns(const std::vector<std::pair<int, std::string>>& lens);
 

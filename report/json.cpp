@@ -26,8 +26,12 @@ nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std:
           {"device", device},
           {"exit_code", s.exit_code()},
           {"summary",
-           {{"passed", s.passed}, {"failed", s.failed}, {"declined", s.declined}, {"caught", s.caught},
-            {"blind", s.blind}, {"vacuous", s.vacuous}}},
+           {{"passed", s.passed},
+            {"failed", s.failed},
+            {"declined", s.declined},
+            {"caught", s.caught},
+            {"blind", s.blind},
+            {"vacuous", s.vacuous}}},
           {"selftest", {{"passed", s.selftest.passed}, {"lines", s.selftest.lines}}},
           {"kernels", kernels},
           {"results", results}};
@@ -57,7 +61,9 @@ nlohmann::json read_json_file(const std::string& path) {
 
 namespace {
 /// report_json() with one space of indent, as report.json holds it.
-void write_json(std::ostream& out, const RunSummary& s, const ReportMeta& meta) { out << json_text(report_json(s, meta), 1) << "\n"; }
+void write_json(std::ostream& out, const RunSummary& s, const ReportMeta& meta) {
+  out << json_text(report_json(s, meta), 1) << "\n";
+}
 }  // namespace
 
 std::unique_ptr<ReportFormat> make_json_format(std::ostream& out, const FormatOptions&) {

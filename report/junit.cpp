@@ -65,7 +65,8 @@ void add_properties(pugi::xml_node suite, const Environment& env) {
   }
 }
 
-pugi::xml_node add_testcase(pugi::xml_node suite, const std::string& classname, const std::string& name, const std::string& time) {
+pugi::xml_node add_testcase(pugi::xml_node suite, const std::string& classname, const std::string& name,
+                            const std::string& time) {
   pugi::xml_node c = suite.append_child("testcase");
   c.append_attribute("classname") = xml_text(classname).c_str();
   c.append_attribute("name") = xml_text(name).c_str();
@@ -109,8 +110,8 @@ Counts add_cells(pugi::xml_node suite, const RunSummary& s, const std::string& s
         break;
       case CellOutcome::missed:
         ++c.failures;
-        add_outcome(tc, "failure", "missed", "negative control not caught: this cell must fail but passed (instrument blind)",
-                    metrics_text(r));
+        add_outcome(tc, "failure", "missed",
+                    "negative control not caught: this cell must fail but passed (instrument blind)", metrics_text(r));
         break;
       case CellOutcome::failed: {
         const bool err = is_error_verdict(r.verdict);

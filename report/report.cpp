@@ -35,7 +35,8 @@ std::span<const FormatInfo> format_table() {
        make_html_format},
       {"tap", nullptr, "TAP version 14: a test point per cell and kernel and per run check, YAML diagnostics",
        make_tap_format},
-      {"github", nullptr, "GitHub Actions annotations: ::error per failing cell with its repro command, ::notice summary",
+      {"github", nullptr,
+       "GitHub Actions annotations: ::error per failing cell with its repro command, ::notice summary",
        make_github_format},
   };
   return rows;

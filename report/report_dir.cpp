@@ -53,7 +53,8 @@ void remove_final_reports(const std::string& dir) {
 }
 
 void write_final_reports(const std::string& dir, const RunSummary& s, const ReportMeta& meta) {
-  for (const FormatInfo* f : file_formats_in_write_order()) write_atomically(path_in(dir, f->file), render_format(f->name, s, meta));
+  for (const FormatInfo* f : file_formats_in_write_order())
+    write_atomically(path_in(dir, f->file), render_format(f->name, s, meta));
 }
 
 }  // namespace
@@ -76,7 +77,8 @@ std::string format_files_prose() {
   for (const FormatInfo& f : format_table())
     if (f.file) files.push_back(f.file);
   std::string out;
-  for (std::size_t i = 0; i < files.size(); ++i) out += (i == 0 ? "" : i + 1 == files.size() ? " and " : ", ") + files[i];
+  for (std::size_t i = 0; i < files.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == files.size() ? " and " : ", ") + files[i];
   return out;
 }
 
@@ -93,7 +95,9 @@ std::string reports_line(const std::string& dir) {
 
 ReportDir::ReportDir(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
 ReportDir::ReportDir(ReportDir&& o) noexcept
-    : dir_(std::move(o.dir_)), fd_(std::exchange(o.fd_, -1)), previous_(std::move(o.previous_)),
+    : dir_(std::move(o.dir_)),
+      fd_(std::exchange(o.fd_, -1)),
+      previous_(std::move(o.previous_)),
       append_error_(std::move(o.append_error_)) {}
 ReportDir& ReportDir::operator=(ReportDir&& o) noexcept {
   if (this != &o) {
@@ -123,19 +127,21 @@ ReportDir ReportDir::start(const std::string& dir, const nlohmann::json& run) {
 ReportDir ReportDir::resume(const std::string& dir, const nlohmann::json& run) {
   const std::string run_path = path_in(dir, kRunFile);
   if (!fs::exists(run_path))
-    throw ReportError(fmt::format("--resume: '{}' has no {}: no run to resume there (start one with --report-dir)", dir, kRunFile));
+    throw ReportError(
+        fmt::format("--resume: '{}' has no {}: no run to resume there (start one with --report-dir)", dir, kRunFile));
   const nlohmann::json before = read_json_file(run_path);
   if (before != run) {
     std::vector<std::string> diff;
     for (const auto& [k, v] : run.items())
       if (!before.contains(k) || before[k] != v)
-        diff.push_back(fmt::format("{} was {}, now {}", k, before.contains(k) ? json_text(before[k]) : "absent", json_text(v)));
+        diff.push_back(
+            fmt::format("{} was {}, now {}", k, before.contains(k) ? json_text(before[k]) : "absent", json_text(v)));
     for (const auto& [k, v] : before.items())
       if (!run.contains(k)) diff.push_back(fmt::format("{} was {}, now absent", k, json_text(v)));
     std::string why;
     for (const auto& d : diff) why += (why.empty() ? "" : "; ") + d;
-    throw ReportError(fmt::format("--resume: '{}' holds a different run ({}); give the same suite, kernels, device and options",
-                                  dir, why));
+    throw ReportError(fmt::format(
+        "--resume: '{}' holds a different run ({}); give the same suite, kernels, device and options", dir, why));
   }
   const std::string results = path_in(dir, kResultsLogFile);
   ResultsLog log = read_results_jsonl(results);

@@ -75,7 +75,9 @@ class TapFormat : public ReportFormat {
       const std::string what = description(r.kernel + " " + r.cell_id);
       switch (cell_outcome(s, r)) {
         case CellOutcome::passed: out_ << fmt::format("ok {} - {}\n", ++n, what); break;
-        case CellOutcome::declined: out_ << fmt::format("ok {} - {} # SKIP declined: {}\n", ++n, what, reason(r.detail)); break;
+        case CellOutcome::declined:
+          out_ << fmt::format("ok {} - {} # SKIP declined: {}\n", ++n, what, reason(r.detail));
+          break;
         case CellOutcome::caught:
           out_ << fmt::format("ok {} - {} (negative control: the planted fault was caught, {})\n", ++n, what,
                               verdict_name(r.verdict));
@@ -97,8 +99,8 @@ class TapFormat : public ReportFormat {
       } else if (c.status == RunCheck::Status::skipped) {
         out_ << fmt::format("ok {} - {} # SKIP {}\n", ++n, what, reason(c.message));
       } else {
-        out_ << fmt::format("not ok {} - {}\n  ---\n  message: {}\n  detail: {}\n  ...\n", ++n, what, yaml_string(c.message),
-                            yaml_string(c.text));
+        out_ << fmt::format("not ok {} - {}\n  ---\n  message: {}\n  detail: {}\n  ...\n", ++n, what,
+                            yaml_string(c.message), yaml_string(c.text));
       }
     }
     out_ << fmt::format("1..{}\n", n);

@@ -90,17 +90,24 @@ std::vector<RunCheck> run_checks(const RunSummary& s) {
   for (const auto& k : s.kernels) {
     if (k.control != ControlOutcome::not_control) {
       const bool exercised = k.control != ControlOutcome::not_exercised;
-      out.push_back({k.kernel + ": negative control caught",
-                     !exercised ? Status::skipped : k.control == ControlOutcome::blind ? Status::failed : Status::passed,
-                     exercised ? fmt::format("instrument blind: {} of {} expected failures missed", k.missed, k.missed + k.caught)
-                               : "no cell this negative control must fail was selected",
-                     fmt::format("caught {}, missed {}", k.caught, k.missed)});
+      out.push_back(
+          {k.kernel + ": negative control caught",
+           !exercised                           ? Status::skipped
+           : k.control == ControlOutcome::blind ? Status::failed
+                                                : Status::passed,
+           exercised ? fmt::format("instrument blind: {} of {} expected failures missed", k.missed, k.missed + k.caught)
+                     : "no cell this negative control must fail was selected",
+           fmt::format("caught {}, missed {}", k.caught, k.missed)});
     }
-    out.push_back({k.kernel + ": ran at least one cell",
-                   !k.vacuous ? Status::passed : s.shard ? Status::skipped : Status::failed,
-                   s.shard ? "no cell of this kernel in this shard: pacheck merge judges the whole run"
-                           : "no cell of this kernel ran (every cell declined or none selected): a vacuous pass counts as a failure",
-                   fmt::format("declined {}", k.declined)});
+    out.push_back(
+        {k.kernel + ": ran at least one cell",
+         !k.vacuous ? Status::passed
+         : s.shard  ? Status::skipped
+                    : Status::failed,
+         s.shard
+             ? "no cell of this kernel in this shard: pacheck merge judges the whole run"
+             : "no cell of this kernel ran (every cell declined or none selected): a vacuous pass counts as a failure",
+         fmt::format("declined {}", k.declined)});
   }
   return out;
 }

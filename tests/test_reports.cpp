@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "exec_fixtures.hpp"
 #include "report/report.hpp"
 #include "report/reports.hpp"
 #include "report/text.hpp"
@@ -63,24 +64,12 @@ class Planted : public Kernel {
   std::string message_;
 };
 
-Suite suite_of(std::vector<int> lens, std::string name = "rep") {
-  Suite s;
-  s.name = std::move(name);
-  for (int len : lens)
-    for (FaultSpec f : {FaultSpec{}, FaultSpec{Poison::nan, Target::v, Region::tail}}) {
-      SuiteCell sc;
-      sc.cell.c.num_heads = 4;
-      sc.cell.c.num_kv_heads = 2;
-      sc.cell.c.head_size = 32;
-      sc.cell.c.block_size = 16;
-      sc.cell.c.seq_lens = {len, 32};
-      sc.cell.fault = f;
-      s.cells.push_back(sc);
-    }
-  return s;
+/// Two cells per length (clean, V:nan@tail) of h4/2 d32 bs16, seq_lens {len, 32}.
+Suite suite_of(const std::vector<int>& lens, std::string name = "rep") {
+  return exec_test::two_sequence_suite(lens, {exec_test::kClean, exec_test::kVNanTail}, std::move(name));
 }
 
-KernelPtr unowned(const Kernel* k) { return KernelPtr(k, [](const Kernel*) {}); }
+using exec_test::unowned;
 std::vector<std::string> names(const std::vector<KernelPtr>& ks) {
   std::vector<std::string> out;
   for (const auto& k : ks) out.push_back(k->name());
@@ -384,8 +373,9 @@ TEST(Junit, CountsMatchTheElementsAndFailuresCarryVerdictAndMetrics) {
   EXPECT_EQ(root.attribute("skipped").as_ullong(), nodes(doc, "//skipped"));
   EXPECT_EQ(nodes(doc, "/testsuites/testsuite"), 3u);  // two kernels + pacheck.checks
   for (const pugi::xml_node suite_node : root.children("testsuite"))
-    EXPECT_EQ(suite_node.attribute("tests").as_ullong(), static_cast<std::size_t>(std::distance(
-                                                              suite_node.children("testcase").begin(), suite_node.children("testcase").end())))
+    EXPECT_EQ(suite_node.attribute("tests").as_ullong(),
+              static_cast<std::size_t>(
+                  std::distance(suite_node.children("testcase").begin(), suite_node.children("testcase").end())))
         << suite_node.attribute("name").value();
   // The error cell: type is the verdict, message the detail (escaped in the file, intact when read back,
   // with the bytes XML cannot carry as '?'); the body carries metrics.
@@ -401,7 +391,8 @@ TEST(Junit, CountsMatchTheElementsAndFailuresCarryVerdictAndMetrics) {
   EXPECT_EQ(count(x, "negative control: the planted fault was caught (poisoned)"), s.caught);
   EXPECT_TRUE(doc.select_node("/testsuites/testsuite/properties/property[@name='pacheck.git_commit']"));
   // The JSON report of the same run serialises the invalid UTF-8 without throwing.
-  EXPECT_NO_THROW(report_json(s, meta_for(run.suite, run.ks, run.o)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  EXPECT_NO_THROW(report_json(s, meta_for(run.suite, run.ks, run.o))
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
@@ -417,10 +408,12 @@ TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
   ASSERT_EQ(s.exit_code(), 3);
   doc = parse_junit(render_format("junit", s, meta_for(suite, ks, o)));
   EXPECT_EQ(nodes(doc, "//failure[@type='missed']"), 1u);
-  const pugi::xml_node blind =
-      doc.select_node("//testcase[@classname='pacheck.checks'][@name='cpu.vector_v: negative control caught']/failure[@type='check']").node();
+  const char* blind_check =
+      "//testcase[@classname='pacheck.checks'][@name='cpu.vector_v: negative control caught']/failure[@type='check']";
+  const pugi::xml_node blind = doc.select_node(blind_check).node();
   ASSERT_TRUE(blind);
-  EXPECT_EQ(std::string(blind.attribute("message").value()).rfind("instrument blind: 1 of", 0), 0u) << blind.attribute("message").value();
+  EXPECT_EQ(std::string(blind.attribute("message").value()).rfind("instrument blind: 1 of", 0), 0u)
+      << blind.attribute("message").value();
   // A failed comparator self-test alone fails the file too.
   s = run_suite(suite, ks, "cpu", o);
   s.selftest.passed = false;
@@ -454,8 +447,8 @@ TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {
 /// block line or comment; points are numbered 1..N and the plan says N.
 struct TapPoint {
   bool ok = false;
-  std::string description;  ///< unescaped
-  std::string directive;    ///< "SKIP reason", or ""
+  std::string description;                     ///< unescaped
+  std::string directive;                       ///< "SKIP reason", or ""
   std::map<std::string, nlohmann::json> yaml;  ///< the diagnostic block, values parsed
 };
 std::vector<TapPoint> parse_tap(const std::string& text) {
@@ -530,7 +523,8 @@ TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
   const auto err = std::find_if(points.begin(), points.end(), [](const TapPoint& p) { return !p.ok; });
   EXPECT_EQ(err->yaml.at("verdict"), "error");
   EXPECT_EQ(err->yaml.at("detail"), "launch\nfailed");
-  EXPECT_EQ(err->yaml.at("repro"), "pacheck repro 'h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean' --kernel 'planted#error'");
+  EXPECT_EQ(err->yaml.at("repro"),
+            "pacheck repro 'h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean' --kernel 'planted#error'");
 
   // A blind negative control: its missed cell fails with its metrics, and so does its check.
   make_blind(s, run.failing.name());
@@ -542,11 +536,13 @@ TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
   EXPECT_EQ(missed->yaml.at("verdict"), "pass");
   EXPECT_EQ(missed->yaml.count("rel_linf"), 1u);  // a number, or .inf for the poisoned output it had
   EXPECT_TRUE(missed->yaml.at("limit").is_number());
-  EXPECT_TRUE(std::any_of(points.begin(), points.end(),
-                          [](const TapPoint& p) { return !p.ok && p.description == "cpu.vector_v: negative control caught"; }));
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(), [](const TapPoint& p) {
+    return !p.ok && p.description == "cpu.vector_v: negative control caught";
+  }));
 
   // A passing run has no failing point.
-  const std::vector<KernelPtr> good = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
+  const std::vector<KernelPtr> good = {Registry::global().find("cpu.reference"),
+                                       Registry::global().find("cpu.vector_v")};
   s = run_suite(run.suite, good, "cpu", run.o);
   ASSERT_EQ(s.exit_code(), 0);
   points = parse_tap(render_format("tap", s, meta_for(run.suite, good, run.o)));
@@ -603,7 +599,8 @@ TEST(Github, AnErrorPerFailingCellWithItsReproAndANoticeSummary) {
   const std::string cell = "h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean";
   EXPECT_EQ(a[0].kind, "error");
   EXPECT_EQ(a[0].title, "pacheck: planted.error " + cell);
-  EXPECT_EQ(a[0].message, "error: bad: 100% \r\nsure, really\nrepro: pacheck repro '" + cell + "' --kernel planted.error");
+  EXPECT_EQ(a[0].message,
+            "error: bad: 100% \r\nsure, really\nrepro: pacheck repro '" + cell + "' --kernel planted.error");
   EXPECT_EQ(a[2].kind, "notice");
   EXPECT_EQ(a[2].title, "pacheck rep: FAIL (exit 1)");
 
@@ -613,7 +610,8 @@ TEST(Github, AnErrorPerFailingCellWithItsReproAndANoticeSummary) {
   a = parse_annotations(run.render("github"));
   EXPECT_EQ(a.front().title, "pacheck: cpu.vector_v: negative control caught");
   EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](const Annotation& x) {
-    return x.kind == "error" && x.message.find("negative control not caught") == 0 && x.message.find("\nrel_linf ") != std::string::npos;
+    return x.kind == "error" && x.message.find("negative control not caught") == 0 &&
+           x.message.find("\nrel_linf ") != std::string::npos;
   }));
   EXPECT_EQ(a.back().title, "pacheck rep: BLIND (exit 3)");
 

@@ -164,7 +164,8 @@ def check_stdout_formats(args, tmp, d, report):
     check(all(ok for ok, _, _, _ in points), "tap: a passing run has a failing point")
     check("reports in " in p.stderr, "tap: the closing line is not on stderr")
     caught = [desc for _, desc, _, _ in points if "negative control: the planted fault was caught" in desc]
-    check(len(caught) == report["summary"]["caught"], f"tap: {len(caught)} caught points, want {report['summary']['caught']}")
+    want = report["summary"]["caught"]
+    check(len(caught) == want, f"tap: {len(caught)} caught points, want {want}")
     # A vacuous run fails: a failing point with its YAML block, one ::error annotation.
     p = run_stdout(args, "run", *TAIL, "--filter", "no such cell", "--format", "tap", expect=1)
     bad = [(desc, y) for ok, desc, _, y in parse_tap(p.stdout) if not ok]
@@ -183,7 +184,8 @@ def check_stdout_formats(args, tmp, d, report):
     p = run_stdout(args, "run", *sel, "--format", "markdown", expect=0)
     check(p.stdout.startswith("## pacheck tail-poison: PASS (exit 0)"), f"--format markdown: {p.stdout[:200]!r}")
     p = run(args, "run", *sel, "--format", "nope", "--report-dir", d, expect=2)
-    check("--format: no report format named 'nope' (known: console, json" in p.stdout, f"--format nope: {p.stdout[-500:]}")
+    check("--format: no report format named 'nope' (known: console, json" in p.stdout,
+          f"--format nope: {p.stdout[-500:]}")
     check(os.path.isfile(os.path.join(d, "report.json")), "a rejected --format emptied the report directory")
 
 
