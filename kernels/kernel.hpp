@@ -84,6 +84,22 @@ KernelPtr make_cpu_split_kv(int partition);
 /// head's K and V scales set to 1).
 KernelPtr make_cpu_scale_fault(std::string name, const ScaleFault& f);
 
+/// Copies the shape and dtypes of case `c` into an ABI struct that names them as the C ABI does
+/// (pacheck_kernel_args, pacheck_case_info): num_seqs, num_heads, num_kv_heads, head_size, block_size,
+/// layout, q_dtype, kv_dtype, out_dtype. The enums share their values with the ABI's.
+template <class AbiStruct>
+void set_case_fields(AbiStruct& a, const Case& c) {
+  a.num_seqs = c.num_seqs();
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.head_size = c.head_size;
+  a.block_size = c.block_size;
+  a.layout = static_cast<pacheck_layout>(c.layout);
+  a.q_dtype = static_cast<pacheck_dtype>(c.q_dtype);
+  a.kv_dtype = static_cast<pacheck_dtype>(c.kv_dtype);
+  a.out_dtype = static_cast<pacheck_dtype>(c.out_dtype);
+}
+
 /// Fills the ABI argument struct for case `c` and cache `pc` with the given buffer pointers (which live on
 /// the kernel's device). Strides are those of the contiguous layouts the pager writes.
 /// Dequantisation scales come from `pc`: a per-tensor scale goes into k_scale / v_scale; a per-head one
