@@ -2,12 +2,19 @@
 // dtype dispatch, dequantisation scales, the K/V view of one sequence and the CpuKernel base class.
 #pragma once
 
+// The standard headers every kernel file of this folder uses come with it.
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/dtype.hpp"

@@ -4,21 +4,10 @@
 //                       scales indexed by a constant). NEGATIVE CONTROL (fault classes, section 5).
 //  cpu.fp8_scale_fault  cpu.reference given the last KV head's K and V scales as 1: the scale left out on
 //                       one path. NEGATIVE CONTROL (fault classes, section 5).
-#include <algorithm>
-#include <cmath>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include "kernels/cpu/cpu_common.hpp"
 
-namespace pacheck {
+namespace pacheck::cpu {
 namespace {
-
-using cpu::CpuKernel;
-using cpu::dispatch_kv;
-using cpu::kNegInf;
-using cpu::SeqView;
 
 /// Ratio >= kMaterialScaleRatio (either way) between the scale a kernel uses and the right one is an error
 /// the fixed tolerance must see: 25% on every element of one KV head's K or V. The fp8 suites use per-head
@@ -129,11 +118,15 @@ class ScaleFaultKernel final : public CpuKernel {
 };
 
 }  // namespace
+}  // namespace pacheck::cpu
 
-KernelPtr make_cpu_reference(bool head0_scales) { return std::make_shared<Reference>(head0_scales); }
+namespace pacheck {
+
+/// cpu.fp8_head0_scale with `head0_scales`, else cpu.reference (registered in cpu_kernels.cpp).
+KernelPtr make_cpu_reference(bool head0_scales) { return std::make_shared<cpu::Reference>(head0_scales); }
 
 KernelPtr make_cpu_scale_fault(std::string name, const ScaleFault& f) {
-  return std::make_shared<ScaleFaultKernel>(std::move(name), f);
+  return std::make_shared<cpu::ScaleFaultKernel>(std::move(name), f);
 }
 
 }  // namespace pacheck

@@ -1,21 +1,10 @@
 // cpu.split_kv: split-KV (vLLM paged_attention_v2 / FlashDecoding): partitions of 512 tokens each produce
 // (max, exp-sum, partial out); a merge rescales by exp(m_i - M). make_cpu_split_kv builds it with other
 // partition sizes (cpu.split_kv_pN) for tests and properties.
-#include <algorithm>
-#include <cmath>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include "kernels/cpu/cpu_common.hpp"
 
-namespace pacheck {
+namespace pacheck::cpu {
 namespace {
-
-using cpu::CpuKernel;
-using cpu::dispatch_kv;
-using cpu::kNegInf;
-using cpu::SeqView;
 
 /// Split-KV over partitions of `partition` tokens: each partition keeps (max m_i, exp-sum l_i, normalised
 /// partial o_i = sum (p / l_i) V, as vLLM v2's tmp_out); the merge takes M = max m_i, weights
@@ -83,8 +72,7 @@ class SplitKv final : public CpuKernel {
 };
 
 }  // namespace
+}  // namespace pacheck::cpu
 
 /// Factory for tests and properties that need another partition size.
-KernelPtr make_cpu_split_kv(int partition) { return std::make_shared<SplitKv>(partition); }
-
-}  // namespace pacheck
+pacheck::KernelPtr pacheck::make_cpu_split_kv(int partition) { return std::make_shared<cpu::SplitKv>(partition); }

@@ -2,21 +2,10 @@
 // seq_len, but V multiplied in vectors covering the whole final block, so p = 0 meets the tail:
 // 0 * NaN = NaN. cpu.vector_v is a NEGATIVE CONTROL (vLLM issue 641; ROCm custom kernel, PR 53856);
 // cpu.vector_v_masked zeroes the straddling V vector's slots >= seq_len (the fix).
-#include <algorithm>
-#include <cmath>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include "kernels/cpu/cpu_common.hpp"
 
-namespace pacheck {
+namespace pacheck::cpu {
 namespace {
-
-using cpu::CpuKernel;
-using cpu::dispatch_kv;
-using cpu::kNegInf;
-using cpu::SeqView;
 
 /// vLLM v1-style block loop. Logits are computed for every slot of every block the sequence touches and
 /// masked to -inf at or past seq_len (so K in the tail is harmless); V is multiplied in vectors spanning a
@@ -77,10 +66,14 @@ class VectorV final : public CpuKernel {
 };
 
 }  // namespace
+}  // namespace pacheck::cpu
 
+namespace pacheck {
+
+/// cpu.vector_v_masked with `mask_v`, else the negative control cpu.vector_v (registered in cpu_kernels.cpp).
 KernelPtr make_cpu_vector_v(bool mask_v) {
-  if (mask_v) return std::make_shared<VectorV<true>>();
-  return std::make_shared<VectorV<false>>();
+  if (mask_v) return std::make_shared<cpu::VectorV<true>>();
+  return std::make_shared<cpu::VectorV<false>>();
 }
 
 }  // namespace pacheck

@@ -94,6 +94,17 @@ struct GpuKernelRow {
   bool (*expected_failure)(const Cell& cell) = nullptr;
 };
 
+/// The launchers of the rows below: vLLM-style paged attention with partitions of `kPartition` tokens (0: one
+/// per sequence, v1) and the V tail zeroed or not (the planted fault); the warp-split kernels, GQA-fused or not.
+template <int kPartition, bool kZeroVTail>
+gpu::LaunchResult paged_attention(const pacheck_kernel_args& a) {
+  return gpu::launch_paged_attention(a, kPartition, kZeroVTail);
+}
+template <bool kGqaFused>
+gpu::LaunchResult warp_split(const pacheck_kernel_args& a) {
+  return gpu::launch_warp_split(a, kGqaFused);
+}
+
 /// The built-in GPU kernels, in registration (and report) order. A new kernel: its .cu file with a launcher
 /// declared in launch.hpp, and one row here; the tests in tests/test_gpu_kernels.cpp iterate the registry.
 const GpuKernelRow kGpuKernels[] = {
@@ -101,33 +112,27 @@ const GpuKernelRow kGpuKernels[] = {
      .description = "vLLM paged_attention_v1 design: block per (seq, head), x-packed K 16-byte loads, logits in "
                     "shared memory, V in 16-byte token vectors with the straddling vector zeroed past seq_len; fp8 "
                     "caches decoded after the loads",
-     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support,
-     .launch = [](const pacheck_kernel_args& a) { return gpu::launch_paged_attention(a, 0, true); }},
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, true>},
     {.name = "gpu.paged_v1_tail_fault",
      .description = "negative control: gpu.paged_v1 without zeroing the straddling V vector (vLLM issue 641): "
                     "NaN/Inf in the final block's V tail reaches P.V as 0 * NaN",
-     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support,
-     .launch = [](const pacheck_kernel_args& a) { return gpu::launch_paged_attention(a, 0, false); },
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, false>,
      .expected_failure = poisons_v_tail},
     {.name = "gpu.paged_v2",
      .description = "vLLM paged_attention_v2 design (split-KV): 512-token partitions write partial out, max logit "
                     "and exp sum; a second kernel merges them; vllm layout; fp8 caches decoded after the loads",
      .layout = Layout::vllm, .fp8_kv = true, .supports = paged_block_support,
-     .launch = [](const pacheck_kernel_args& a) {
-       return gpu::launch_paged_attention(a, gpu::kPagedV2PartitionSize, true);
-     }},
+     .launch = paged_attention<gpu::kPagedV2PartitionSize, true>},
     {.name = "gpu.warp_split",
      .description = "FlashDecoding-style split-KV, nhd: block per (seq, query head, partition), warps stride over "
                     "keys with an online softmax in registers, merged through shared memory and a second kernel; "
                     "fp8 caches decoded after the loads",
-     .layout = Layout::nhd, .fp8_kv = true, .supports = positive_block_size,
-     .launch = [](const pacheck_kernel_args& a) { return gpu::launch_warp_split(a, false); }},
+     .layout = Layout::nhd, .fp8_kv = true, .supports = positive_block_size, .launch = warp_split<false>},
     {.name = "gpu.warp_split_gqa",
      .description = "FlashDecoding-style split-KV, nhd: per-warp online softmax in registers, each K/V row loaded "
                     "once for a tile of up to 8 query heads of its GQA group; partitions merged by a second kernel; "
                     "fp8 caches decoded after the loads",
-     .layout = Layout::nhd, .fp8_kv = true, .supports = positive_block_size,
-     .launch = [](const pacheck_kernel_args& a) { return gpu::launch_warp_split(a, true); }},
+     .layout = Layout::nhd, .fp8_kv = true, .supports = positive_block_size, .launch = warp_split<true>},
 };
 
 /// A row of kGpuKernels as a pacheck::Kernel: common_support then the row's checks; run() launches and turns
