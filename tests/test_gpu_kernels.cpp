@@ -149,15 +149,15 @@ std::map<std::string, double>& worst_rel_linf() {
   return m;
 }
 
-/// Runs `k` on the clean cell of case `c` when it supports it and judges it (kernel_checks::expect_verdict);
-/// keeps the largest rel_linf under `key` for the summary lines. False (and counted in `declined`) when
-/// the kernel declines the cell.
-bool expect_clean_cell(const Kernel& k, const Case& c, const std::string& key, Count* count, int* declined) {
+/// Runs `k` on the clean cell of case `c` when it supports it and judges it (kernel_checks::expect_verdict),
+/// with the worst element in the message of a failure; keeps the largest rel_linf under `key` for the
+/// summary lines. A cell the kernel declines is counted in `declined` (the first one printed with its reason).
+void expect_clean_cell(const Kernel& k, const Case& c, const std::string& key, Count* count, int* declined) {
   const Support s = k.supports(c);
   if (!s.ok) {
     if (*declined == 0) std::printf("[ declined ] %s %s: %s\n", k.name().c_str(), c.id().c_str(), s.reason.c_str());
     ++*declined;
-    return false;
+    return;
   }
   SCOPED_TRACE(c.id());
   const CaseData data = prepare_case(c, RunOptions{});
@@ -166,7 +166,6 @@ bool expect_clean_cell(const Kernel& k, const Case& c, const std::string& key, C
   if (res.verdict != Verdict::pass && !res.expected_fail) ADD_FAILURE() << worst_element(c, res.metrics, r, data);
   double& w = worst_rel_linf()[key];
   w = std::max(w, res.metrics.rel_linf);
-  return true;
 }
 
 /// The end of a registry-driven test: the kernel ran some cell, and its declines are reported.
@@ -197,6 +196,20 @@ TEST(GpuKernels, ParameterListsComeFromTheRegistry) {
   }
 #endif
 }
+
+/// Base of the registry-driven tests that run a kernel: skips without a device (with the backend's reason)
+/// and looks up the kernel named by the parameter (`k`); `count` and `declined` collect what the test ran.
+class GpuKernelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    REQUIRE_GPU();
+    k = kernel_checks::registered_kernel(GetParam());
+    ASSERT_TRUE(k);
+  }
+  KernelPtr k;
+  Count count;
+  int declined = 0;
+};
 
 class GpuKernel : public ::testing::TestWithParam<std::string> {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuKernel);
@@ -316,7 +329,9 @@ TEST(GpuBackend, AbsentDeviceIsAReasonNotAnError) {
   const auto it = std::find_if(st.begin(), st.end(), [](const BackendStatus& s) { return s.kind == gpu_kind(); });
   ASSERT_NE(it, st.end());
   if (it->devices == 0) {
-    if (it->built) EXPECT_EQ(it->detail.rfind(no_device(), 0), 0u) << it->detail;
+    if (it->built) {
+      EXPECT_EQ(it->detail.rfind(no_device(), 0), 0u) << it->detail;
+    }
     EXPECT_FALSE(gpu().backend);
     EXPECT_EQ(gpu().why.rfind(no_device(), 0), 0u) << gpu().why;
   } else {
@@ -334,7 +349,7 @@ TEST(GpuBackend, EveryKindListedAndSpecsOfBothKindsParsed) {
     EXPECT_THROW(open_backend(kind + ":x"), std::invalid_argument) << kind;
     EXPECT_THROW(open_backend(kind + ":-1"), std::invalid_argument) << kind;
     const std::string none = kind == "hip" ? "no HIP device" : "no CUDA device";
-    for (const std::string spec : {kind, kind + ":0"}) {
+    for (const std::string& spec : {kind, kind + ":0"}) {
       try {
         open_backend(spec);  // succeeds only where such a device exists
       } catch (const std::runtime_error& e) {
@@ -408,17 +423,13 @@ TEST(GpuBackendDeathTest, IllegalAddressIsFatal) {
 // ---------------------------------------------------------------------------------------------------
 // Accuracy against the oracle.
 
-class GpuAccuracy : public ::testing::TestWithParam<std::string> {};
+class GpuAccuracy : public GpuKernelTest {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuAccuracy);
 
 TEST_P(GpuAccuracy, WithinFixedLimitOverShapes) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
-  ASSERT_TRUE(k);
   const int small_blocks[] = {8, 16, 32};
   const int large_blocks[] = {64, 128, 256};
-  int idx = 0, declined = 0;
-  Count count;
+  int idx = 0;
   for (int d : {64, 128, 256}) {
     for (int ratio : {1, 2, 4, 8, 16}) {
       for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
@@ -448,11 +459,6 @@ TEST_P(GpuAccuracy, WithinFixedLimitOverShapes) {
 }
 
 TEST_P(GpuAccuracy, PeakedAndExtremeLogits) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
-  ASSERT_TRUE(k);
-  int declined = 0;
-  Count count;
   for (Dist dist : {Dist::peaked, Dist::extreme}) {
     for (DType dt : {DType::f32, DType::bf16}) {
       Case c = make_case(*k, 16, 4, 128, 16, dt, {1, 33, 700, 2049});
@@ -469,15 +475,10 @@ INSTANTIATE_TEST_SUITE_P(All, GpuAccuracy, ::testing::ValuesIn(gpu_kernels(Kinds
 // Tail poison: honest kernels are bitwise blind to every unwritten slot; each negative control fails exactly
 // where its expected_failures() says.
 
-class GpuTailPoison : public ::testing::TestWithParam<std::string> {};
+class GpuTailPoison : public GpuKernelTest {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuTailPoison);
 
 TEST_P(GpuTailPoison, BitwiseUnchangedOrCaughtExactly) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
-  ASSERT_TRUE(k);
-  int declined = 0;
-  Count count;
   for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
     for (const std::vector<int>& lens : {std::vector<int>{4090}, std::vector<int>{4096},
                                          std::vector<int>{4090, 1000, 33, 517}, std::vector<int>{1, 15, 17}}) {
@@ -524,13 +525,10 @@ PagedCache permute_blocks(const PagedCache& pc, std::uint64_t seed) {
   return out;
 }
 
-class GpuInvariance : public ::testing::TestWithParam<std::string> {};
+class GpuInvariance : public GpuKernelTest {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuInvariance);
 
 TEST_P(GpuInvariance, PagingBatchAndRepeat) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
-  ASSERT_TRUE(k);
   for (DType dt : {DType::bf16, DType::f32}) {
     Case c = make_case(*k, 16, 4, 128, 16, dt, {1000, 33, 517, 4090});
     SCOPED_TRACE(c.id());
@@ -695,7 +693,7 @@ bool plants_v_tail_fault(const Kernel& k) {
   return f && *f == &poisons_v_tail;
 }
 
-class GpuFp8Kernel : public ::testing::TestWithParam<std::string> {};
+class GpuFp8Kernel : public GpuKernelTest {};
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuFp8Kernel);
 
 // Every encoding x {bf16, f16} x head 64/128/256, block sizes 16/32/128, per-head and per-tensor scales,
@@ -703,11 +701,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuFp8Kernel);
 // kernel's layout: within the fixed limit of the output dtype (the quantisation is in the oracle's inputs:
 // docs/FP8.md).
 TEST_P(GpuFp8Kernel, AgreesWithTheOracle) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
-  ASSERT_TRUE(k);
-  int idx = 0, declined = 0;
-  Count count;
+  int idx = 0;
   for (DType kv : kFp8) {
     for (DType qo : {DType::bf16, DType::f16}) {
       for (int d : {64, 128, 256}) {
@@ -736,11 +730,6 @@ TEST_P(GpuFp8Kernel, AgreesWithTheOracle) {
 // exactly where poisons_v_tail() says, and nowhere else; honest kernels stay bitwise unchanged.
 // e4m3fnuz's 0x7F (= 240, finite: poison 'max') must stay harmless, and its NaN 0x80 must be caught.
 TEST_P(GpuFp8Kernel, TailPoisonUnchangedOrCaughtExactly) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
-  ASSERT_TRUE(k);
-  int declined = 0;
-  Count count;
   for (DType kv : kFp8) {
     for (const std::vector<int>& lens : {std::vector<int>{4090}, std::vector<int>{4096}, std::vector<int>{4090, 17, 1}}) {
       Case c = fp8_case(kv, DType::bf16, 8, 2, 128, 16, lens);
@@ -789,7 +778,7 @@ class PipelineForm {
   std::optional<std::string> old_;
 };
 
-class GpuFp8WarpSplit : public ::testing::TestWithParam<std::string> {};
+class GpuFp8WarpSplit : public GpuKernelTest {};
 
 // gpu.warp_split / gpu.warp_split_gqa (nhd) at fp8: every encoding x {bf16, f16} x head 64/128/256, with the
 // per-KV-head scales of fp8_case (every third case per tensor), GQA ratios 1, 2, 4, 8 and 16 (query-head
@@ -798,9 +787,6 @@ class GpuFp8WarpSplit : public ::testing::TestWithParam<std::string> {};
 // forms of the kernel (the basic form and the pipelined cp.async form, forced with
 // PACHECK_WARP_SPLIT_PIPELINE), within the fixed limit of the output dtype.
 TEST_P(GpuFp8WarpSplit, AgreesWithTheOracleInBothForms) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel(GetParam());
-  ASSERT_TRUE(k);
   int idx = 0, ran = 0;
   const int kv_heads_of[] = {4, 2, 1, 8, 1};  // with 16 query heads: ratios 4, 8, 16, 2, 16
   for (DType kv : kFp8) {
@@ -847,9 +833,6 @@ TEST_P(GpuFp8WarpSplit, AgreesWithTheOracleInBothForms) {
 // Nothing past seq_len is read at fp8 either: NaN/Inf/max poison in every unwritten region (tail of the
 // final block and the spare/padding blocks) leaves the output bitwise unchanged, in both forms.
 TEST_P(GpuFp8WarpSplit, PoisonPastSeqLenLeavesTheOutputUnchanged) {
-  REQUIRE_GPU();
-  const KernelPtr k = kernel(GetParam());
-  ASSERT_TRUE(k);
   for (DType kv : kFp8) {
     Case c = fp8_case(kv, DType::bf16, 8, 2, 128, 16, {4090, 17, 1});
     c.layout = Layout::nhd;
@@ -858,7 +841,6 @@ TEST_P(GpuFp8WarpSplit, PoisonPastSeqLenLeavesTheOutputUnchanged) {
     for (const char* form : {"0", "1"}) {
       SCOPED_TRACE(std::string("PACHECK_WARP_SPLIT_PIPELINE=") + form);
       const PipelineForm pf(form);
-      Count count;
       kernel_checks::expect_poison_sweep(*k, *gpu().backend, data, {Poison::nan, Poison::pinf, Poison::max_finite},
                                          &count);
     }
@@ -870,10 +852,7 @@ INSTANTIATE_TEST_SUITE_P(All, GpuFp8WarpSplit, ::testing::ValuesIn(kWarpSplitKer
 // Query and output with padded strides (not the contiguous ones make_args writes) give the same bits.
 // Query and output with padded strides (not the contiguous ones make_args writes) give the same bits.
 TEST_P(GpuInvariance, HonoursQueryAndOutStrides) {
-  REQUIRE_GPU();
   Backend& b = *gpu().backend;
-  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
-  ASSERT_TRUE(k);
   Case c = make_case(*k, 8, 2, 64, 16, DType::bf16, {70, 600});
   CaseData data = prepare_case(c, RunOptions{});
   const RawRun base = run(*k, data, data.cache);

@@ -140,9 +140,36 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_basic_kernel(Wa
       ws_token_logits<RS, QG>(q, kf, valid[u], qk_scale, sc[u]);
     }
 
-    // Online softmax, one rescale per step (ws_softmax_step), then P.V.
+    // Online softmax, one rescale per step. acc stays normalised (the softmax-weighted mean of the V rows
+    // seen so far): acc' = (acc * l * corr + sum p v) / l', at the same per-element cost as the unnormalised
+    // form, and it cannot overflow fp32 for V near the dtype's largest finite value. A worker with no valid
+    // token yet keeps m = -inf and l = 0 and must not form exp2(-inf - -inf).
+    // Written out in each form rather than shared: as a function (even force-inlined) it made hipcc spill
+    // registers in 28 gfx1030 and 2 gfx90a instantiations that spill nothing written this way.
     float pr[U][QG];
-    ws_softmax_step<U, QG, EPL, kFast>(sc, valid, m, l, acc, pr);
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      float cmax = sc[0][j];
+#pragma unroll
+      for (int u = 1; u < U; ++u) cmax = fmaxf(cmax, sc[u][j]);
+      const float mn = fmaxf(m[j], cmax);
+      const float corr = (mn == -INFINITY) ? 1.f : ws_exp2<kFast>(m[j] - mn);
+      float psum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        pr[u][j] = valid[u] ? ws_exp2<kFast>(sc[u][j] - mn) : 0.f;
+        psum += pr[u][j];
+      }
+      const float ln = fmaf(l[j], corr, psum);
+      const float inv = (ln == 0.f) ? 0.f : ws_rcp<kFast>(ln);
+      const float keep = l[j] * corr * inv;
+#pragma unroll
+      for (int u = 0; u < U; ++u) pr[u][j] *= inv;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[j][e] *= keep;
+      l[j] = ln;
+      m[j] = mn;
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float vf[EPL];
@@ -246,9 +273,31 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) warp_split_pipelined_kerne
       for (int n = 0; n < NV; ++n) expand16<C>(src[PS.ring_index(kWarpSize, NV, u, 0, lane, n)], kf + n * VEC);
       ws_token_logits<RS, QG>(q, kf, valid[u], qk_scale, sc[u]);
     }
-    // Online softmax with a normalised accumulator, as in the basic form (fast exp2 and reciprocal).
+    // Online softmax with a normalised accumulator, as in the basic form.
     float pr[U][QG];
-    ws_softmax_step<U, QG, EPL, true>(sc, valid, m, l, acc, pr);
+#pragma unroll
+    for (int j = 0; j < QG; ++j) {
+      float cmax = sc[0][j];
+#pragma unroll
+      for (int u = 1; u < U; ++u) cmax = fmaxf(cmax, sc[u][j]);
+      const float mn = fmaxf(m[j], cmax);
+      const float corr = (mn == -INFINITY) ? 1.f : fast_exp2(m[j] - mn);
+      float psum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        pr[u][j] = valid[u] ? fast_exp2(sc[u][j] - mn) : 0.f;
+        psum += pr[u][j];
+      }
+      const float ln = fmaf(l[j], corr, psum);
+      const float inv = (ln == 0.f) ? 0.f : fast_rcp(ln);
+      const float keep = l[j] * corr * inv;
+#pragma unroll
+      for (int u = 0; u < U; ++u) pr[u][j] *= inv;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[j][e] *= keep;
+      l[j] = ln;
+      m[j] = mn;
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float vf[EPL];

@@ -1,6 +1,6 @@
 // Building blocks of the two warp-split kernels (kernels/gpu/warp_split.cu, which describes the design):
 // their parameters, the row split and the nhd row addressing, the block's place in the grid, the query
-// load, the online-softmax step, and the merge of workers and warps that ends both forms. Included by
+// load, the logits of a token, P.V, and the merge of workers and warps that ends both forms. Included by
 // warp_split.cu only (its anonymous namespace is that TU's).
 #pragma once
 
@@ -208,40 +208,6 @@ PACHECK_DEVICE void ws_token_logits(const float (&q)[QG][RS::kEpl], const float 
 #pragma unroll
     for (int mk = 1; mk < SP.dot_reduce_end(); mk <<= 1) dot += shfl_xor(dot, mk);
     sc[j] = valid ? dot * qk_scale : -INFINITY;
-  }
-}
-
-/// One online-softmax step over a worker's U tokens with logits `sc`, one rescale per step: the new max m',
-/// corr = exp2(m - m'), l' = l corr + sum p, the probabilities `pr` = p / l' (0 for invalid tokens) and acc
-/// rescaled by l corr / l'. acc stays normalised (the softmax-weighted mean of the V rows seen so far):
-/// acc' = (acc * l * corr + sum p v) / l', at the same per-element cost as the unnormalised form, and it
-/// cannot overflow fp32 for V near the dtype's largest finite value. A worker with no valid token yet keeps
-/// m = -inf and l = 0 and must not form exp2(-inf - -inf). The caller adds pr x V (ws_add_pv).
-template <int U, int QG, int EPL, bool kFast>
-PACHECK_DEVICE void ws_softmax_step(const float (&sc)[U][QG], const bool (&valid)[U], float (&m)[QG], float (&l)[QG],
-                                    float (&acc)[QG][EPL], float (&pr)[U][QG]) {
-#pragma unroll
-  for (int j = 0; j < QG; ++j) {
-    float cmax = sc[0][j];
-#pragma unroll
-    for (int u = 1; u < U; ++u) cmax = fmaxf(cmax, sc[u][j]);
-    const float mn = fmaxf(m[j], cmax);
-    const float corr = (mn == -INFINITY) ? 1.f : ws_exp2<kFast>(m[j] - mn);
-    float psum = 0.f;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      pr[u][j] = valid[u] ? ws_exp2<kFast>(sc[u][j] - mn) : 0.f;
-      psum += pr[u][j];
-    }
-    const float ln = fmaf(l[j], corr, psum);
-    const float inv = (ln == 0.f) ? 0.f : ws_rcp<kFast>(ln);
-    const float keep = l[j] * corr * inv;
-#pragma unroll
-    for (int u = 0; u < U; ++u) pr[u][j] *= inv;
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) acc[j][e] *= keep;
-    l[j] = ln;
-    m[j] = mn;
   }
 }
 
