@@ -6,7 +6,7 @@
 #      intrinsics, __syncwarp, inline PTX, CUDA headers) and no warpSize variable (kernels use the
 #      compile-time kWarpSize, launchers the device's warp_size(); the DeviceProp field is fine);
 #   2. configures BUILD_DIR with -DPACHECK_CUDA=OFF -DPACHECK_HIP=ON (no tests) and builds only the kernel
-#      objects (target pacheck_hip_kernels: paged_attention.cu, warp_split.cu, fill.cu) with hipcc for
+#      objects (target pacheck_hip_kernels: every kernels/gpu/*.cu) with hipcc for
 #      every target of PACHECK_HIP_ARCHITECTURES, with -Werror;
 #   3. inspects each object's code objects: one per target, every kernel compiled for the target's wave
 #      width (wavefront_size 64 on gfx9, 32 on gfx10+) and launch-bounded to 4 waves

@@ -35,17 +35,9 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
                               const float* v_scales_per_head) {
   pacheck_kernel_args a{};
   a.struct_size = sizeof(pacheck_kernel_args);
-  a.num_seqs = c.num_seqs();
-  a.num_heads = c.num_heads;
-  a.num_kv_heads = c.num_kv_heads;
-  a.head_size = c.head_size;
-  a.block_size = c.block_size;
+  set_case_fields(a, c);
   a.num_blocks = pc.num_blocks;
   a.max_blocks_per_seq = pc.max_blocks_per_seq;
-  a.layout = static_cast<pacheck_layout>(c.layout);
-  a.q_dtype = static_cast<pacheck_dtype>(c.q_dtype);
-  a.kv_dtype = static_cast<pacheck_dtype>(c.kv_dtype);
-  a.out_dtype = static_cast<pacheck_dtype>(c.out_dtype);
   a.query = query;
   a.q_stride_head = c.head_size;
   a.q_stride_seq = static_cast<std::int64_t>(c.num_heads) * c.head_size;

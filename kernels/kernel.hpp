@@ -1,4 +1,21 @@
 // The kernel interface: what a paged-attention decode kernel under test declares and how it is called.
+//
+// Quick start: adding a kernel.
+//  - CPU: create kernels/cpu/NAME.cpp with a Kernel subclass (derive cpu::CpuKernel, kernels/cpu/cpu_common.hpp)
+//    and a factory `KernelPtr make_cpu_NAME()`; declare the factory and add its row `r.add(make_cpu_NAME());`
+//    in kernels/cpu/cpu_kernels.cpp. CMake picks the file up (glob).
+//  - GPU: create kernels/gpu/NAME.cu with the device code and a host launcher
+//    `LaunchResult launch_NAME(const pacheck_kernel_args&)`, declared in kernels/gpu/launch.hpp; add one row
+//    to kGpuKernels in kernels/gpu/gpu_kernels.cpp (name, description, layout, extra support checks, the
+//    launcher). The CUDA library and the HIP objects both build every kernels/gpu/*.cu (glob).
+//  - Plugin (out of tree, C ABI include/pacheck/kernel_abi.h): a shared library exporting
+//    pacheck_register_kernels (examples/plugin/ is the template), run with `pacheck run --plugin LIB`.
+//  A negative control (a kernel with a planted fault) also returns, from expected_failures(), the cells it
+//  must fail. The tests then cover a built-in kernel without being edited: tests/test_cpu_kernels.cpp and
+//  tests/test_gpu_kernels.cpp take their parameter lists from Registry::global() (by device and by
+//  is_negative_control()) and check that an honest kernel agrees with the oracle and is bitwise invariant
+//  under tail poison, and that a negative control fails exactly its expected_failures() cells; `pacheck
+//  run`, `fuzz` and `bench` find it by name.
 #pragma once
 
 #include <functional>
@@ -83,6 +100,22 @@ KernelPtr make_cpu_split_kv(int partition);
 /// where `f` changes some head's scale by 25% or more (registered as cpu.fp8_scale_fault with the last
 /// head's K and V scales set to 1).
 KernelPtr make_cpu_scale_fault(std::string name, const ScaleFault& f);
+
+/// Copies the shape and dtypes of case `c` into an ABI struct that names them as the C ABI does
+/// (pacheck_kernel_args, pacheck_case_info): num_seqs, num_heads, num_kv_heads, head_size, block_size,
+/// layout, q_dtype, kv_dtype, out_dtype. The enums share their values with the ABI's.
+template <class AbiStruct>
+void set_case_fields(AbiStruct& a, const Case& c) {
+  a.num_seqs = c.num_seqs();
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.head_size = c.head_size;
+  a.block_size = c.block_size;
+  a.layout = static_cast<pacheck_layout>(c.layout);
+  a.q_dtype = static_cast<pacheck_dtype>(c.q_dtype);
+  a.kv_dtype = static_cast<pacheck_dtype>(c.kv_dtype);
+  a.out_dtype = static_cast<pacheck_dtype>(c.out_dtype);
+}
 
 /// Fills the ABI argument struct for case `c` and cache `pc` with the given buffer pointers (which live on
 /// the kernel's device). Strides are those of the contiguous layouts the pager writes.

@@ -231,15 +231,7 @@ class PluginKernel final : public Kernel {
     const std::vector<std::int32_t> lens(c.seq_lens.begin(), c.seq_lens.end());
     pacheck_case_info info{};
     info.struct_size = sizeof info;
-    info.num_seqs = c.num_seqs();
-    info.num_heads = c.num_heads;
-    info.num_kv_heads = c.num_kv_heads;
-    info.head_size = c.head_size;
-    info.block_size = c.block_size;
-    info.layout = static_cast<pacheck_layout>(c.layout);
-    info.q_dtype = static_cast<pacheck_dtype>(c.q_dtype);
-    info.kv_dtype = static_cast<pacheck_dtype>(c.kv_dtype);
-    info.out_dtype = static_cast<pacheck_dtype>(c.out_dtype);
+    set_case_fields(info, c);
     info.seq_lens = lens.data();
     info.max_seq_len = lens.empty() ? 0 : *std::max_element(lens.begin(), lens.end());
     info.scale = c.effective_scale();

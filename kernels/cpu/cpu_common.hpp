@@ -1,16 +1,26 @@
-// Shared pieces of the CPU kernels: typed element access over pacheck_kernel_args and dtype dispatch.
+// Shared pieces of the CPU kernels (kernels/cpu/*.cpp): typed element access over pacheck_kernel_args,
+// dtype dispatch, dequantisation scales, the K/V view of one sequence and the CpuKernel base class.
 #pragma once
 
+// The standard headers every kernel file of this folder uses come with it.
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
-#include "paging/layout.hpp"
 #include "core/dtype.hpp"
 #include "core/fp8.hpp"
+#include "kernels/kernel.hpp"
+#include "paging/layout.hpp"
 
 namespace pacheck::cpu {
 
@@ -77,5 +87,37 @@ inline int pack_x(const pacheck_kernel_args& a) { return static_cast<int>(16 / d
 inline std::int64_t physical_block(const pacheck_kernel_args& a, int s, int j) {
   return a.block_tables[s * a.block_tables_stride + j];
 }
+
+/// -inf in fp32: the masked logit, and the running max before the first token.
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// Base of the CPU kernels: device CPU, every case supported (they read any layout, dtype and shape).
+class CpuKernel : public Kernel {
+ public:
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+};
+
+/// K/V of sequence `s` read through its block_tables row, token by token: token t lives in slot
+/// t % block_size of physical block block_of(t); `x` is pack_x(a) (the vllm key layout's vector width).
+/// k()/v() return element d of KV head g as fp32: fp8 elements dequantised with `sc`, other dtypes as stored.
+struct SeqView {
+  const pacheck_kernel_args& a;
+  int s, x;
+  const Scales& sc;
+  std::int64_t block_of(int t) const { return physical_block(a, s, t / a.block_size); }
+  template <DType KV>
+  float k(int t, int g, int d) const {
+    const float e = ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block_of(t), g, t % a.block_size, d));
+    if constexpr (is_fp8(KV)) return e * sc.k[g];
+    else return e;
+  }
+  template <DType KV>
+  float v(int t, int g, int d) const {
+    const float e = ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block_of(t), g, t % a.block_size, d));
+    if constexpr (is_fp8(KV)) return e * sc.v[g];
+    else return e;
+  }
+};
 
 }  // namespace pacheck::cpu

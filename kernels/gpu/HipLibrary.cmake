@@ -1,5 +1,6 @@
 # The HIP backend and GPU decode kernels (included by kernels/gpu/CMakeLists.txt when cmake/Backends.cmake
-# found hipcc). The same sources as the CUDA build:
+# found hipcc). The same sources as the CUDA build (PACHECK_GPU_KERNEL_SOURCES, PACHECK_GPU_HOST_SOURCES:
+# kernels/gpu/CMakeLists.txt):
 #   - the .cu kernel TUs are compiled by hipcc as HIP (-x hip), once per PACHECK_HIP_ARCHITECTURES target
 #     (default gfx90a = CDNA wave64, gfx1030 = RDNA wave32), into plain object files: custom commands rather
 #     than CMake's HIP language, which expects a ROCm-layout clang and does not accept Debian's hipcc;
@@ -12,7 +13,6 @@
 #                        and the tests when CUDA is off (PACHECK_LINK_HIP), otherwise built only on request.
 set(PACHECK_HIP_FLAGS "" CACHE STRING "Extra hipcc flags for the HIP kernel objects (ci/hip-build.sh: -Werror)")
 
-set(_hip_sources paged_attention.cu warp_split.cu fill.cu)
 set(_hip_arch_flags)
 foreach(arch ${PACHECK_HIP_ARCHITECTURES})
   list(APPEND _hip_arch_flags --offload-arch=${arch})
@@ -30,23 +30,23 @@ endif()
 separate_arguments(_hip_extra_flags UNIX_COMMAND "${PACHECK_HIP_FLAGS}")
 
 set(_hip_objects)
-foreach(src ${_hip_sources})
+foreach(src ${PACHECK_GPU_KERNEL_SOURCES})
   get_filename_component(name ${src} NAME_WE)
   set(obj ${CMAKE_CURRENT_BINARY_DIR}/hip/${name}.o)
   add_custom_command(
     OUTPUT ${obj}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/hip
     COMMAND ${PACHECK_HIPCC} -x hip ${_hip_arch_flags} -std=c++17 -fPIC ${_hip_opt_flags} -Wall -Wextra
-            ${_hip_extra_flags} ${_hip_include_flags} -MD -MF ${obj}.d -c ${CMAKE_CURRENT_SOURCE_DIR}/${src} -o ${obj}
-    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src}
+            ${_hip_extra_flags} ${_hip_include_flags} -MD -MF ${obj}.d -c ${src} -o ${obj}
+    DEPENDS ${src}
     DEPFILE ${obj}.d
-    COMMENT "hipcc ${src} for ${PACHECK_HIP_ARCHITECTURES}"
+    COMMENT "hipcc ${name}.cu for ${PACHECK_HIP_ARCHITECTURES}"
     VERBATIM)
   list(APPEND _hip_objects ${obj})
 endforeach()
 add_custom_target(pacheck_hip_kernels DEPENDS ${_hip_objects})
 
-add_library(pacheck_hip STATIC gpu_runtime.cpp cuda_backend.cpp gpu_kernels.cpp ${_hip_objects})
+add_library(pacheck_hip STATIC ${PACHECK_GPU_HOST_SOURCES} ${_hip_objects})
 set_source_files_properties(${_hip_objects} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
 add_dependencies(pacheck_hip pacheck_hip_kernels)
 target_include_directories(pacheck_hip PUBLIC ${PACHECK_INCLUDE_DIRS})

@@ -59,6 +59,34 @@ PACHECK_DEVICE float block_sum(float v, float* red) {
   return r;
 }
 
+/// The fields of pacheck_kernel_args every decode kernel reads, at the start of each kernel's parameter struct
+/// (PagedParams and WarpSplitParams derive from it, so their layout and the device code's accesses are those
+/// of one flat struct). Pointers are device memory; strides are in elements: query and out
+/// [num_seqs, num_heads, head_size] by q_/out_stride_seq and _head, the caches by ks / vs (the layout's
+/// 5 strides, kernel_abi.h), block_tables rows of bt_stride entries; seq_lens [num_seqs].
+struct DecodeParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  std::int64_t q_stride_seq, q_stride_head, out_stride_seq, out_stride_head;
+  std::int64_t ks[5], vs[5];
+  const std::int32_t* block_tables;
+  std::int64_t bt_stride;
+  const std::int32_t* seq_lens;
+  int num_heads, num_kv_heads;
+};
+
+/// Copies the DecodeParams fields of `a` into `p` (host code; the launchers fill their own fields after).
+inline void set_decode_params(DecodeParams& p, const pacheck_kernel_args& a) {
+  p.q = a.query; p.k = a.key_cache; p.v = a.value_cache; p.out = a.out;
+  p.q_stride_seq = a.q_stride_seq; p.q_stride_head = a.q_stride_head;
+  p.out_stride_seq = a.out_stride_seq; p.out_stride_head = a.out_stride_head;
+  for (int i = 0; i < 5; ++i) { p.ks[i] = a.k_strides[i]; p.vs[i] = a.v_strides[i]; }
+  p.block_tables = a.block_tables; p.bt_stride = a.block_tables_stride; p.seq_lens = a.seq_lens;
+  p.num_heads = a.num_heads; p.num_kv_heads = a.num_kv_heads;
+}
+
 /// Where one launch's split-KV partials go.
 struct SplitScratch {
   float* tmp_out = nullptr;
@@ -199,6 +227,31 @@ inline std::string dtype_problem(const pacheck_kernel_args& a) {
     return "q_dtype, kv_dtype and out_dtype must match";
   }
   return {};
+}
+
+/// The checks every launcher makes first, in this order: an ABI struct of this version, the one layout the
+/// kernel reads (`layout`, named `layout_name` in the message), the dtype rule (dtype_problem) and head_size
+/// in {64,128,256}. Empty when `a` passes them, else the reason (the launcher prefixes its kernel's name).
+inline std::string common_launch_problem(const pacheck_kernel_args& a, pacheck_layout layout, const char* layout_name) {
+  if (a.struct_size < sizeof(pacheck_kernel_args)) return "pacheck_kernel_args from an older ABI";
+  if (a.layout != layout) return std::string("layout must be ") + layout_name;
+  if (std::string why = dtype_problem(a); !why.empty()) return why;
+  if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
+    return "head_size " + std::to_string(a.head_size) + " not in {64,128,256}";
+  return {};
+}
+
+/// Bytes per element of the KV cache in `*esize` (4 for f32, 2 for f16/bf16, 1 for the fp8 encodings).
+/// Empty when kv_dtype is one of those, else the reason naming kv_dtype.
+inline std::string kv_element_bytes(const pacheck_kernel_args& a, int* esize) {
+  switch (a.kv_dtype) {
+    case PACHECK_DTYPE_F32: *esize = 4; return {};
+    case PACHECK_DTYPE_F16: case PACHECK_DTYPE_BF16: *esize = 2; return {};
+    case PACHECK_DTYPE_FP8_E4M3FN: case PACHECK_DTYPE_FP8_E4M3FNUZ: case PACHECK_DTYPE_FP8_E5M2: *esize = 1; return {};
+    default:
+      return "kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) +
+             " not in {f32,f16,bf16,fp8_e4m3fn,fp8_e4m3fnuz,fp8_e5m2}";
+  }
 }
 
 /// A type carried as a value, so a generic lambda can receive element types: `[&](auto q, auto c) { using T =

@@ -1,6 +1,8 @@
-// The GPU kernels as pacheck::Kernel objects: what each supports (declining with the field that is out of
-// range), and run() -> launcher -> KernelError on failure. The launchers live in the .cu files. The same
-// kernels, under the same names, are CUDA kernels in an nvcc build and HIP kernels in a hipcc build.
+// The registration table of the GPU kernels: one row per kernel (name, description, the layout it reads, its
+// support checks beyond the common ones, its launcher), each registered as a GpuKernel: supports() declines
+// with the field that is out of range, run() -> launcher -> KernelError on failure. The launchers live in
+// the .cu files (launch.hpp). The same kernels, under the same names, are CUDA kernels in an nvcc build and
+// HIP kernels in a hipcc build.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -46,6 +48,8 @@ Support common_support(const Case& c, Layout layout, const std::string& name, bo
   return Support::yes();
 }
 
+/// Checks beyond common_support of the kernels that read the vllm layout: a power-of-two block_size in
+/// 8..256, at least 16 with an fp8 cache.
 Support paged_block_support(const Case& c) {
   const int b = c.block_size;
   if (b < 8 || b > 256 || (b & (b - 1)) != 0)
@@ -56,99 +60,111 @@ Support paged_block_support(const Case& c) {
   return Support::yes();
 }
 
-void throw_on(const gpu::LaunchResult& r) {
-  if (!r.ok()) throw KernelError(r.error, r.fatal);
+/// gpu.paged_v1 and its twin: paged_block_support, and the longest context bounded by the logits shared
+/// memory holds (the launch bounds the context by the block table's width: seq_lens live on the device).
+Support paged_v1_support(const Case& c) {
+  if (Support s = paged_block_support(c); !s.ok) return s;
+  int longest_blocks = 0;
+  for (int i = 0; i < c.num_seqs(); ++i) longest_blocks = std::max(longest_blocks, c.blocks_for(i));
+  const long bound = static_cast<long>(longest_blocks + c.padding_columns) * c.block_size;
+  const int cap = gpu::paged_v1_max_tokens(c.head_size);
+  if (bound > cap)
+    return Support::no("seq_lens: context bound " + std::to_string(bound) + " tokens (block_tables width x block_size) "
+                       "exceeds the " + std::to_string(cap) + " logits gpu.paged_v1 holds in shared memory");
+  return Support::yes();
 }
 
-/// gpu.paged_v1 and its planted-fault twin gpu.paged_v1_tail_fault.
-class PagedV1 final : public Kernel {
- public:
-  explicit PagedV1(bool zero_v_tail) : zero_(zero_v_tail) {}
-  std::string name() const override { return zero_ ? "gpu.paged_v1" : "gpu.paged_v1_tail_fault"; }
-  std::string description() const override {
-    return zero_ ? "vLLM paged_attention_v1 design: block per (seq, head), x-packed K 16-byte loads, logits in "
-                   "shared memory, V in 16-byte token vectors with the straddling vector zeroed past seq_len; fp8 caches "
-                   "decoded after the loads"
-                 : "negative control: gpu.paged_v1 without zeroing the straddling V vector (vLLM issue 641): "
-                   "NaN/Inf in the final block's V tail reaches P.V as 0 * NaN";
-  }
-  pacheck_device device() const override { return gpu::kGpuDevice; }
-  Support supports(const Case& c) const override {
-    if (Support s = common_support(c, Layout::vllm, name(), true); !s.ok) return s;
-    if (Support s = paged_block_support(c); !s.ok) return s;
-    int longest_blocks = 0;
-    for (int i = 0; i < c.num_seqs(); ++i) longest_blocks = std::max(longest_blocks, c.blocks_for(i));
-    // The launch bounds the context by the block table's width (seq_lens live on the device).
-    const long bound = static_cast<long>(longest_blocks + c.padding_columns) * c.block_size;
-    const int cap = gpu::paged_v1_max_tokens(c.head_size);
-    if (bound > cap)
-      return Support::no("seq_lens: context bound " + std::to_string(bound) + " tokens (block_tables width x block_size) "
-                         "exceeds the " + std::to_string(cap) + " logits gpu.paged_v1 holds in shared memory");
-    return Support::yes();
-  }
-  std::vector<Layout> layouts() const override { return {Layout::vllm}; }
-  void run(const pacheck_kernel_args& a) const override { throw_on(gpu::launch_paged_attention(a, 0, zero_)); }
-  std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
-    if (zero_) return std::nullopt;
-    return std::function<bool(const Cell&)>(poisons_v_tail);
-  }
+/// The warp-split kernels read each nhd token as its own row: any positive block_size.
+Support positive_block_size(const Case& c) {
+  if (c.block_size < 1) return Support::no("block_size " + std::to_string(c.block_size) + " must be positive");
+  return Support::yes();
+}
 
- private:
-  bool zero_;
+/// One built-in GPU kernel: a row of kGpuKernels.
+struct GpuKernelRow {
+  const char* name;         ///< registry name, "gpu.<design>"
+  const char* description;  ///< one line: the design the kernel follows (`pacheck list kernels`)
+  Layout layout;            ///< the one KV layout the kernel reads
+  bool fp8_kv;              ///< also reads fp8 KV caches (common_support)
+  /// Checks beyond common_support (block sizes, context bounds); the reason names the field.
+  Support (*supports)(const Case& c);
+  /// The kernel's host launcher (launch.hpp, defined in its .cu file).
+  gpu::LaunchResult (*launch)(const pacheck_kernel_args& a);
+  /// Negative controls only: the cells the planted fault must fail (Kernel::expected_failures).
+  bool (*expected_failure)(const Cell& cell) = nullptr;
 };
 
-class PagedV2 final : public Kernel {
+/// The launchers of the rows below: vLLM-style paged attention with partitions of `kPartition` tokens (0: one
+/// per sequence, v1) and the V tail zeroed or not (the planted fault); the warp-split kernels, GQA-fused or not.
+template <int kPartition, bool kZeroVTail>
+gpu::LaunchResult paged_attention(const pacheck_kernel_args& a) {
+  return gpu::launch_paged_attention(a, kPartition, kZeroVTail);
+}
+template <bool kGqaFused>
+gpu::LaunchResult warp_split(const pacheck_kernel_args& a) {
+  return gpu::launch_warp_split(a, kGqaFused);
+}
+
+/// The built-in GPU kernels, in registration (and report) order. A new kernel: its .cu file with a launcher
+/// declared in launch.hpp, and one row here; the tests in tests/test_gpu_kernels.cpp iterate the registry.
+const GpuKernelRow kGpuKernels[] = {
+    {.name = "gpu.paged_v1",
+     .description = "vLLM paged_attention_v1 design: block per (seq, head), x-packed K 16-byte loads, logits in "
+                    "shared memory, V in 16-byte token vectors with the straddling vector zeroed past seq_len; fp8 "
+                    "caches decoded after the loads",
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, true>},
+    {.name = "gpu.paged_v1_tail_fault",
+     .description = "negative control: gpu.paged_v1 without zeroing the straddling V vector (vLLM issue 641): "
+                    "NaN/Inf in the final block's V tail reaches P.V as 0 * NaN",
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, false>,
+     .expected_failure = poisons_v_tail},
+    {.name = "gpu.paged_v2",
+     .description = "vLLM paged_attention_v2 design (split-KV): 512-token partitions write partial out, max logit "
+                    "and exp sum; a second kernel merges them; vllm layout; fp8 caches decoded after the loads",
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_block_support,
+     .launch = paged_attention<gpu::kPagedV2PartitionSize, true>},
+    {.name = "gpu.warp_split",
+     .description = "FlashDecoding-style split-KV, nhd: block per (seq, query head, partition), warps stride over "
+                    "keys with an online softmax in registers, merged through shared memory and a second kernel; "
+                    "fp8 caches decoded after the loads",
+     .layout = Layout::nhd, .fp8_kv = true, .supports = positive_block_size, .launch = warp_split<false>},
+    {.name = "gpu.warp_split_gqa",
+     .description = "FlashDecoding-style split-KV, nhd: per-warp online softmax in registers, each K/V row loaded "
+                    "once for a tile of up to 8 query heads of its GQA group; partitions merged by a second kernel; "
+                    "fp8 caches decoded after the loads",
+     .layout = Layout::nhd, .fp8_kv = true, .supports = positive_block_size, .launch = warp_split<true>},
+};
+
+/// A row of kGpuKernels as a pacheck::Kernel: common_support then the row's checks; run() launches and turns
+/// a failed LaunchResult into a KernelError (fatal when the device context is lost).
+class GpuKernel final : public Kernel {
  public:
-  std::string name() const override { return "gpu.paged_v2"; }
-  std::string description() const override {
-    return "vLLM paged_attention_v2 design (split-KV): 512-token partitions write partial out, max logit and exp "
-           "sum; a second kernel merges them; vllm layout; fp8 caches decoded after the loads";
-  }
+  explicit GpuKernel(const GpuKernelRow& row) : row_(row) {}
+  std::string name() const override { return row_.name; }
+  std::string description() const override { return row_.description; }
   pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
-    if (Support s = common_support(c, Layout::vllm, name(), true); !s.ok) return s;
-    return paged_block_support(c);
+    if (Support s = common_support(c, row_.layout, name(), row_.fp8_kv); !s.ok) return s;
+    return row_.supports(c);
   }
-  std::vector<Layout> layouts() const override { return {Layout::vllm}; }
+  std::vector<Layout> layouts() const override { return {row_.layout}; }
   void run(const pacheck_kernel_args& a) const override {
-    throw_on(gpu::launch_paged_attention(a, gpu::kPagedV2PartitionSize, true));
+    const gpu::LaunchResult r = row_.launch(a);
+    if (!r.ok()) throw KernelError(r.error, r.fatal);
   }
-};
-
-/// gpu.warp_split and gpu.warp_split_gqa.
-class WarpSplit final : public Kernel {
- public:
-  explicit WarpSplit(bool gqa) : gqa_(gqa) {}
-  std::string name() const override { return gqa_ ? "gpu.warp_split_gqa" : "gpu.warp_split"; }
-  std::string description() const override {
-    return gqa_ ? "FlashDecoding-style split-KV, nhd: per-warp online softmax in registers, each K/V row loaded "
-                  "once for a tile of up to 8 query heads of its GQA group; partitions merged by a second kernel; "
-                  "fp8 caches decoded after the loads"
-                : "FlashDecoding-style split-KV, nhd: block per (seq, query head, partition), warps stride over "
-                  "keys with an online softmax in registers, merged through shared memory and a second kernel; fp8 "
-                  "caches decoded after the loads";
+  std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
+    if (!row_.expected_failure) return std::nullopt;
+    return std::function<bool(const Cell&)>(row_.expected_failure);
   }
-  pacheck_device device() const override { return gpu::kGpuDevice; }
-  Support supports(const Case& c) const override {
-    if (Support s = common_support(c, Layout::nhd, name(), true); !s.ok) return s;
-    if (c.block_size < 1) return Support::no("block_size " + std::to_string(c.block_size) + " must be positive");
-    return Support::yes();
-  }
-  std::vector<Layout> layouts() const override { return {Layout::nhd}; }
-  void run(const pacheck_kernel_args& a) const override { throw_on(gpu::launch_warp_split(a, gqa_)); }
 
  private:
-  bool gqa_;
+  const GpuKernelRow& row_;
 };
 
 }  // namespace
 
 void register_gpu_kernels(Registry& r) {
-  r.add(std::make_shared<PagedV1>(true));
-  r.add(std::make_shared<PagedV1>(false));
-  r.add(std::make_shared<PagedV2>());
-  r.add(std::make_shared<WarpSplit>(false));
-  r.add(std::make_shared<WarpSplit>(true));
+  for (const GpuKernelRow& row : kGpuKernels) r.add(std::make_shared<GpuKernel>(row));
 }
 
 }  // namespace pacheck

@@ -41,53 +41,78 @@
 namespace pacheck::gpu {
 
 // ---------------------------------------------------------------------------------------------------
-// Runtime: types and calls.
+// Runtime: types and calls. The two runtimes name their API alike (hipMalloc / cudaMalloc, ...), so the
+// wrappers are written once through PACHECK_RT(Name), which pastes the runtime's prefix; only what differs
+// (the device properties type, the sticky errors, version encodings, the shared-memory limit)
+// is written per runtime below.
 #if PACHECK_GPU_IS_HIP
-using Error = hipError_t;
-using Stream = hipStream_t;
-using Event = hipEvent_t;
+#define PACHECK_RT(name) hip##name
+#else
+#define PACHECK_RT(name) cuda##name
+#endif
+using Error = PACHECK_RT(Error_t);
+using Stream = PACHECK_RT(Stream_t);
+using Event = PACHECK_RT(Event_t);
+using MemPool = PACHECK_RT(MemPool_t);
+#if PACHECK_GPU_IS_HIP
 using DeviceProp = hipDeviceProp_t;
-using MemPool = hipMemPool_t;
-inline constexpr Error kSuccess = hipSuccess;
+#else
+using DeviceProp = cudaDeviceProp;
+#endif
+inline constexpr Error kSuccess = PACHECK_RT(Success);
+inline const char* error_string(Error e) { return PACHECK_RT(GetErrorString)(e); }
+inline const char* error_name(Error e) { return PACHECK_RT(GetErrorName)(e); }
+inline Error get_last_error() { return PACHECK_RT(GetLastError)(); }
+inline Error peek_last_error() { return PACHECK_RT(PeekAtLastError)(); }
+inline Error device_count(int* n) { return PACHECK_RT(GetDeviceCount)(n); }
+inline Error set_device(int d) { return PACHECK_RT(SetDevice)(d); }
+inline Error get_device(int* d) { return PACHECK_RT(GetDevice)(d); }
+inline Error device_props(DeviceProp* p, int d) { return PACHECK_RT(GetDeviceProperties)(p, d); }
+inline Error driver_version(int* v) { return PACHECK_RT(DriverGetVersion)(v); }
+inline Error runtime_version(int* v) { return PACHECK_RT(RuntimeGetVersion)(v); }
+inline Error malloc_device(void** p, std::size_t n) { return PACHECK_RT(Malloc)(p, n); }
+inline Error free_device(void* p) { return PACHECK_RT(Free)(p); }
+inline Error malloc_async(void** p, std::size_t n, Stream s) { return PACHECK_RT(MallocAsync)(p, n, s); }
+inline Error free_async(void* p, Stream s) { return PACHECK_RT(FreeAsync)(p, s); }
+inline Error memset_async(void* p, int v, std::size_t n, Stream s) { return PACHECK_RT(MemsetAsync)(p, v, n, s); }
+inline Error copy_h2d_async(void* d, const void* h, std::size_t n, Stream s) {
+  return PACHECK_RT(MemcpyAsync)(d, h, n, PACHECK_RT(MemcpyHostToDevice), s);
+}
+inline Error copy_d2h_async(void* h, const void* d, std::size_t n, Stream s) {
+  return PACHECK_RT(MemcpyAsync)(h, d, n, PACHECK_RT(MemcpyDeviceToHost), s);
+}
+inline Error copy_d2d_async(void* d, const void* src, std::size_t n, Stream s) {
+  return PACHECK_RT(MemcpyAsync)(d, src, n, PACHECK_RT(MemcpyDeviceToDevice), s);
+}
+inline Error stream_create(Stream* s) { return PACHECK_RT(StreamCreateWithFlags)(s, PACHECK_RT(StreamNonBlocking)); }
+inline Error stream_destroy(Stream s) { return PACHECK_RT(StreamDestroy)(s); }
+inline Error stream_sync(Stream s) { return PACHECK_RT(StreamSynchronize)(s); }
+inline Error event_create(Event* e) { return PACHECK_RT(EventCreate)(e); }
+inline Error event_destroy(Event e) { return PACHECK_RT(EventDestroy)(e); }
+inline Error event_record(Event e, Stream s) { return PACHECK_RT(EventRecord)(e, s); }
+inline Error event_sync(Event e) { return PACHECK_RT(EventSynchronize)(e); }
+inline Error event_elapsed_ms(float* ms, Event a, Event b) { return PACHECK_RT(EventElapsedTime)(ms, a, b); }
+inline Error default_mem_pool(MemPool* p, int d) { return PACHECK_RT(DeviceGetDefaultMemPool)(p, d); }
+/// Stream-ordered scratch (malloc_async) is returned to the pool, not the OS, between calls: without
+/// this, every kernel call after a sync would map fresh pages and the bench would time the allocator.
+inline Error keep_pool_memory(MemPool p) {
+  std::uint64_t keep = UINT64_MAX;
+  return PACHECK_RT(MemPoolSetAttribute)(p, PACHECK_RT(MemPoolAttrReleaseThreshold), &keep);
+}
+/// Lets `kernel` use `bytes` of dynamic shared memory (above the 48 KiB default on CUDA).
+template <class F>
+inline Error allow_dynamic_smem(F* kernel, int bytes) {
+  return PACHECK_RT(FuncSetAttribute)(reinterpret_cast<const void*>(kernel),
+                                      PACHECK_RT(FuncAttributeMaxDynamicSharedMemorySize), bytes);
+}
+/// "No device" rather than an error: no GPU, or the toolkit without a driver (cudaErrorInsufficientDriver
+/// on the CPU machines: "CUDA driver version is insufficient for CUDA runtime version").
+inline bool is_no_device(Error e) { return e == PACHECK_RT(ErrorNoDevice) || e == PACHECK_RT(ErrorInsufficientDriver); }
+
+#if PACHECK_GPU_IS_HIP
 inline constexpr const char* kRuntimeName = "HIP";
 /// Backend kind: device specs "hip" / "hip:N", backend names "hip:0", error prefixes "hip: ...".
 inline constexpr const char* kBackendKind = "hip";
-inline const char* error_string(Error e) { return hipGetErrorString(e); }
-inline const char* error_name(Error e) { return hipGetErrorName(e); }
-inline Error get_last_error() { return hipGetLastError(); }
-inline Error peek_last_error() { return hipPeekAtLastError(); }
-inline Error device_count(int* n) { return hipGetDeviceCount(n); }
-inline Error set_device(int d) { return hipSetDevice(d); }
-inline Error get_device(int* d) { return hipGetDevice(d); }
-inline Error device_props(DeviceProp* p, int d) { return hipGetDeviceProperties(p, d); }
-inline Error driver_version(int* v) { return hipDriverGetVersion(v); }
-inline Error runtime_version(int* v) { return hipRuntimeGetVersion(v); }
-inline Error malloc_device(void** p, std::size_t n) { return hipMalloc(p, n); }
-inline Error free_device(void* p) { return hipFree(p); }
-inline Error malloc_async(void** p, std::size_t n, Stream s) { return hipMallocAsync(p, n, s); }
-inline Error free_async(void* p, Stream s) { return hipFreeAsync(p, s); }
-inline Error memset_async(void* p, int v, std::size_t n, Stream s) { return hipMemsetAsync(p, v, n, s); }
-inline Error copy_h2d_async(void* d, const void* h, std::size_t n, Stream s) { return hipMemcpyAsync(d, h, n, hipMemcpyHostToDevice, s); }
-inline Error copy_d2h_async(void* h, const void* d, std::size_t n, Stream s) { return hipMemcpyAsync(h, d, n, hipMemcpyDeviceToHost, s); }
-inline Error copy_d2d_async(void* d, const void* src, std::size_t n, Stream s) { return hipMemcpyAsync(d, src, n, hipMemcpyDeviceToDevice, s); }
-inline Error stream_create(Stream* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
-inline Error stream_destroy(Stream s) { return hipStreamDestroy(s); }
-inline Error stream_sync(Stream s) { return hipStreamSynchronize(s); }
-inline Error event_create(Event* e) { return hipEventCreate(e); }
-inline Error event_destroy(Event e) { return hipEventDestroy(e); }
-inline Error event_record(Event e, Stream s) { return hipEventRecord(e, s); }
-inline Error event_sync(Event e) { return hipEventSynchronize(e); }
-inline Error event_elapsed_ms(float* ms, Event a, Event b) { return hipEventElapsedTime(ms, a, b); }
-inline Error default_mem_pool(MemPool* p, int d) { return hipDeviceGetDefaultMemPool(p, d); }
-inline Error keep_pool_memory(MemPool p) {
-  std::uint64_t keep = UINT64_MAX;
-  return hipMemPoolSetAttribute(p, hipMemPoolAttrReleaseThreshold, &keep);
-}
-template <class F>
-inline Error allow_dynamic_smem(F* kernel, int bytes) {
-  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-inline bool is_no_device(Error e) { return e == hipErrorNoDevice || e == hipErrorInsufficientDriver; }
 /// Errors after which the context is unusable: every later call fails with the same error.
 inline bool is_sticky(Error e) {
   return e == hipErrorIllegalAddress || e == hipErrorLaunchFailure || e == hipErrorIllegalState ||
@@ -102,55 +127,9 @@ inline std::string version_string(int v) {
   return std::to_string(v / 10000000) + "." + std::to_string((v / 100000) % 100) + "." + std::to_string(v % 100000);
 }
 #else
-using Error = cudaError_t;
-using Stream = cudaStream_t;
-using Event = cudaEvent_t;
-using DeviceProp = cudaDeviceProp;
-using MemPool = cudaMemPool_t;
-inline constexpr Error kSuccess = cudaSuccess;
 inline constexpr const char* kRuntimeName = "CUDA";
 /// Backend kind: device specs "cuda" / "cuda:N", backend names "cuda:0", error prefixes "cuda: ...".
 inline constexpr const char* kBackendKind = "cuda";
-inline const char* error_string(Error e) { return cudaGetErrorString(e); }
-inline const char* error_name(Error e) { return cudaGetErrorName(e); }
-inline Error get_last_error() { return cudaGetLastError(); }
-inline Error peek_last_error() { return cudaPeekAtLastError(); }
-inline Error device_count(int* n) { return cudaGetDeviceCount(n); }
-inline Error set_device(int d) { return cudaSetDevice(d); }
-inline Error get_device(int* d) { return cudaGetDevice(d); }
-inline Error device_props(DeviceProp* p, int d) { return cudaGetDeviceProperties(p, d); }
-inline Error driver_version(int* v) { return cudaDriverGetVersion(v); }
-inline Error runtime_version(int* v) { return cudaRuntimeGetVersion(v); }
-inline Error malloc_device(void** p, std::size_t n) { return cudaMalloc(p, n); }
-inline Error free_device(void* p) { return cudaFree(p); }
-inline Error malloc_async(void** p, std::size_t n, Stream s) { return cudaMallocAsync(p, n, s); }
-inline Error free_async(void* p, Stream s) { return cudaFreeAsync(p, s); }
-inline Error memset_async(void* p, int v, std::size_t n, Stream s) { return cudaMemsetAsync(p, v, n, s); }
-inline Error copy_h2d_async(void* d, const void* h, std::size_t n, Stream s) { return cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s); }
-inline Error copy_d2h_async(void* h, const void* d, std::size_t n, Stream s) { return cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s); }
-inline Error copy_d2d_async(void* d, const void* src, std::size_t n, Stream s) { return cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToDevice, s); }
-inline Error stream_create(Stream* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
-inline Error stream_destroy(Stream s) { return cudaStreamDestroy(s); }
-inline Error stream_sync(Stream s) { return cudaStreamSynchronize(s); }
-inline Error event_create(Event* e) { return cudaEventCreate(e); }
-inline Error event_destroy(Event e) { return cudaEventDestroy(e); }
-inline Error event_record(Event e, Stream s) { return cudaEventRecord(e, s); }
-inline Error event_sync(Event e) { return cudaEventSynchronize(e); }
-inline Error event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventElapsedTime(ms, a, b); }
-inline Error default_mem_pool(MemPool* p, int d) { return cudaDeviceGetDefaultMemPool(p, d); }
-/// Stream-ordered scratch (malloc_async) is returned to the pool, not the OS, between calls: without
-/// this, every kernel call after a sync would map fresh pages and the bench would time the allocator.
-inline Error keep_pool_memory(MemPool p) {
-  std::uint64_t keep = UINT64_MAX;
-  return cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep);
-}
-template <class F>
-inline Error allow_dynamic_smem(F* kernel, int bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-/// "No device" rather than an error: no GPU, or the toolkit without a driver (cudaErrorInsufficientDriver
-/// on the CPU machines: "CUDA driver version is insufficient for CUDA runtime version").
-inline bool is_no_device(Error e) { return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver; }
 /// Errors after which the context is unusable: every later call fails with the same error.
 inline bool is_sticky(Error e) {
   return e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorMisalignedAddress ||
@@ -164,6 +143,7 @@ inline std::string arch_name(const DeviceProp& p) { return "sm_" + std::to_strin
 /// CUDA encodes versions as 1000 * major + 10 * minor (13000 -> 13.0).
 inline std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 #endif
+#undef PACHECK_RT
 
 // ---------------------------------------------------------------------------------------------------
 // Element types. bf16 is converted by bit manipulation (exact upcast, round-to-nearest-even downcast with

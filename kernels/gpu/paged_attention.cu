@@ -39,17 +39,10 @@
 namespace pacheck::gpu {
 namespace {
 
-struct PagedParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  void* out;
-  std::int64_t q_stride_seq, q_stride_head, out_stride_seq, out_stride_head;
-  std::int64_t ks[5], vs[5];
-  const std::int32_t* block_tables;
-  std::int64_t bt_stride;
-  const std::int32_t* seq_lens;
-  int num_heads, num_kv_heads, block_size;
+/// The kernel's parameters: the shared DecodeParams (query, caches, out, block_tables, seq_lens and their
+/// strides, head counts), then the fields of this design.
+struct PagedParams : DecodeParams {
+  int block_size;
   float scale_log2;  ///< scale * log2(e); the kernel multiplies it by the K scale of its KV head
   float k_scale, v_scale;                        ///< per-tensor scales (NaN when the arrays are given)
   const float* k_scales_per_head;                ///< [num_kv_heads] device fp32, or null: use k_scale
@@ -288,12 +281,8 @@ int paged_v1_max_tokens(int head_size) {
 LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail) {
   const char* who = partition_size > 0 ? "gpu.paged_v2" : (zero_v_tail ? "gpu.paged_v1" : "gpu.paged_v1_tail_fault");
   auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
-  if (a.struct_size < sizeof(pacheck_kernel_args)) return fail("pacheck_kernel_args from an older ABI");
-  if (a.layout != PACHECK_LAYOUT_VLLM) return fail("layout must be vllm");
+  if (const std::string why = common_launch_problem(a, PACHECK_LAYOUT_VLLM, "vllm"); !why.empty()) return fail(why);
   const bool fp8 = is_fp8(a.kv_dtype);
-  if (const std::string why = dtype_problem(a); !why.empty()) return fail(why);
-  if (a.head_size != 64 && a.head_size != 128 && a.head_size != 256)
-    return fail("head_size " + std::to_string(a.head_size) + " not in {64,128,256}");
   if (!lanes::is_pow2(a.block_size) || a.block_size < 8 || a.block_size > 256)
     return fail("block_size " + std::to_string(a.block_size) + " not in {8,16,32,64,128,256}");
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
@@ -302,14 +291,7 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   if (a.num_seqs <= 0) return {};
 
   int esize = 0;
-  switch (a.kv_dtype) {
-    case PACHECK_DTYPE_F32: esize = 4; break;
-    case PACHECK_DTYPE_F16: case PACHECK_DTYPE_BF16: esize = 2; break;
-    case PACHECK_DTYPE_FP8_E4M3FN: case PACHECK_DTYPE_FP8_E4M3FNUZ: case PACHECK_DTYPE_FP8_E5M2: esize = 1; break;
-    default:
-      return fail("kv_dtype " + std::to_string(static_cast<int>(a.kv_dtype)) +
-                  " not in {f32,f16,bf16,fp8_e4m3fn,fp8_e4m3fnuz,fp8_e5m2}");
-  }
+  if (const std::string why = kv_element_bytes(a, &esize); !why.empty()) return fail(why);
   // 16-byte vector loads need unit innermost strides and 16-byte aligned vectors.
   const int x = 16 / esize;
   if (a.k_strides[4] != 1 || a.v_strides[3] != 1) return fail("the innermost cache stride must be 1");
@@ -321,12 +303,8 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
     return fail("key_cache and value_cache must be 16-byte aligned");
 
   PagedParams p{};
-  p.q = a.query; p.k = a.key_cache; p.v = a.value_cache; p.out = a.out;
-  p.q_stride_seq = a.q_stride_seq; p.q_stride_head = a.q_stride_head;
-  p.out_stride_seq = a.out_stride_seq; p.out_stride_head = a.out_stride_head;
-  for (int i = 0; i < 5; ++i) { p.ks[i] = a.k_strides[i]; p.vs[i] = a.v_strides[i]; }
-  p.block_tables = a.block_tables; p.bt_stride = a.block_tables_stride; p.seq_lens = a.seq_lens;
-  p.num_heads = a.num_heads; p.num_kv_heads = a.num_kv_heads; p.block_size = a.block_size;
+  set_decode_params(p, a);
+  p.block_size = a.block_size;
   p.scale_log2 = a.scale * kLog2e;
   p.k_scale = a.k_scale;
   p.v_scale = a.v_scale;

@@ -1,0 +1,78 @@
+// cpu.split_kv: split-KV (vLLM paged_attention_v2 / FlashDecoding): partitions of 512 tokens each produce
+// (max, exp-sum, partial out); a merge rescales by exp(m_i - M). make_cpu_split_kv builds it with other
+// partition sizes (cpu.split_kv_pN) for tests and properties.
+#include "kernels/cpu/cpu_common.hpp"
+
+namespace pacheck::cpu {
+namespace {
+
+/// Split-KV over partitions of `partition` tokens: each partition keeps (max m_i, exp-sum l_i, normalised
+/// partial o_i = sum (p / l_i) V, as vLLM v2's tmp_out); the merge takes M = max m_i, weights
+/// w_i = exp(m_i - M) l_i and out = sum (w_i / sum w) o_i, skipping empty partitions (m_i = -inf) so
+/// -inf - -inf never appears. Both sums are convex combinations: no intermediate exceeds max |V|.
+class SplitKv final : public CpuKernel {
+ public:
+  explicit SplitKv(int partition) : partition_(partition) {}
+  std::string name() const override {
+    return partition_ == 512 ? "cpu.split_kv" : "cpu.split_kv_p" + std::to_string(partition_);
+  }
+  std::string description() const override {
+    return "split-KV: partitions of " + std::to_string(partition_) + " tokens merged by max and exp-sum";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    dispatch_kv(a, [&]<DType KV>() {
+      const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size, P = partition_;
+      std::vector<float> q(D), part_m, part_l, part_o, logits(P);
+      const cpu::Scales sc(a);
+      for (int s = 0; s < a.num_seqs; ++s) {
+        const SeqView sv{a, s, cpu::pack_x(a), sc};
+        const int len = a.seq_lens[s];
+        const int nparts = (len + P - 1) / P;
+        for (int h = 0; h < a.num_heads; ++h) {
+          const int g = h / ratio;
+          for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
+          part_m.assign(nparts, kNegInf);
+          part_l.assign(nparts, 0.0f);
+          part_o.assign(static_cast<std::size_t>(nparts) * D, 0.0f);
+          for (int pi = 0; pi < nparts; ++pi) {
+            const int t0 = pi * P, t1 = std::min(len, t0 + P);
+            for (int t = t0; t < t1; ++t) {
+              float dot = 0;
+              for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
+              logits[t - t0] = dot * a.scale;
+              part_m[pi] = std::max(part_m[pi], logits[t - t0]);
+            }
+            for (int t = t0; t < t1; ++t) part_l[pi] += (logits[t - t0] = std::exp(logits[t - t0] - part_m[pi]));
+            for (int t = t0; t < t1; ++t) {
+              const float w = logits[t - t0] / part_l[pi];
+              for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * sv.v<KV>(t, g, d);
+            }
+          }
+          float M = kNegInf;
+          for (int pi = 0; pi < nparts; ++pi) M = std::max(M, part_m[pi]);
+          std::vector<float> weight(nparts, 0.0f), out(D, 0.0f);
+          float denom = 0;
+          for (int pi = 0; pi < nparts; ++pi) {
+            if (part_m[pi] == kNegInf) continue;  // empty partition: weight 0
+            denom += (weight[pi] = std::exp(part_m[pi] - M) * part_l[pi]);
+          }
+          for (int pi = 0; pi < nparts; ++pi) {
+            if (part_m[pi] == kNegInf) continue;
+            const float w = weight[pi] / denom;
+            for (int d = 0; d < D; ++d) out[d] += w * part_o[static_cast<std::size_t>(pi) * D + d];
+          }
+          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, out[d]);
+        }
+      }
+    });
+  }
+
+ private:
+  int partition_;
+};
+
+}  // namespace
+}  // namespace pacheck::cpu
+
+/// Factory for tests and properties that need another partition size.
+pacheck::KernelPtr pacheck::make_cpu_split_kv(int partition) { return std::make_shared<cpu::SplitKv>(partition); }
