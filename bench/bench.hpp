@@ -1,5 +1,10 @@
 // Bench mode: per-cell kernel timing on one device, with achieved bandwidth against a device copy measured
 // in the same run, and same-binary A/B ratios between two kernels (seed 000 figure 1, seed 001, seed 003).
+//
+// Quick start: `pacheck bench --suite S --kernel A [--kernel B] --device cuda` times the clean cells of S,
+// with each kernel's rel_linf on the cell (a fast wrong kernel is flagged, exit 1) and an A/B ratio for two
+// kernels. Record results in docs/BENCHMARKS.md with machine and date: performance targets live in
+// benchmarks, never in unit tests.
 #pragma once
 
 #include <functional>

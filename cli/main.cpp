@@ -1,4 +1,9 @@
 // pacheck: numerical-correctness and fault-injection tests for paged-attention decode kernels.
+//
+// Quick start: adding a subcommand
+//  Write cli/cmd_NAME.cpp with `void add_NAME_command(CLI::App&, Context&)` (declared in cli/common.hpp)
+//  and call it below. Use common.hpp's shared options (kernels, devices, run options) and exit codes, so a
+//  bad value is refused with its reason and exit 2 as in every other subcommand.
 #include <fmt/format.h>
 
 #include <vector>

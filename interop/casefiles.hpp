@@ -1,6 +1,11 @@
 // Case files: a suite's kernel inputs exported as safetensors for kernels pacheck cannot call (Python,
 // Triton, any language), and the scoring of the outputs such a runner writes back.
 //
+// Quick start: testing a kernel pacheck cannot call
+//  `pacheck export --suite S --out DIR`, run the kernel on every DIR/NNNN.safetensors (examples/python/
+//  runner.py is the template) writing the `out` tensor the manifest names, then `pacheck score DIR` judges
+//  the outputs exactly as `pacheck run` would (same verdicts, same reports).
+//
 // `export_cases` writes into DIR:
 //   manifest.json  {"format": "pacheck-cases", "format_version": 1, "pacheck", "abi_version", "suite",
 //                   "kernel_layout", "files": [...], "cells": [...]}

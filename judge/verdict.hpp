@@ -2,6 +2,12 @@
 // it fails the gate, and precedence (table order, which is also the enum's order). judge() picks the first
 // verdict of the table that applies; README.md's verdict table lists the same rows in the same order
 // (tests/test_tables.cpp checks it) and `pacheck list verdicts` prints them.
+//
+// Quick start: adding a verdict
+//  Add the enumerator to Verdict and its row to verdict_table() in verdict.cpp at the place of its
+//  precedence (a static_assert keeps the two in one order), its check in judge() (judge/judge.cpp) or, for
+//  a runner outcome, where exec/ produces it, and its line in README.md's verdict table. Reports, the exit
+//  code (through the row's fails-the-gate flag and cell_outcome) and `pacheck list verdicts` follow.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,10 @@
 // The oracle: decode attention computed with Eigen from the pre-paging tensors, never from the cache.
+//
+// Quick start: a new case field that changes the mathematics (an attention variant, a scale)
+//  Add the field to Case (core/case.hpp) and its id token, draw its inputs in generate() (tensors.cpp) if it
+//  has any, and apply it here in the fp64/fp32 loop that forms logits, softmax and P.V; the oracle must
+//  stay a direct reading of the formula, not a copy of a kernel's algorithm. tests/test_oracle.cpp checks it
+//  against closed forms. Kernels learn of the field through pacheck_kernel_args (kernels/ stage).
 #pragma once
 
 #include <vector>

@@ -1,4 +1,9 @@
 // The pager: writes pre-paging K/V into a paged KV cache and classifies every slot of the pool.
+//
+// Quick start: adding a cache layout
+//  Add its row to layout_table() (core/case.cpp) and its element offset to paging/layout.hpp (host and
+//  device callable, so the pager, CPU and GPU kernels share one definition); page() then writes it and
+//  classifies slots as for every layout. Add it to tests/test_pager.cpp's layout loop (round trip via gather).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,10 @@
 // Suites: TOML data files in suites/ that expand into cells (case x fault).
+//
+// Quick start: adding a suite
+//  Write suites/NAME.toml (gate.toml is an example: `include` other suites, then [[cells]] tables of
+//  heads "num_heads/num_kv_heads", head_sizes, block_sizes, dtypes and seq_lens, crossed with a faults list).
+//  `pacheck run --suite NAME` and `pacheck list suites` find it by name, `--suite PATH` runs a file anywhere;
+//  no code changes. A bad field is a SuiteError naming file, line, field and reason (exit 2).
 #pragma once
 
 #include <stdexcept>
