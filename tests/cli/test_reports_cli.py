@@ -550,9 +550,24 @@ def scenario_bad_input(args, tmp):
     rejected("--seed: 99999999999999999999 is out of range", *fuzz, "--seed", "99999999999999999999")
 
 
+def scenario_selftest(args, tmp):
+    """`pacheck selftest` as the README shows it passes on a healthy build, with every CPU negative control
+    caught on a suite that plants its fault (the fp8 scale controls have none in tail-poison), and fails
+    (exit 3) when the comparator self-test cannot see its corruption (--ulps 0 seeds none)."""
+    p = run(args, "selftest", expect=0)
+    controls = [l.split() for l in p.stdout.splitlines() if l.startswith("  cpu.")]
+    names = [c[0] for c in controls]
+    for k in ("cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault"):
+        check(k in names, f"selftest does not list {k}:\n{p.stdout}")
+    check(all(c[1] == "caught" for c in controls), f"a control not caught:\n{p.stdout}")
+    check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
+    p = run(args, "selftest", "--ulps", "0", expect=3)
+    check("FAILED (instrument blind)" in p.stdout, p.stdout[-500:])
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input"])
+    ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
