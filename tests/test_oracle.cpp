@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "oracle/oracle.hpp"
@@ -79,12 +80,8 @@ class OracleVsNaive : public ::testing::TestWithParam<Shape> {};
 // include a single-token sequence.
 TEST_P(OracleVsNaive, MatchesNaiveDoubleLoop) {
   const Shape sh = GetParam();
-  Case c;
-  c.num_kv_heads = 2;
-  c.num_heads = 2 * sh.ratio;
-  c.head_size = sh.head_size;
-  c.seq_lens = {1, 127, 129, 300};
-  c.seed = 11 + sh.ratio * 1000 + sh.head_size;
+  const Case c{.num_heads = 2 * sh.ratio, .num_kv_heads = 2, .head_size = sh.head_size, .seq_lens = {1, 127, 129, 300},
+               .seed = static_cast<std::uint64_t>(11 + sh.ratio * 1000 + sh.head_size)};
   const PrePaging p = generate(c);
   const Naive ref = naive(c, p);
 
@@ -116,12 +113,7 @@ INSTANTIATE_TEST_SUITE_P(GqaByHeadSize, OracleVsNaive,
 
 TEST(Oracle, OddHeadSizeAndExplicitScale) {
   // head_size 3 (no full SIMD packet) and a non-default scale exercise the scalar tails.
-  Case c;
-  c.num_heads = 6;
-  c.num_kv_heads = 2;
-  c.head_size = 3;
-  c.seq_lens = {5, 200};
-  c.scale = 0.37f;
+  const Case c{.num_heads = 6, .num_kv_heads = 2, .head_size = 3, .seq_lens = {5, 200}, .scale = 0.37f};
   const PrePaging p = generate(c);
   const Naive ref = naive(c, p);
   EXPECT_LE(rel_linf(oracle(c, p, Precision::f64).out, ref.out), 5e-15);
@@ -132,11 +124,7 @@ TEST(Oracle, OddHeadSizeAndExplicitScale) {
 TEST(Oracle, QueryHeadReadsKvHeadByGqaRatio) {
   // V of KV head g is the constant g + 1, so every output element of query head h must be exactly
   // h / ratio + 1: a mapping by h % num_kv_heads (or any other) shows up as a wrong constant.
-  Case c;
-  c.num_heads = 12;
-  c.num_kv_heads = 3;
-  c.head_size = 16;
-  c.seq_lens = {9, 40};
+  const Case c{.num_heads = 12, .num_kv_heads = 3, .head_size = 16, .seq_lens = {9, 40}};
   PrePaging p = generate(c);
   for (int s = 0; s < c.num_seqs(); ++s)
     for (std::size_t i = 0; i < p.v[s].size(); ++i)
@@ -153,11 +141,7 @@ TEST(Oracle, QueryHeadReadsKvHeadByGqaRatio) {
 
 TEST(Oracle, SingleTokenOutputIsV) {
   // softmax over one token is exactly 1, so the output is V itself, bit for bit, in both precisions.
-  Case c;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_size = 64;
-  c.seq_lens = {1};
+  const Case c{.num_heads = 8, .num_kv_heads = 2, .head_size = 64, .seq_lens = {1}};
   const PrePaging p = generate(c);
   for (Precision pr : {Precision::f32, Precision::f64}) {
     const OracleResult o = oracle(c, p, pr);
@@ -172,13 +156,8 @@ TEST(Oracle, ExtremeDistributionStaysFiniteAndAccurate) {
   // Logits of +-1e4 and V near the largest finite value: without the max subtraction exp() overflows,
   // and with unnormalised accumulation a few tied tokens overflow fp32.
   for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
-    Case c;
-    c.num_heads = 8;
-    c.num_kv_heads = 2;
-    c.head_size = 128;
-    c.seq_lens = {1000, 33};
-    c.dist = Dist::extreme;
-    c.q_dtype = c.kv_dtype = c.out_dtype = dt;
+    const Case c{.num_heads = 8, .num_kv_heads = 2, .head_size = 128, .seq_lens = {1000, 33},
+                 .q_dtype = dt, .kv_dtype = dt, .out_dtype = dt, .dist = Dist::extreme};
     const PrePaging p = generate(c);
     const OracleResult o = oracle(c, p);
     const Naive ref = naive(c, p);
@@ -191,11 +170,7 @@ TEST(Oracle, ExtremeDistributionStaysFiniteAndAccurate) {
 }
 
 TEST(Oracle, RejectsTensorsOfAnotherShape) {
-  Case c;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_size = 16;
-  c.seq_lens = {10, 20};
+  const Case c{.num_heads = 4, .num_kv_heads = 2, .head_size = 16, .seq_lens = {10, 20}};
   PrePaging p = generate(c);
   PrePaging short_v = p;
   short_v.v[1].pop_back();
@@ -212,11 +187,7 @@ TEST(Oracle, RejectsTensorsOfAnotherShape) {
 }
 
 TEST(Emulation, RoundsProbabilitiesAndOutputToOutDtype) {
-  Case c;
-  c.num_heads = 16;
-  c.num_kv_heads = 4;
-  c.head_size = 128;
-  c.seq_lens = {500, 77};
+  Case c{.num_heads = 16, .num_kv_heads = 4, .head_size = 128, .seq_lens = {500, 77}};
   for (DType dt : {DType::bf16, DType::f16}) {
     c.out_dtype = dt;
     const PrePaging p = generate(c);
