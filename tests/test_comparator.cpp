@@ -42,6 +42,18 @@ Case one_element_case() {
   return c;
 }
 
+/// Expects the non-finite counts of `m` (NaN elements of out, Inf elements of out, non-finite mismatches)
+/// and the (seq, head, dim) of its worst element.
+void expect_nonfinite_and_worst(const Metrics& m, std::int64_t nan, std::int64_t inf, std::int64_t bad,
+                                Index3 worst) {
+  EXPECT_EQ(m.nan_count, nan);
+  EXPECT_EQ(m.inf_count, inf);
+  EXPECT_EQ(m.bad_nonfinite, bad);
+  EXPECT_EQ(m.worst.seq, worst.seq);
+  EXPECT_EQ(m.worst.head, worst.head);
+  EXPECT_EQ(m.worst.dim, worst.dim);
+}
+
 TEST(Compare, MetricsOfHandMadeVectors) {
   const Case c = tiny_case();
   const std::vector<double> ref = tiny_ref();
@@ -56,13 +68,7 @@ TEST(Compare, MetricsOfHandMadeVectors) {
   EXPECT_DOUBLE_EQ(m.mean_abs, (0x1p-5 + 0x1p-7) / 16);
   EXPECT_EQ(m.max_ulp, 4u);
   EXPECT_DOUBLE_EQ(m.bitwise_equal_pct, 100.0 * 14 / 16);
-  EXPECT_EQ(m.nan_count, 0);
-  EXPECT_EQ(m.inf_count, 0);
-  EXPECT_EQ(m.bad_nonfinite, 0);
-  // Element 13 = (seq 1, head 1, dim 1).
-  EXPECT_EQ(m.worst.seq, 1);
-  EXPECT_EQ(m.worst.head, 1);
-  EXPECT_EQ(m.worst.dim, 1);
+  expect_nonfinite_and_worst(m, 0, 0, 0, {.seq = 1, .head = 1, .dim = 1});  // element 13
   EXPECT_EQ(differing_elements(out, ref, DType::bf16), (std::vector<std::int64_t>{2, 13}));
 }
 
@@ -88,12 +94,7 @@ TEST(Compare, NanAndInfCountsAndTheWorstIndex) {
   out[11] += 1.0;  // a large finite error does not outrank a non-finite one
   // out[9] = -Inf where ref is -Inf: allowed
   const Metrics m = compare(out, ref, c, DType::bf16);
-  EXPECT_EQ(m.nan_count, 1);
-  EXPECT_EQ(m.inf_count, 2);
-  EXPECT_EQ(m.bad_nonfinite, 2);
-  EXPECT_EQ(m.worst.seq, 0);
-  EXPECT_EQ(m.worst.head, 1);
-  EXPECT_EQ(m.worst.dim, 0);
+  expect_nonfinite_and_worst(m, 1, 2, 2, {.seq = 0, .head = 1, .dim = 0});  // element 4
   EXPECT_DOUBLE_EQ(m.max_abs, 1.0) << "max_abs is over finite pairs";
   EXPECT_EQ(m.rel_linf, kInf) << "an unmatched non-finite element makes the error unbounded";
   EXPECT_EQ(m.max_ulp, std::numeric_limits<std::uint64_t>::max()) << "NaN has no ULP distance";
