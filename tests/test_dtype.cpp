@@ -36,58 +36,53 @@ TEST(Dtype, NamesSizesAndLimits) {
 }
 
 struct Rounding {
+  DType to;           // target dtype
   std::uint32_t in;   // fp32 bits
   std::uint32_t out;  // expected bits in the target dtype
   const char* what;
 };
 
-TEST(Dtype, Bf16RoundsToNearestEven) {
+TEST(Dtype, Bf16AndF16RoundToNearestEven) {
   const std::vector<Rounding> cases = {
-      {0x3F800000u, 0x3F80u, "1.0 exact"},
-      {0x3F808000u, 0x3F80u, "tie between 0x3F80 and 0x3F81 goes down to even"},
-      {0x3F818000u, 0x3F82u, "tie between 0x3F81 and 0x3F82 goes up to even"},
-      {0x3F807FFFu, 0x3F80u, "just below a tie rounds down"},
-      {0x3F808001u, 0x3F81u, "just above a tie rounds up"},
-      {0xBF818000u, 0xBF82u, "negative tie goes to even magnitude"},
-      {0x3FFF8000u, 0x4000u, "tie carries into the exponent"},
-      {0x7F7F0000u, 0x7F7Fu, "bf16 max is exact"},
-      {0x7F7F7FFFu, 0x7F7Fu, "below the tie above bf16 max stays finite"},
-      {0x7F7F8000u, 0x7F80u, "tie above bf16 max rounds to even = +Inf"},
-      {0x7F7FFFFFu, 0x7F80u, "FLT_MAX overflows to +Inf"},
-      {0x7F800000u, 0x7F80u, "+Inf"},
-      {0xFF800000u, 0xFF80u, "-Inf"},
-      {0x00000000u, 0x0000u, "+0"},
-      {0x80000000u, 0x8000u, "-0 keeps its sign"},
-      {0x00010000u, 0x0001u, "smallest bf16 subnormal is exact"},
-      {0x00008000u, 0x0000u, "tie between 0 and the smallest subnormal goes to 0"},
-      {0x00018000u, 0x0002u, "subnormal tie goes up to even"},
+      {DType::bf16, 0x3F800000u, 0x3F80u, "1.0 exact"},
+      {DType::bf16, 0x3F808000u, 0x3F80u, "tie between 0x3F80 and 0x3F81 goes down to even"},
+      {DType::bf16, 0x3F818000u, 0x3F82u, "tie between 0x3F81 and 0x3F82 goes up to even"},
+      {DType::bf16, 0x3F807FFFu, 0x3F80u, "just below a tie rounds down"},
+      {DType::bf16, 0x3F808001u, 0x3F81u, "just above a tie rounds up"},
+      {DType::bf16, 0xBF818000u, 0xBF82u, "negative tie goes to even magnitude"},
+      {DType::bf16, 0x3FFF8000u, 0x4000u, "tie carries into the exponent"},
+      {DType::bf16, 0x7F7F0000u, 0x7F7Fu, "bf16 max is exact"},
+      {DType::bf16, 0x7F7F7FFFu, 0x7F7Fu, "below the tie above bf16 max stays finite"},
+      {DType::bf16, 0x7F7F8000u, 0x7F80u, "tie above bf16 max rounds to even = +Inf"},
+      {DType::bf16, 0x7F7FFFFFu, 0x7F80u, "FLT_MAX overflows to +Inf"},
+      {DType::bf16, 0x7F800000u, 0x7F80u, "+Inf"},
+      {DType::bf16, 0xFF800000u, 0xFF80u, "-Inf"},
+      {DType::bf16, 0x00000000u, 0x0000u, "+0"},
+      {DType::bf16, 0x80000000u, 0x8000u, "-0 keeps its sign"},
+      {DType::bf16, 0x00010000u, 0x0001u, "smallest bf16 subnormal is exact"},
+      {DType::bf16, 0x00008000u, 0x0000u, "tie between 0 and the smallest subnormal goes to 0"},
+      {DType::bf16, 0x00018000u, 0x0002u, "subnormal tie goes up to even"},
+      {DType::f16, 0x3F800000u, 0x3C00u, "1.0"},
+      {DType::f16, 0x3F801000u, 0x3C00u, "1 + 2^-11: tie goes down to even"},
+      {DType::f16, 0x3F803000u, 0x3C02u, "1 + 3*2^-11: tie goes up to even"},
+      {DType::f16, 0x3F801001u, 0x3C01u, "just above a tie rounds up"},
+      {DType::f16, 0x477FE000u, 0x7BFFu, "65504 = f16 max is exact"},
+      {DType::f16, 0x477FEFFFu, 0x7BFFu, "just below 65520 stays 65504"},
+      {DType::f16, 0x477FF000u, 0x7C00u, "65520: tie above max rounds to even = +Inf"},
+      {DType::f16, 0x49742400u, 0x7C00u, "1e6 overflows to +Inf"},
+      {DType::f16, 0xC9742400u, 0xFC00u, "-1e6 overflows to -Inf"},
+      {DType::f16, 0x38800000u, 0x0400u, "2^-14: smallest normal"},
+      {DType::f16, 0x387FC000u, 0x03FFu, "1023 * 2^-24: largest subnormal"},
+      {DType::f16, 0x33800000u, 0x0001u, "2^-24: smallest subnormal"},
+      {DType::f16, 0xB3800000u, 0x8001u, "-2^-24"},
+      {DType::f16, 0x33000000u, 0x0000u, "2^-25: tie between 0 and 2^-24 goes to 0"},
+      {DType::f16, 0x33000001u, 0x0001u, "just above 2^-25 rounds up to the smallest subnormal"},
+      {DType::f16, 0x33C00000u, 0x0002u, "3 * 2^-25: subnormal tie goes up to even"},
+      {DType::f16, 0x34400000u, 0x0003u, "3 * 2^-24 is an exact subnormal"},
+      {DType::f16, 0x32800000u, 0x0000u, "2^-26 underflows to +0"},
+      {DType::f16, 0x7F800000u, 0x7C00u, "+Inf"},
   };
-  for (const auto& r : cases) EXPECT_EQ(to_bits(f32(r.in), DType::bf16), r.out) << r.what;
-}
-
-TEST(Dtype, F16RoundsToNearestEvenWithSubnormalsAndOverflow) {
-  const std::vector<Rounding> cases = {
-      {0x3F800000u, 0x3C00u, "1.0"},
-      {0x3F801000u, 0x3C00u, "1 + 2^-11: tie goes down to even"},
-      {0x3F803000u, 0x3C02u, "1 + 3*2^-11: tie goes up to even"},
-      {0x3F801001u, 0x3C01u, "just above a tie rounds up"},
-      {0x477FE000u, 0x7BFFu, "65504 = f16 max is exact"},
-      {0x477FEFFFu, 0x7BFFu, "just below 65520 stays 65504"},
-      {0x477FF000u, 0x7C00u, "65520: tie above max rounds to even = +Inf"},
-      {0x49742400u, 0x7C00u, "1e6 overflows to +Inf"},
-      {0xC9742400u, 0xFC00u, "-1e6 overflows to -Inf"},
-      {0x38800000u, 0x0400u, "2^-14: smallest normal"},
-      {0x387FC000u, 0x03FFu, "1023 * 2^-24: largest subnormal"},
-      {0x33800000u, 0x0001u, "2^-24: smallest subnormal"},
-      {0xB3800000u, 0x8001u, "-2^-24"},
-      {0x33000000u, 0x0000u, "2^-25: tie between 0 and 2^-24 goes to 0"},
-      {0x33000001u, 0x0001u, "just above 2^-25 rounds up to the smallest subnormal"},
-      {0x33C00000u, 0x0002u, "3 * 2^-25: subnormal tie goes up to even"},
-      {0x34400000u, 0x0003u, "3 * 2^-24 is an exact subnormal"},
-      {0x32800000u, 0x0000u, "2^-26 underflows to +0"},
-      {0x7F800000u, 0x7C00u, "+Inf"},
-  };
-  for (const auto& r : cases) EXPECT_EQ(to_bits(f32(r.in), DType::f16), r.out) << r.what;
+  for (const auto& r : cases) EXPECT_EQ(to_bits(f32(r.in), r.to), r.out) << dtype_name(r.to) << ": " << r.what;
 }
 
 TEST(Dtype, NanStaysNanAndQuiet) {
