@@ -43,12 +43,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       throw UsageError(fmt::format("--device {}: bench times on one device (give {}:N)", opts->device,
                                    opts->device.substr(0, opts->device.size() - 4)));
     const std::string device = resolve_device(opts->device);
-    Suite suite;
-    try {
-      suite = load_suite(opts->suite);
-    } catch (const SuiteError& e) {
-      throw UsageError(e.what());
-    }
+    const Suite suite = load_suite_flag(opts->suite);
     auto kernels = select_kernels(opts->kernels, device);
     bo->run = opts->run_options();
     bo->filter = bo->run.filter;

@@ -75,12 +75,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     opts->load_plugins();
     const std::string device = resolve_device(opts->device);
     check_device_form(device);
-    Suite suite;
-    try {
-      suite = load_suite(opts->suite);
-    } catch (const SuiteError& e) {
-      throw UsageError(e.what());
-    }
+    const Suite suite = load_suite_flag(opts->suite);
     auto kernels = select_kernels(opts->kernels, device);
     // A default device was found by resolve_device (itself a probe): only a named one is opened here.
     if (!opts->device.empty()) check_device(device);

@@ -27,6 +27,14 @@ std::string resolve_device(const std::string& device) {
   return default_device();
 }
 
+Suite load_suite_flag(const std::string& name_or_path) {
+  try {
+    return load_suite(name_or_path);
+  } catch (const SuiteError& e) {
+    throw UsageError(e.what());
+  }
+}
+
 std::string known_kernels(const std::vector<KernelPtr>& extra) {
   std::string known;
   for (const auto& k : Registry::global().all()) known += (known.empty() ? "" : ", ") + k->name();

@@ -12,6 +12,7 @@
 
 #include "exec/runner.hpp"
 #include "report/report.hpp"
+#include "suites/suite.hpp"
 
 namespace pacheck::cli {
 
@@ -43,6 +44,11 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
 
 /// Resolves "--device" ("" = the default device: cuda:0 when present, else cpu).
 std::string resolve_device(const std::string& device);
+
+/// The suite `--suite` names (a built-in suite's name or a path to a .toml file; suites/suite.hpp's
+/// load_suite). Throws UsageError carrying the SuiteError's "FILE:LINE: FIELD: REASON" for a missing or
+/// malformed suite.
+Suite load_suite_flag(const std::string& name_or_path);
 
 /// Binds `--format NAME` onto `cmd`: which report format (report/report.hpp's table) stdout carries.
 void bind_format_option(CLI::App* cmd, std::string& name);
