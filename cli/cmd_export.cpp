@@ -39,12 +39,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
       }
     }
     eo.seed = parse_seed_flag(o->seed);
-    Suite suite;
-    try {
-      suite = load_suite(o->suite);
-    } catch (const SuiteError& e) {
-      throw UsageError(e.what());
-    }
+    const Suite suite = load_suite_flag(o->suite);
     ExportSummary s;
     try {
       s = export_cases(suite, o->out, eo);
