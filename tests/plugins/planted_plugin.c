@@ -97,18 +97,24 @@ static void base(pacheck_kernel_desc* d, const char* name, pacheck_run_fn run) {
 pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   pacheck_kernel_desc d;
 #if defined(PLANT_OK)
+  /* One kernel per planted defect, each on base()'s lists; plug.picky (below) also narrows them. */
+  static const struct {
+    const char* name;
+    pacheck_run_fn run;
+    uint32_t flags;
+  } planted[] = {
+      {"plug.error", run_error, 0},
+      {"plug.skip_last", run_skip_last, 0},
+      {"plug.write_past_end", run_write_past_end, PACHECK_KERNEL_NOT_THREAD_SAFE},
+      {"plug.mutate_input", run_mutate_input, 0},
+      {"plug.unknown_status", run_unknown_status, 0},
+  };
   static const int32_t head64[] = {64};
-  base(&d, "plug.error", run_error);
-  r->add_kernel(r, &d);
-  base(&d, "plug.skip_last", run_skip_last);
-  r->add_kernel(r, &d);
-  base(&d, "plug.write_past_end", run_write_past_end);
-  d.flags = PACHECK_KERNEL_NOT_THREAD_SAFE;
-  r->add_kernel(r, &d);
-  base(&d, "plug.mutate_input", run_mutate_input);
-  r->add_kernel(r, &d);
-  base(&d, "plug.unknown_status", run_unknown_status);
-  r->add_kernel(r, &d);
+  for (size_t i = 0; i < sizeof planted / sizeof planted[0]; ++i) {
+    base(&d, planted[i].name, planted[i].run);
+    d.flags = planted[i].flags;
+    r->add_kernel(r, &d);
+  }
   base(&d, "plug.picky", run_error);
   d.head_sizes = head64;
   d.num_head_sizes = 1;
