@@ -570,9 +570,15 @@ std::string tag_summary(const rc::detail::Distribution& d) {
     }
   }
   if (total == 0) return {};  // a run that failed before any case held has no distribution
-  auto pct = [&](const char* tag) { return 100.0 * per_tag[tag] / total; };
-  return fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%", pct("straddling"), pct("GQA>1"),
-                     pct("multi-partition"));
+  auto pct = [&](const std::string& tag) { return 100.0 * per_tag[tag] / total; };
+  std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%", pct("straddling"),
+                                pct("GQA>1"), pct("multi-partition"));
+  // A tag a property adds beyond classify()'s pairs is shown by its name, as the share of cases that carry it.
+  for (const auto& [tag, n] : per_tag)
+    if (tag != "straddling" && tag != "aligned" && tag != "GQA>1" && tag != "GQA=1" && tag != "multi-partition" &&
+        tag != "one partition")
+      out += fmt::format(", {} {:.0f}%", tag, pct(tag));
+  return out;
 }
 
 }  // namespace pacheck::prop
