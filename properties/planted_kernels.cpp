@@ -13,27 +13,25 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// K and V of sequence s, read through its block table as fp32.
+/// K and V of sequence s (seq_len `len`), read through its block table as fp32: the built-in kernels'
+/// cpu::SeqView with the KV dtype fixed, so fp8 caches are dequantised with their scales as there.
 template <DType KV>
 struct SeqKV {
-  const pacheck_kernel_args& a;
-  int s, x, len;
-  std::int64_t block(int t) const { return cpu::physical_block(a, s, t / a.block_size); }
-  float k(int t, int g, int d) const {
-    return cpu::ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block(t), g, t % a.block_size, d));
-  }
-  float v(int t, int g, int d) const {
-    return cpu::ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block(t), g, t % a.block_size, d));
-  }
+  cpu::SeqView view;
+  int len;
+  std::int64_t block(int t) const { return view.block_of(t); }
+  float k(int t, int g, int d) const { return view.k<KV>(t, g, d); }
+  float v(int t, int g, int d) const { return view.v<KV>(t, g, d); }
 };
 
 /// Calls row(seq, h, q, out) for every sequence and query head; `out` (head_size) is then stored.
 template <typename Row>
 void for_each_row(const pacheck_kernel_args& a, Row&& row) {
+  const cpu::Scales scales(a);
   cpu::dispatch_kv(a, [&]<DType KV>() {
     std::vector<float> q(a.head_size), out(a.head_size);
     for (int s = 0; s < a.num_seqs; ++s) {
-      const SeqKV<KV> seq{a, s, cpu::pack_x(a), a.seq_lens[s]};
+      const SeqKV<KV> seq{{a, s, cpu::pack_x(a), scales}, a.seq_lens[s]};
       for (int h = 0; h < a.num_heads; ++h) {
         for (int d = 0; d < a.head_size; ++d) q[d] = cpu::query(a, s, h, d);
         row(seq, h, q, out);
