@@ -282,6 +282,23 @@ class F16StagedV final : public Planted {
   }
 };
 
+/// Scale fault: the softmax scale argument is ignored and 1/sqrt(head_size) used instead, as a kernel that
+/// hard-codes the usual scale does. No generator sets Case::scale, so that is the right scale in every
+/// generated case and agreement passes; only scale-folding, which moves the scale into K, sees it.
+class FixedScale final : public Planted {
+ public:
+  std::string name() const override { return "planted.fixed_scale"; }
+  std::string description() const override {
+    return "ignores the scale argument and uses 1/sqrt(head_size) (scale folding)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    const float fixed = 1.0f / std::sqrt(static_cast<float>(a.head_size));  // the fault: a.scale is not read
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, fixed, iota_tokens(seq.len), out);
+    });
+  }
+};
+
 }  // namespace
 
 const std::vector<KernelPtr>& planted_kernels() {
@@ -290,6 +307,7 @@ const std::vector<KernelPtr>& planted_kernels() {
       std::make_shared<SplitKvEmptyPartition>(), std::make_shared<SoftmaxNoMax>(),
       std::make_shared<PhysicalBlockOrder>(), std::make_shared<LaunchOrder>(),
       std::make_shared<BatchSplit>(),         std::make_shared<F16StagedV>(),
+      std::make_shared<FixedScale>(),
   };
   return all;
 }
