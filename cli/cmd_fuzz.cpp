@@ -137,9 +137,10 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
   auto* cases = cmd->add_option("--cases", o->cases, "cases per property (default 100)")->check(positive());
   budget->excludes(cases);
   cmd->add_option("--seed", o->seed, "RapidCheck seed, 0 to 2^64 - 1 (default: random, printed)");
+  std::vector<std::string_view> names;
+  for (const prop::PropertyInfo& p : prop::property_table()) names.push_back(p.name);
   cmd->add_option("--property,-p", o->properties,
-                  "property to run (repeatable; default all): agreement, tail-poison, paging-invariance, determinism, "
-                  "batch-invariance, gqa-expansion, exact-scaling");
+                  fmt::format("property to run (repeatable; default all): {}", fmt::join(names, ", ")));
   cmd->add_option("--max-size", o->max_size, "RapidCheck max_size: 0..100 scales lengths and work per case")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();

@@ -13,27 +13,25 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// K and V of sequence s, read through its block table as fp32.
+/// K and V of sequence s (seq_len `len`), read through its block table as fp32: the built-in kernels'
+/// cpu::SeqView with the KV dtype fixed, so fp8 caches are dequantised with their scales as there.
 template <DType KV>
 struct SeqKV {
-  const pacheck_kernel_args& a;
-  int s, x, len;
-  std::int64_t block(int t) const { return cpu::physical_block(a, s, t / a.block_size); }
-  float k(int t, int g, int d) const {
-    return cpu::ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block(t), g, t % a.block_size, d));
-  }
-  float v(int t, int g, int d) const {
-    return cpu::ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block(t), g, t % a.block_size, d));
-  }
+  cpu::SeqView view;
+  int len;
+  std::int64_t block(int t) const { return view.block_of(t); }
+  float k(int t, int g, int d) const { return view.k<KV>(t, g, d); }
+  float v(int t, int g, int d) const { return view.v<KV>(t, g, d); }
 };
 
 /// Calls row(seq, h, q, out) for every sequence and query head; `out` (head_size) is then stored.
 template <typename Row>
 void for_each_row(const pacheck_kernel_args& a, Row&& row) {
+  const cpu::Scales scales(a);
   cpu::dispatch_kv(a, [&]<DType KV>() {
     std::vector<float> q(a.head_size), out(a.head_size);
     for (int s = 0; s < a.num_seqs; ++s) {
-      const SeqKV<KV> seq{a, s, cpu::pack_x(a), a.seq_lens[s]};
+      const SeqKV<KV> seq{{a, s, cpu::pack_x(a), scales}, a.seq_lens[s]};
       for (int h = 0; h < a.num_heads; ++h) {
         for (int d = 0; d < a.head_size; ++d) q[d] = cpu::query(a, s, h, d);
         row(seq, h, q, out);
@@ -284,6 +282,23 @@ class F16StagedV final : public Planted {
   }
 };
 
+/// Scale fault: the softmax scale argument is ignored and 1/sqrt(head_size) used instead, as a kernel that
+/// hard-codes the usual scale does. No generator sets Case::scale, so that is the right scale in every
+/// generated case and agreement passes; only scale-folding, which moves the scale into K, sees it.
+class FixedScale final : public Planted {
+ public:
+  std::string name() const override { return "planted.fixed_scale"; }
+  std::string description() const override {
+    return "ignores the scale argument and uses 1/sqrt(head_size) (scale folding)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    const float fixed = 1.0f / std::sqrt(static_cast<float>(a.head_size));  // the fault: a.scale is not read
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, fixed, iota_tokens(seq.len), out);
+    });
+  }
+};
+
 }  // namespace
 
 const std::vector<KernelPtr>& planted_kernels() {
@@ -292,6 +307,7 @@ const std::vector<KernelPtr>& planted_kernels() {
       std::make_shared<SplitKvEmptyPartition>(), std::make_shared<SoftmaxNoMax>(),
       std::make_shared<PhysicalBlockOrder>(), std::make_shared<LaunchOrder>(),
       std::make_shared<BatchSplit>(),         std::make_shared<F16StagedV>(),
+      std::make_shared<FixedScale>(),
   };
   return all;
 }

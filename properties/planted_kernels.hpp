@@ -22,6 +22,7 @@ namespace pacheck::prop {
 ///  - planted.batch_split           split-KV partition length chosen from the batch's longest sequence
 ///  - planted.f16_staged_v          V staged through f16 before P.V (overflows for large V, loses bits
 ///                                  for V in f16's subnormal range)
+///  - planted.fixed_scale           ignores pacheck_kernel_args::scale and uses 1/sqrt(head_size)
 const std::vector<KernelPtr>& planted_kernels();
 
 /// The planted kernel named `name`, or nullptr.

@@ -4,14 +4,16 @@
 // under `pacheck fuzz` (run_property).
 //
 // Quick start: adding a property
-//  1. Write `void my_property(const KernelUnderTest& t)` in properties.cpp: draw a cell with gen_cell (or
-//     gen_case), run the kernel through run_checked / run_kernel_once and judge, and call fail(...) with the
-//     cell and what does not hold. Wrap the body in guarded(...) so kernel errors become counterexamples.
-//  2. Add an enumerator to Property and a row {value, name, claim, check} to property_table() there.
+//  1. Write `void my_property(Property self, const KernelUnderTest& t)` in properties.cpp: draw a cell with
+//     gen_cell (or gen_case), run the kernel through run_checked / run_kernel_once and judge, and call
+//     fail(self, ...) with the cell and what does not hold. Wrap the body in guarded(self, ...) so kernel
+//     errors become counterexamples.
+//  2. Add its row {name, claim, my_property} to kProperties (property_table()) in the same file: the row
+//     is the property (Property is a handle to it; parse_property("my-property") finds it by name).
 //  3. Add its row to docs/PROPERTIES.md's table (tests/test_tables.cpp checks names and order).
 //  `pacheck fuzz`, `pacheck list properties` and the ctest label `property` pick it up: every registered
 //  CPU kernel that is not a negative control must then hold it. A negative control or planted kernel that
-//  fails it is one line in test_properties.cpp's table of expected catches.
+//  fails it is one row, naming the property ("my-property"), in test_controls.hpp's expected catches.
 #pragma once
 
 #include <rapidcheck.h>
@@ -30,35 +32,39 @@
 
 namespace pacheck::prop {
 
-/// The seven properties of issue 5, in property_table()'s order.
-enum class Property {
-  agreement,      ///< 1. within tolerance of the oracle, never NaN/Inf where the oracle is finite
-  tail_poison,    ///< 2. any poison in any unwritten region (K, V or both) leaves the output bitwise identical
-  paging,         ///< 3. another permutation, more spare blocks, other padding: bitwise identical
-  determinism,    ///< 4. two runs of a case (also with another case in between) are bitwise identical
-  batch,          ///< 5. a sequence alone equals itself inside a batch (and in a reversed batch)
-  gqa_expansion,  ///< 6. duplicating each KV head to make the case MHA: same output within tolerance
-  scaling,        ///< 7. V x 2^e gives output x 2^e exactly
+struct KernelUnderTest;
+struct PropertyInfo;
+
+/// A property: a handle to its row of property_table(), which identifies it (there is no enum to extend).
+/// Made from a row (implicitly) or by parse_property("tail-poison"); compares by row identity. Rows live
+/// for the whole program, so a handle never dangles.
+class Property {
+ public:
+  Property(const PropertyInfo& row) : row_(&row) {}  // implicit: a row of the table is its property
+  const PropertyInfo& operator*() const { return *row_; }
+  const PropertyInfo* operator->() const { return row_; }
+  std::string_view name() const;  ///< the row's name ("tail-poison")
+  friend bool operator==(Property a, Property b) { return a.row_ == b.row_; }
+
+ private:
+  const PropertyInfo* row_;
 };
 
-struct KernelUnderTest;
-
-/// One row of property_table().
+/// One row of property_table(): everything that defines a property.
 struct PropertyInfo {
-  Property value;
   std::string_view name;   ///< as `pacheck fuzz --property` and docs/PROPERTIES.md spell it ("tail-poison")
   std::string_view claim;  ///< what holds, in one line (`pacheck list properties`)
   /// One case of the property (check_once's body): draws a cell with RapidCheck's `*gen` and fails the case
-  /// with a counterexample when the property does not hold.
-  void (*check)(const KernelUnderTest& t);
+  /// with a counterexample naming `self` when the property does not hold.
+  void (*check)(Property self, const KernelUnderTest& t);
 };
 /// Every property, in issue order (the order `pacheck fuzz` runs them and docs/PROPERTIES.md lists them).
 std::span<const PropertyInfo> property_table();
 
-/// "agreement", "tail-poison", "paging-invariance", "determinism", "batch-invariance", "gqa-expansion",
-/// "exact-scaling".
+/// The property's name: "agreement", "tail-poison", "paging-invariance", ... (property_table()'s names).
 std::string_view property_name(Property p);
-/// Parses a property_name(); throws std::invalid_argument listing the names otherwise.
+/// The property whose row has the name `s`; throws std::invalid_argument("unknown property 'S' (expected
+/// A, B or C)") listing property_table()'s names otherwise.
 Property parse_property(std::string_view s);
 /// Every property of property_table(), in its order.
 const std::vector<Property>& all_properties();
@@ -107,7 +113,7 @@ struct RunParams {
 
 /// Outcome of running one property.
 struct PropertyRun {
-  Property property{};
+  Property property;
   std::string kernel;
   bool passed = false;
   int cases = 0;  ///< cases that held (before the failing one, if any)
@@ -124,7 +130,8 @@ struct PropertyRun {
 /// (RapidCheck's own listener is replaced, so expected failures in tests leave no exit message).
 PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params);
 
-/// "straddling 61%, GQA>1 74%, multi-partition 9%" from RC_TAG counts; empty when there are none.
+/// "straddling 61%, GQA>1 74%, multi-partition 9%" from RC_TAG counts, then ", TAG N%" for each further tag a
+/// property adds (in name order); empty when there are none.
 std::string tag_summary(const rc::detail::Distribution& d);
 
 }  // namespace pacheck::prop

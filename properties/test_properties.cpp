@@ -39,7 +39,7 @@ std::vector<Hold> holds() {
                                          [&](const Unreached& u) { return u.kernel == k->name(); });
     if (unreachable) continue;
     for (const PropertyInfo& p : property_table())
-      if (!caught(k->name(), p.value)) out.push_back({k->name(), p.value, 0});
+      if (!caught(k->name(), p.name)) out.push_back({k->name(), std::string(p.name), 0});
   }
   for (const Hold& h : planted_holds()) out.push_back(h);
   return out;
@@ -55,8 +55,8 @@ TEST_P(Holds, Property) {
   // own cases, as RC_GTEST_PROP's per-test seeds did, and the same ones on every run.
   for (char ch : param_name(h.kernel, h.property))
     params.seed = (params.seed ^ static_cast<unsigned char>(ch)) * 0x100000001B3ull;  // FNV-1a step
-  const PropertyRun run = run_property(h.property, target(h.kernel), params);
-  std::cout << property_name(h.property) << " on " << h.kernel << ": " << (run.passed ? "held" : "FAILED") << " after "
+  const PropertyRun run = run_property(parse_property(h.property), target(h.kernel), params);
+  std::cout << h.property << " on " << h.kernel << ": " << (run.passed ? "held" : "FAILED") << " after "
             << run.cases << " cases, " << run.seconds << " s; " << tag_summary(run.distribution) << "\n";
   EXPECT_TRUE(run.passed) << (run.counterexample ? run.counterexample->message : run.message)
                           << "\nreplay: RC_PARAMS=\"reproduce=" << run.reproduce << "\"";

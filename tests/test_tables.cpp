@@ -54,7 +54,33 @@ TEST(Tables, EveryTableRoundTripsItsNames) {
   expect_round_trip(layout_table(), "layout");
   expect_round_trip(dist_table(), "distribution");
   expect_round_trip(verdict_table(), "verdict");
-  expect_round_trip(prop::property_table(), "property");
+}
+
+// Properties are identified by their rows (no enum): each name parses back to its own row, names are
+// unique, and an unknown name lists every property in table order.
+TEST(Tables, EveryPropertyNameParsesBackToItsRow) {
+  const auto table = prop::property_table();
+  ASSERT_FALSE(table.empty());
+  std::set<std::string_view> names;
+  for (const prop::PropertyInfo& r : table) {
+    EXPECT_TRUE(names.insert(r.name).second) << "property name " << r.name << " twice";
+    EXPECT_EQ(&*prop::parse_property(r.name), &r) << r.name;
+    EXPECT_EQ(prop::property_name(r), r.name);
+  }
+  try {
+    prop::parse_property("no-such-name");
+    ADD_FAILURE() << "no-such-name parsed";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("unknown property 'no-such-name' (expected ", 0), 0u) << what;
+    EXPECT_EQ(what.back(), ')') << what;
+    std::size_t at = 0;
+    for (const prop::PropertyInfo& r : table) {
+      at = what.find(r.name, at);
+      ASSERT_NE(at, std::string::npos) << r.name << " missing or out of order in: " << what;
+      at += r.name.size();
+    }
+  }
 }
 
 TEST(Tables, ParseTakesAliasesAndNamesTheExpectedValues) {
