@@ -391,14 +391,16 @@ void scaling(Property self, const KernelUnderTest& t) {
       for (float& x : seq) x = std::ldexp(x, *e);
     const RawRun r1 = run_checked(self, t, cell, paged(c, pre), "unscaled");
     const RawRun r2 = run_checked(self, t, cell, paged(c, std::move(scaled)), "scaled");
-    // Elements whose scaled value is a normal number of the output dtype must scale exactly; others
-    // (non-finite, zero, subnormal or overflowing) are left to the agreement property.
+    // Elements whose value is a normal number of the output dtype before and after scaling must scale
+    // exactly; others (non-finite, zero, subnormal or overflowing) are left to the agreement property. The
+    // smallest normal itself is left out too: a true value just below it (subnormal) rounds onto it, and
+    // 2^e times that true value need not round to 2^e times the smallest normal (cpu.split_kv, f16, seed 1).
     const DType od = c.out_dtype;
     std::int64_t checked = 0, wrong = 0, first = -1;
     double expect_first = 0;
     for (std::size_t i = 0; i < r1.out.size(); ++i) {
       const double x = r1.out[i], y = std::ldexp(x, *e);
-      if (!std::isfinite(x) || x == 0 || std::abs(x) < min_normal(od) || std::abs(y) < min_normal(od) ||
+      if (!std::isfinite(x) || x == 0 || std::abs(x) <= min_normal(od) || std::abs(y) <= min_normal(od) ||
           std::abs(y) > dtype_max_finite(od))
         continue;
       ++checked;
