@@ -178,22 +178,27 @@ std::string scalar_text(float v) { return std::isnan(v) ? std::string("nan") : f
 json geometry_of(const pacheck_kernel_args& a) {
   const auto layout = static_cast<Layout>(a.layout);
   const auto kv = static_cast<DType>(a.kv_dtype);
-  return {{"num_seqs", a.num_seqs},
-          {"num_heads", a.num_heads},
-          {"num_kv_heads", a.num_kv_heads},
-          {"head_size", a.head_size},
-          {"block_size", a.block_size},
-          {"num_blocks", a.num_blocks},
-          {"max_blocks_per_seq", a.max_blocks_per_seq},
-          {"layout", layout_name(layout)},
-          {"x", layout_vector_width(layout, kv)},
-          {"q_dtype", dtype_name(static_cast<DType>(a.q_dtype))},
-          {"kv_dtype", dtype_name(kv)},
-          {"out_dtype", dtype_name(static_cast<DType>(a.out_dtype))},
-          {"strides", strides_json(a)},
-          {"scale", scalar_text(a.scale)},
-          {"k_scale", scalar_text(a.k_scale)},
-          {"v_scale", scalar_text(a.v_scale)}};
+  // The values in kShapeFields order (its names are the one spelling of them), then kScalarFields'.
+  const json values[] = {a.num_seqs,
+                         a.num_heads,
+                         a.num_kv_heads,
+                         a.head_size,
+                         a.block_size,
+                         a.num_blocks,
+                         a.max_blocks_per_seq,
+                         layout_name(layout),
+                         layout_vector_width(layout, kv),
+                         dtype_name(static_cast<DType>(a.q_dtype)),
+                         dtype_name(kv),
+                         dtype_name(static_cast<DType>(a.out_dtype)),
+                         strides_json(a)};
+  const float scalars[] = {a.scale, a.k_scale, a.v_scale};
+  static_assert(sizeof values / sizeof values[0] == sizeof kShapeFields / sizeof kShapeFields[0]);
+  static_assert(sizeof scalars / sizeof scalars[0] == sizeof kScalarFields / sizeof kScalarFields[0]);
+  json g = json::object();
+  for (std::size_t i = 0; i < std::size(kShapeFields); ++i) g[kShapeFields[i]] = values[i];
+  for (std::size_t i = 0; i < std::size(kScalarFields); ++i) g[kScalarFields[i]] = scalar_text(scalars[i]);
+  return g;
 }
 
 /// The call a suite cell of case `c` gives a kernel, without generating its inputs: make_args over a pool

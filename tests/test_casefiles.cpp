@@ -552,24 +552,19 @@ TEST(CaseFilesCli, ExitCodes) {
 /// head_size and num_heads x head_size agree, so the two calls have byte-identical inputs and differ only
 /// in their geometry.
 Suite same_bytes_suite() {
-  return parse_suite(R"(
-name = "same-bytes"
-[[cells]]
-heads = "16/8"
-head_sizes = 256
-block_sizes = 16
-dtypes = "bf16"
-seq_lens = [[37, 5], [32]]
-faults = ["clean", "V:nan@tail"]
-[[cells]]
-heads = "32/16"
-head_sizes = 128
-block_sizes = 16
-dtypes = "bf16"
-seq_lens = [[37, 5], [32]]
-faults = ["clean", "V:nan@tail"]
-)",
-                     "same-bytes.toml");
+  std::string toml = "name = \"same-bytes\"\n";
+  for (const auto& [heads, head_size] : {std::pair{"16/8", "256"}, std::pair{"32/16", "128"}})
+    toml += std::string("[[cells]]\nheads = \"") + heads + "\"\nhead_sizes = " + head_size +
+            "\nblock_sizes = 16\ndtypes = \"bf16\"\nseq_lens = [[37, 5], [32]]\nfaults = [\"clean\", \"V:nan@tail\"]\n";
+  return parse_suite(toml, "same-bytes.toml");
+}
+
+/// Runs the foreign runner (cpu.reference) on the export in `cases`, writing into `outs`, and scores it.
+RunSummary score_reference_outputs(const fs::path& cases, const fs::path& outs) {
+  run_foreign(cases, outs);
+  ScoreOptions so;
+  so.run.threads = 2;
+  return score_cases(cases.string(), outs.string(), so);
 }
 
 /// files[i] of `m` by file name.
@@ -606,10 +601,7 @@ TEST(CaseFilesKey, TwoGeometriesOfIdenticalInputBytesGetTheirOwnFilesAndOracles)
     EXPECT_EQ(sha_of_clean.at(d256), sha_of_clean.at(d128)) << lens;
   }
 
-  run_foreign(cases, outs);
-  ScoreOptions so;
-  so.run.threads = 2;
-  const RunSummary scored = score_cases(cases.string(), outs.string(), so);
+  const RunSummary scored = score_reference_outputs(cases, outs);
   RunOptions ro;
   ro.threads = 2;
   const RunSummary ran = run_suite(same_bytes_suite(), {Registry::global().find("cpu.reference")}, "cpu", ro);
@@ -646,10 +638,7 @@ faults = ["clean", "V:nan@tail", "V:zero@tail"]
   const json m = manifest(cases);
   ASSERT_EQ(m["files"].size(), 1u);
   for (const auto& c : m["cells"]) EXPECT_EQ(c["file"], m["files"][0]["file"]) << c["id"];
-  run_foreign(cases, outs);
-  ScoreOptions so;
-  so.run.threads = 2;
-  const RunSummary s = score_cases(cases.string(), outs.string(), so);
+  const RunSummary s = score_reference_outputs(cases, outs);
   EXPECT_EQ(s.passed, 4);
   EXPECT_EQ(s.exit_code(), 0);
 }
