@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +156,99 @@ json strides_json(const pacheck_kernel_args& a) {
           {"out", {a.out_stride_seq, a.out_stride_head, 1}}};
 }
 
+/// The scalar fields of a call that no buffer holds, in a geometry: softmax scale and the per-tensor
+/// dequantisation scales (NaN when the case has per-KV-head scales).
+constexpr const char* kScalarFields[] = {"scale", "k_scale", "v_scale"};
+/// The other fields of a geometry, each spelled and valued as the manifest's files[i] entry has it.
+constexpr const char* kShapeFields[] = {"num_seqs",   "num_heads", "num_kv_heads",       "head_size",
+                                        "block_size", "num_blocks", "max_blocks_per_seq", "layout",
+                                        "x",          "q_dtype",    "kv_dtype",           "out_dtype",
+                                        "strides"};
+
+/// A scale as a geometry holds it: fp32's shortest round-trip text, and "nan" for every NaN (the per-head
+/// case's scalars), so that equal calls compare equal.
+std::string scalar_text(float v) { return std::isnan(v) ? std::string("nan") : fmt::format("{}", v); }
+
+/// Everything of one call a kernel reads besides the bytes of its buffers: the kShapeFields (num_seqs,
+/// num_heads, num_kv_heads, head_size, block_size, num_blocks, max_blocks_per_seq, layout, x, q/kv/out
+/// dtype, strides in elements of query, key_cache, value_cache, block_tables and out) and the
+/// kScalarFields (as scalar_text). Two calls with equal geometries and equal inputs_sha256 are the same
+/// call to any kernel, so they may share a case file and its output; h16/8 d256 and h32/16 d128 at the
+/// same lengths and seed have byte-identical inputs and differ only here.
+json geometry_of(const pacheck_kernel_args& a) {
+  const auto layout = static_cast<Layout>(a.layout);
+  const auto kv = static_cast<DType>(a.kv_dtype);
+  // The values in kShapeFields order (its names are the one spelling of them), then kScalarFields'.
+  const json values[] = {a.num_seqs,
+                         a.num_heads,
+                         a.num_kv_heads,
+                         a.head_size,
+                         a.block_size,
+                         a.num_blocks,
+                         a.max_blocks_per_seq,
+                         layout_name(layout),
+                         layout_vector_width(layout, kv),
+                         dtype_name(static_cast<DType>(a.q_dtype)),
+                         dtype_name(kv),
+                         dtype_name(static_cast<DType>(a.out_dtype)),
+                         strides_json(a)};
+  const float scalars[] = {a.scale, a.k_scale, a.v_scale};
+  static_assert(sizeof values / sizeof values[0] == sizeof kShapeFields / sizeof kShapeFields[0]);
+  static_assert(sizeof scalars / sizeof scalars[0] == sizeof kScalarFields / sizeof kScalarFields[0]);
+  json g = json::object();
+  for (std::size_t i = 0; i < std::size(kShapeFields); ++i) g[kShapeFields[i]] = values[i];
+  for (std::size_t i = 0; i < std::size(kScalarFields); ++i) g[kScalarFields[i]] = scalar_text(scalars[i]);
+  return g;
+}
+
+/// The call a suite cell of case `c` gives a kernel, without generating its inputs: make_args over a pool
+/// of the pager's dimensions (paging/pager.hpp: num_blocks = the blocks the sequences need +
+/// spare_blocks, max_blocks_per_seq = the longest sequence's blocks + padding_columns) and the case's
+/// scales (suite cells carry no scale fault). Buffer pointers are null. export_cases checks it against
+/// every call it captures, so `score` can hold a manifest's cells to it.
+pacheck_kernel_args call_of(const Case& c) {
+  PagedCache pool;
+  for (int s = 0; s < c.num_seqs(); ++s) {
+    pool.num_blocks += c.blocks_for(s);
+    pool.max_blocks_per_seq = std::max(pool.max_blocks_per_seq, c.blocks_for(s));
+  }
+  pool.num_blocks += c.spare_blocks;
+  pool.max_blocks_per_seq += c.padding_columns;
+  pool.strides = make_strides(static_cast<pacheck_layout>(c.layout), c.num_kv_heads, c.head_size, c.block_size,
+                              layout_vector_width(Layout::vllm, c.kv_dtype));
+  pool.k_scales = c.k_scale.resolve(c.num_kv_heads);
+  pool.v_scales = c.v_scale.resolve(c.num_kv_heads);
+  pool.k_per_head = c.k_scale.per_head();
+  pool.v_per_head = c.v_scale.per_head();
+  pacheck_kernel_args a = make_args(c, pool, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                    pool.k_scales.data(), pool.v_scales.data());
+  a.k_scales_per_head = a.v_scales_per_head = nullptr;  // the pointers into `pool` die with it
+  return a;
+}
+
+/// The first field (in kShapeFields then kScalarFields order) in which geometries `a` and `b` differ: its
+/// name ("strides.TENSOR" for a stride) and both values as JSON text; nullopt when they are equal.
+struct FieldDiff {
+  std::string field, a, b;
+};
+std::optional<FieldDiff> first_difference(const json& a, const json& b) {
+  std::vector<std::string> order(std::begin(kShapeFields), std::end(kShapeFields));
+  order.insert(order.end(), std::begin(kScalarFields), std::end(kScalarFields));
+  for (const auto& k : order) {
+    const json& va = a.at(k);
+    const json& vb = b.at(k);
+    if (va == vb) continue;
+    if (va.is_object() && vb.is_object())  // strides: name the tensor
+      for (const auto& [t, s] : va.items())
+        if (!vb.contains(t) || vb.at(t) != s) return FieldDiff{k + "." + t, s.dump(), vb.value(t, json()).dump()};
+    return FieldDiff{k, va.dump(), vb.dump()};
+  }
+  return std::nullopt;
+}
+
+/// The key cells share a file (and its output) by: their geometry and the SHA-256 of their input bytes.
+std::string call_key(const json& geometry, const std::string& sha) { return geometry.dump() + " " + sha; }
+
 /// Writes one captured call as a case file and returns its manifest entry.
 json write_case_file(const std::string& dir, const std::string& file, const Case& c, const FaultSpec& f,
                      const CaptureKernel& cap, const std::string& sha) {
@@ -180,29 +275,19 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
 
   json shapes = json::object();
   for (const auto& t : st.tensors) shapes[t.name] = t.shape;
-  return {{"file", file},
-          {"inputs_sha256", sha},
-          {"case", c.id()},
-          {"fault", f.id()},
-          {"layout", layout_name(c.layout)},
-          {"x", x},
-          {"num_seqs", a.num_seqs},
-          {"num_heads", a.num_heads},
-          {"num_kv_heads", a.num_kv_heads},
-          {"head_size", a.head_size},
-          {"block_size", a.block_size},
-          {"num_blocks", a.num_blocks},
-          {"max_blocks_per_seq", a.max_blocks_per_seq},
-          {"q_dtype", dtype_name(c.q_dtype)},
-          {"kv_dtype", dtype_name(c.kv_dtype)},
-          {"kv_tensor_dtype", st_dtype_name(kv_st_of(c.kv_dtype))},
-          {"out_dtype", dtype_name(c.out_dtype)},
-          {"scale", a.scale},
-          {"k_scale", a.k_scale},
-          {"v_scale", a.v_scale},
-          {"shapes", shapes},
-          {"strides", strides_json(a)},
-          {"output", {{"file", file}, {"tensor", "out"}, {"dtype", st_dtype_name(st_of(c.out_dtype))}, {"shape", {S, H, D}}}}};
+  json entry = geometry_of(a);  // the shape fields as score reads them back; the scales as JSON numbers
+  entry.update({{"file", file},
+                {"inputs_sha256", sha},
+                {"case", c.id()},
+                {"fault", f.id()},
+                {"kv_tensor_dtype", st_dtype_name(kv_st_of(c.kv_dtype))},
+                {"scale", a.scale},
+                {"k_scale", a.k_scale},
+                {"v_scale", a.v_scale},
+                {"shapes", shapes},
+                {"output",
+                 {{"file", file}, {"tensor", "out"}, {"dtype", st_dtype_name(st_of(c.out_dtype))}, {"shape", {S, H, D}}}}});
+  return entry;
 }
 
 }  // namespace
@@ -257,20 +342,26 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
 
   auto backend = make_cpu_backend();
   json files = json::array();
-  std::map<std::string, std::string> file_of_sha;
+  std::map<std::string, std::string> file_of_call;     // call_key -> file
   std::map<std::string, std::string> file_of_variant;  // cell id -> file
   for (const auto& id : case_order) {
     const auto& [c, faults] = groups.at(id);
     const CaseData data = prepare_inputs(c);  // no oracle: the export compares nothing
+    const json expected = geometry_of(call_of(c));
     for (const auto& f : faults) {
       CaptureKernel cap;
       run_kernel_once(cap, *backend, data, faulted_cache(data.cache, f).cache);
       const std::string sha = cap.sha();
-      auto it = file_of_sha.find(sha);
-      if (it == file_of_sha.end()) {
+      const json geometry = geometry_of(cap.args);
+      if (const auto d = first_difference(geometry, expected))
+        throw std::logic_error(fmt::format("export: cell '{}' gave the kernel {} {} but call_of predicts {}: "
+                                           "score would refuse this export (interop/casefiles.cpp)",
+                                           Cell{c, f}.id(), d->field, d->a, d->b));
+      auto it = file_of_call.find(call_key(geometry, sha));
+      if (it == file_of_call.end()) {
         const std::string file = fmt::format("{:04}.safetensors", files.size());
         files.push_back(write_case_file(dir, file, c, f, cap, sha));
-        it = file_of_sha.emplace(sha, file).first;
+        it = file_of_call.emplace(call_key(geometry, sha), file).first;
         if (f.clean() && !clean_cells.count(id)) ++sum.baselines;
       }
       file_of_variant[Cell{c, f}.id()] = it->second;
@@ -313,7 +404,8 @@ struct Output {
 };
 
 /// Stands in for the foreign kernel: "runs" a call by copying the output the foreign runner computed for
-/// exactly these inputs (matched by SHA-256), so run_suite judges it like any kernel's output.
+/// exactly this call (matched by call_key: geometry and input SHA-256), so run_suite judges it like any
+/// kernel's output.
 class ReplayKernel final : public Kernel {
  public:
   ReplayKernel(std::string name, std::map<std::string, Output> outputs, bool control)
@@ -327,7 +419,7 @@ class ReplayKernel final : public Kernel {
     return std::function<bool(const Cell&)>(poisons_v_tail);
   }
   void run(const pacheck_kernel_args& a) const override {
-    auto it = outputs_.find(inputs_sha256(a));
+    auto it = outputs_.find(call_key(geometry_of(a), inputs_sha256(a)));
     if (it == outputs_.end())
       throw KernelError("no exported case file holds the inputs pacheck regenerated for this cell (case files from "
                         "another pacheck version or edited?)");
@@ -356,6 +448,20 @@ T field(const json& entry, const char* key, const std::string& where) {
   }
 }
 
+/// The geometry of files[i] as a runner reads it: the entry's kShapeFields and the file's F32 scalars
+/// scale, k_scale and v_scale. Throws CaseFilesError naming `where` and a missing field, SafetensorsError
+/// for a scalar tensor that is missing or not an F32 scalar.
+json geometry_of(const json& entry, const SafetensorsFile& in, const std::string& where) {
+  json g = json::object();
+  for (const char* k : kShapeFields) g[k] = field<json>(entry, k, where);
+  for (const char* k : kScalarFields) {
+    float v;
+    std::memcpy(&v, in.expect(k, StDType::F32, {}).data.data(), sizeof v);
+    g[k] = scalar_text(v);
+  }
+  return g;
+}
+
 }  // namespace
 
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
@@ -376,10 +482,10 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
   if (!outputs_dir.empty() && !fs::is_directory(outputs_dir))
     throw CaseFilesError(fmt::format("{}: no such directory (--outputs)", outputs_dir));
 
-  // Every exported input must still be what the manifest says it is: a replay keyed by SHA-256 would
-  // otherwise silently score outputs of different inputs.
-  std::map<std::string, Output> outputs;
-  std::set<std::string> known_files;
+  // Every exported input must still be what the manifest says it is: a replay keyed by call (geometry and
+  // SHA-256) would otherwise silently score outputs of different inputs.
+  std::map<std::string, Output> outputs;         // call_key -> output
+  std::map<std::string, json> geometry_of_file;  // files[i].file -> its geometry
   const json files = field<json>(m, "files", mpath);
   if (!files.is_array()) throw CaseFilesError(fmt::format("{}: 'files' is not an array", mpath));
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -431,7 +537,17 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     const std::string got = hash_inputs(parts);
     if (got != sha)
       throw CaseFilesError(fmt::format("{}: inputs changed since export (SHA-256 {} , manifest says {})", in.path, got, sha));
-    known_files.insert(file);
+    // The entry's fields are what a runner reads the bytes with: they must be the call the file's case makes.
+    const json geometry = geometry_of(e, in, where);
+    const pacheck_kernel_args call = call_of(c);
+    if (const auto d = first_difference(geometry, geometry_of(call)))
+      throw CaseFilesError(fmt::format("{}: file '{}': field '{}' is {} but its case '{}' gives a kernel {}", where,
+                                       file, d->field, d->a, case_id, d->b));
+    const int x = layout_vector_width(c.layout, c.kv_dtype);
+    in.expect("key_cache", kv_st_of(c.kv_dtype), key_shape(call, x));
+    in.expect("value_cache", kv_st_of(c.kv_dtype), value_shape(call));
+    in.expect("block_tables", StDType::I32, {S, call.max_blocks_per_seq});
+    geometry_of_file[file] = geometry;
 
     Output o;
     const std::string opath = (fs::path(outputs_dir) / file).string();
@@ -445,7 +561,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
         o.error = err.what();
       }
     }
-    outputs[sha] = std::move(o);
+    outputs[call_key(geometry, sha)] = std::move(o);
   }
 
   Suite suite;
@@ -464,10 +580,22 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     } catch (const std::invalid_argument& err) {
       throw CaseFilesError(fmt::format("{}: {}", where, err.what()));
     }
+    // A file is shared only by cells of one call: a cell whose case gives a kernel another call than the
+    // file it claims would be judged against the wrong oracle (exports before files were keyed by call
+    // shared files between geometries of identical bytes, e.g. h16/8 d256 and h32/16 d128).
+    const json expected = geometry_of(call_of(sc.cell.c));
     for (const char* key : {"file", "baseline"}) {
       const json f = field<json>(cells[i], key, where);
-      if (!f.is_null() && (!f.is_string() || !known_files.count(f.get<std::string>())))
+      if (f.is_null()) continue;
+      const auto it = f.is_string() ? geometry_of_file.find(f.get<std::string>()) : geometry_of_file.end();
+      if (it == geometry_of_file.end())
         throw CaseFilesError(fmt::format("{}: {} {} is not a file of files[]", where, key, f.dump()));
+      if (const auto d = first_difference(it->second, expected))
+        throw CaseFilesError(fmt::format(
+            "{}: cell '{}' claims {} '{}', whose field '{}' is {} but the cell's case gives a kernel {}: a case file "
+            "is shared only by cells of the same call (shapes, dtypes, layout, strides, scales and input bytes); "
+            "this export shares it across calls, as pacheck export did before it keyed files by call: export again",
+            where, sc.cell.id(), key, it->first, d->field, d->a, d->b));
     }
     suite.cells.push_back(std::move(sc));
   }

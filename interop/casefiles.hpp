@@ -35,8 +35,14 @@
 //     stored as U8 (the raw codes). Every file's __metadata__ holds "kv_dtype" (pacheck's name: f32, f16,
 //     bf16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2), which a reader must use to decode U8 caches; the other
 //     metadata keys are "format", "pacheck", "case", "fault", "layout" and "inputs_sha256".
-//   Cells whose inputs are byte-identical (e.g. a zero poison, or a tail poison of an aligned length, which
-//   writes no slot) share one file.
+//   Cells share one file (and so one output) only when they make the same call: every field a kernel
+//   reads besides the buffers (num_seqs, num_heads, num_kv_heads, head_size, block_size, num_blocks,
+//   max_blocks_per_seq, layout, x, q/kv/out dtype, the strides, scale, k_scale, v_scale) equal, and the
+//   input bytes (inputs_sha256) equal: e.g. a zero poison, or a tail poison of an aligned length, which
+//   writes no slot. Equal bytes alone are not enough: h16/8 d256 and h32/16 d128 at the same lengths and
+//   seed have byte-identical inputs and get a file each (exports before this rule shared one between them
+//   and scored the d256 cells against d128 outputs; `score` refuses such a manifest, see score_cases).
+//   The manifest's fields are unchanged by the rule (format_version 1).
 //
 // A foreign runner writes, for each files[i], OUTPUTS/<same file name> holding one tensor "out" of
 // files[i].output's dtype and shape. `score_cases` replays those outputs through the ordinary runner, so
@@ -72,7 +78,7 @@ struct ExportOptions {
 
 struct ExportSummary {
   int cells = 0;           ///< suite cells exported
-  int files = 0;           ///< distinct input files written
+  int files = 0;           ///< case files written: one per distinct call (geometry and input bytes)
   int baselines = 0;       ///< clean variants written only as invariance baselines
   int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
@@ -92,15 +98,21 @@ struct ScoreOptions {
 };
 
 /// Scores the outputs in `outputs_dir` against the export in `cases_dir`. Reads and checks the manifest and
-/// every exported input file first (throws CaseFilesError or SafetensorsError: nothing is scored). An
-/// output file that is missing or malformed, or of the wrong dtype or shape, gives its cells the verdict
-/// `error` with the reader's message. `suite_name` receives the exported suite's name.
+/// every exported input file first (throws CaseFilesError or SafetensorsError: nothing is scored; the CLI
+/// exits 2). Among the checks: each files[i]'s fields (num_seqs ... strides, and the file's scale, k_scale,
+/// v_scale) are the call its own case makes, and every cell claims (file, baseline) only files of the call
+/// its case makes; a manifest sharing one file between calls of different geometry (written by an export
+/// that keyed files by input bytes alone) is refused with "cells[J]: cell 'ID' claims file 'F', whose field
+/// 'NAME' is A but the cell's case gives a kernel B". An output file that is missing or malformed, or of
+/// the wrong dtype or shape, gives its cells the verdict `error` with the reader's message. `suite_name`
+/// receives the exported suite's name.
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
                        std::string* suite_name = nullptr);
 
 /// SHA-256 over the input bytes of one call in the order query, key_cache, value_cache, block_tables,
-/// seq_lens (the sizes follow from the shapes in `a`; pointers are host pointers). The key that ties an
-/// output file to the inputs pacheck regenerates when scoring.
+/// seq_lens, then k_scales_per_head and v_scales_per_head when present (the sizes follow from the shapes
+/// in `a`; pointers are host pointers). With the call's geometry (every other field of `a`), the key that
+/// ties an output file to the call pacheck regenerates when scoring: bytes alone do not identify a call.
 std::string inputs_sha256(const pacheck_kernel_args& a);
 
 }  // namespace pacheck

@@ -545,5 +545,162 @@ TEST(CaseFilesCli, ExitCodes) {
   EXPECT_EQ(cli("export --suite tail-poison --filter 'matches nothing' --out " + fresh_dir("cli_y").string()), 2);
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Files are keyed by call (geometry and bytes), not by bytes alone (issue 16, deliverable 6)
+
+/// Gemma-2-9B's h16/8 d256 and gemma-3-27b's h32/16 d128 at the same lengths and seed: num_kv_heads x
+/// head_size and num_heads x head_size agree, so the two calls have byte-identical inputs and differ only
+/// in their geometry.
+Suite same_bytes_suite() {
+  std::string toml = "name = \"same-bytes\"\n";
+  for (const auto& [heads, head_size] : {std::pair{"16/8", "256"}, std::pair{"32/16", "128"}})
+    toml += std::string("[[cells]]\nheads = \"") + heads + "\"\nhead_sizes = " + head_size +
+            "\nblock_sizes = 16\ndtypes = \"bf16\"\nseq_lens = [[37, 5], [32]]\nfaults = [\"clean\", \"V:nan@tail\"]\n";
+  return parse_suite(toml, "same-bytes.toml");
+}
+
+/// Runs the foreign runner (cpu.reference) on the export in `cases`, writing into `outs`, and scores it.
+RunSummary score_reference_outputs(const fs::path& cases, const fs::path& outs) {
+  run_foreign(cases, outs);
+  ScoreOptions so;
+  so.run.threads = 2;
+  return score_cases(cases.string(), outs.string(), so);
+}
+
+/// files[i] of `m` by file name.
+std::map<std::string, json> files_by_name(const json& m) {
+  std::map<std::string, json> out;
+  for (const auto& e : m["files"]) out[e["file"]] = e;
+  return out;
+}
+
+TEST(CaseFilesKey, TwoGeometriesOfIdenticalInputBytesGetTheirOwnFilesAndOracles) {
+  const fs::path cases = fresh_dir("same_bytes"), outs = fresh_dir("same_bytes_out");
+  const ExportSummary sum = export_cases(same_bytes_suite(), cases.string(), {});
+  EXPECT_EQ(sum.cells, 8);
+  const json m = manifest(cases);
+  const auto files = files_by_name(m);
+  // Per geometry: the straddling batch's clean and V:nan@tail variants, and the aligned batch's one file
+  // (its tail poison writes no slot).
+  EXPECT_EQ(sum.files, 6);
+  EXPECT_EQ(files.size(), 6u);
+  std::map<std::string, std::string> sha_of_clean;  // case id -> inputs_sha256 of its clean file
+  for (const auto& c : m["cells"]) {
+    const json& e = files.at(c["file"]);
+    const Case cs = parse_case_id(c["case"]);
+    EXPECT_EQ(e["case"], c["case"]) << c["id"];  // no file crosses a geometry
+    EXPECT_EQ(e["num_heads"], cs.num_heads) << c["id"];
+    EXPECT_EQ(e["head_size"], cs.head_size) << c["id"];
+    if (c["fault"] == "clean") sha_of_clean[c["case"]] = e["inputs_sha256"];
+  }
+  // The premise: the two geometries' inputs are byte-identical, so a key of bytes alone would merge them.
+  for (const char* lens : {"ctx37,5", "ctx32"}) {
+    const std::string d256 = std::string("h16/8 d256 bs16 bf16 ") + lens + " vllm seed7";
+    const std::string d128 = std::string("h32/16 d128 bs16 bf16 ") + lens + " vllm seed7";
+    ASSERT_TRUE(sha_of_clean.count(d256) && sha_of_clean.count(d128)) << lens;
+    EXPECT_EQ(sha_of_clean.at(d256), sha_of_clean.at(d128)) << lens;
+  }
+
+  const RunSummary scored = score_reference_outputs(cases, outs);
+  RunOptions ro;
+  ro.threads = 2;
+  const RunSummary ran = run_suite(same_bytes_suite(), {Registry::global().find("cpu.reference")}, "cpu", ro);
+  const auto want = by_cell(ran);
+  ASSERT_EQ(scored.results.size(), 8u);
+  for (const auto& r : scored.results) {
+    EXPECT_EQ(r.verdict, Verdict::pass) << r.cell_id << ": " << r.detail;
+    ASSERT_TRUE(want.count(r.cell_id)) << r.cell_id;
+    EXPECT_EQ(r.metrics.rel_linf, want.at(r.cell_id)->metrics.rel_linf) << r.cell_id;  // its own oracle
+  }
+  EXPECT_EQ(scored.passed, 8);
+  EXPECT_EQ(scored.exit_code(), 0);
+}
+
+TEST(CaseFilesKey, TheSameCallTwiceSharesOneFile) {
+  Suite suite = parse_suite(R"(
+name = "same-call"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [[32]]
+faults = ["clean", "V:nan@tail", "V:zero@tail"]
+)",
+                            "same-call.toml");
+  ASSERT_EQ(suite.cells.size(), 3u);
+  suite.cells.push_back(suite.cells[0]);  // the clean cell listed twice
+  const fs::path cases = fresh_dir("same_call"), outs = fresh_dir("same_call_out");
+  const ExportSummary sum = export_cases(suite, cases.string(), {});
+  EXPECT_EQ(sum.cells, 4);
+  // An aligned length: neither tail poison writes a slot, so all four cells make one call.
+  EXPECT_EQ(sum.files, 1);
+  const json m = manifest(cases);
+  ASSERT_EQ(m["files"].size(), 1u);
+  for (const auto& c : m["cells"]) EXPECT_EQ(c["file"], m["files"][0]["file"]) << c["id"];
+  const RunSummary s = score_reference_outputs(cases, outs);
+  EXPECT_EQ(s.passed, 4);
+  EXPECT_EQ(s.exit_code(), 0);
+}
+
+/// The message of the CaseFilesError score_cases throws for `cases` (fails the test when it scores).
+std::string score_refusal(const fs::path& cases, const fs::path& outs) {
+  try {
+    score_cases(cases.string(), outs.string(), {});
+  } catch (const CaseFilesError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "scored " << cases;
+  return "";
+}
+
+TEST(CaseFilesKey, ScoreRefusesAFileClaimedByCellsOfAnotherCall) {
+  const fs::path cases = fresh_dir("shared_across"), outs = fresh_dir("shared_across_out");
+  export_cases(same_bytes_suite(), cases.string(), {});
+  run_foreign(cases, outs);
+  // Rewrite the manifest as an export keyed by bytes alone wrote it: every cell points at the first file
+  // of its inputs_sha256 (the d256 geometry's, which comes first), and the files no cell claims are gone.
+  json m = manifest(cases);
+  std::map<std::string, std::string> first_file_of_sha;
+  for (const auto& e : m["files"]) first_file_of_sha.try_emplace(e["inputs_sha256"], e["file"]);
+  const auto files = files_by_name(m);
+  std::set<std::string> claimed_files;
+  std::string claimed;  // the file the first cell of the other geometry claims
+  for (auto& c : m["cells"]) {
+    for (const char* key : {"file", "baseline"})
+      if (!c[key].is_null()) c[key] = first_file_of_sha.at(files.at(c[key])["inputs_sha256"]);
+    claimed_files.insert(c["file"]);
+    if (claimed.empty() && files.at(c["file"])["case"] != c["case"]) claimed = c["file"];
+  }
+  json kept = json::array();
+  for (const auto& e : m["files"])
+    if (claimed_files.count(e["file"])) kept.push_back(e);
+  m["files"] = kept;
+  ASSERT_FALSE(claimed.empty());
+  EXPECT_EQ(kept.size(), 3u);
+  std::ofstream(cases / "manifest.json") << m.dump(1);
+
+  const std::string what = score_refusal(cases, outs);
+  EXPECT_NE(what.find((cases / "manifest.json").string() + ": cells["), std::string::npos) << what;
+  EXPECT_NE(what.find("cell 'h32/16 d128"), std::string::npos) << what;          // the cell
+  EXPECT_NE(what.find("file '" + claimed + "'"), std::string::npos) << what;     // the file
+  EXPECT_NE(what.find("field 'num_heads' is 16"), std::string::npos) << what;    // the field
+  EXPECT_NE(what.find("gives a kernel 32"), std::string::npos) << what;
+  EXPECT_NE(what.find("export again"), std::string::npos) << what;
+  EXPECT_EQ(cli("score --cases " + cases.string() + " --outputs " + outs.string()), 2)
+      << "an export that shares files across calls is an input error";
+
+  // A files[i] entry whose own fields are not its case's call (what a runner would read the bytes with).
+  const fs::path edited = fresh_dir("edited_entry");
+  export_cases(same_bytes_suite(), edited.string(), {});
+  json e = manifest(edited);
+  e["files"][0]["num_blocks"] = e["files"][0]["num_blocks"].get<int>() + 1;
+  std::ofstream(edited / "manifest.json") << e.dump(1);
+  const std::string what2 = score_refusal(edited, outs);
+  EXPECT_NE(what2.find("files[0]: file '" + e["files"][0]["file"].get<std::string>() + "': field 'num_blocks'"),
+            std::string::npos)
+      << what2;
+}
+
 }  // namespace
 }  // namespace pacheck
