@@ -34,6 +34,12 @@ void add_selftest_command(CLI::App& app, Context& ctx) {
     SelfTestResult st = comparator_selftest(*ulps);
     fmt::print("comparator self-test ({} ULP at offsets 5, 1024, 2047 of 2048; one NaN):\n", *ulps);
     for (const auto& l : st.lines) fmt::print("  {}\n", l);
+    if (!st.passed) {
+      // The verdict is already "blind", whatever the controls do: say so now rather than after a minute.
+      fmt::print("negative controls not run: the comparator self-test failed\nselftest: FAILED (instrument blind)\n");
+      ctx.exit_code = kBlind;
+      return;
+    }
     std::vector<KernelPtr> controls;
     for (const auto& k : Registry::global().all())
       if (k->is_negative_control() && k->device() == PACHECK_DEVICE_CPU) controls.push_back(k);
@@ -56,7 +62,7 @@ void add_selftest_command(CLI::App& app, Context& ctx) {
       fmt::print("  {:<24} {} ({} expected-failure cells caught, {} missed)\n", k->name(),
                  control_outcome_name(t.outcome()), t.caught, t.missed);
     }
-    const bool ok = st.passed && all_caught;
+    const bool ok = all_caught;
     fmt::print("selftest: {}\n", ok ? "passed" : "FAILED (instrument blind)");
     ctx.exit_code = ok ? kPass : kBlind;
   });
