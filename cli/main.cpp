@@ -5,7 +5,10 @@
 //  and call it below. Use common.hpp's shared options (kernels, devices, run options) and exit codes, so a
 //  bad value is refused with its reason and exit 2 as in every other subcommand.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "cli/common.hpp"
@@ -32,6 +35,17 @@ int main(int argc, char** argv) {
   // `pacheck` alone runs the default job: `run` on the gate suite on the default device.
   std::vector<const char*> args(argv, argv + argc);
   if (argc == 1) args.push_back("run");
+  // A first word that is no subcommand is a typo, not a missing subcommand (CLI11 would say "A subcommand
+  // is required"): name it and list the subcommands.
+  if (args.size() > 1 && args[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), args[1]) == names.end()) {
+      fmt::print(stderr, "pacheck: error: '{}' is not a pacheck subcommand; subcommands: {}\n", args[1],
+                 fmt::join(names, ", "));
+      return kUsage;
+    }
+  }
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {

@@ -455,6 +455,7 @@ def scenario_bad_input(args, tmp):
         p = run(args, *cmd, expect=2, timeout=120)
         check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-2000:]}")
 
+    rejected("'bogus' is not a pacheck subcommand; subcommands: run, list", "bogus")
     repro = ["repro", "--kernel", "cpu.reference", "--device", "cpu"]
     cell = "h32/8 d128 bs16 bf16 ctx100 vllm seed7 clean"
     for old, bad, want in [("ctx100", "ctx4294967396", "seq_lens: 4294967396 is out of range"),
