@@ -551,17 +551,56 @@ def scenario_bad_input(args, tmp):
     rejected("--seed: 99999999999999999999 is out of range", *fuzz, "--seed", "99999999999999999999")
 
 
+SELFTEST_TAIL = """name = "tail-poison"
+description = "cli.selftest: a straddling bf16 cell, clean and V-tail NaN"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [37]
+faults = ["clean", "V:nan@tail"]
+"""
+SELFTEST_FP8 = """name = "fp8"
+description = "cli.selftest: an e4m3fn cache with per-KV-head scales"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+seq_lens = [37]
+faults = ["clean", "V:nan@tail"]
+k_scale_range = [0.3, 3.0]
+v_scale_range = [3.0, 0.3]
+"""
+
+
 def scenario_selftest(args, tmp):
-    """`pacheck selftest` as the README shows it passes on a healthy build, with every CPU negative control
-    caught on a suite that plants its fault (the fp8 scale controls have none in tail-poison), and fails
-    (exit 3, controls not run) when the comparator self-test cannot see its corruption (--ulps 0 seeds none)."""
-    p = run(args, "selftest", expect=0)
-    controls = [l.split() for l in p.stdout.splitlines() if l.startswith("  cpu.")]
-    names = [c[0] for c in controls]
-    for k in ("cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault"):
-        check(k in names, f"selftest does not list {k}:\n{p.stdout}")
-    check(all(c[1] == "caught" for c in controls), f"a control not caught:\n{p.stdout}")
+    """`pacheck selftest` passes with every CPU negative control caught on a suite that plants its fault (the
+    fp8 scale controls have none in tail-poison: before the fix the command exited 3 on a healthy build),
+    fails (exit 3) when a control is not exercised, and fails at once (exit 3, controls not run) when the
+    comparator self-test cannot see its corruption (--ulps 0 seeds none). Small stand-ins for the two
+    suites (PACHECK_SUITES_DIR) keep it short; the built-in suites run the same code."""
+    def suites(name, fp8_text):
+        d = os.path.join(tmp, name)
+        os.makedirs(d)
+        for file, text in (("tail-poison.toml", SELFTEST_TAIL), ("fp8.toml", fp8_text)):
+            with open(os.path.join(d, file), "w") as f:
+                f.write(text)
+        return dict(os.environ, PACHECK_SUITES_DIR=d)
+
+    def controls(p):
+        return {c[0]: c[1] for c in (l.split() for l in p.stdout.splitlines() if l.startswith("  cpu."))}
+
+    p = run(args, "selftest", env=suites("both", SELFTEST_FP8), expect=0)
+    got = controls(p)
+    check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault"}, p.stdout)
+    check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
+    # Planted: an fp8 suite without an fp8 cell leaves the fp8 controls unexercised, which must fail.
+    p = run(args, "selftest", env=suites("no_fp8", SELFTEST_TAIL.replace('"tail-poison"', '"fp8"')), expect=3)
+    got = controls(p)
+    check(got.get("cpu.fp8_scale_fault") == "not" and got.get("cpu.vector_v") == "caught", p.stdout)
     p = run(args, "selftest", "--ulps", "0", expect=3)
     check("FAILED (instrument blind)" in p.stdout and "negative controls not run" in p.stdout, p.stdout[-500:])
 
