@@ -551,28 +551,16 @@ def scenario_bad_input(args, tmp):
     rejected("--seed: 99999999999999999999 is out of range", *fuzz, "--seed", "99999999999999999999")
 
 
-SELFTEST_TAIL = """name = "tail-poison"
-description = "cli.selftest: a straddling bf16 cell, clean and V-tail NaN"
-[[cells]]
-heads = "8/2"
-head_sizes = 64
-block_sizes = 16
-dtypes = "bf16"
-seq_lens = [37]
-faults = ["clean", "V:nan@tail"]
-"""
-SELFTEST_FP8 = """name = "fp8"
-description = "cli.selftest: an e4m3fn cache with per-KV-head scales"
-[[cells]]
-heads = "8/2"
-head_sizes = 64
-block_sizes = 16
-dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
-seq_lens = [37]
-faults = ["clean", "V:nan@tail"]
-k_scale_range = [0.3, 3.0]
-v_scale_range = [3.0, 0.3]
-"""
+def selftest_suite(name, dtype, extra=""):
+    """A one-group stand-in for a built-in suite: h8/2 d64 bs16 ctx37 (straddling), clean and V-tail NaN."""
+    return (f'name = "{name}"\ndescription = "cli.selftest stand-in"\n[[cells]]\nheads = "8/2"\nhead_sizes = 64\n'
+            f'block_sizes = 16\ndtypes = "{dtype}"\nseq_lens = [37]\nfaults = ["clean", "V:nan@tail"]\n{extra}')
+
+
+SELFTEST_TAIL = selftest_suite("tail-poison", "bf16")
+# Per-KV-head scales, so both fp8 scale controls have cells to fail.
+SELFTEST_FP8 = selftest_suite("fp8", "q=bf16,kv=fp8_e4m3fn,o=bf16",
+                              "k_scale_range = [0.3, 3.0]\nv_scale_range = [3.0, 0.3]\n")
 
 
 def scenario_selftest(args, tmp):
@@ -598,7 +586,7 @@ def scenario_selftest(args, tmp):
     check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
     # Planted: an fp8 suite without an fp8 cell leaves the fp8 controls unexercised, which must fail.
-    p = run(args, "selftest", env=suites("no_fp8", SELFTEST_TAIL.replace('"tail-poison"', '"fp8"')), expect=3)
+    p = run(args, "selftest", env=suites("no_fp8", selftest_suite("fp8", "bf16")), expect=3)
     got = controls(p)
     check(got.get("cpu.fp8_scale_fault") == "not" and got.get("cpu.vector_v") == "caught", p.stdout)
     p = run(args, "selftest", "--ulps", "0", expect=3)
