@@ -32,17 +32,9 @@ struct FuzzOptions {
   CommonOptions common;  ///< --plugin, --tolerance, --oracle-precision, as `pacheck run`
 };
 
-/// The kernel named `name`: built-in or plugin (Registry::global()), else a planted kernel.
-KernelPtr find_kernel(const std::string& name) {
-  if (KernelPtr k = Registry::global().find(name)) return k;
-  if (KernelPtr k = prop::find_planted_kernel(name)) return k;
-  throw UsageError(
-      fmt::format("--kernel: no kernel named '{}' (known: {})", name, known_kernels(prop::planted_kernels())));
-}
-
 int run_fuzz(FuzzOptions& o) {
   o.common.load_plugins();
-  const KernelPtr kernel = find_kernel(o.kernel);
+  const KernelPtr kernel = find_named_kernel(o.kernel);
   if (kernel->device() != PACHECK_DEVICE_CPU && o.device == "cpu")
     throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device {})", o.kernel,
                                  device_kind_spec(kernel->device())));

@@ -31,19 +31,7 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
-    // Built-in kernels first, then the planted kernels of the property tests, whose counterexamples print
-    // a repro line naming them (planted.*; absent from builds without RapidCheck).
-    KernelPtr k = Registry::global().find(*kernel);
-#ifdef PACHECK_HAVE_FUZZ
-    if (!k) k = prop::find_planted_kernel(*kernel);
-#endif
-    if (!k) {
-      std::vector<KernelPtr> planted;
-#ifdef PACHECK_HAVE_FUZZ
-      planted = prop::planted_kernels();
-#endif
-      throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", *kernel, known_kernels(planted)));
-    }
+    const KernelPtr k = find_named_kernel(*kernel);
     const std::string dev =
         k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);
     Support sup = k->supports(cell.c);

@@ -32,6 +32,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--tolerance", common->tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
   cmd->add_option("--multiple", common->multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
   cmd->add_option("--oracle-precision", common->precision, "oracle precision: f32 or f64")->capture_default_str();
+  bind_tf32_flag(cmd, common->tf32);
   cmd->callback([&ctx, o, common] {
     const std::unique_ptr<ReportFormat> out = stdout_format(o->format, {o->only_failures});
     ScoreOptions so;

@@ -16,6 +16,9 @@
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
 #include "exec/isolate.hpp"
+#ifdef PACHECK_HAVE_FUZZ
+#include "properties/planted_kernels.hpp"
+#endif
 
 namespace pacheck::cli {
 
@@ -42,6 +45,16 @@ std::string known_kernels(const std::vector<KernelPtr>& extra) {
   return known;
 }
 
+KernelPtr find_named_kernel(const std::string& name) {
+  if (KernelPtr k = Registry::global().find(name)) return k;
+  std::vector<KernelPtr> planted;
+#ifdef PACHECK_HAVE_FUZZ
+  if (KernelPtr k = prop::find_planted_kernel(name)) return k;
+  planted = prop::planted_kernels();
+#endif
+  throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", name, known_kernels(planted)));
+}
+
 std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device) {
   const Registry& reg = Registry::global();
   const bool cpu = device == "cpu";
@@ -53,10 +66,7 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
     return out;
   }
   for (const auto& n : names) {
-    KernelPtr k = reg.find(n);
-    if (!k) {
-      throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", n, known_kernels()));
-    }
+    KernelPtr k = find_named_kernel(n);
     if (k->device() != PACHECK_DEVICE_CPU && cpu)
       throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device {})", n,
                                    device_kind_spec(k->device())));
@@ -87,6 +97,7 @@ void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
   cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
   cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
+  bind_tf32_flag(cmd, tf32);
   cmd->add_option("--plugin", plugins, "load kernels from this shared library (repeatable; see include/pacheck/kernel_abi.h)");
 }
 
@@ -131,6 +142,7 @@ RunOptions CommonOptions::run_options() const {
   else throw UsageError(fmt::format("--tolerance: '{}' is not fixed or calibrated", tolerance));
   if (!(multiple > 0)) throw UsageError("--multiple: must be > 0");
   o.tolerance.multiple = multiple;
+  o.tolerance.tf32 = tf32;
   if (precision == "f32") o.oracle_precision = Precision::f32;
   else if (precision == "f64") o.oracle_precision = Precision::f64;
   else throw UsageError(fmt::format("--oracle-precision: '{}' is not f32 or f64", precision));
@@ -209,6 +221,12 @@ Shard resolve_shard(const std::string& flag) {
   s.index = static_cast<int>(*index);
   s.count = static_cast<int>(*count);
   return s;
+}
+
+void bind_tf32_flag(CLI::App* cmd, bool& tf32) {
+  cmd->add_flag("--tf32", tf32,
+                "the kernels read f32 dot operands as TF32 (Triton's default fp32 tl.dot on NVIDIA): f32 outputs are "
+                "judged against the TF32 limit (docs/TOLERANCE.md)");
 }
 
 void bind_format_option(CLI::App* cmd, std::string& name) {

@@ -37,6 +37,9 @@ struct Context {
 /// The registered kernels' names (built-in and loaded plugins), then those of `extra` (e.g. the planted
 /// kernels of the property tests), comma-separated: the "known:" list of a "no kernel named" error.
 std::string known_kernels(const std::vector<KernelPtr>& extra = {});
+/// The kernel named `name`: built-in or plugin (Registry::global()), else a planted kernel of the property
+/// tests (planted.*, in builds with RapidCheck). Throws UsageError naming --kernel and listing the kernels.
+KernelPtr find_named_kernel(const std::string& name);
 
 /// Kernels named by `names` (all kernels of `device`'s kind when empty). Throws UsageError for an
 /// unknown name (listing the known ones) or a GPU kernel asked for on the CPU device.
@@ -52,6 +55,8 @@ Suite load_suite_flag(const std::string& name_or_path);
 
 /// Binds `--format NAME` onto `cmd`: which report format (report/report.hpp's table) stdout carries.
 void bind_format_option(CLI::App* cmd, std::string& name);
+/// Adds `--tf32` (every kernel reads f32 dot operands as TF32; f32 outputs get tf32_limit()) to `cmd`.
+void bind_tf32_flag(CLI::App* cmd, bool& tf32);
 /// The format `name` writing to stdout. Throws UsageError naming --format and the known formats.
 std::unique_ptr<ReportFormat> stdout_format(const std::string& name, const FormatOptions& options = {});
 
@@ -85,6 +90,7 @@ struct CommonOptions {
   double cell_timeout = 60;  ///< --cell-timeout S: isolated cells, wall seconds before the child is killed
   std::string tolerance = "fixed";
   double multiple = 4.0;
+  bool tf32 = false;  ///< --tf32
   std::string precision = "f32";
   std::vector<std::string> plugins;  ///< --plugin PATH (repeatable): kernel libraries to load
   void bind(CLI::App* cmd);

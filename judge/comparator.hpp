@@ -46,12 +46,21 @@ enum class TolerancePolicy { fixed, calibrated };
 struct Tolerance {
   TolerancePolicy policy = TolerancePolicy::fixed;
   double multiple = 4.0;  ///< calibrated: allowed multiple of the emulation's error
+  /// Every kernel of the run declared to read f32 dot operands as TF32 (`--tf32`), as if each kernel's
+  /// Kernel::tf32_products() were true.
+  bool tf32 = false;
   /// The rel_linf limit for this cell. `emulation_rel_linf` is used by the calibrated policy only.
-  double limit(DType out_dtype, double emulation_rel_linf) const;
+  /// `tf32_products` (the kernel declares TF32) or `tf32` with an f32 output gives tf32_limit() under
+  /// both policies: the emulation models fp32 dots, not TF32 ones.
+  double limit(DType out_dtype, double emulation_rel_linf, bool tf32_products = false) const;
 };
 
 /// Fixed-policy rel_linf limit of an output dtype.
 double fixed_limit(DType out_dtype);
+
+/// rel_linf limit of an f32 output from a kernel whose dots read f32 operands as TF32 (10 explicit
+/// mantissa bits: u = 2^-11, f16's precision with fp32's range). docs/TOLERANCE.md gives the measurements.
+double tf32_limit();
 
 /// Outcome of the comparator self-test.
 struct SelfTestResult {

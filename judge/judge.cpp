@@ -27,7 +27,8 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
   r.seconds = run.ms / 1000.0;
   if (auto pred = k.expected_failures()) r.expected_fail = (*pred)(cell);
   r.metrics = compare(run.out, ref.out, c, c.out_dtype);
-  r.limit = tolerance.limit(c.out_dtype, emulation_rel_linf.value_or(0.0));
+  const bool tf32 = k.tf32_products() || tolerance.tf32;
+  r.limit = tolerance.limit(c.out_dtype, emulation_rel_linf.value_or(0.0), tf32);
   r.margin = r.limit > 0 ? r.metrics.rel_linf / r.limit : 0;
   if (clean_bits) {
     for (std::size_t i = 0; i < run.bits.size(); ++i)
@@ -50,9 +51,17 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
   if (r.variant_elements > 0)
     found.emplace_back(Verdict::variant,
                        fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
-  if (!(r.metrics.rel_linf <= r.limit))
-    found.emplace_back(Verdict::fail, fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
-                                                  r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim));
+  if (!(r.metrics.rel_linf <= r.limit)) {
+    std::string detail = fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
+                                     r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim);
+    // An f32 error of TF32's size: the likeliest cause is TF32 dots the kernel does not declare.
+    if (c.out_dtype == DType::f32 && !tf32 && r.metrics.rel_linf <= tf32_limit())
+      detail += fmt::format("; the error is of the size TF32 dot products give (TF32 limit {:.3e}): if the kernel "
+                            "reads f32 operands as TF32 (Triton's default fp32 tl.dot on NVIDIA), declare it "
+                            "(PACHECK_KERNEL_TF32, or --tf32)",
+                            tf32_limit());
+    found.emplace_back(Verdict::fail, std::move(detail));
+  }
   r.verdict = Verdict::pass;
   for (auto& [v, detail] : found)
     if (verdict_rank(v) < verdict_rank(r.verdict)) {

@@ -66,6 +66,11 @@ class Kernel {
   virtual void run(const pacheck_kernel_args& args) const = 0;
   /// True when a sequence's output does not depend on the other sequences of its batch (bitwise).
   virtual bool batch_invariant() const { return true; }
+  /// True when the kernel's dot products read f32 operands as TF32 (10 explicit mantissa bits, as tensor
+  /// cores and Triton's default fp32 `tl.dot` do): its cells with f32 output are judged against
+  /// tf32_limit() (judge/comparator.hpp) instead of the fp32 limit. Plugins declare it with
+  /// PACHECK_KERNEL_TF32; `--tf32` declares it for every kernel of a run.
+  virtual bool tf32_products() const { return false; }
   /// For negative controls (kernels with a planted fault): true for the cells the kernel must fail.
   /// A run in which such a cell passes is "instrument blind". Empty for ordinary kernels.
   virtual std::optional<std::function<bool(const Cell&)>> expected_failures() const { return std::nullopt; }

@@ -198,6 +198,7 @@ class PluginKernel final : public Kernel {
   pacheck_device device() const override { return d_.device; }
   std::vector<Layout> layouts() const override { return d_.layouts; }
   bool batch_invariant() const override { return !(d_.flags & PACHECK_KERNEL_BATCH_VARIANT); }
+  bool tf32_products() const override { return (d_.flags & PACHECK_KERNEL_TF32) != 0; }
 
   Support supports(const Case& c) const override {
     auto listed = [](const auto& v, auto x) { return v.empty() || std::find(v.begin(), v.end(), x) != v.end(); };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "kernels/cpu/cpu_common.hpp"
 
@@ -44,6 +45,11 @@ void for_each_row(const pacheck_kernel_args& a, Row&& row) {
 struct AttendOptions {
   bool subtract_max = true;  ///< false: the softmax fault of planted.softmax_no_max
   bool v_through_f16 = false;  ///< true: the staging fault of planted.f16_staged_v
+  /// f16 or bf16: the P.V accumulator is rounded to it after every add (planted.{bf16,f16}_accumulator).
+  std::optional<DType> acc_dtype;
+  /// true: exp2(s - m) where exp(s - m) belongs, the log2(e) factor of an exp2-based softmax left out
+  /// (planted.exp2_no_log2e): the softmax runs at temperature ln 2.
+  bool exp2_without_log2e = false;
 };
 
 /// Softmax(scale q.K) V over `tokens`, accumulated in the order given: fp32, the weights normalised before
@@ -62,13 +68,15 @@ void attend(const Seq& seq, int g, const std::vector<float>& q, float scale, con
   }
   if (!o.subtract_max) m = 0;
   float sum = 0;
-  for (std::size_t i = 0; i < tokens.size(); ++i) sum += (logit[i] = std::exp(logit[i] - m));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    sum += (logit[i] = o.exp2_without_log2e ? std::exp2(logit[i] - m) : std::exp(logit[i] - m));
   std::fill(out.begin(), out.end(), 0.0f);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const float w = logit[i] / sum;
     for (int d = 0; d < D; ++d) {
       const float v = seq.v(tokens[i], g, d);
       out[d] += w * (o.v_through_f16 ? round_to(v, DType::f16) : v);
+      if (o.acc_dtype) out[d] = round_to(out[d], *o.acc_dtype);
     }
   }
 }
@@ -299,6 +307,47 @@ class FixedScale final : public Planted {
   }
 };
 
+/// Accumulation faults of the tolerance measurements (docs/TOLERANCE.md): a 16-bit P.V accumulator
+/// (planted.bf16_accumulator, planted.f16_accumulator: each add rounded to the dtype, so the sum loses bits
+/// as it grows), the last token dropped (planted.drop_last_token: an off-by-one mask `t < seq_len - 1`),
+/// and an exp2-based softmax without its log2(e) factor (planted.exp2_no_log2e).
+class AccumulationFault final : public Planted {
+ public:
+  enum class What { bf16_acc, f16_acc, drop_last, exp2_no_log2e };
+  explicit AccumulationFault(What w) : what_(w) {}
+  std::string name() const override {
+    switch (what_) {
+      case What::bf16_acc: return "planted.bf16_accumulator";
+      case What::f16_acc: return "planted.f16_accumulator";
+      case What::drop_last: return "planted.drop_last_token";
+      case What::exp2_no_log2e: break;
+    }
+    return "planted.exp2_no_log2e";
+  }
+  std::string description() const override {
+    switch (what_) {
+      case What::bf16_acc: return "P.V accumulator rounded to bf16 after every add";
+      case What::f16_acc: return "P.V accumulator rounded to f16 after every add";
+      case What::drop_last: return "attends tokens 0 .. seq_len - 2: the last token dropped (seq_len 1 kept)";
+      case What::exp2_no_log2e: break;
+    }
+    return "exp2(s - max) without the log2(e) factor: softmax at temperature ln 2";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    AttendOptions o;
+    if (what_ == What::bf16_acc) o.acc_dtype = DType::bf16;
+    if (what_ == What::f16_acc) o.acc_dtype = DType::f16;
+    o.exp2_without_log2e = what_ == What::exp2_no_log2e;
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      const int len = what_ == What::drop_last ? std::max(1, seq.len - 1) : seq.len;
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, iota_tokens(len), out, o);
+    });
+  }
+
+ private:
+  What what_;
+};
+
 }  // namespace
 
 const std::vector<KernelPtr>& planted_kernels() {
@@ -308,6 +357,10 @@ const std::vector<KernelPtr>& planted_kernels() {
       std::make_shared<PhysicalBlockOrder>(), std::make_shared<LaunchOrder>(),
       std::make_shared<BatchSplit>(),         std::make_shared<F16StagedV>(),
       std::make_shared<FixedScale>(),
+      std::make_shared<AccumulationFault>(AccumulationFault::What::bf16_acc),
+      std::make_shared<AccumulationFault>(AccumulationFault::What::f16_acc),
+      std::make_shared<AccumulationFault>(AccumulationFault::What::drop_last),
+      std::make_shared<AccumulationFault>(AccumulationFault::What::exp2_no_log2e),
   };
   return all;
 }

@@ -1,7 +1,7 @@
 // Planted kernels: CPU kernels with one deliberate fault each, of classes the fixed suites do not name
 // (docs/fault-classes.md). Each exists to show a property failing, with a shrunk counterexample, on the
-// fault it is meant to catch. None is in Registry::global(), so `pacheck run` and `pacheck list` never
-// see them; `pacheck fuzz --kernel planted.NAME` and the property tests find them here.
+// fault it is meant to catch. None is in Registry::global(): `pacheck run`, `fuzz` and `repro` take them by name
+// (--kernel planted.NAME) and the property tests find them here; a default run and `pacheck list` never see them.
 #pragma once
 
 #include <string>
@@ -23,6 +23,10 @@ namespace pacheck::prop {
 ///  - planted.f16_staged_v          V staged through f16 before P.V (overflows for large V, loses bits
 ///                                  for V in f16's subnormal range)
 ///  - planted.fixed_scale           ignores pacheck_kernel_args::scale and uses 1/sqrt(head_size)
+///  - planted.bf16_accumulator      P.V accumulator rounded to bf16 after every add
+///  - planted.f16_accumulator       P.V accumulator rounded to f16 after every add
+///  - planted.drop_last_token       the last token of every sequence longer than 1 left out
+///  - planted.exp2_no_log2e         exp2(s - max) without the log2(e) factor (softmax temperature ln 2)
 const std::vector<KernelPtr>& planted_kernels();
 
 /// The planted kernel named `name`, or nullptr.

@@ -163,6 +163,29 @@ inline const std::vector<Catch>& catches() {
          EXPECT_GE(max_len(cx.cell.c), 2) << "one token's softmax weight is 1 whatever the scale: " << cx.cell.id();
          EXPECT_NE(cx.what.find("changes the output"), std::string::npos) << cx.what;
        }},
+      // The accumulation faults of docs/TOLERANCE.md's measurements: agreement sees each beyond tolerance.
+      {"planted.bf16_accumulator", "agreement", "WithTwoTokensOrAWiderOutput",
+       [](const Counterexample& cx, double) {
+         // One token into a bf16 output is one add rounded once, as the output is; a wider output loses bits.
+         EXPECT_TRUE(max_len(cx.cell.c) >= 2 || cx.cell.c.out_dtype != DType::bf16) << cx.cell.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.bf16_accumulator")));
+       }},
+      {"planted.f16_accumulator", "agreement", "WithTwoTokensOrVBeyondF16",
+       [](const Counterexample& cx, double) {
+         // Shrinks to one token of V past 65504 (Inf in the f16 accumulator) or to a sum that loses bits.
+         EXPECT_TRUE(max_len(cx.cell.c) >= 2 || cx.what.find(" Inf of ") != std::string::npos) << cx.what;
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.f16_accumulator")));
+       }},
+      {"planted.drop_last_token", "agreement", "WithTwoTokensOrMore",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(max_len(cx.cell.c), 2) << "seq_len 1 keeps its token: " << cx.cell.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.drop_last_token")));
+       }},
+      {"planted.exp2_no_log2e", "agreement", "WithTwoTokensOrMore",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(max_len(cx.cell.c), 2) << "one token's softmax weight is 1 at any temperature: " << cx.cell.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.exp2_no_log2e")));
+       }},
   };
   return rows;
 }

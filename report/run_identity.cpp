@@ -4,7 +4,7 @@ namespace pacheck {
 
 nlohmann::json run_identity(const Suite& suite, const std::vector<std::string>& kernels, const std::string& device,
                             const RunOptions& opt, const std::string& filter) {
-  return {{"suite", suite.name},
+  nlohmann::json id = {{"suite", suite.name},
           {"cells", suite.cells.size()},
           {"kernels", kernels},
           {"device", device},
@@ -14,6 +14,8 @@ nlohmann::json run_identity(const Suite& suite, const std::vector<std::string>& 
           {"multiple", opt.tolerance.multiple},
           {"oracle_precision", opt.oracle_precision == Precision::f32 ? "f32" : "f64"},
           {"shard", {{"index", opt.shard_index}, {"count", opt.shard_count}}}};
+  if (opt.tolerance.tf32) id["tf32"] = true;  // only when given, so runs from before --tf32 still resume
+  return id;
 }
 
 }  // namespace pacheck

@@ -163,9 +163,14 @@ const CellResult& find(const RunSummary& s, const std::string& kernel, int head_
 TEST(Plugin, KernelsGetEveryVerdictThroughTheAdapter) {
   Registry reg = builtins();
   const PluginInfo info = load_plugin(plant("ok"), reg);
-  ASSERT_EQ(info.kernels.size(), 6u);
+  ASSERT_EQ(info.kernels.size(), 7u);
+  // PACHECK_KERNEL_TF32 reaches Kernel::tf32_products (the judge then uses tf32_limit for f32 outputs).
+  ASSERT_TRUE(reg.find("plug.tf32"));
+  EXPECT_TRUE(reg.find("plug.tf32")->tf32_products());
+  EXPECT_FALSE(reg.find("plug.error")->tf32_products());
   std::vector<KernelPtr> ks;
-  for (const auto& n : info.kernels) ks.push_back(reg.find(n));
+  for (const auto& n : info.kernels)
+    if (n != "plug.tf32") ks.push_back(reg.find(n));
   RunOptions opt;
   opt.threads = 2;
   const RunSummary s = run_suite(small_suite(), ks, "cpu", opt);

@@ -158,7 +158,9 @@ typedef struct pacheck_kernel_args {
  * for a later ABI with new flags is refused rather than silently misread). */
 #define PACHECK_KERNEL_NOT_THREAD_SAFE 0x1u /* never call `run` from two threads at once */
 #define PACHECK_KERNEL_BATCH_VARIANT 0x2u   /* a sequence's output may depend on the others of its batch */
-#define PACHECK_KERNEL_KNOWN_FLAGS 0x3u
+#define PACHECK_KERNEL_TF32 0x4u            /* dots read f32 operands as TF32 (tensor cores; Triton's default
+                                               fp32 tl.dot): f32 outputs are judged against the TF32 limit */
+#define PACHECK_KERNEL_KNOWN_FLAGS 0x7u
 
 /* Size in bytes of the `reason` and `error` buffers pacheck passes to callbacks, including the NUL.
  * Longer messages are cut; pacheck always terminates the buffer itself. */

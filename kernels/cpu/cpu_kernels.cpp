@@ -15,6 +15,7 @@ namespace pacheck {
 // Factories of the kernels' files (make_cpu_split_kv and make_cpu_scale_fault are public: kernel.hpp).
 KernelPtr make_cpu_reference(bool head0_scales);  // reference.cpp
 KernelPtr make_cpu_vector_v(bool mask_v);         // vector_v.cpp
+KernelPtr make_cpu_tf32();                        // tf32.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -25,6 +26,7 @@ void register_cpu_kernels(Registry& r) {
   r.add(make_cpu_reference(/*head0_scales=*/true));   // cpu.fp8_head0_scale: NEGATIVE CONTROL
   r.add(make_cpu_scale_fault("cpu.fp8_scale_fault",   // NEGATIVE CONTROL: the last KV head's scales as 1
                              ScaleFault{Target::kv, -1, 1.0f}));
+  r.add(make_cpu_tf32());                             // cpu.tf32: TF32 operands for f32 dots (declared)
 }
 
 }  // namespace pacheck

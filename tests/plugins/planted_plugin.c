@@ -108,6 +108,7 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
       {"plug.write_past_end", run_write_past_end, PACHECK_KERNEL_NOT_THREAD_SAFE},
       {"plug.mutate_input", run_mutate_input, 0},
       {"plug.unknown_status", run_unknown_status, 0},
+      {"plug.tf32", run_error, PACHECK_KERNEL_TF32}, /* the declaration only: see test_plugin.cpp */
   };
   static const int32_t head64[] = {64};
   for (size_t i = 0; i < sizeof planted / sizeof planted[0]; ++i) {

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Aggregates `pacheck run --json` reports into the tables of docs/TOLERANCE.md.
+
+Usage: ci/margins.py REPORT.json [REPORT.json ...] [--by dtype|kernel] [--markdown]
+
+For every (kernel, output dtype) it prints the cells judged, the verdict counts, the worst margin
+(rel_linf / limit) among cells that are not non-finite, the largest rel_linf and the cell that has it. A
+report's cells come from any suite and seed (`pacheck run --seed N`); pass as many reports as were run.
+The output dtype of a cell is the `o=` token of its id, else its KV dtype (the dtype token after bsN).
+Exit status: 0; 2 when a report cannot be read (the message names the file).
+"""
+import argparse
+import collections
+import json
+import math
+import sys
+
+DTYPES = {"f32", "f16", "bf16", "fp8e4m3", "fp8e4m3fnuz", "fp8e5m2"}
+
+
+def out_dtype(case_id):
+    """The output dtype of a case id: its o= token, else the KV dtype token."""
+    kv = None
+    for tok in case_id.split():
+        if tok.startswith("o="):
+            return tok[2:]
+        if kv is None and tok in DTYPES:
+            kv = tok
+    return kv or "?"
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"margins.py: {path}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("reports", nargs="+")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = ap.parse_args()
+
+    rows = collections.defaultdict(lambda: {"cells": 0, "verdicts": collections.Counter(), "margin": 0.0,
+                                            "margin_cell": "", "rel_linf": 0.0, "seeds": set()})
+    for path in args.reports:
+        report = load(path)
+        for r in report.get("results", []):
+            key = (r["kernel"], out_dtype(r["case"]))
+            row = rows[key]
+            row["cells"] += 1
+            row["verdicts"][r["verdict"]] += 1
+            rel = r.get("metrics", {}).get("rel_linf")
+            margin = r.get("margin")
+            if isinstance(margin, (int, float)) and math.isfinite(margin) and margin > row["margin"]:
+                row["margin"], row["margin_cell"] = margin, r["cell"]
+            if isinstance(rel, (int, float)) and math.isfinite(rel):
+                row["rel_linf"] = max(row["rel_linf"], rel)
+            for tok in r["case"].split():
+                if tok.startswith("seed"):
+                    row["seeds"].add(tok)
+
+    if args.markdown:
+        print("| kernel | out | cells | seeds | verdicts | worst margin | max rel_linf | worst cell |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (kernel, dt), row in sorted(rows.items()):
+        verdicts = ", ".join(f"{v} {n}" for v, n in sorted(row["verdicts"].items()))
+        if args.markdown:
+            print(f"| {kernel} | {dt} | {row['cells']} | {len(row['seeds'])} | {verdicts} | {row['margin']:.3f} | "
+                  f"{row['rel_linf']:.3g} | `{row['margin_cell']}` |")
+        else:
+            print(f"{kernel:34} {dt:6} cells {row['cells']:6} seeds {len(row['seeds']):4} worst margin "
+                  f"{row['margin']:.3f} max rel_linf {row['rel_linf']:.3g}  [{verdicts}]  {row['margin_cell']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
