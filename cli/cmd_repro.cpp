@@ -7,9 +7,6 @@
 
 #include "cli/common.hpp"
 
-#ifdef PACHECK_HAVE_FUZZ
-#include "properties/planted_kernels.hpp"
-#endif
 
 namespace pacheck::cli {
 
