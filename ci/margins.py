@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Aggregates `pacheck run --json` reports into the tables of docs/TOLERANCE.md.
 
-Usage: ci/margins.py REPORT.json [REPORT.json ...] [--by dtype|kernel] [--markdown]
+Usage: ci/margins.py REPORT.json [REPORT.json ...] [--markdown]   (ci/trust-run.py imports it)
 
 For every (kernel, output dtype) it prints the cells judged, the verdict counts, the worst margin
 (rel_linf / limit) among cells that are not non-finite, the largest rel_linf and the cell that has it. A
@@ -38,19 +38,18 @@ def load(path):
         sys.exit(2)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("reports", nargs="+")
-    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    args = ap.parse_args()
+def new_row():
+    return {"cells": 0, "verdicts": collections.Counter(), "margin": 0.0, "margin_cell": "", "rel_linf": 0.0,
+            "seeds": set()}
 
-    rows = collections.defaultdict(lambda: {"cells": 0, "verdicts": collections.Counter(), "margin": 0.0,
-                                            "margin_cell": "", "rel_linf": 0.0, "seeds": set()})
-    for path in args.reports:
+
+def collect(paths):
+    """{(kernel, out dtype): row} over every result of the reports at `paths` (see the module docstring)."""
+    rows = collections.defaultdict(new_row)
+    for path in paths:
         report = load(path)
         for r in report.get("results", []):
-            key = (r["kernel"], out_dtype(r["case"]))
-            row = rows[key]
+            row = rows[(r["kernel"], out_dtype(r["case"]))]
             row["cells"] += 1
             row["verdicts"][r["verdict"]] += 1
             rel = r.get("metrics", {}).get("rel_linf")
@@ -59,21 +58,33 @@ def main():
                 row["margin"], row["margin_cell"] = margin, r["cell"]
             if isinstance(rel, (int, float)) and math.isfinite(rel):
                 row["rel_linf"] = max(row["rel_linf"], rel)
-            for tok in r["case"].split():
-                if tok.startswith("seed"):
-                    row["seeds"].add(tok)
+            row["seeds"].update(tok for tok in r["case"].split() if tok.startswith("seed"))
+    return rows
 
-    if args.markdown:
-        print("| kernel | out | cells | seeds | verdicts | worst margin | max rel_linf | worst cell |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+def table(rows, markdown=False):
+    """The rows as text lines: one per (kernel, output dtype), sorted."""
+    lines = []
+    if markdown:
+        lines += ["| kernel | out | cells | seeds | verdicts | worst margin | max rel_linf | worst cell |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (kernel, dt), row in sorted(rows.items()):
         verdicts = ", ".join(f"{v} {n}" for v, n in sorted(row["verdicts"].items()))
-        if args.markdown:
-            print(f"| {kernel} | {dt} | {row['cells']} | {len(row['seeds'])} | {verdicts} | {row['margin']:.3f} | "
-                  f"{row['rel_linf']:.3g} | `{row['margin_cell']}` |")
+        if markdown:
+            lines.append(f"| {kernel} | {dt} | {row['cells']} | {len(row['seeds'])} | {verdicts} | "
+                         f"{row['margin']:.3f} | {row['rel_linf']:.3g} | `{row['margin_cell']}` |")
         else:
-            print(f"{kernel:34} {dt:6} cells {row['cells']:6} seeds {len(row['seeds']):4} worst margin "
-                  f"{row['margin']:.3f} max rel_linf {row['rel_linf']:.3g}  [{verdicts}]  {row['margin_cell']}")
+            lines.append(f"{kernel:28} {dt:6} cells {row['cells']:6} seeds {len(row['seeds']):3} worst margin "
+                         f"{row['margin']:.3f} max rel_linf {row['rel_linf']:.3g}  [{verdicts}]  {row['margin_cell']}")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("reports", nargs="+")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = ap.parse_args()
+    print("\n".join(table(collect(args.reports), args.markdown)))
     return 0
 
 

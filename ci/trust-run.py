@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The trust run (issue 16; docs/TOLERANCE.md, "Trust run"): can pacheck's verdicts be believed?
+
+Every built-in CPU kernel (the honest designs and the negative controls) and the planted accumulation
+faults run through the fixed suites at many seeds (`pacheck run --seed N`), then `pacheck fuzz` runs every
+property on every honest design at several seeds. The run holds when
+  - no honest kernel fails a single cell or property (0 false alarms),
+  - every negative control is caught (no run exits 3, "instrument blind"),
+  - every planted fault fails cells at every seed (in at least one of the suites run at that seed).
+
+  ci/trust-run.py [--pacheck BIN] [--out DIR] [--seeds N] [--first-seed S] [--suites gate,models,...]
+                  [--fuzz-seeds M] [--fuzz-budget SECONDS] [--jobs P] [--short]
+
+Output in DIR (default build/trust-run): one --json report and log per (suite, seed), one log per fuzz run
+and summary.txt (worst margin per kernel and output dtype, ci/margins.py, and the findings).
+Exit status: 0 the run holds; 1 a false alarm, a blind control or an uncaught planted fault; 2 bad usage, or
+a pacheck run that ended in error (exit status 2, 4 or a signal).
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import margins  # noqa: E402  (ci/margins.py)
+
+FAULTY = ["planted.bf16_accumulator", "planted.f16_accumulator", "planted.drop_last_token", "planted.exp2_no_log2e"]
+# Left out of --short, whose boundary suite cannot show it: an f16 sum of <= 1,040 tokens into a bf16 output
+# loses less than the output's own rounding (gate's 4096-token f16 cells catch it at every seed).
+NOT_IN_SHORT = {"planted.f16_accumulator": "boundary's bf16 outputs of <= 1,040 tokens cannot show an f16 sum"}
+PASSING = {"pass", "declined"}
+
+
+def fail_usage(msg):
+    print(f"trust-run: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def positive_int(flag):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} '{text}' is not a whole number")
+        if v < 0:
+            raise argparse.ArgumentTypeError(f"{flag} {v} must be >= 0")
+        return v
+    return parse
+
+
+def parse_args():
+    here = pathlib.Path(__file__).resolve().parent
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pacheck", default=str(here.parent / "build/default/cli/pacheck"))
+    ap.add_argument("--out", default=str(here.parent / "build/trust-run"))
+    ap.add_argument("--seeds", type=positive_int("--seeds"), default=10, help="seeds per suite (default 10)")
+    ap.add_argument("--first-seed", type=positive_int("--first-seed"), default=1)
+    ap.add_argument("--suites", default="gate,boundary,models,sweep", help="comma-separated suite names")
+    ap.add_argument("--fuzz-seeds", type=positive_int("--fuzz-seeds"), default=10,
+                    help="fuzz every honest kernel at seeds 1..M (0: no fuzzing)")
+    ap.add_argument("--fuzz-budget", type=float, default=60.0, help="wall seconds per fuzz run (default 60)")
+    ap.add_argument("--jobs", type=positive_int("--jobs"), default=os.cpu_count() or 2,
+                    help="pacheck processes at once, each with -j 1 (default: the number of cores)")
+    ap.add_argument("--short", action="store_true",
+                    help="the ctest form: boundary at 2 seeds, fuzz 1 seed x 3 s")
+    a = ap.parse_args()
+    if a.short:
+        a.seeds, a.suites, a.fuzz_seeds, a.fuzz_budget = 2, "boundary", 1, 3.0
+    if not (a.fuzz_budget > 0):
+        fail_usage(f"--fuzz-budget {a.fuzz_budget} must be > 0 seconds")
+    a.jobs = max(1, a.jobs)
+    a.suites = [s for s in a.suites.split(",") if s]
+    if not a.suites or a.seeds == 0:
+        fail_usage("nothing to run: --suites is empty or --seeds is 0")
+    if not os.access(a.pacheck, os.X_OK):
+        fail_usage(f"--pacheck {a.pacheck} is not an executable")
+    return a
+
+
+def kernels(pacheck):
+    """(every CPU kernel, the honest ones) from `pacheck list kernels`."""
+    out = subprocess.run([pacheck, "list", "kernels"], check=True, capture_output=True, text=True).stdout
+    cpu, honest = [], []
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[1] == "cpu":
+            cpu.append(words[0])
+            if "[negative control]" not in line:
+                honest.append(words[0])
+    return cpu, honest
+
+
+def run(cmd, log):
+    with open(log, "w", encoding="utf-8") as f:
+        return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
+
+
+def main():
+    a = parse_args()
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in list(out.glob("*.json")) + list(out.glob("*.log")):
+        old.unlink()
+    cpu, honest = kernels(a.pacheck)
+    faulty = [k for k in FAULTY if not (a.short and k in NOT_IN_SHORT)]
+    for k in FAULTY:
+        if k not in faulty:
+            print(f"trust-run: --short leaves out {k}: {NOT_IN_SHORT[k]}")
+    if not honest:
+        fail_usage("`pacheck list kernels` shows no honest CPU kernel")
+    seeds = range(a.first_seed, a.first_seed + a.seeds)
+    print(f"trust-run: honest {' '.join(honest)}; controls {' '.join(k for k in cpu if k not in honest)}; "
+          f"faulty {' '.join(faulty)}", flush=True)
+    print(f"trust-run: suites {','.join(a.suites)} x seeds {seeds.start}..{seeds.stop - 1}; fuzz {a.fuzz_seeds} "
+          f"seeds x {a.fuzz_budget:g} s; {a.jobs} jobs", flush=True)
+
+    kernel_args = [arg for k in cpu + faulty for arg in ("--kernel", k)]
+    suite_jobs = {(suite, seed): [a.pacheck, "run", "--suite", suite, "--seed", str(seed), "-j", "1", *kernel_args,
+                                  "--only-failures", "--json", str(out / f"{suite}-seed{seed}.json")]
+                  for suite in a.suites for seed in seeds}
+    fuzz_jobs = {(k, seed): [a.pacheck, "fuzz", "--kernel", k, "--seed", str(seed), "--budget", f"{a.fuzz_budget:g}"]
+                 for k in honest for seed in range(1, a.fuzz_seeds + 1)}
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
+        suite_rc = {key: pool.submit(run, cmd, out / f"{key[0]}-seed{key[1]}.log") for key, cmd in suite_jobs.items()}
+        fuzz_rc = {key: pool.submit(run, cmd, out / f"fuzz-{key[0]}-seed{key[1]}.log") for key, cmd in fuzz_jobs.items()}
+        suite_rc = {k: f.result() for k, f in suite_rc.items()}
+        fuzz_rc = {k: f.result() for k, f in fuzz_rc.items()}
+    seconds = time.monotonic() - t0
+
+    findings, errors = [], []
+    reports = []
+    caught = {(k, seed): 0 for k in faulty for seed in seeds}  # failing cells per planted fault and seed
+    for (suite, seed), rc in sorted(suite_rc.items()):
+        name = f"{suite} --seed {seed}"
+        if rc == 3:
+            findings.append(f"{name}: instrument blind (exit 3): a negative control was not caught")
+        elif rc not in (0, 1):
+            errors.append(f"{name}: pacheck run exited {rc} (see {suite}-seed{seed}.log)")
+            continue
+        path = out / f"{suite}-seed{seed}.json"
+        reports.append(path)
+        results = json.loads(path.read_text(encoding="utf-8")).get("results", [])
+        for r in results:
+            if r["kernel"] in honest and r["verdict"] not in PASSING:
+                findings.append(f"false alarm: {r['kernel']} {r['verdict']} on '{r['cell']}' ({name}): {r['detail']}")
+        for r in results:
+            if r["kernel"] in faulty and r["verdict"] not in PASSING:
+                caught[(r["kernel"], seed)] += 1
+    for (k, seed), n in sorted(caught.items()):
+        if n == 0 and all(suite_rc[(suite, seed)] in (0, 1, 3) for suite in a.suites):
+            findings.append(f"uncaught: {k} passes every cell of {', '.join(a.suites)} at --seed {seed}")
+    for (k, seed), rc in sorted(fuzz_rc.items()):
+        if rc == 1:
+            log = (out / f"fuzz-{k}-seed{seed}.log").read_text(encoding="utf-8", errors="replace")
+            why = next((l.strip() for l in log.splitlines() if "does not hold" in l), "a property failed")
+            findings.append(f"false alarm: fuzz --kernel {k} --seed {seed}: {why}")
+        elif rc != 0:
+            errors.append(f"fuzz --kernel {k} --seed {seed}: exited {rc} (see fuzz-{k}-seed{seed}.log)")
+
+    rows = margins.collect(reports)
+    cells = sum(r["cells"] for (k, _), r in rows.items() if k in honest)
+    lines = [f"trust run: {len(suite_jobs)} suite runs ({', '.join(a.suites)} x {a.seeds} seeds), "
+             f"{len(fuzz_jobs)} fuzz runs ({a.fuzz_seeds} seeds x {a.fuzz_budget:g} s), {seconds:.0f} s, {a.jobs} jobs",
+             f"honest kernels: {len(honest)}, honest cells judged: {cells}",
+             "planted faults, failing cells per seed (min..max): " + ", ".join(
+                 f"{k} {min(caught[(k, s)] for s in seeds)}..{max(caught[(k, s)] for s in seeds)}" for k in faulty), ""]
+    lines += margins.table(rows) + [""]
+    lines += findings + errors
+    ok = not findings and not errors
+    lines.append("TRUST HOLDS: 0 false alarms, every control caught, every planted fault caught" if ok else
+                 f"TRUST BROKEN: {len(findings)} finding(s), {len(errors)} error(s)")
+    text = "\n".join(lines) + "\n"
+    (out / "summary.txt").write_text(text, encoding="utf-8")
+    print(text, end="")
+    return 0 if ok else (2 if errors and not findings else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""ci/trust-run.py can fail: against tests/trust/fake_pacheck.py it holds when nothing is planted and
+breaks, naming the cause, on a false alarm, a blind control, an uncaught planted fault and a fuzz failure.
+
+Usage: test_trust_run.py SOURCE_DIR WORK_DIR
+"""
+import os
+import pathlib
+import subprocess
+import sys
+
+src, work = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+fake = src / "tests/trust/fake_pacheck.py"
+os.chmod(fake, 0o755)
+failures = []
+for plant, rc, text in [("none", 0, "TRUST HOLDS"), ("false_alarm", 1, "false alarm: cpu.honest fail"),
+                        ("blind", 1, "instrument blind (exit 3)"), ("uncaught", 1, "uncaught: planted.drop_last_token"),
+                        ("fuzz", 1, "false alarm: fuzz --kernel cpu.honest --seed 1")]:
+    p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake), "--out",
+                        str(work / plant), "--seeds", "2", "--suites", "gate", "--fuzz-seeds", "1", "--jobs", "2"],
+                       env={**os.environ, "FAKE_PACHECK_PLANT": plant}, capture_output=True, text=True)
+    ok = p.returncode == rc and text in p.stdout
+    print(f"{'ok    ' if ok else 'FAILED'} plant={plant}: exit {p.returncode} (want {rc}), '{text}' "
+          f"{'found' if text in p.stdout else 'missing'}")
+    if not ok:
+        failures.append(plant)
+        print(p.stdout + p.stderr)
+p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake), "--seeds", "x"],
+                   capture_output=True, text=True)
+print(f"{'ok    ' if p.returncode == 2 else 'FAILED'} --seeds x: exit {p.returncode} (want 2): {p.stderr.strip()[-80:]}")
+if p.returncode != 2:
+    failures.append("usage")
+sys.exit(1 if failures else 0)
