@@ -13,7 +13,7 @@
 #   OUT_DIR    default $OUT when set (the device tool's output folder), else gpu-check-out
 # Environment: CUDA_ARCH (default 90), STEP_TIMEOUT seconds per step (default 900),
 #   GPU_CHECK_SUITES (default "tail-poison boundary models sweep"), GPU_CHECK_SANITIZE=1,
-#   GPU_CHECK_KERNELS (default: the five gpu.* kernels) for the suites,
+#   GPU_CHECK_KERNELS (default: the six gpu.* kernels) for the suites,
 #   GPU_CHECK_SKIP_TESTS=1 / GPU_CHECK_SKIP_BENCH=1 to leave steps out.
 # Output files (at most 8, flat, so the device tool returns them all): gpu-check.log (everything),
 #   tests.log, bench.log, <suite>.json per suite.
@@ -29,7 +29,7 @@ log="$out/gpu-check.log"
 arch="${CUDA_ARCH:-90}"
 step_timeout="${STEP_TIMEOUT:-900}"
 suites="${GPU_CHECK_SUITES:-tail-poison boundary models sweep}"
-read -r -a kernels <<<"${GPU_CHECK_KERNELS:-gpu.paged_v1 gpu.paged_v1_tail_fault gpu.paged_v2 gpu.warp_split gpu.warp_split_gqa}"
+read -r -a kernels <<<"${GPU_CHECK_KERNELS:-gpu.paged_v1 gpu.paged_v1_tail_fault gpu.paged_v1_half_products gpu.paged_v2 gpu.warp_split gpu.warp_split_gqa}"
 status=0
 
 say() { echo "[gpu-check] $*" | tee -a "$log"; }

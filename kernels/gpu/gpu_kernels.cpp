@@ -96,9 +96,9 @@ struct GpuKernelRow {
 
 /// The launchers of the rows below: vLLM-style paged attention with partitions of `kPartition` tokens (0: one
 /// per sequence, v1) and the V tail zeroed or not (the planted fault); the warp-split kernels, GQA-fused or not.
-template <int kPartition, bool kZeroVTail>
+template <int kPartition, bool kZeroVTail, bool kHalfProducts = false>
 gpu::LaunchResult paged_attention(const pacheck_kernel_args& a) {
-  return gpu::launch_paged_attention(a, kPartition, kZeroVTail);
+  return gpu::launch_paged_attention(a, kPartition, kZeroVTail, kHalfProducts);
 }
 template <bool kGqaFused>
 gpu::LaunchResult warp_split(const pacheck_kernel_args& a) {
@@ -118,6 +118,10 @@ const GpuKernelRow kGpuKernels[] = {
                     "NaN/Inf in the final block's V tail reaches P.V as 0 * NaN",
      .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, false>,
      .expected_failure = poisons_v_tail},
+    {.name = "gpu.paged_v1_half_products",
+     .description = "gpu.paged_v1 with vLLM's half2 P.V: each probability and each p x v product rounded to the "
+                    "16-bit dtype, summed in fp32 (an honest design the checks must accept)",
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, true, true>},
     {.name = "gpu.paged_v2",
      .description = "vLLM paged_attention_v2 design (split-KV): 512-token partitions write partial out, max logit "
                     "and exp sum; a second kernel merges them; vllm layout; fp8 caches decoded after the loads",

@@ -38,10 +38,13 @@ inline constexpr int kPagedV2PartitionSize = 512;
 ///    partial outputs, max logits and exp sums to scratch, merged by a second kernel.
 ///  - zero_v_tail == false builds the planted fault: the V vector that straddles seq_len is used as
 ///    loaded, so a NaN/Inf in the unwritten tail of the final block reaches P.V as 0 * NaN.
+///  - half_products: with a 16-bit q/out dtype, each probability and each p x v product is rounded to that
+///    dtype before the fp32 sum (vLLM's half2 dot()); f32 runs as without it.
 /// Dtypes: q == kv == out in {f32, f16, bf16}, or an fp8 kv_dtype (e4m3fn, e4m3fnuz, e5m2; block_size >= 16)
 /// with q == out in {bf16, f16}, dequantised with k_scales_per_head[g] / v_scales_per_head[g] when given,
 /// else k_scale / v_scale. Anything else is an error naming the field.
-LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail);
+LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail,
+                                    bool half_products = false);
 
 /// Test hook of the fp8 cache path: decodes `n` fp8 codes (a multiple of 16) of encoding `kv_dtype`
 /// (PACHECK_DTYPE_FP8_*) from device memory `codes` (16-byte aligned) into `n` fp32 values at device memory

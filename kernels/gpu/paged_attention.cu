@@ -1,4 +1,5 @@
-// gpu.paged_v1, gpu.paged_v1_tail_fault and gpu.paged_v2: paged-attention decode over the `vllm` layout,
+// gpu.paged_v1, gpu.paged_v1_tail_fault, gpu.paged_v1_half_products and gpu.paged_v2: paged-attention decode
+// over the `vllm` layout,
 // after the design of vLLM's csrc/attention paged_attention_v1/v2 kernels (written here from that design,
 // not from its code).
 //
@@ -27,6 +28,10 @@
 //     block's vectors cover slots past seq_len; their lanes are zeroed before the multiply (the fix of
 //     vLLM issue 641, and of the ROCm kernel in PR 53856): p is 0 there, but 0 * NaN = NaN. The
 //     ZERO_V_TAIL = false instantiation omits exactly that zeroing: gpu.paged_v1_tail_fault.
+//     With `half_products` (gpu.paged_v1_half_products, an honest design of issue 16's panel) a 16-bit T
+//     rounds each probability to T and each product p x v to T before the fp32 sum, as vLLM's CUDA kernel
+//     does with half2/bfloat162 multiplies in its dot(): the exact fp32 product of two 16-bit values
+//     rounded once to T is what __hmul gives. fp8 codes decode exactly into either 16-bit T.
 //  4. Warps' partial rows are summed through shared memory in a fixed order.
 // Accumulation is fp32 throughout; logits are kept as scale * log2(e) * q.k so the exponentials are exp2f.
 #include <algorithm>
@@ -50,6 +55,7 @@ struct PagedParams : DecodeParams {
   int partition_size;  ///< tokens per partition, a multiple of block_size; v1: at least the longest context
   int logits_capacity; ///< floats of shared memory for one partition's logits
   bool split;          ///< v2: write partials of multi-partition sequences to scratch
+  bool half_products;  ///< 16-bit T: p and each p x v product rounded to T before the fp32 sum (step 3)
   SplitScratch sc;
 };
 
@@ -172,8 +178,16 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
           }
         }
         float sv = 0.f;
+        if (sizeof(T) == 2 && p.half_products) {
 #pragma unroll
-        for (int j = 0; j < VV; ++j) sv = fmaf(pv[j], vf[j], sv);
+          for (int j = 0; j < VV; ++j) {
+            const float ph = Elem<T>::to_float(Elem<T>::from_float(pv[j]));
+            sv += Elem<T>::to_float(Elem<T>::from_float(ph * vf[j]));
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < VV; ++j) sv = fmaf(pv[j], vf[j], sv);
+        }
         acc[i] += sv;
       }
     }
@@ -278,8 +292,12 @@ int paged_v1_max_tokens(int head_size) {
   return smem / static_cast<int>(sizeof(float)) - fixed_smem_floats(head_size);
 }
 
-LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail) {
-  const char* who = partition_size > 0 ? "gpu.paged_v2" : (zero_v_tail ? "gpu.paged_v1" : "gpu.paged_v1_tail_fault");
+LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail,
+                                    bool half_products) {
+  const char* who = partition_size > 0 ? "gpu.paged_v2"
+                    : half_products    ? "gpu.paged_v1_half_products"
+                    : zero_v_tail      ? "gpu.paged_v1"
+                                       : "gpu.paged_v1_tail_fault";
   auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
   if (const std::string why = common_launch_problem(a, PACHECK_LAYOUT_VLLM, "vllm"); !why.empty()) return fail(why);
   const bool fp8 = is_fp8(a.kv_dtype);
@@ -310,6 +328,7 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   p.v_scale = a.v_scale;
   p.k_scales_per_head = a.k_scales_per_head;
   p.v_scales_per_head = a.v_scales_per_head;
+  p.half_products = half_products;
 
   // The host never reads seq_lens (device memory): the longest context is bounded by the block table.
   const int max_tokens = a.max_blocks_per_seq * a.block_size;
