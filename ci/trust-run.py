@@ -9,7 +9,10 @@ property on every honest design at several seeds. The run holds when
   - every planted fault fails cells at every seed (in at least one of the suites run at that seed).
 
   ci/trust-run.py [--pacheck BIN] [--out DIR] [--seeds N] [--first-seed S] [--suites gate,models,...]
-                  [--fuzz-seeds M] [--fuzz-budget SECONDS] [--jobs P] [--short]
+                  [--fuzz-seeds M] [--fuzz-budget SECONDS] [--jobs P] [--device cuda:0] [--short]
+
+With --device cuda:0 (or hip:0) the GPU kernels of that kind join the CPU ones: honest GPU designs are held
+to the same bar, GPU negative controls must be caught.
 
 Output in DIR (default build/trust-run): one --json report and log per (suite, seed), one log per fuzz run
 and summary.txt (worst margin per kernel and output dtype, ci/margins.py, and the findings).
@@ -65,6 +68,7 @@ def parse_args():
     ap.add_argument("--fuzz-budget", type=float, default=60.0, help="wall seconds per fuzz run (default 60)")
     ap.add_argument("--jobs", type=positive_int("--jobs"), default=os.cpu_count() or 2,
                     help="pacheck processes at once, each with -j 1 (default: the number of cores)")
+    ap.add_argument("--device", default="cpu", help="cpu (default), or cuda[:N] / hip[:N] to add that kind's kernels")
     ap.add_argument("--short", action="store_true",
                     help="the ctest form: boundary at 2 seeds, fuzz 1 seed x 3 s")
     a = ap.parse_args()
@@ -81,17 +85,18 @@ def parse_args():
     return a
 
 
-def kernels(pacheck):
-    """(every CPU kernel, the honest ones) from `pacheck list kernels`."""
+def kernels(pacheck, device):
+    """(every built-in kernel of the CPU and of `device`'s kind, the honest ones) from `pacheck list kernels`."""
     out = subprocess.run([pacheck, "list", "kernels"], check=True, capture_output=True, text=True).stdout
-    cpu, honest = [], []
+    kinds = {"cpu", device.split(":")[0]}
+    every, honest = [], []
     for line in out.splitlines():
         words = line.split()
-        if len(words) >= 2 and words[1] == "cpu":
-            cpu.append(words[0])
+        if len(words) >= 2 and words[1] in kinds:
+            every.append(words[0])
             if "[negative control]" not in line:
                 honest.append(words[0])
-    return cpu, honest
+    return every, honest
 
 
 def run(cmd, log):
@@ -105,7 +110,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     for old in list(out.glob("*.json")) + list(out.glob("*.log")):
         old.unlink()
-    cpu, honest = kernels(a.pacheck)
+    cpu, honest = kernels(a.pacheck, a.device)
     faulty = [k for k in FAULTY if not (a.short and k in NOT_IN_SHORT)]
     for k in FAULTY:
         if k not in faulty:
@@ -119,10 +124,12 @@ def main():
           f"seeds x {a.fuzz_budget:g} s; {a.jobs} jobs", flush=True)
 
     kernel_args = [arg for k in cpu + faulty for arg in ("--kernel", k)]
-    suite_jobs = {(suite, seed): [a.pacheck, "run", "--suite", suite, "--seed", str(seed), "-j", "1", *kernel_args,
+    dev = ["--device", a.device]
+    suite_jobs = {(suite, seed): [a.pacheck, "run", "--suite", suite, "--seed", str(seed), "-j", "1", *dev, *kernel_args,
                                   "--only-failures", "--json", str(out / f"{suite}-seed{seed}.json")]
                   for suite in a.suites for seed in seeds}
-    fuzz_jobs = {(k, seed): [a.pacheck, "fuzz", "--kernel", k, "--seed", str(seed), "--budget", f"{a.fuzz_budget:g}"]
+    fuzz_jobs = {(k, seed): [a.pacheck, "fuzz", "--kernel", k, "--seed", str(seed), "--budget", f"{a.fuzz_budget:g}",
+                             *([] if k.startswith("cpu.") else dev)]
                  for k in honest for seed in range(1, a.fuzz_seeds + 1)}
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
