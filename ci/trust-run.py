@@ -68,6 +68,8 @@ def parse_args():
     ap.add_argument("--fuzz-budget", type=float, default=60.0, help="wall seconds per fuzz run (default 60)")
     ap.add_argument("--jobs", type=positive_int("--jobs"), default=os.cpu_count() or 2,
                     help="pacheck processes at once, each with -j 1 (default: the number of cores)")
+    ap.add_argument("--no-controls", action="store_true",
+                    help="leave the negative controls out (measurement runs that only need honest and planted kernels)")
     ap.add_argument("--device", default="cpu", help="cpu (default), or cuda[:N] / hip[:N] to add that kind's kernels")
     ap.add_argument("--short", action="store_true",
                     help="the ctest form: boundary at 2 seeds, fuzz 1 seed x 3 s")
@@ -118,12 +120,14 @@ def main():
     if not honest:
         fail_usage("`pacheck list kernels` shows no honest CPU kernel")
     seeds = range(a.first_seed, a.first_seed + a.seeds)
-    print(f"trust-run: honest {' '.join(honest)}; controls {' '.join(k for k in cpu if k not in honest)}; "
+    print(f"trust-run: honest {' '.join(honest)}; controls "
+          f"{'(left out)' if a.no_controls else ' '.join(k for k in cpu if k not in honest)}; "
           f"faulty {' '.join(faulty)}", flush=True)
     print(f"trust-run: suites {','.join(a.suites)} x seeds {seeds.start}..{seeds.stop - 1}; fuzz {a.fuzz_seeds} "
           f"seeds x {a.fuzz_budget:g} s; {a.jobs} jobs", flush=True)
 
-    kernel_args = [arg for k in cpu + faulty for arg in ("--kernel", k)]
+    chosen = honest if a.no_controls else cpu
+    kernel_args = [arg for k in chosen + faulty for arg in ("--kernel", k)]
     dev = ["--device", a.device]
     suite_jobs = {(suite, seed): [a.pacheck, "run", "--suite", suite, "--seed", str(seed), "-j", "1", *dev, *kernel_args,
                                   "--only-failures", "--json", str(out / f"{suite}-seed{seed}.json")]
