@@ -113,9 +113,8 @@ double min_normal(DType t) { return t == DType::f16 ? 0x1p-14 : 0x1p-126; }
 
 // ---- 1. Agreement ---------------------------------------------------------------------------------
 
-void agreement(Property self, const KernelUnderTest& t) {
-  const Cell cell = *gen_cell(t.space, false);
-  classify(cell.c);
+/// Runs the clean `cell` as `pacheck run` does and fails `self` with the cell's verdict when it is a failure.
+void judge_clean_cell(Property self, const KernelUnderTest& t, const Cell& cell) {
   guarded(self, t, cell, [&] {
     const CaseData data = prepare_case(cell.c, t.options);
     CleanTwin twin;
@@ -127,6 +126,12 @@ void agreement(Property self, const KernelUnderTest& t) {
            fmt::format("  rel_linf {:.3e}  limit {:.3e}  max_abs {:.3e}  NaN {}  Inf {}\n", r.metrics.rel_linf, r.limit,
                        r.metrics.max_abs, r.metrics.nan_count, r.metrics.inf_count));
   });
+}
+
+void agreement(Property self, const KernelUnderTest& t) {
+  const Cell cell = *gen_cell(t.space, false);
+  classify(cell.c);
+  judge_clean_cell(self, t, cell);
 }
 
 // ---- 2. Tail-poison invariance --------------------------------------------------------------------
@@ -529,6 +534,19 @@ void scale_folding(Property self, const KernelUnderTest& t) {
   });
 }
 
+// ---- 9. Overflow (opt-in) ------------------------------------------------------------------------
+
+/// Agreement on the overflow distribution: V near the dtype's limit (dist=overflow), where honest designs
+/// that sum p x V unnormalised in fp32 overflow (fault-classes.md section 9 allows them; opt-in). A kernel
+/// whose output is NaN/Inf where the oracle is finite fails with the verdict `overflow`.
+void overflow(Property self, const KernelUnderTest& t) {
+  Cell cell = *gen_cell(t.space, false);
+  cell.c.dist = Dist::overflow;
+  RC_PRE(t.kernel->supports(cell.c).ok);
+  classify(cell.c);
+  judge_clean_cell(self, t, cell);
+}
+
 /// Listens to RapidCheck silently, counting accepted shrinks.
 class QuietListener final : public rc::detail::TestListener {
  public:
@@ -566,6 +584,10 @@ constexpr PropertyInfo kProperties[] = {
     {"exact-scaling", "V x 2^e gives the output x 2^e exactly", scaling},
     {"scale-folding", "scale x 2^e with K x 2^-e (fp8 caches: k_scale x 2^-e) gives a bitwise identical output",
      scale_folding},
+    {"overflow",
+     "opt-in: with V near the dtype's limit (dist=overflow) the output is finite where the oracle is, and within "
+     "tolerance; unnormalised fp32 P.V sums (FlashAttention-2, two-pass, LSE merges) overflow here by design",
+     overflow, /*opt_in=*/true},
 };
 
 /// property_table() as a name table of core/table.hpp (value: the row's address), for parse()'s lookup and
@@ -592,6 +614,16 @@ Property parse_property(std::string_view s) { return *parse(named_rows(), s, "pr
 const std::vector<Property>& all_properties() {
   static const std::vector<Property> all(std::begin(kProperties), std::end(kProperties));
   return all;
+}
+
+const std::vector<Property>& default_properties() {
+  static const std::vector<Property> chosen = [] {
+    std::vector<Property> v;
+    for (const PropertyInfo& r : kProperties)
+      if (!r.opt_in) v.push_back(r);
+    return v;
+  }();
+  return chosen;
 }
 
 KernelUnderTest make_target(KernelPtr kernel, const std::string& device, RunOptions options) {
