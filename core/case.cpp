@@ -27,7 +27,11 @@ constexpr DistInfo kDists[] = {
     {Dist::normal, "normal", "Q, K and V ~ N(0, 1)"},
     {Dist::peaked, "peaked", "Q in [0.5, 1.5], K ~ N(0, 0.3) but a few hot keys at +3: attention concentrates on them"},
     {Dist::extreme, "extreme",
-     "Q, K = +-64 (logits spread to about +-4e3*sqrt(head_size)), V = +-[0.25, 0.5] x the largest finite value"},
+     "Q, K = +-64 (logits spread to about +-4e3*sqrt(head_size)), V = +-[0.25, 0.5] x the largest finite value, "
+     "bounded by FLT_MAX / seq_len so no unnormalised fp32 P.V sum overflows"},
+    {Dist::overflow, "overflow",
+     "Q, K as extreme, V = +-[0.25, 0.5] x the largest finite value whatever seq_len: unnormalised fp32 P.V sums "
+     "may overflow (the opt-in overflow property)"},
 };
 }  // namespace
 

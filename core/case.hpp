@@ -39,19 +39,26 @@ int layout_vector_width(Layout l, DType kv_dtype);
 ///  - peaked:  Q in [0.5, 1.5], K ~ N(0, 0.3) except a few "hot" keys per sequence and KV head set to +3,
 ///             so attention concentrates on them (logit gap of ~3 * sqrt(head_size)).
 ///  - extreme: Q = +-64 and K = +-64 with random signs, so logits spread to about +-4e3*sqrt(head_size)
-///             in both signs; V = +-[0.25, 0.5] x min(largest finite value of the KV and output dtypes, 3e38),
-///             about 0.22-0.44 of the maximum for bf16 and f32. fp8 KV: the KV term is the encoding's max x
-///             the head's V scale, so V fills the fp8 range without saturating.
-enum class Dist : std::uint8_t { uniform, normal, peaked, extreme };
+///             in both signs, with ties at the max logit; V = +-[0.25, 0.5] x B, where B is the least of the
+///             largest finite values of the KV and output dtypes, 3e38 and FLT_MAX / seq_len of the sequence:
+///             |V| <= FLT_MAX / (2 seq_len), so no unnormalised fp32 sum of p x V (p <= 1), in any order
+///             and any split-KV merge, can overflow (docs/PROPERTIES.md, Domains). bf16/f32 V reach 1e35 at
+///             seq_len 1000; f16 V fills f16's range. fp8 KV: the KV term is the encoding's max x the head's
+///             V scale, so V fills the fp8 range without saturating.
+///  - overflow: Q and K as extreme; V = +-[0.25, 0.5] x min(largest finite value of the KV and output
+///             dtypes, 3e38), whatever seq_len (0.22-0.44 of the maximum for bf16 and f32): V near the
+///             dtype's limit, where a correct kernel that sums p x V unnormalised in fp32 overflows. Only the
+///             opt-in `overflow` property and cells that name it draw it; the generators leave it out.
+enum class Dist : std::uint8_t { uniform, normal, peaked, extreme, overflow };
 /// One row of dist_table().
 struct DistInfo {
   Dist value;
   std::string_view name;     ///< as case ids ("dist=peaked") and suite files spell it
   std::string_view meaning;  ///< one line for `pacheck list distributions` (the list above, shortened)
 };
-/// uniform, normal, peaked, extreme.
+/// uniform, normal, peaked, extreme, overflow.
 std::span<const DistInfo> dist_table();
-std::string_view dist_name(Dist d);  ///< "uniform", "normal", "peaked", "extreme"
+std::string_view dist_name(Dist d);  ///< "uniform", "normal", "peaked", "extreme", "overflow"
 /// Parses a name written by dist_name(); throws std::invalid_argument listing the names otherwise.
 Dist parse_dist(std::string_view s);
 

@@ -43,8 +43,11 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
   if (run.unwritten > 0)
     found.emplace_back(Verdict::unwritten, fmt::format("{} of {} output elements never written, first at {}", run.unwritten,
                                                        run.bits.size(), where(c, run.first_unwritten)));
+  // On a clean cell of the overflow distribution (V near the dtype's limit), NaN/Inf where the oracle is
+  // finite is the kernel's fp32 range giving out, not poison reaching the output: its own verdict.
+  const bool overflow = c.dist == Dist::overflow && cell.fault.clean();
   if (r.metrics.bad_nonfinite > 0)
-    found.emplace_back(Verdict::poisoned, fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at "
+    found.emplace_back(overflow ? Verdict::overflow : Verdict::poisoned, fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at "
                                                       "(seq {}, head {}, dim {})",
                                                       r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements,
                                                       w.seq, w.head, w.dim));

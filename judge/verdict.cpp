@@ -10,6 +10,8 @@ constexpr VerdictInfo kVerdicts[] = {
     {Verdict::input_mutated, "input_mutated", "query, caches, block_tables or seq_lens changed", true},
     {Verdict::unwritten, "unwritten", "an output element still holds the NaN fill pattern", true},
     {Verdict::poisoned, "poisoned", "NaN or Inf where the oracle is finite", true},
+    {Verdict::overflow, "overflow",
+     "Inf/NaN from V near the dtype's limit where the output is finite: a clean dist=overflow cell (opt-in)", true},
     {Verdict::variant, "variant",
      "the output differs bitwise from the same cell with a clean (zero) cache, even within tolerance", true},
     {Verdict::fail, "fail", "rel_linf = max|out − ref| / max|ref| above the tolerance limit", true},

@@ -17,12 +17,13 @@
 namespace pacheck {
 
 /// Outcome of one cell on one kernel, in order of precedence when several apply (first wins). The first
-/// six are judge()'s; declined, error, crash and timeout come from the runner, pass when nothing applies.
+/// seven are judge()'s; declined, error, crash and timeout come from the runner, pass when nothing applies.
 enum class Verdict {
   oob_write,      ///< a guard region around the output changed
   input_mutated,  ///< query, caches, block_tables or seq_lens changed
   unwritten,      ///< output elements left untouched (still the NaN fill pattern)
   poisoned,       ///< NaN/Inf where the oracle is finite
+  overflow,       ///< NaN/Inf where the oracle is finite, on a clean cell of dist=overflow (V near the dtype's limit)
   variant,        ///< output changed under a change that must not change it (e.g. the poison value)
   fail,           ///< beyond tolerance
   declined,       ///< the kernel does not support the cell

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace pacheck {
 namespace {
@@ -30,7 +31,9 @@ float normal(std::uint32_t a, std::uint32_t b) {                                
 
 struct ValueGen {
   const Case& c;
-  std::vector<float> v_extreme;  // per KV head: magnitude scale of V for the "extreme" distribution
+  /// Per KV head: B = min(largest finite value of the KV dtype (fp8: x the head's V scale) and of the
+  /// output dtype, 3e38), the magnitude scale of V under "overflow"; "extreme" bounds it further per sequence.
+  std::vector<float> v_full;
 
   float q(std::uint32_t seq, std::uint64_t i) const {
     auto r = draw(c.seed, kQ, seq, i);
@@ -38,7 +41,8 @@ struct ValueGen {
       case Dist::uniform: return uniform_pm1(r[0]);
       case Dist::normal: return normal(r[0], r[1]);
       case Dist::peaked: return 0.5f + uniform01(r[0]);
-      case Dist::extreme: return (r[2] & 1u) ? 64.0f : -64.0f;
+      case Dist::extreme:
+      case Dist::overflow: return (r[2] & 1u) ? 64.0f : -64.0f;
     }
     return 0;
   }
@@ -49,7 +53,8 @@ struct ValueGen {
       case Dist::uniform: return uniform_pm1(r[0]);
       case Dist::normal: return normal(r[0], r[1]);
       case Dist::peaked: return is_hot(seq, t, g) ? 3.0f : 0.3f * normal(r[0], r[1]);
-      case Dist::extreme: return (r[2] & 1u) ? 64.0f : -64.0f;
+      case Dist::extreme:
+      case Dist::overflow: return (r[2] & 1u) ? 64.0f : -64.0f;
     }
     return 0;
   }
@@ -59,12 +64,21 @@ struct ValueGen {
       case Dist::uniform: return uniform_pm1(r[0]);
       case Dist::normal:
       case Dist::peaked: return normal(r[0], r[1]);
-      case Dist::extreme: {
-        const float mag = v_extreme[g] * (0.25f + 0.25f * uniform01(r[0]));
+      case Dist::extreme:
+      case Dist::overflow: {
+        const float mag = v_scale(seq, g) * (0.25f + 0.25f * uniform01(r[0]));
         return (r[2] & 1u) ? mag : -mag;
       }
     }
     return 0;
+  }
+  /// |V| <= v_scale / 2 under extreme and overflow. Extreme: B is also at most FLT_MAX / seq_len, so
+  /// |V| <= FLT_MAX / (2 seq_len) (times 1 + 2^-8 after rounding to bf16) and every unnormalised fp32 sum
+  /// of p x V with p <= 1 (online, two-pass, a split-KV merge of num_partitions <= seq_len normalised
+  /// partials) stays below FLT_MAX. Overflow: B alone, V near the dtype's limit whatever seq_len.
+  float v_scale(std::uint32_t seq, int g) const {
+    if (c.dist == Dist::overflow) return v_full[g];
+    return std::min(v_full[g], std::numeric_limits<float>::max() / static_cast<float>(c.seq_lens[seq]));
   }
   // About one token in 500 (at least one per sequence and KV head) is hot under "peaked".
   bool is_hot(std::uint32_t seq, int t, int g) const {
@@ -93,12 +107,12 @@ PrePaging generate(const Case& c) {
   const int G = c.num_kv_heads;
   const bool fp8 = is_fp8(c.kv_dtype);
   const std::vector<float> ks = c.k_scale.resolve(G), vs = c.v_scale.resolve(G);
-  std::vector<float> v_extreme(G);
+  std::vector<float> v_full(G);
   for (int g = 0; g < G; ++g) {
     const double kv_max = dtype_max_finite(c.kv_dtype) * (fp8 ? vs[g] : 1.0);
-    v_extreme[g] = static_cast<float>(std::min({kv_max, dtype_max_finite(c.out_dtype), 3.0e38}));
+    v_full[g] = static_cast<float>(std::min({kv_max, dtype_max_finite(c.out_dtype), 3.0e38}));
   }
-  ValueGen gen{c, std::move(v_extreme)};
+  ValueGen gen{c, std::move(v_full)};
   PrePaging p;
   const int H = c.num_heads, D = c.head_size;
   p.q.resize(static_cast<std::size_t>(c.num_seqs()) * H * D);

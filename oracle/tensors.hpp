@@ -24,7 +24,8 @@ struct PrePaging {
 
 /// Generates the pre-paging tensors of `c` from `c.seed` with Philox4x32-10 (Random123, Salmon et al.,
 /// SC'11), keyed by the seed and counted by (tensor, sequence, element index). Each value depends only on
-/// its coordinates, never on thread count or generation order. Throws CaseError if `c` is invalid.
+/// its coordinates (and its sequence's seq_len: peaked's hot keys, extreme's bound on V), never on thread
+/// count, generation order or the other sequences of the batch. Throws CaseError if `c` is invalid.
 PrePaging generate(const Case& c);
 
 }  // namespace pacheck

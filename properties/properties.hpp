@@ -57,8 +57,13 @@ struct PropertyInfo {
   /// One case of the property (check_once's body): draws a cell with RapidCheck's `*gen` and fails the case
   /// with a counterexample naming `self` when the property does not hold.
   void (*check)(Property self, const KernelUnderTest& t);
+  /// Opt-in: a claim that honest designs need not meet (fault-classes.md section 9), run only when named
+  /// (`pacheck fuzz --property NAME`, a test row that lists it); left out of default_properties() and of
+  /// ctest's "every honest kernel holds every property".
+  bool opt_in = false;
 };
-/// Every property, in issue order (the order `pacheck fuzz` runs them and docs/PROPERTIES.md lists them).
+/// Every property, in issue order (the order `pacheck fuzz` runs them and docs/PROPERTIES.md lists them),
+/// the opt-in ones last.
 std::span<const PropertyInfo> property_table();
 
 /// The property's name: "agreement", "tail-poison", "paging-invariance", ... (property_table()'s names).
@@ -68,6 +73,9 @@ std::string_view property_name(Property p);
 Property parse_property(std::string_view s);
 /// Every property of property_table(), in its order.
 const std::vector<Property>& all_properties();
+/// The properties that are not opt-in, in property_table()'s order: what `pacheck fuzz` runs when no
+/// --property is named, and what every honest kernel must hold.
+const std::vector<Property>& default_properties();
 
 /// What a property runs against: the kernel, the backend its buffers live on, the runner options that
 /// judge() uses (tolerance, oracle precision), and the case space probed from the kernel.

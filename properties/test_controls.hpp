@@ -3,7 +3,9 @@
 //  - a negative control or planted kernel must fail the properties of its rows in catches(), with a shrunk
 //    counterexample that shows the fault's trigger (test_planted.cpp), and hold the rest: a registered
 //    control every other property at the CI case count, a planted kernel the properties of planted_holds();
-//  - a control whose fault the generators cannot reach is listed in unreached(), saying why.
+//  - a control whose fault the generators cannot reach is listed in unreached(), saying why;
+//  - opt-in properties (overflow) are held by the kernels of opt_in_holds() and fail, at the limit their
+//    design documents, the honest kernels of design_limits(); no other test runs them.
 // Every control and planted kernel must appear in catches() or unreached() (Controls.EveryControlIsExpected),
 // so a new one is never silently untested. A new property or correct kernel needs no edit here. Rows name
 // properties as property_table() does ("tail-poison"); Controls.EveryControlIsExpected checks the names.
@@ -133,6 +135,14 @@ inline const std::vector<Catch>& catches() {
          EXPECT_EQ(cx.cell.c.dist, Dist::extreme) << cx.cell.id();
          EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.softmax_no_max")));
        }},
+      // exp(logit) overflows on the extreme logits the overflow distribution shares: caught by the opt-in
+      // property too, under its own verdict (a clean dist=overflow cell).
+      {"planted.softmax_no_max", "overflow", "WithItsOwnVerdict",
+       [](const Counterexample& cx, double) {
+         EXPECT_EQ(cx.cell.c.dist, Dist::overflow) << cx.cell.id();
+         EXPECT_EQ(cx.what.rfind("overflow: ", 0), 0u) << cx.what;
+         EXPECT_EQ(repro_verdict(cx.cell, "planted.softmax_no_max"), Verdict::overflow);
+       }},
       // The remaining planted faults stay within tolerance of the oracle: only their metamorphic property
       // sees them (planted_holds() has the other half).
       {"planted.physical_block_order", "paging-invariance", "WithTwoBlocksToReorder",
@@ -190,6 +200,30 @@ inline const std::vector<Catch>& catches() {
   return rows;
 }
 
+/// Honest designs (fault-classes.md section 9) that fail an opt-in property where their design says they
+/// do: an unnormalised fp32 sum of p x V overflows when V is near the bf16/f32 limit (dist=overflow), so
+/// the overflow property names their documented range, not a fault. Rows as catches(); each must name a
+/// registered kernel that is no negative control and an opt-in property (Controls.EveryControlIsExpected).
+inline const std::vector<Catch>& design_limits() {
+  auto overflows = [](const std::string& kernel) {
+    return [kernel](const Counterexample& cx, double) {
+      const Case& c = cx.cell.c;
+      EXPECT_EQ(c.dist, Dist::overflow) << c.id();
+      // f16 V (|V| <= 65504) cannot overflow an fp32 sum of a few thousand tokens: the range that gives out
+      // is bf16's or f32's.
+      EXPECT_NE(c.kv_dtype, DType::f16) << c.id();
+      EXPECT_NE(c.out_dtype, DType::f16) << c.id();
+      EXPECT_EQ(cx.what.rfind("overflow: ", 0), 0u) << cx.what;
+      EXPECT_EQ(repro_verdict(cx.cell, kernel), Verdict::overflow);
+    };
+  };
+  static const std::vector<Catch> rows{
+      {"cpu.online", "overflow", "UnnormalisedAccumulatorAtTheBf16OrF32Limit", overflows("cpu.online")},
+      {"cpu.two_pass", "overflow", "UnnormalisedSumAtTheBf16OrF32Limit", overflows("cpu.two_pass")},
+  };
+  return rows;
+}
+
 /// A property a planted kernel must hold for `cases` cases: its fault is one only another property sees.
 struct Hold {
   std::string kernel;
@@ -202,6 +236,16 @@ inline const std::vector<Hold>& planted_holds() {
       {"planted.launch_order", "agreement", 100},
       {"planted.batch_split", "agreement", 100},
       {"planted.fixed_scale", "agreement", 100},
+  };
+  return rows;
+}
+
+/// Opt-in properties that registered kernels must hold (cases 0: RapidCheck's max_success): the designs that
+/// normalise before P.V, so no intermediate exceeds max|V|.
+inline const std::vector<Hold>& opt_in_holds() {
+  static const std::vector<Hold> rows{
+      {"cpu.reference", "overflow", 0},
+      {"cpu.half_products", "overflow", 0},
   };
   return rows;
 }

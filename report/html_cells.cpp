@@ -24,6 +24,7 @@ VerdictStyle style_of(Verdict v) {
     case Verdict::pass: return {svg::parse_hex("#d6e6f4"), "ok", "pass: within tolerance"};
     case Verdict::fail: return {svg::parse_hex("#e69f00"), "\xC3\x97", "fail: beyond tolerance"};  // U+00D7
     case Verdict::poisoned: return {svg::parse_hex("#d55e00"), "NaN", "poisoned: NaN/Inf where the reference is finite"};
+    case Verdict::overflow: return {svg::parse_hex("#d55e00"), "ovf", "overflow: NaN/Inf from V near the dtype's limit"};
     case Verdict::variant: return {svg::parse_hex("#cc79a7"), "var", "variant: output changed with the poison value"};
     case Verdict::unwritten: return {svg::parse_hex("#cc79a7"), "unw", "unwritten: output elements left untouched"};
     case Verdict::oob_write: return {svg::parse_hex("#cc79a7"), "oob", "oob_write: wrote past the output"};

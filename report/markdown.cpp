@@ -35,7 +35,8 @@ int severity(Verdict v) {
     case Verdict::input_mutated: return 7;
     case Verdict::error: return 6;
     case Verdict::unwritten: return 5;
-    case Verdict::poisoned: return 4;
+    case Verdict::poisoned:
+    case Verdict::overflow: return 4;
     case Verdict::variant: return 3;
     case Verdict::fail: return 2;
     default: return 0;

@@ -120,4 +120,77 @@ struct SeqView {
   }
 };
 
+/// Scaled logit scale * (q . K_t) of token t against KV head g, summed in fp32 in dimension order; `q` is
+/// the query row [head_size] in fp32.
+template <DType KV>
+float logit(const SeqView& sv, const std::vector<float>& q, int t, int g, float scale) {
+  float dot = 0;
+  for (std::size_t d = 0; d < q.size(); ++d) dot += q[d] * sv.k<KV>(t, g, static_cast<int>(d));
+  return dot * scale;
+}
+
+/// Online softmax state over the tokens seen so far (FlashAttention-2's m, l and O): running max `m`,
+/// running exp-sum `l` and the UNnormalised accumulator acc = sum_t exp(s_t - m) V_t [head_size], in fp32.
+/// add_tile() folds in tokens [t0, t1): acc and l are rescaled by exp(m_old - m_new) once per tile.
+/// With `pv_dtype` f16 or bf16, p and V enter P.V rounded to it (Triton's tl.dot(p.to(v.dtype), v): the
+/// products are exact in fp32 and summed in fp32) while l sums the fp32 p; f32 leaves them as they are.
+struct OnlineSoftmax {
+  float m = kNegInf, l = 0;
+  std::vector<float> acc;
+  std::vector<float> s;  ///< scratch: the tile's logits
+  DType pv_dtype = DType::f32;
+
+  explicit OnlineSoftmax(int head_size, DType pv = DType::f32) : acc(head_size, 0.0f), pv_dtype(pv) {}
+  template <DType KV>
+  void add_tile(const SeqView& sv, int g, const std::vector<float>& q, float scale, int t0, int t1) {
+    const bool round = pv_dtype != DType::f32;
+    s.resize(t1 - t0);
+    float m_new = m;
+    for (int t = t0; t < t1; ++t) m_new = std::max(m_new, s[t - t0] = logit<KV>(sv, q, t, g, scale));
+    const float alpha = std::exp(m - m_new);  // 0 before the first tile (m = -inf)
+    l *= alpha;
+    for (float& x : acc) x *= alpha;
+    for (int t = t0; t < t1; ++t) {
+      const float p = std::exp(s[t - t0] - m_new);
+      l += p;
+      const float pv = round ? round_to(p, pv_dtype) : p;
+      for (std::size_t d = 0; d < acc.size(); ++d) {
+        const float v = sv.v<KV>(t, g, static_cast<int>(d));
+        acc[d] += pv * (round ? round_to(v, pv_dtype) : v);
+      }
+    }
+    m = m_new;
+  }
+  /// Folds in tokens [t0, t1) a tile of `tile` tokens at a time (add_tile).
+  template <DType KV>
+  void add_tokens(const SeqView& sv, int g, const std::vector<float>& q, float scale, int t0, int t1, int tile) {
+    for (int t = t0; t < t1; t += tile) add_tile<KV>(sv, g, q, scale, t, std::min(t1, t + tile));
+  }
+  /// The output so far, divided by the exp-sum once: out[d] = acc[d] / l (`out` points at head_size floats).
+  void normalised(float* out) const {
+    for (std::size_t d = 0; d < acc.size(); ++d) out[d] = acc[d] / l;
+  }
+};
+
+/// The loop every kernel of this folder shares: for each sequence s and query head h, calls
+/// row.template operator()<KV>(sv, g, q, out) with the sequence's SeqView, the KV head g = h / (num_heads /
+/// num_kv_heads), the query row q [head_size] in fp32 and out [head_size] to fill, then stores out rounded
+/// to the output dtype. KV is the cache dtype of `a` (dispatch_kv).
+template <typename Row>
+void for_each_query_head(const pacheck_kernel_args& a, Row&& row) {
+  dispatch_kv(a, [&]<DType KV>() {
+    const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size;
+    const Scales sc(a);
+    std::vector<float> q(D), out(D);
+    for (int s = 0; s < a.num_seqs; ++s) {
+      const SeqView sv{a, s, pack_x(a), sc};
+      for (int h = 0; h < a.num_heads; ++h) {
+        for (int d = 0; d < D; ++d) q[d] = query(a, s, h, d);
+        row.template operator()<KV>(sv, h / ratio, q, out);
+        for (int d = 0; d < D; ++d) store_out(a, s, h, d, out[d]);
+      }
+    }
+  });
+}
+
 }  // namespace pacheck::cpu

@@ -1,10 +1,11 @@
 // The built-in CPU kernels: faithful models of real paged-attention decode designs, including negative
 // controls, one file each in kernels/cpu, registered by the table below.
 //
-// Every kernel normalises the softmax weights before P.V (out = sum_t (p_t / sum p) V_t, a convex
-// combination, as vLLM's kernels and the GPU kernels do): an accumulator of unnormalised p x V overflows
-// fp32 to Inf when a few V near the dtype's limit (bf16/f32 up to 3.4e38) tie at the max logit, where the
-// output itself is finite (docs/PROPERTIES.md, Findings).
+// cpu.reference, cpu.vector_v*, cpu.split_kv normalise the softmax weights before P.V (a convex
+// combination, as vLLM's CUDA kernels do); the panel below does not (cpu.online, cpu.two_pass,
+// cpu.split_kv_lse, cpu.p_in_v_dtype accumulate unnormalised p x V, at most seq_len x max|V|), and the
+// checks must accept both: the extreme distribution bounds V so that no such sum overflows fp32, and the
+// opt-in `overflow` property tests the range beyond (docs/PROPERTIES.md, Domains).
 // Every kernel reads fp8 caches (e4m3fn, e4m3fnuz, e5m2) as decode(code) * scale of the KV head, in fp32:
 // the product the oracle's pre-paging values were made with (oracle/tensors.hpp).
 #include "faults/inject.hpp"
@@ -16,6 +17,11 @@ namespace pacheck {
 KernelPtr make_cpu_reference(bool head0_scales);  // reference.cpp
 KernelPtr make_cpu_vector_v(bool mask_v);         // vector_v.cpp
 KernelPtr make_cpu_tf32();                        // tf32.cpp
+KernelPtr make_cpu_online();                      // online.cpp
+KernelPtr make_cpu_two_pass();                    // two_pass.cpp
+KernelPtr make_cpu_split_kv_lse();                // split_kv_lse.cpp
+KernelPtr make_cpu_half_products();               // half_products.cpp
+KernelPtr make_cpu_p_in_v_dtype();                // p_in_v_dtype.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -23,10 +29,17 @@ void register_cpu_kernels(Registry& r) {
   r.add(make_cpu_vector_v(/*mask_v=*/false));         // cpu.vector_v: NEGATIVE CONTROL (V tail unmasked)
   r.add(make_cpu_vector_v(/*mask_v=*/true));          // cpu.vector_v_masked
   r.add(make_cpu_split_kv(512));                      // cpu.split_kv
+  // The honest panel (fault-classes.md section 9): designs other people's correct kernels use, each
+  // written as that design does it, never tuned to the checks; a check that fails one of them is wrong.
+  r.add(make_cpu_online());              // cpu.online: FlashAttention-2 / Triton decode, divided at the end
+  r.add(make_cpu_two_pass());            // cpu.two_pass: unnormalised P.V sum, divided at the end
+  r.add(make_cpu_split_kv_lse());        // cpu.split_kv_lse: partitions merged through their LSE
+  r.add(make_cpu_half_products());       // cpu.half_products: P.V products rounded to f16/bf16 (vLLM CUDA)
+  r.add(make_cpu_p_in_v_dtype());        // cpu.p_in_v_dtype: P rounded to V's dtype (vLLM Triton)
+  r.add(make_cpu_tf32());                // cpu.tf32: TF32 operands for f32 dots (declared; Triton tl.dot)
   r.add(make_cpu_reference(/*head0_scales=*/true));   // cpu.fp8_head0_scale: NEGATIVE CONTROL
   r.add(make_cpu_scale_fault("cpu.fp8_scale_fault",   // NEGATIVE CONTROL: the last KV head's scales as 1
                              ScaleFault{Target::kv, -1, 1.0f}));
-  r.add(make_cpu_tf32());                             // cpu.tf32: TF32 operands for f32 dots (declared)
 }
 
 }  // namespace pacheck
