@@ -4,7 +4,7 @@
 // must fail exactly the cells its expected_failures() names.
 //
 // What each test proves, for every CPU kernel:
-//  - ExtremeVNearTheFp32LimitDoesNotOverflow: the inputs that once broke them (found by the property tests).
+//  - ExtremeVAtItsBoundDoesNotOverflow: the inputs that once broke them (found by the property tests).
 //  - TailPoisonBitwiseUnchangedOrCaughtExactly: NaN, +-Inf, big and max-finite poison in K, V and K+V, in the
 //    final block's tail and in every unwritten slot, in each layout the kernel reads, at straddling and
 //    aligned lengths, f32/f16/bf16: honest kernels stay bitwise unchanged; cpu.vector_v is caught exactly on
@@ -63,11 +63,11 @@ TEST(CpuKernels, ParameterListsComeFromTheRegistry) {
 
 class CpuKernel : public ::testing::TestWithParam<std::string> {};
 
-// dist=extreme puts bf16/f32 V near 1.7e38 and makes many keys tie at the max logit: an accumulator of
-// unnormalised p x V overflows fp32 to Inf there, while the output (a convex combination of V) is finite.
-// Found by the agreement property on cpu.reference (docs/PROPERTIES.md, Findings); ctx1500 gives
-// cpu.split_kv three partitions, so its merge is exercised too.
-TEST_P(CpuKernel, ExtremeVNearTheFp32LimitDoesNotOverflow) {
+// dist=extreme makes many keys tie at the max logit with bf16/f32 V as large as FLT_MAX / (2 seq_len): the
+// cells that once overflowed an unnormalised fp32 sum of p x V (when V reached 1.7e38, now dist=overflow,
+// opt-in) must stay finite on every honest design, normalised or not (docs/PROPERTIES.md, Domains); ctx1500
+// gives cpu.split_kv three partitions and cpu.split_kv_lse six, so their merges are exercised too.
+TEST_P(CpuKernel, ExtremeVAtItsBoundDoesNotOverflow) {
   const KernelPtr k = kernel_checks::registered_kernel(GetParam());
   ASSERT_TRUE(k);
   Count count;
