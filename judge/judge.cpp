@@ -16,7 +16,8 @@ std::string where(const Case& c, std::int64_t flat) {
 }  // namespace
 
 CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std::optional<double> emulation_rel_linf,
-                 const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance) {
+                 const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance,
+                 const Cause* cause) {
   const Case& c = cell.c;
   CellResult r;
   r.kernel = k.name();
@@ -47,9 +48,11 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
                                                       "(seq {}, head {}, dim {})",
                                                       r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements,
                                                       w.seq, w.head, w.dim));
-  if (r.variant_elements > 0)
-    found.emplace_back(Verdict::variant,
-                       fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
+  if (r.variant_elements > 0) {
+    if (cause) found.emplace_back(cause->verdict, cause->detail);
+    else found.emplace_back(Verdict::variant,
+                            fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
+  }
   if (!(r.metrics.rel_linf <= r.limit))
     found.emplace_back(Verdict::fail, fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
                                                   r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim));
