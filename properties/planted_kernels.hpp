@@ -23,9 +23,18 @@ namespace pacheck::prop {
 ///  - planted.f16_staged_v          V staged through f16 before P.V (overflows for large V, loses bits
 ///                                  for V in f16's subnormal range)
 ///  - planted.fixed_scale           ignores pacheck_kernel_args::scale and uses 1/sqrt(head_size)
+///  - planted.nondeterministic      in 7 calls of 8 (std::random_device) one random element rounds the
+///                                  wrong way (verdict nondeterministic on faulted cells)
+///  - planted.stateful              scratch kept across calls of one shape moves element 0 by one ULP
+///                                  (verdict stateful)
+///  - planted.tail_leak             a non-zero V tail slot moves one element by one ULP (verdict variant)
 const std::vector<KernelPtr>& planted_kernels();
 
 /// The planted kernel named `name`, or nullptr.
 KernelPtr find_planted_kernel(const std::string& name);
+
+/// A new instance of the planted kernel named `name` (the state of planted.launch_order and
+/// planted.stateful starts afresh, unlike planted_kernels()' shared instances), or nullptr.
+KernelPtr new_planted_kernel(const std::string& name);
 
 }  // namespace pacheck::prop
