@@ -117,7 +117,8 @@ std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backen
   // Forked before the kernel's first call, so its children are fresh. A GPU backend is open already: a fork
   // now could not use the device (issue 17), so a GPU kernel's cause comes from re-runs here.
   std::optional<FreshProcesses> fresh;
-  if (!cell.fault.clean() && k.device() == PACHECK_DEVICE_CPU) fresh.emplace(std::vector<const Kernel*>{&k}, opt.cell_timeout_s);
+  if (!cell.fault.clean() && k.device() == PACHECK_DEVICE_CPU)
+    fresh.emplace(std::vector<const Kernel*>{&k}, opt.cell_timeout_s);
   CaseData data = prepare_case(cell.c, opt);
   CleanTwin twin;
   ExecuteOptions how;

@@ -214,8 +214,7 @@ std::optional<std::vector<std::uint32_t>> read_answer(int fd, std::chrono::stead
 }  // namespace
 
 std::vector<std::vector<std::uint32_t>> FreshProcesses::run(const Kernel& k, const Cell& cell, bool faulted,
-                                                            const std::string& device, int count,
-                                                            std::string* why) const {
+                                                            const std::string& device, int count, std::string* why) const {
   if (!unavailable_.empty()) {
     *why = unavailable_;
     return {};
@@ -244,8 +243,9 @@ std::vector<std::vector<std::uint32_t>> FreshProcesses::run(const Kernel& k, con
   }
   // The child's own alarm ends a hung kernel; the deadline covers a child that could not even start.
   const double limit = timeout_s_ + 10.0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                 std::chrono::duration<double>(limit));
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit));
   std::vector<std::vector<std::uint32_t>> runs;
   bool failed = replies.size() != static_cast<std::size_t>(count);  // `why` says why a request was not sent
   for (int fd : replies) {

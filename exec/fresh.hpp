@@ -42,8 +42,8 @@ class FreshProcesses {
   /// run answered: when the kernel is not one of the server's, the server is gone, a child failed (kernel
   /// error, crash, timeout), or a GPU device was asked for and this process had opened a GPU context before
   /// the server was forked (its children could not use the device).
-  std::vector<std::vector<std::uint32_t>> run(const Kernel& k, const Cell& cell, bool faulted, const std::string& device,
-                                              int count, std::string* why) const;
+  std::vector<std::vector<std::uint32_t>> run(const Kernel& k, const Cell& cell, bool faulted,
+                                              const std::string& device, int count, std::string* why) const;
 
  private:
   std::vector<const Kernel*> kernels_;

@@ -326,7 +326,8 @@ void attend_moving(const pacheck_kernel_args& a, std::int64_t target) {
   for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
     attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, iota_tokens(seq.len), out);
     const std::int64_t first = row++ * a.head_size;
-    if (target >= first && target < first + a.head_size) out[target - first] = other_neighbour(out[target - first], out_dtype);
+    if (target >= first && target < first + a.head_size)
+      out[target - first] = other_neighbour(out[target - first], out_dtype);
   });
 }
 

@@ -1,10 +1,11 @@
 // The github format: GitHub Actions workflow commands on stdout, which the runner turns into annotations
 // on the workflow run and the pull request. One `::error` per failing cell (its verdict, detail, metrics
 // and repro command) and per failed run check (blind negative control, failed comparator self-test, a
-// kernel that ran no cell), then one `::notice` with the outcome and the cells per verdict; an `::error`
-// appears exactly when the exit code is not 0. GitHub shows at most 10 error annotations per step, so past 9 the rest are counted
+// kernel that ran no cell), then one `::notice` with the outcome; an `::error` appears exactly when the
+// exit code is not 0. GitHub shows at most 10 error annotations per step, so past 9 the rest are counted
 // in a 10th. Workflow commands are one line each: messages escape '%', '\r' and '\n' (%25, %0D, %0A), and
 // property values (title=) also ':' and ',' (%3A, %2C), as the runner's command parser requires.
+// The notice also gives the cells per verdict ("verdicts: 3 variant, 40 pass").
 #include <fmt/format.h>
 
 #include <cmath>

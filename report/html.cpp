@@ -151,7 +151,8 @@ std::string header(const RunSummary& s, const ReportMeta& meta) {
   for (const auto& k : s.kernels)
     o << "<tr><td class=\"mono\">" << escape(k.kernel) << "</td><td class=\"num\">" << k.passed << "</td><td class=\"num\">" << k.failed
       << "</td><td class=\"num\">" << k.declined << "</td><td>" << escape(std::string(control_outcome_name(k.control)))
-      << (k.vacuous ? " (ran no cell)" : "") << "</td><td>" << escape(verdict_counts_text(k.verdicts)) << "</td></tr>\n";
+      << (k.vacuous ? " (ran no cell)" : "") << "</td><td>" << escape(verdict_counts_text(k.verdicts))
+      << "</td></tr>\n";
   o << "</table>\n";
   o << "<nav><ol>"
     << fmt::format("<li><a href=\"#{}\">Fault matrix</a></li><li><a href=\"#{}\">Error against context length</a></li>"

@@ -1,9 +1,10 @@
 // The junit format: junit.xml, for CI test-report viewers. <testsuites> with one <testsuite> per suite and
-// kernel (properties carry the environment and its cells per verdict, "verdicts"), one <testcase> per cell:
-// <failure type="VERDICT"> for a wrong output, <error type="VERDICT"> for error/crash/timeout, <skipped> for
-// declined, each carrying the verdict, detail and metrics; plus a "pacheck.checks" testsuite with the comparator self-test, each negative
+// kernel (properties carry the environment), one <testcase> per cell: <failure type="VERDICT"> for a wrong
+// output, <error type="VERDICT"> for error/crash/timeout, <skipped> for declined, each carrying the verdict,
+// detail and metrics; plus a "pacheck.checks" testsuite with the comparator self-test, each negative
 // control and each kernel's "ran at least one cell" check, so the file fails exactly when the exit code is
 // not 0. Written with pugixml, which does the XML escaping.
+// Each testsuite's properties also hold its cells per verdict ("verdicts"; pacheck.checks: the whole run's).
 #include <fmt/format.h>
 #include <pugixml.hpp>
 

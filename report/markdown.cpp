@@ -1,7 +1,8 @@
 // The markdown format: summary.md, a table for a pull-request comment (ci/gate.sh appends it to GitHub's
-// step summary): outcome and exit code, the cells per verdict, a table per suite and kernel
-// (passed/failed/declined, negative control), the comparator self-test, the worst cells (failures first, else closest to the limit) and the
+// step summary): outcome and exit code, a table per suite and kernel (passed/failed/declined, negative
+// control), the comparator self-test, the worst cells (failures first, else closest to the limit) and the
 // environment.
+// A "Verdicts:" line under the outcome gives the cells per verdict.
 #include <fmt/format.h>
 
 #include <algorithm>

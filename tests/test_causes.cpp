@@ -103,8 +103,10 @@ TEST(NameCause, WithoutFreshRunsThisProcesssReRunsDecideAndTheDetailSaysWhy) {
     const char* shows;
   };
   for (const Row& row : {Row{{bits(), bits()}, Verdict::variant, "the clean-cache run and 2 clean re-runs"},
-                         Row{{bits({4}), bits()}, Verdict::nondeterministic, "back to back in this process, differ in 1 element"},
-                         Row{{bits({4}), bits({4})}, Verdict::stateful, "differ from the earlier clean-cache run in 1 element"}}) {
+                         Row{{bits({4}), bits()}, Verdict::nondeterministic,
+                             "back to back in this process, differ in 1 element"},
+                         Row{{bits({4}), bits({4})}, Verdict::stateful,
+                             "differ from the earlier clean-cache run in 1 element"}}) {
     Evidence ev;
     ev.e.reruns = row.reruns;
     ev.e.no_fresh = "planted reason";
@@ -217,8 +219,8 @@ TEST(FreshProcesses, TheFaultIsInjectedWhenAsked) {
   for (bool faulted : {false, true}) {
     const auto runs = server.run(*vv, small_cell(kVNanTail), faulted, "cpu", 1, &why);
     ASSERT_EQ(runs.size(), 1u) << why;
-    EXPECT_EQ(std::any_of(runs[0].begin(), runs[0].end(), [](std::uint32_t b) { return std::isnan(from_bits(b, DType::f32)); }),
-              faulted);
+    const auto nan = [](std::uint32_t b) { return std::isnan(from_bits(b, DType::f32)); };
+    EXPECT_EQ(std::any_of(runs[0].begin(), runs[0].end(), nan), faulted);
   }
 }
 
@@ -272,13 +274,15 @@ Suite causes_suite(DType dtype = DType::bf16) {
 }
 
 int count(const RunSummary& s, Verdict v) {
-  return static_cast<int>(std::count_if(s.results.begin(), s.results.end(), [&](const CellResult& r) { return r.verdict == v; }));
+  return static_cast<int>(
+      std::count_if(s.results.begin(), s.results.end(), [&](const CellResult& r) { return r.verdict == v; }));
 }
 
 /// Every clean cell passes, and the summary counts each verdict as the results hold it.
 void expect_consistent(const RunSummary& s, const std::string& where) {
   ASSERT_EQ(s.verdicts.size(), verdict_table().size()) << where;
-  for (const VerdictInfo& v : verdict_table()) EXPECT_EQ(s.verdicts[verdict_rank(v.value)], count(s, v.value)) << where << v.name;
+  for (const VerdictInfo& v : verdict_table())
+    EXPECT_EQ(s.verdicts[verdict_rank(v.value)], count(s, v.value)) << where << v.name;
   for (const auto& r : s.results)
     if (r.fault == "clean") EXPECT_EQ(r.verdict, Verdict::pass) << where << r.cell_id << ": " << r.detail;
 }
@@ -327,7 +331,8 @@ TEST(Causes, EachPlantedCauseGetsItsVerdictInBothLanes) {
   const Row rows[] = {
       // Each case's clean cell is the first call on its shape; every later call of the case leaks, poison or
       // not: all 6 faulted cells.
-      {"planted.stateful", DType::bf16, {Verdict::stateful}, "in fresh processes the faulted run equals the clean run", 6},
+      {"planted.stateful", DType::bf16, {Verdict::stateful}, "in fresh processes the faulted run equals the clean run",
+       6},
       // 7 calls in 8 move one random element. A faulted cell whose call happened to match its twin passes
       // (about 1 in 50); one that differs is named nondeterministic unless the 4 fresh clean runs of its case
       // all missed (1 in 4096) and then both fresh faulted runs of the cell did too (1 in 64): about 1 in
@@ -380,7 +385,8 @@ TEST(Causes, ReproNamesTheSameCause) {
 }
 
 TEST(Causes, EveryReportCountsEachCause) {
-  const KernelPtr leak = prop::new_planted_kernel("planted.tail_leak"), stale = prop::new_planted_kernel("planted.stateful");
+  const KernelPtr leak = prop::new_planted_kernel("planted.tail_leak");
+  const KernelPtr stale = prop::new_planted_kernel("planted.stateful");
   const Suite suite = causes_suite();
   RunOptions o;
   o.threads = 1;
@@ -389,7 +395,8 @@ TEST(Causes, EveryReportCountsEachCause) {
   ASSERT_EQ(count(s, Verdict::stateful), 6);
   const std::string counts = verdict_counts_text(s.verdicts);
   EXPECT_EQ(counts, "2 variant, 6 stateful, 8 pass");
-  const ReportMeta meta{suite.name, "cpu", collect_environment("cpu"), run_identity(suite, {leak->name(), stale->name()}, "cpu", o, "")};
+  const ReportMeta meta{suite.name, "cpu", collect_environment("cpu"),
+                        run_identity(suite, {leak->name(), stale->name()}, "cpu", o, "")};
   for (const char* f : {"console", "markdown", "tap", "github", "junit", "html"})
     EXPECT_NE(render_format(f, s, meta).find(counts), std::string::npos) << f;
   const auto j = nlohmann::json::parse(render_format("json", s, meta));
