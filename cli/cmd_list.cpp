@@ -32,8 +32,8 @@ void list_poisons() {
 
 /// Every verdict of judge/verdict.hpp's table, in order of precedence.
 void list_verdicts() {
-  fmt::print("{:<14} {:<8} meaning (in order of precedence: the first that applies is the cell's)\n", "verdict", "failure");
-  for (const VerdictInfo& v : verdict_table()) fmt::print("{:<14} {:<8} {}\n", v.name, v.fails_gate ? "yes" : "no", v.meaning);
+  fmt::print("{:<17} {:<8} meaning (in order of precedence: the first that applies is the cell's)\n", "verdict", "failure");
+  for (const VerdictInfo& v : verdict_table()) fmt::print("{:<17} {:<8} {}\n", v.name, v.fails_gate ? "yes" : "no", v.meaning);
 }
 
 /// Every distribution of core/case.hpp's table (suite key `dists`, case id token `dist=`).

@@ -53,7 +53,7 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     fmt::print("max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n",
                m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct,
                m.nan_count, m.inf_count, m.elements);
-    if (r.variant_elements) fmt::print("variant   {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
+    if (r.variant_elements) fmt::print("twin      {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
     // Worst elements by |out - ref|, non-finite first.
     std::vector<std::size_t> idx(raw.out.size());
     std::iota(idx.begin(), idx.end(), 0);

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exec/fresh.hpp"
 #include "exec/isolate.hpp"
 
 namespace pacheck {
@@ -53,8 +54,10 @@ GpuDevices open_gpu_devices(const std::vector<KernelPtr>& kernels, const std::st
   d.specs = gpu_device_specs(device_spec, (*any_gpu)->device());
   const bool in_process = std::any_of(kernels.begin(), kernels.end(),
                                       [&](const KernelPtr& k) { return gpu(k) && !runs_isolated(opt, *k); });
-  if (in_process)
+  if (in_process) {
+    note_gpu_context_opened();  // later fresh-process servers of this process cannot run GPU kernels
     for (const auto& spec : d.specs) d.in_process.push_back(open_backend(spec));
+  }
   return d;
 }
 

@@ -1,6 +1,9 @@
 #include "exec/execute.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 
 namespace pacheck {
@@ -17,6 +20,50 @@ CellResult unrun_result(const Cell& cell, const Kernel& k, Verdict v, std::strin
   if (auto pred = k.expected_failures()) r.expected_fail = (*pred)(cell);
   return r;
 }
+
+namespace {
+
+/// The runs name_cause() decides from, for a faulted run `faulted` that differs from twin.bits: `clean()`
+/// calls the kernel on the clean cache here; fresh runs come from how.fresh on `device`.
+Cause find_cause(const Kernel& k, const Cell& cell, const std::string& device, CleanTwin& twin, const RawRun& faulted,
+                 const std::function<RawRun()>& clean, const ExecuteOptions& how) {
+  const FreshProcesses* fresh = how.fresh;
+  CauseEvidence ev;
+  ev.twin = &*twin.bits;
+  ev.faulted = &faulted.bits;
+  for (int i = 0; i < kCauseReruns; ++i) ev.reruns.push_back(clean().bits);
+  if (!fresh) {
+    ev.no_fresh = how.no_fresh.empty() ? "this caller runs no fresh-process server (pacheck run and score do)"
+                                       : how.no_fresh;
+    return name_cause(ev);
+  }
+  auto runs = [&](bool with_fault, int count, std::string* why) {
+    std::vector<OutputBits> out = fresh->run(k, cell, with_fault, device, count, why);
+    for (const OutputBits& r : out)
+      if (r.size() != faulted.bits.size()) {
+        *why = fmt::format("a fresh run gave {} elements, not {}", r.size(), faulted.bits.size());
+        return std::vector<OutputBits>{};
+      }
+    return out;
+  };
+  if (!twin.fresh && twin.fresh_failed.empty()) {
+    std::vector<OutputBits> clean_runs = runs(false, kFreshCleanRuns, &twin.fresh_failed);
+    if (!clean_runs.empty()) twin.fresh = std::move(clean_runs);
+  }
+  if (!twin.fresh) {
+    ev.no_fresh = twin.fresh_failed;
+    return name_cause(ev);
+  }
+  ev.fresh_clean = *twin.fresh;
+  // Clean runs from the same history that differ decide it (nondeterministic) whatever faulted runs would
+  // show, so none is made: that keeps a nondeterministic GPU kernel's cells at one set of fresh runs a case.
+  if (!bitwise_equal(ev.fresh_clean)) return name_cause(ev);
+  ev.fresh_faulted = runs(true, kFreshFaultedRuns, &ev.no_fresh);
+  if (ev.fresh_faulted.empty()) ev.fresh_clean.clear();  // no fresh faulted runs: this process's runs decide
+  return name_cause(ev);
+}
+
+}  // namespace
 
 Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, Backend& backend, CleanTwin& twin,
                        const Tolerance& tolerance, const ExecuteOptions& how) {
@@ -37,6 +84,11 @@ Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, 
     e.raw = once(clean ? data.cache : faulted->cache);
     if (clean && !twin.bits) twin.bits = e.raw.bits;
     e.result = judge(cell, k, data.ref, data.emulation_rel_linf, e.raw, clean ? nullptr : &*twin.bits, tolerance);
+    if (e.result.verdict == Verdict::variant) {
+      // The output differs from the twin and nothing worse applies: name the cause before the verdict.
+      const Cause cause = find_cause(k, cell, backend.name(), twin, e.raw, [&] { return once(data.cache); }, how);
+      e.result = judge(cell, k, data.ref, data.emulation_rel_linf, e.raw, &*twin.bits, tolerance, &cause);
+    }
     e.result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } catch (const KernelError& err) {
     e.result = unrun_result(cell, k, Verdict::error, err.what());
@@ -62,9 +114,19 @@ void Execution::rethrow() const {
 
 std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backend& backend, const RunOptions& opt,
                                        CaseData* data_out) {
+  // Forked before the kernel's first call, so its children are fresh. A GPU backend is open already: a fork
+  // now could not use the device (issue 17), so a GPU kernel's cause comes from re-runs here.
+  std::optional<FreshProcesses> fresh;
+  if (!cell.fault.clean() && k.device() == PACHECK_DEVICE_CPU)
+    fresh.emplace(std::vector<const Kernel*>{&k}, opt.cell_timeout_s);
   CaseData data = prepare_case(cell.c, opt);
   CleanTwin twin;
-  Execution e = execute_cell(data, k, cell, backend, twin, opt.tolerance);
+  ExecuteOptions how;
+  if (fresh) how.fresh = &*fresh;
+  else how.no_fresh = "pacheck repro opened the GPU before the cell ran, and a process forked after CUDA "
+                      "initialisation cannot use it (issue 17); `pacheck run --filter` on the cell's id names the "
+                      "cause from fresh processes";
+  Execution e = execute_cell(data, k, cell, backend, twin, opt.tolerance, how);
   if (data_out) *data_out = std::move(data);
   return {std::move(e.result), std::move(e.raw)};
 }

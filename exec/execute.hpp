@@ -1,5 +1,6 @@
 // One cell, start to verdict: inject its fault into a copy of the case's clean paged cache, run the kernel
-// between guards (exec/guarded_run.hpp), and judge the output against the oracle and the clean twin. Every
+// between guards (exec/guarded_run.hpp), and judge the output against the oracle and the clean twin; when
+// it differs from the twin, re-run the cell to name the cause (judge/cause.hpp, docs/CAUSES.md). Every
 // entry point runs cells through execute_cell: run and score (exec/in_process, exec/isolated), repro
 // (run_cell), bench's correctness check and the agreement and tail-poison properties.
 #pragma once
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/cell.hpp"
+#include "exec/fresh.hpp"
 #include "exec/guarded_run.hpp"
 #include "exec/prepare.hpp"
 #include "judge/judge.hpp"
@@ -27,6 +29,11 @@ namespace pacheck {
 /// to every cell of that pair, so the clean call runs at most once.
 struct CleanTwin {
   std::optional<std::vector<std::uint32_t>> bits;
+  /// The clean cell's fresh-process runs (kFreshCleanRuns of them, judge/cause.hpp), made for the pair's
+  /// first faulted cell that differs from `bits` and shared by the others; empty until then, and for good
+  /// when they could not be made (`fresh_failed` says why).
+  std::optional<std::vector<OutputBits>> fresh;
+  std::string fresh_failed;
 };
 
 /// How an execution failed to reach the judge.
@@ -56,13 +63,22 @@ struct ExecuteOptions {
   /// The cache with cell.fault already written, for a caller that chose the fault from what it wrote (the
   /// tail-poison property); null: execute_cell writes cell.fault into a copy of data.cache.
   const FaultedCache* faulted = nullptr;
+  /// The run's fresh-process server, for naming the cause of a faulted output that differs from its twin
+  /// (exec/fresh.hpp). Null: the cause is named from re-runs in this process only, and its detail says so.
+  const FreshProcesses* fresh = nullptr;
+  /// Why there is no `fresh`, for the detail; empty: a caller that runs no server (the properties, bench).
+  std::string no_fresh;
 };
 
 /// Runs `cell` of the prepared case `data` (data.c == cell.c) on `k` on `backend`: fills `twin` first when
 /// the fault is not clean and `twin` is empty (a clean call), injects the fault, runs the faulted call with
-/// guards, fills `twin` from a clean cell's own call, and judges with `tolerance`. Kernel and backend
-/// errors become an `error` result (ExecError says which; fatal when the context is lost) rather than an
-/// exception. result.seconds covers the cell's own call and its judging; result.index is left to the caller.
+/// guards, fills `twin` from a clean cell's own call, and judges with `tolerance`. A faulted output that
+/// differs from the twin (and is not judged worse) has its cause named: kCauseReruns clean re-runs here,
+/// right after it, and through how.fresh kFreshCleanRuns clean (once per twin) and kFreshFaultedRuns faulted
+/// runs in fresh processes on backend.name(); name_cause() then gives variant, nondeterministic or stateful.
+/// Kernel and backend errors (in any of these calls) become an `error` result (ExecError says which; fatal
+/// when the context is lost) rather than an exception. result.seconds covers the cell's own call, its
+/// judging and the re-runs; result.index is left to the caller.
 Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, Backend& backend, CleanTwin& twin,
                        const Tolerance& tolerance, const ExecuteOptions& how = {});
 
@@ -71,8 +87,10 @@ Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, 
 CellResult unrun_result(const Cell& cell, const Kernel& k, Verdict v, std::string why);
 
 /// Runs a single cell on one kernel (for `pacheck repro`): prepare_case, then execute_cell with a fresh
-/// twin. Returns the result and the raw run (empty on `error`); `data_out` receives the prepared case.
-/// Throws what prepare_case throws.
+/// twin. A faulted cell of a CPU kernel gets a fresh-process server of its own (forked first, before the
+/// kernel's first call); a GPU kernel's backend is already open, so its cause is named from re-runs in this
+/// process only. Returns the result and the raw run (empty on `error`); `data_out` receives the prepared
+/// case. Throws what prepare_case throws.
 std::pair<CellResult, RawRun> run_cell(const Cell& cell, const Kernel& k, Backend& backend, const RunOptions& opt,
                                        CaseData* data_out = nullptr);
 

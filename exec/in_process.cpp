@@ -24,7 +24,8 @@ struct PoolDevice {
 };
 
 /// Runs all jobs of one work item on `dev`: prepares the case, then each job with its kernel's clean twin.
-void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const RunOptions& opt, const EmitResult& emit) {
+void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const RunOptions& opt, const EmitResult& emit,
+              const FreshProcesses* fresh) {
   std::optional<CaseData> data;
   try {
     data = prepare_case(item.c, opt);
@@ -40,6 +41,7 @@ void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const Run
   std::unordered_map<const Kernel*, CleanTwin> twins;
   ExecuteOptions how;
   how.device_mu = dev.calls;
+  how.fresh = fresh;
   for (const auto& j : item.jobs) {
     CellResult& r = plan.results[j.result_index];
     if (*dev.lost && j.kernel->device() != PACHECK_DEVICE_CPU) {
@@ -56,7 +58,8 @@ void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const Run
 
 }  // namespace
 
-void run_in_process(Plan& plan, const GpuDevices& gpus, const RunOptions& opt, const EmitResult& emit) {
+void run_in_process(Plan& plan, const GpuDevices& gpus, const RunOptions& opt, const EmitResult& emit,
+                    const FreshProcesses* fresh) {
   const std::vector<std::size_t>& gpu_items = plan.items_of(Lane::gpu);
   const std::vector<std::size_t>& cpu_items = plan.items_of(Lane::cpu);
   std::vector<std::size_t> queue = gpu_items;
@@ -77,7 +80,7 @@ void run_in_process(Plan& plan, const GpuDevices& gpus, const RunOptions& opt, c
           const std::size_t d = gpu_device_for(i, ndev);
           dev = {gpus.in_process[d].get(), &gpu_calls[d], &gpu_lost[d]};
         }
-        run_item(plan.items[queue[i]], dev, plan, opt, emit);
+        run_item(plan.items[queue[i]], dev, plan, opt, emit, fresh);
       }
     });
   for (auto& w : workers) w.join();

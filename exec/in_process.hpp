@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "exec/devices.hpp"
+#include "exec/fresh.hpp"
 #include "exec/plan.hpp"
 #include "exec/run_options.hpp"
 
@@ -19,7 +20,9 @@ using EmitResult = std::function<void(CellResult&)>;
 /// gpus.in_process[gpu_device_for(i, devices)], one kernel call at a time per device through that
 /// device's mutex, whichever thread prepares it; CPU items run on the worker's own CPU backend. A failed
 /// preparation makes each job of the item an `error`; a fatal kernel error (lost context) makes the later
-/// jobs of that device's kernels `error` without running them, and leaves the other devices running.
-void run_in_process(Plan& plan, const GpuDevices& gpus, const RunOptions& opt, const EmitResult& emit);
+/// jobs of that device's kernels `error` without running them, and leaves the other devices running. `fresh`
+/// (the run's fresh-process server, or null) names the cause of faulted outputs that differ from their twin.
+void run_in_process(Plan& plan, const GpuDevices& gpus, const RunOptions& opt, const EmitResult& emit,
+                    const FreshProcesses* fresh = nullptr);
 
 }  // namespace pacheck

@@ -45,9 +45,6 @@ std::string describe_wait_status(int status) {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
 /// Held around fork() and around every hooks.done call, process-wide: a child forked while another
 /// thread is inside done() (printing a row, appending to results.jsonl) would inherit that thread's locks
 /// held forever. Also makes socketpair + fork + close atomic, so no child inherits another child's end
@@ -56,6 +53,63 @@ std::mutex& fork_mutex() {
   static std::mutex mu;
   return mu;
 }
+
+}  // namespace
+
+void setup_forked_child(pid_t parent) {
+#ifdef __linux__
+  // Die with the parent (a SIGKILLed run must not leave children spinning on a hung kernel), and catch the
+  // race where the parent died before prctl ran.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+  if (::getppid() != parent) _exit(0);
+  // Out of the terminal's process group: Ctrl-C stops the run (and, through the death signal, its children)
+  // instead of killing the child first and being recorded as that cell's crash.
+  ::setpgid(0, 0);
+  // A kernel crashing on every cell would otherwise leave a core file per cell in the CI workspace.
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  ::signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+}
+
+ConnectedChild fork_connected_child(int type, const std::function<void(int fd)>& body) {
+  ConnectedChild out;
+  int sv[2];
+  const pid_t parent = ::getpid();
+  pid_t pid;
+  {
+    std::lock_guard<std::mutex> lock(fork_mutex());
+    if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0) {
+      out.why = fmt::format("socketpair failed: {}", std::strerror(errno));
+      return out;
+    }
+    // Unwritten stdio output would be copied into the child and printed twice if a kernel flushes.
+    std::fflush(nullptr);
+    pid = ::fork();
+    if (pid == 0) {
+      setup_forked_child(parent);
+      ::close(sv[0]);
+      body(sv[1]);
+      _exit(0);
+    }
+    ::close(sv[1]);
+  }
+  if (pid < 0) {
+    ::close(sv[0]);
+    out.why = fmt::format("fork failed: {}", std::strerror(errno));
+    return out;
+  }
+  out.pid = pid;
+  out.fd = sv[0];
+  return out;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 bool send_all(int fd, const std::string& s) {
   std::size_t off = 0;
@@ -126,44 +180,10 @@ int stop(Child& c) {
 
 /// Forks a child of lane `lane` for `group`. Returns an empty string on success, else why not.
 std::string spawn(Child& c, int group, int lane, const IsolationHooks& hooks) {
-  int sv[2];
-  const pid_t parent = ::getpid();
-  pid_t pid;
-  {
-    std::lock_guard<std::mutex> lock(fork_mutex());
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      return fmt::format("socketpair failed: {}", std::strerror(errno));
-    // Unwritten stdio output would be copied into the child and printed twice if a kernel flushes.
-    std::fflush(nullptr);
-    pid = ::fork();
-    if (pid == 0) {
-#ifdef __linux__
-      // Die with the parent (a SIGKILLed run must not leave children spinning on a hung kernel), and
-      // catch the race where the parent died before prctl ran.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-#endif
-      if (::getppid() != parent) _exit(0);
-      // Out of the terminal's process group: Ctrl-C stops the run (and, through the death signal, its
-      // children) instead of killing the child first and being recorded as that cell's crash.
-      ::setpgid(0, 0);
-      // A kernel crashing on every cell would otherwise leave a core file per cell in the CI workspace.
-      const rlimit no_core{0, 0};
-      ::setrlimit(RLIMIT_CORE, &no_core);
-      ::signal(SIGPIPE, SIG_DFL);
-      sigset_t none;
-      sigemptyset(&none);
-      ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
-      ::close(sv[0]);
-      child_main(sv[1], hooks, lane);
-    }
-    ::close(sv[1]);
-  }
-  if (pid < 0) {
-    ::close(sv[0]);
-    return fmt::format("fork failed: {}", std::strerror(errno));
-  }
-  c.pid = pid;
-  c.fd = sv[0];
+  const ConnectedChild child = fork_connected_child(SOCK_STREAM, [&](int fd) { child_main(fd, hooks, lane); });
+  if (child.pid < 0) return child.why;
+  c.pid = child.pid;
+  c.fd = child.fd;
   c.group = group;
   c.buf.clear();
   return {};

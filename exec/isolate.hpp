@@ -2,6 +2,8 @@
 // segfaults, aborts, hangs or loses its GPU context costs one cell's verdict instead of the whole run.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -83,6 +85,25 @@ struct ChildAnswer {
 /// run_in_child_process that also says why no answer came (for probes whose crash is itself the finding,
 /// such as loading a plugin library).
 ChildAnswer ask_child_process(const std::function<std::string()>& fn, double timeout_s);
+
+/// The first step of every child this project forks to run kernel code, called in the child right after
+/// fork(): it dies with the thread that forked it (Linux: PR_SET_PDEATHSIG; and at once when `parent`, the
+/// forking process's pid, is already gone), leaves the terminal's process group (Ctrl-C ends the run, not
+/// the child first), writes no core file, and gets SIGPIPE's default action and an empty signal mask back.
+void setup_forked_child(pid_t parent);
+
+/// A child forked with a socket to it (fork_connected_child): pid and this side of the socket, or pid -1
+/// and why not.
+struct ConnectedChild {
+  pid_t pid = -1;
+  int fd = -1;
+  std::string why;
+};
+/// Forks a child connected to this process by a new Unix socket pair of `type` (SOCK_STREAM,
+/// SOCK_SEQPACKET), under the process-wide lock every fork of exec/ takes (no child inherits a lock held
+/// halfway, or another child's socket) and with stdio flushed first. The child runs setup_forked_child and
+/// then `body` with its side of the socket, and ends with _exit(0) if `body` returns.
+ConnectedChild fork_connected_child(int type, const std::function<void(int fd)>& body);
 
 /// "SIGSEGV (Segmentation fault)" for a signal number; "signal N" for an unknown one.
 std::string signal_description(int sig);

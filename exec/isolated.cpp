@@ -45,7 +45,7 @@ struct ChildState {
 /// preparation, inherited through fork) or, when it is null, on a case the child prepares itself. A GPU
 /// kernel's backend is opened from `gpu_spec`, here, not inherited: a GPU context does not survive fork().
 ChildOutcome run_in_child(ChildState& st, const Plan& plan, JobRef ref, const std::string& gpu_spec,
-                          const RunOptions& opt, const PreparedCase* prepared) {
+                          const RunOptions& opt, const PreparedCase* prepared, const FreshProcesses* fresh) {
   const Job& j = plan.job(ref);
   ChildOutcome out;
   if (st.item != ref.item) {
@@ -71,7 +71,9 @@ ChildOutcome run_in_child(ChildState& st, const Plan& plan, JobRef ref, const st
       return out;
     }
   }
-  Execution e = execute_cell(*pc.data, *j.kernel, j.cell, *backend, st.twin, opt.tolerance);
+  ExecuteOptions how;
+  how.fresh = fresh;
+  Execution e = execute_cell(*pc.data, *j.kernel, j.cell, *backend, st.twin, opt.tolerance, how);
   out.result = std::move(e.result);
   out.result.index = j.index;
   out.restart = e.error == ExecError::fatal;
@@ -102,7 +104,7 @@ struct JobTable {
 }  // namespace
 
 void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const GpuDevices& gpus,
-                        const RunOptions& opt, const EmitResult& emit) {
+                        const RunOptions& opt, const EmitResult& emit, const FreshProcesses* fresh) {
   const std::vector<std::size_t>& cpu_items = plan.items_of(Lane::isolated_cpu);
   const std::vector<std::size_t>& gpu_items = plan.items_of(Lane::isolated_gpu);
   if (cpu_items.empty() && gpu_items.empty()) return;
@@ -138,7 +140,7 @@ void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const
   cpu_hooks.prepare = [&](std::size_t b, int lane) { lane_case[lane] = prepare_for_children(plan.items[cpu_items[b]].c, opt); };
   cpu_hooks.release = [&](std::size_t, int lane) { lane_case[lane] = PreparedCase{}; };
   cpu_hooks.run = [&](std::size_t job, int lane) {
-    return run_in_child(cpu_child, plan, table.refs.at(job), {}, opt, &lane_case[lane]);
+    return run_in_child(cpu_child, plan, table.refs.at(job), {}, opt, &lane_case[lane], fresh);
   };
 
   // GPU: one child per kernel kept across cases, one lane per device, since one device runs GPU cells one
@@ -147,7 +149,7 @@ void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const
   ChildState gpu_child;
   IsolationHooks gpu_hooks = common;
   gpu_hooks.run = [&](std::size_t job, int lane) {
-    return run_in_child(gpu_child, plan, table.refs.at(job), gpus.specs.at(lane), opt, nullptr);
+    return run_in_child(gpu_child, plan, table.refs.at(job), gpus.specs.at(lane), opt, nullptr, fresh);
   };
   IsolationOptions gpu_opt;
   gpu_opt.lanes = static_cast<int>(std::max<std::size_t>(1, gpus.specs.size()));

@@ -19,9 +19,11 @@ namespace pacheck {
 ///   inherited by a short-lived child per kernel (forking is cheap; the oracle is not).
 ///   GPU: one lane per device of gpus.specs (lane L on gpus.specs[L]), running alongside the CPU lanes; a
 ///   child per kernel kept across cases prepares each case itself (one device context per child).
-/// `kernels` are the run's (a child runs one of them only). Must run with no other thread inside a kernel:
-/// children are forked. Throws std::runtime_error when no child can be created at all.
+/// `kernels` are the run's (a child runs one of them only). `fresh` (the run's fresh-process server, forked
+/// before any child, or null) names the cause of faulted outputs that differ from their twin: the children
+/// send it their requests. Must run with no other thread inside a kernel: children are forked. Throws
+/// std::runtime_error when no child can be created at all.
 void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const GpuDevices& gpus,
-                        const RunOptions& opt, const EmitResult& emit);
+                        const RunOptions& opt, const EmitResult& emit, const FreshProcesses* fresh = nullptr);
 
 }  // namespace pacheck

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 namespace pacheck {
@@ -40,6 +42,14 @@ class Progress {
 RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, const std::string& device_spec,
                      const RunOptions& opt) {
   check_options(opt);
+  // First: forked before any kernel call and before a GPU context opens here, so its children are fresh
+  // processes for every kernel and device (exec/fresh.hpp). Only suites with faulted cells need one.
+  std::optional<FreshProcesses> fresh;
+  if (std::any_of(suite.cells.begin(), suite.cells.end(), [](const SuiteCell& c) { return !c.cell.fault.clean(); })) {
+    std::vector<const Kernel*> all;
+    for (const auto& k : kernels) all.push_back(k.get());
+    fresh.emplace(all, opt.cell_timeout_s);
+  }
   RunSummary sum;
   sum.selftest = comparator_selftest();
   const GpuDevices gpus = open_gpu_devices(kernels, device_spec, opt);
@@ -48,9 +58,10 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   Progress progress(suite, opt, plan);
   const EmitResult emit = [&](CellResult& r) { progress(r); };
   for (std::size_t i : plan.settled) emit(plan.results[i]);  // live table and results.jsonl see them first
-  run_in_process(plan, gpus, opt, emit);
+  const FreshProcesses* server = fresh ? &*fresh : nullptr;
+  run_in_process(plan, gpus, opt, emit, server);
   // After the in-process cells: no thread is inside a kernel when a child is forked.
-  run_isolated_items(plan, kernels, gpus, opt, emit);
+  run_isolated_items(plan, kernels, gpus, opt, emit, server);
 
   sum.results = std::move(plan.results);
   std::vector<KernelRole> roles;

@@ -10,7 +10,9 @@
 //   computed once per case -> prepare          a check around the kernel call -> guarded_run (+ judge/)
 //   one call to one verdict -> execute         which cells run, grouped how -> plan
 //   threads, GPU devices -> in_process, devices   child processes -> isolated (over isolate's primitives)
-//   run_suite (runner.cpp) only strings them together: plan -> in-process -> isolated -> summarize.
+//   runs in processes that ran nothing before (naming the cause of a difference) -> fresh
+//   run_suite (runner.cpp) only strings them together: fresh server -> plan -> in-process -> isolated ->
+//   summarize.
 #pragma once
 
 #include <string>
@@ -18,6 +20,7 @@
 
 #include "exec/devices.hpp"
 #include "exec/execute.hpp"
+#include "exec/fresh.hpp"
 #include "exec/guarded_run.hpp"
 #include "exec/in_process.hpp"
 #include "exec/isolated.hpp"
@@ -39,6 +42,8 @@ namespace pacheck {
 /// results are otherwise those of a single-device run. With no device present "cuda:all" fails as "cuda".
 /// Kernels selected by `opt.isolate` run afterwards in child processes (exec/isolate.hpp), one kernel
 /// per child, with a watchdog of `opt.cell_timeout_s` per cell. Cells found in `opt.previous` are not run.
+/// A suite with faulted cells first forks a fresh-process server (exec/fresh.hpp), which names the cause
+/// of faulted outputs that differ from their clean twin in both lanes (judge/cause.hpp).
 /// Results sit at fixed positions (kernel-major, suite order), whatever the thread count or isolation.
 /// Cells settled while planning (declined, or the `error` of an isolated kernel whose supports() could not
 /// be asked) reach opt.on_result first. Also runs the comparator self-test. Throws std::runtime_error /

@@ -50,8 +50,9 @@ struct Tolerance {
   /// Kernel::tf32_products() were true.
   bool tf32 = false;
   /// The rel_linf limit for this cell. `emulation_rel_linf` is used by the calibrated policy only.
-  /// `tf32_products` (the kernel declares TF32) or `tf32` with an f32 output gives tf32_limit() under
-  /// both policies: the emulation models fp32 dots, not TF32 ones.
+  /// `tf32_products` (the kernel declares TF32 and the cell has an f32 operand: judge() decides) or `tf32`
+  /// gives max(tf32_limit(), fixed_limit(out_dtype)) under both policies: the emulation models fp32 dots,
+  /// not TF32 ones, and an f16/bf16 output of TF32 dots still rounds as its dtype does.
   double limit(DType out_dtype, double emulation_rel_linf, bool tf32_products = false) const;
 };
 

@@ -16,7 +16,8 @@ std::string where(const Case& c, std::int64_t flat) {
 }  // namespace
 
 CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std::optional<double> emulation_rel_linf,
-                 const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance) {
+                 const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance,
+                 const Cause* cause) {
   const Case& c = cell.c;
   CellResult r;
   r.kernel = k.name();
@@ -27,7 +28,9 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
   r.seconds = run.ms / 1000.0;
   if (auto pred = k.expected_failures()) r.expected_fail = (*pred)(cell);
   r.metrics = compare(run.out, ref.out, c, c.out_dtype);
-  const bool tf32 = k.tf32_products() || tolerance.tf32;
+  // TF32 concerns dots with an f32 operand: q or the (non-fp8) cache in f32.
+  const bool f32_operands = c.q_dtype == DType::f32 || c.kv_dtype == DType::f32;
+  const bool tf32 = (k.tf32_products() || tolerance.tf32) && f32_operands;
   r.limit = tolerance.limit(c.out_dtype, emulation_rel_linf.value_or(0.0), tf32);
   r.margin = r.limit > 0 ? r.metrics.rel_linf / r.limit : 0;
   if (clean_bits) {
@@ -51,14 +54,17 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
                                                       "(seq {}, head {}, dim {})",
                                                       r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements,
                                                       w.seq, w.head, w.dim));
-  if (r.variant_elements > 0)
-    found.emplace_back(Verdict::variant,
-                       fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
+  if (r.variant_elements > 0) {
+    if (cause) found.emplace_back(cause->verdict, cause->detail);
+    else found.emplace_back(Verdict::variant,
+                            fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
+  }
   if (!(r.metrics.rel_linf <= r.limit)) {
     std::string detail = fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
                                      r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim);
-    // An f32 error of TF32's size: the likeliest cause is TF32 dots the kernel does not declare.
-    if (c.out_dtype == DType::f32 && !tf32 && r.metrics.rel_linf <= tf32_limit())
+    // An error of TF32's size on a cell with f32 operands: the likeliest cause is TF32 dots the kernel does
+    // not declare.
+    if (f32_operands && !tf32 && r.metrics.rel_linf <= tf32_limit())
       detail += fmt::format("; the error is of the size TF32 dot products give (TF32 limit {:.3e}): if the kernel "
                             "reads f32 operands as TF32 (Triton's default fp32 tl.dot on NVIDIA), declare it "
                             "(PACHECK_KERNEL_TF32, or --tf32)",

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/cell.hpp"
+#include "judge/cause.hpp"
 #include "judge/comparator.hpp"
 #include "judge/result.hpp"
 #include "kernels/kernel.hpp"
@@ -29,11 +30,14 @@ struct RawRun {
 };
 
 /// Judges one cell from a raw run: guards (oob_write), inputs (input_mutated), unwritten, non-finite
-/// (poisoned), invariance vs `clean_bits` (variant; nullptr for a clean cell), tolerance (fail). When several
-/// apply, the verdict is the first in verdict_table()'s order of precedence (judge/verdict.hpp), with that
-/// check's detail; pass when none applies. `ref` is the oracle of cell.c;
-/// `emulation_rel_linf` the low-precision emulation's error, which only the calibrated policy uses.
+/// (poisoned), invariance vs `clean_bits` (nullptr for a clean cell), tolerance (fail). When several apply,
+/// the verdict is the first in verdict_table()'s order of precedence (judge/verdict.hpp), with that check's
+/// detail; pass when none applies. A run that differs from `clean_bits` is `variant` ("N elements differ
+/// bitwise from the clean-cache run") until its cause is known: with `cause` (name_cause() of the re-runs,
+/// judge/cause.hpp) the invariance check gives cause->verdict and cause->detail instead. `ref` is the oracle
+/// of cell.c; `emulation_rel_linf` the low-precision emulation's error, which only the calibrated policy uses.
 CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std::optional<double> emulation_rel_linf,
-                 const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance);
+                 const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance,
+                 const Cause* cause = nullptr);
 
 }  // namespace pacheck

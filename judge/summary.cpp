@@ -1,5 +1,7 @@
 #include "judge/summary.hpp"
 
+#include <fmt/format.h>
+
 namespace pacheck {
 
 std::string_view control_outcome_name(ControlOutcome o) {
@@ -39,16 +41,27 @@ bool counts_as_failure(const RunSummary& s, const CellResult& r) {
   return o == CellOutcome::failed || o == CellOutcome::missed;
 }
 
+std::string verdict_counts_text(const std::vector<int>& verdicts) {
+  std::string out;
+  for (std::size_t i = 0; i < verdicts.size() && i < verdict_table().size(); ++i)
+    if (verdicts[i] > 0) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", verdicts[i], verdict_table()[i].name);
+  return out.empty() ? "no cells" : out;
+}
+
 void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
   sum.kernels.clear();
   sum.passed = sum.failed = sum.declined = sum.caught = 0;
+  sum.verdicts.assign(verdict_table().size(), 0);
   sum.blind = sum.vacuous = false;
   for (const auto& k : kernels) {
     KernelSummary ks;
     ks.kernel = k.name;
+    ks.verdicts.assign(verdict_table().size(), 0);
     const bool control = k.negative_control;
     for (const auto& r : sum.results) {
       if (r.kernel != ks.kernel) continue;
+      ++ks.verdicts[verdict_rank(r.verdict)];
+      ++sum.verdicts[verdict_rank(r.verdict)];
       switch (cell_outcome(r, control)) {
         case CellOutcome::passed: ++ks.passed; break;
         case CellOutcome::failed: ++ks.failed; break;

@@ -18,6 +18,8 @@ std::string_view control_outcome_name(ControlOutcome o);
 struct KernelSummary {
   std::string kernel;
   int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0;
+  /// Cells per verdict, indexed by verdict_rank(): one count per row of verdict_table(), in its order.
+  std::vector<int> verdicts;
   ControlOutcome control = ControlOutcome::not_control;
   bool vacuous = false;  ///< no cell of this kernel ran (all declined or none selected)
 };
@@ -27,6 +29,7 @@ struct RunSummary {
   std::vector<KernelSummary> kernels;
   SelfTestResult selftest;
   int passed = 0, failed = 0, declined = 0, caught = 0;
+  std::vector<int> verdicts;         ///< cells per verdict over every kernel, as KernelSummary::verdicts
   bool blind = false;                ///< a negative control was not caught or the self-test failed
   bool vacuous = false;              ///< some kernel ran no cell (not counted for one shard of a run)
   /// One shard of a sharded run (--shard I/N, N > 1): a kernel without a cell in it is reported but not
@@ -62,7 +65,11 @@ bool is_negative_control(const RunSummary& s, const std::string& kernel);
 /// The cell fails the run: cell_outcome is failed or missed.
 bool counts_as_failure(const RunSummary& s, const CellResult& r);
 
-/// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, blind, vacuous) from
+/// "3 variant, 1 stateful, 40 pass": the non-zero counts of `verdicts` (KernelSummary::verdicts) with their
+/// verdict names, in verdict_table() order; "no cells" when every count is 0.
+std::string verdict_counts_text(const std::vector<int>& verdicts);
+
+/// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, verdicts, blind, vacuous) from
 /// `s.results`, one KernelSummary per entry of `kernels` in that order. run_suite and merge share it, so a
 /// merged report is judged exactly as a single run would be.
 void summarize(RunSummary& s, const std::vector<KernelRole>& kernels);

@@ -13,7 +13,17 @@ constexpr VerdictInfo kVerdicts[] = {
     {Verdict::overflow, "overflow",
      "Inf/NaN from V near the dtype's limit where the output is finite: a clean dist=overflow cell (opt-in)", true},
     {Verdict::variant, "variant",
-     "the output differs bitwise from the same cell with a clean (zero) cache, even within tolerance", true},
+     "the output differs bitwise from the same cell with a clean (zero) cache, even within tolerance, and the "
+     "difference reproduces in fresh processes: the poison leaks into the output",
+     true},
+    {Verdict::nondeterministic, "nondeterministic",
+     "the output differs from the clean-cache run, and two runs of the same cell from the same history differ "
+     "too: it changes from call to call, whatever the poison does",
+     true},
+    {Verdict::stateful, "stateful",
+     "the output differs from the clean-cache run because of earlier calls, not the fault: runs from the same "
+     "history agree, with and without the poison",
+     true},
     {Verdict::fail, "fail", "rel_linf = max|out − ref| / max|ref| above the tolerance limit", true},
     {Verdict::declined, "declined", "the kernel does not support the cell (with its reason)", false},
     {Verdict::error, "error", "the kernel or device reported an error", true},

@@ -16,15 +16,19 @@
 
 namespace pacheck {
 
-/// Outcome of one cell on one kernel, in order of precedence when several apply (first wins). The first
-/// seven are judge()'s; declined, error, crash and timeout come from the runner, pass when nothing applies.
+/// Outcome of one cell on one kernel, in order of precedence when several apply (first wins). oob_write to
+/// fail are judge()'s (variant, nondeterministic and stateful name the cause of one check, a faulted output
+/// that differs from its clean twin: judge/cause.hpp); declined, error, crash and timeout come from the
+/// runner, pass when nothing applies.
 enum class Verdict {
   oob_write,      ///< a guard region around the output changed
   input_mutated,  ///< query, caches, block_tables or seq_lens changed
   unwritten,      ///< output elements left untouched (still the NaN fill pattern)
   poisoned,       ///< NaN/Inf where the oracle is finite
   overflow,       ///< NaN/Inf where the oracle is finite, on a clean cell of dist=overflow (V near the dtype's limit)
-  variant,        ///< output changed under a change that must not change it (e.g. the poison value)
+  variant,        ///< the fault changes the output, reproducibly from the same history: poison leaks
+  nondeterministic,  ///< differs from the clean twin, and two runs from the same history differ too
+  stateful,       ///< differs from the clean twin because of earlier calls: same-history runs agree
   fail,           ///< beyond tolerance
   declined,       ///< the kernel does not support the cell
   error,          ///< the kernel or device reported an error

@@ -4,8 +4,10 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <optional>
+#include <random>
 
 #include "kernels/cpu/cpu_common.hpp"
 
@@ -348,21 +350,131 @@ class AccumulationFault final : public Planted {
   What what_;
 };
 
+// ---- Causes of a difference from the clean twin (judge/cause.hpp): one planted kernel per verdict. Each
+// moves one output element by one unit in the last place, so every tolerance passes and only the bitwise
+// comparison with the clean twin (and the properties that compare runs) sees it.
+
+/// `v`'s other neighbour in `t`: the representable value on the far side of `v` from its round-to-nearest
+/// (away from zero when `v` is representable), as a kernel that rounds one element the wrong way stores it.
+/// Within one unit in the last place of `v`; non-finite values are returned as they are.
+float other_neighbour(float v, DType t) {
+  if (!std::isfinite(v)) return v;
+  const float r = round_to(v, t);
+  const std::uint32_t b = to_bits(r, t);
+  // Sign-magnitude encodings: one code up is one step away from zero, one down one step toward it.
+  const bool away = std::fabs(v) >= std::fabs(r) || b == 0 || b == (1u << (8 * dtype_size(t) - 1));
+  const float o = from_bits(away ? b + 1 : b - 1, t);
+  return std::isfinite(o) ? o : from_bits(b - 1, t);
+}
+
+/// Attention as the built-in kernels compute it, with one element (flat index `target` of [num_seqs,
+/// num_heads, head_size]; -1: none) rounded the wrong way.
+void attend_moving(const pacheck_kernel_args& a, std::int64_t target) {
+  const DType out_dtype = static_cast<DType>(a.out_dtype);
+  std::int64_t row = 0;
+  for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+    attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, iota_tokens(seq.len), out);
+    const std::int64_t first = row++ * a.head_size;
+    if (target >= first && target < first + a.head_size)
+      out[target - first] = other_neighbour(out[target - first], out_dtype);
+  });
+}
+
+/// Nondeterminism (atomics, scheduling): in 7 calls of 8, drawn from std::random_device, one element drawn
+/// from it too is rounded the wrong way. The draw is entropy, not process state: two processes forked from
+/// one state draw apart, as two launches of an atomics-ordered reduction do.
+class Nondeterministic final : public Planted {
+ public:
+  std::string name() const override { return "planted.nondeterministic"; }
+  std::string description() const override {
+    return "in 7 calls of 8 (std::random_device) one random element rounds the wrong way: runs differ (determinism)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    std::random_device entropy;
+    const bool moves = entropy() % 8 != 0;
+    const std::int64_t n = static_cast<std::int64_t>(a.num_seqs) * a.num_heads * a.head_size;
+    const std::int64_t target = static_cast<std::int64_t>(entropy() % static_cast<std::uint64_t>(n));
+    attend_moving(a, moves ? target : -1);
+  }
+};
+
+/// Stale scratch memory: the kernel keeps a scratch buffer across calls and reallocates it (zeroed) only
+/// when the call's shape (heads, head_size, seq_lens) changes; a reused buffer leaks into element 0, which
+/// rounds the wrong way. Deterministic given the history: the first call on a shape is right, the following
+/// ones on it are not, whatever the inputs' values (poison included).
+class Stateful final : public Planted {
+ public:
+  std::string name() const override { return "planted.stateful"; }
+  std::string description() const override {
+    return "scratch kept across calls of one shape leaks into element 0: the output depends on the previous call "
+           "(determinism)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    std::vector<int> shape{a.num_heads, a.num_kv_heads, a.head_size};
+    shape.insert(shape.end(), a.seq_lens, a.seq_lens + a.num_seqs);
+    bool stale;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stale = shape == scratch_shape_;
+      scratch_shape_ = std::move(shape);
+    }
+    attend_moving(a, stale ? 0 : -1);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<int> scratch_shape_;  ///< shape of the scratch buffer the last call left
+};
+
+/// A poison leak within tolerance: reads the first unwritten tail slot of each straddling sequence (V,
+/// KV head 0, dim 0), as a vector load across the final block does, and when it is not zero rounds that
+/// sequence's first output element the wrong way. Zero tails (clean caches, the `zero` poison) leak nothing;
+/// every other V poison of `tail` or `all` moves one element by one unit in the last place.
+class TailLeak final : public Planted {
+ public:
+  std::string name() const override { return "planted.tail_leak"; }
+  std::string description() const override {
+    return "a non-zero V tail slot moves one output element by one ULP: poison leaks within tolerance (tail-poison)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    const DType out_dtype = static_cast<DType>(a.out_dtype);
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, iota_tokens(seq.len), out);
+      if (h == 0 && seq.len % a.block_size != 0 && seq.v(seq.len, 0, 0) != 0.0f)  // NaN != 0 too
+        out[0] = other_neighbour(out[0], out_dtype);
+    });
+  }
+};
+
 }  // namespace
 
-const std::vector<KernelPtr>& planted_kernels() {
-  static const std::vector<KernelPtr> all{
+namespace {
+/// A new instance of every planted kernel, in planted_kernels()'s order.
+std::vector<KernelPtr> make_planted_kernels() {
+  return {
       std::make_shared<OffByOneBlock>(),      std::make_shared<GqaModulo>(),
       std::make_shared<SplitKvEmptyPartition>(), std::make_shared<SoftmaxNoMax>(),
       std::make_shared<PhysicalBlockOrder>(), std::make_shared<LaunchOrder>(),
       std::make_shared<BatchSplit>(),         std::make_shared<F16StagedV>(),
-      std::make_shared<FixedScale>(),
       std::make_shared<AccumulationFault>(AccumulationFault::What::bf16_acc),
       std::make_shared<AccumulationFault>(AccumulationFault::What::f16_acc),
       std::make_shared<AccumulationFault>(AccumulationFault::What::drop_last),
       std::make_shared<AccumulationFault>(AccumulationFault::What::exp2_no_log2e),
+      std::make_shared<FixedScale>(),         std::make_shared<Nondeterministic>(),
+      std::make_shared<Stateful>(),           std::make_shared<TailLeak>(),
   };
+}
+}  // namespace
+
+const std::vector<KernelPtr>& planted_kernels() {
+  static const std::vector<KernelPtr> all = make_planted_kernels();
   return all;
+}
+
+KernelPtr new_planted_kernel(const std::string& name) {
+  for (auto& k : make_planted_kernels())
+    if (k->name() == name) return k;
+  return nullptr;
 }
 
 KernelPtr find_planted_kernel(const std::string& name) {

@@ -27,9 +27,18 @@ namespace pacheck::prop {
 ///  - planted.f16_accumulator       P.V accumulator rounded to f16 after every add
 ///  - planted.drop_last_token       the last token of every sequence longer than 1 left out
 ///  - planted.exp2_no_log2e         exp2(s - max) without the log2(e) factor (softmax temperature ln 2)
+///  - planted.nondeterministic      in 7 calls of 8 (std::random_device) one random element rounds the
+///                                  wrong way (verdict nondeterministic on faulted cells)
+///  - planted.stateful              scratch kept across calls of one shape moves element 0 by one ULP
+///                                  (verdict stateful)
+///  - planted.tail_leak             a non-zero V tail slot moves one element by one ULP (verdict variant)
 const std::vector<KernelPtr>& planted_kernels();
 
 /// The planted kernel named `name`, or nullptr.
 KernelPtr find_planted_kernel(const std::string& name);
+
+/// A new instance of the planted kernel named `name` (the state of planted.launch_order and
+/// planted.stateful starts afresh, unlike planted_kernels()' shared instances), or nullptr.
+KernelPtr new_planted_kernel(const std::string& name);
 
 }  // namespace pacheck::prop

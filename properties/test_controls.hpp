@@ -196,6 +196,25 @@ inline const std::vector<Catch>& catches() {
          EXPECT_GE(max_len(cx.cell.c), 2) << "one token's softmax weight is 1 at any temperature: " << cx.cell.id();
          EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.exp2_no_log2e")));
        }},
+      // The planted causes of a difference from the clean twin (judge/cause.hpp): within tolerance, so only a
+      // property that compares runs sees them. tail-poison has no fresh processes (execute_cell without a
+      // server), so it names the leak from its re-runs; `pacheck repro` forks a server and names it too.
+      {"planted.nondeterministic", "determinism", "RunsOfOneCaseDiffer",
+       [](const Counterexample& cx, double) {
+         EXPECT_NE(cx.what.find("differs from the first run"), std::string::npos) << cx.what;
+       }},
+      {"planted.stateful", "determinism", "TheSecondRunOnAShapeDiffers",
+       [](const Counterexample& cx, double) {
+         EXPECT_NE(cx.what.find("differs from the first run"), std::string::npos) << cx.what;
+       }},
+      {"planted.tail_leak", "tail-poison", "StraddlingLengthAndNonZeroVPoisonIsVariant",
+       [](const Counterexample& cx, double) {
+         EXPECT_TRUE(cx.cell.c.straddles()) << cx.cell.id();
+         EXPECT_NE(cx.cell.fault.target, Target::k) << cx.cell.id();
+         EXPECT_NE(cx.cell.fault.poison, Poison::zero) << cx.cell.id();
+         EXPECT_EQ(cx.what.rfind("variant", 0), 0u) << cx.what;
+         EXPECT_EQ(repro_verdict(cx.cell, "planted.tail_leak"), Verdict::variant);
+       }},
   };
   return rows;
 }
@@ -236,6 +255,9 @@ inline const std::vector<Hold>& planted_holds() {
       {"planted.launch_order", "agreement", 100},
       {"planted.batch_split", "agreement", 100},
       {"planted.fixed_scale", "agreement", 100},
+      {"planted.nondeterministic", "agreement", 100},
+      {"planted.stateful", "agreement", 100},
+      {"planted.tail_leak", "agreement", 100},
   };
   return rows;
 }

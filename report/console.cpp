@@ -1,6 +1,6 @@
 // The console format: what `pacheck run` and `pacheck score` print by default. The run's title, then one
-// table row per cell as it finishes, then per-kernel counts, the comparator self-test and the closing
-// "N passed, M failed" line.
+// table row per cell as it finishes, then per-kernel counts, the cells per verdict, the comparator self-test
+// and the closing "N passed, M failed" line.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,6 +60,7 @@ class ConsoleFormat : public ReportFormat {
                           !k.vacuous ? ""
                           : s.shard  ? "  (no cell in this shard: the merged run is judged)"
                                      : "  (NO CELL RAN: counts as a failure)");
+    out_ << fmt::format("verdicts: {}\n", verdict_counts_text(s.verdicts));
     out_ << fmt::format("comparator self-test: {}\n", s.selftest.passed ? "passed" : "FAILED");
     if (!s.selftest.passed)
       for (const auto& l : s.selftest.lines) out_ << fmt::format("  {}\n", l);

@@ -5,6 +5,7 @@
 // exit code is not 0. GitHub shows at most 10 error annotations per step, so past 9 the rest are counted
 // in a 10th. Workflow commands are one line each: messages escape '%', '\r' and '\n' (%25, %0D, %0A), and
 // property values (title=) also ':' and ',' (%3A, %2C), as the runner's command parser requires.
+// The notice also gives the cells per verdict ("verdicts: 3 variant, 40 pass").
 #include <fmt/format.h>
 
 #include <cmath>
@@ -75,8 +76,10 @@ class GithubFormat : public ReportFormat {
                       "commands in summary.md and report.html"});
     const int code = s.exit_code();
     write("notice", {fmt::format("pacheck {}: {} (exit {})", meta.suite, outcome_word(code), code),
-                     fmt::format("{} on {}: {} passed, {} failed, {} declined, {} caught by negative controls",
-                                 exit_meaning(code), meta.device, s.passed, s.failed, s.declined, s.caught)});
+                     fmt::format("{} on {}: {} passed, {} failed, {} declined, {} caught by negative controls\n"
+                                 "verdicts: {}",
+                                 exit_meaning(code), meta.device, s.passed, s.failed, s.declined, s.caught,
+                                 verdict_counts_text(s.verdicts))});
     out_.flush();
   }
 

@@ -144,12 +144,15 @@ std::string header(const RunSummary& s, const ReportMeta& meta) {
   const int code = s.exit_code();
   o << "<div class=\"outcome " << (code == 0 ? "ok" : "bad") << "\"><b>exit code " << code << "</b>: " << escape(exit_meaning(code))
     << ". " << s.passed << " passed, " << s.failed << " failed, " << s.declined << " declined"
-    << (s.caught ? fmt::format(", {} expected failures caught", s.caught) : "") << ".</div>\n";
-  o << "<table><tr><th>kernel</th><th>passed</th><th>failed</th><th>declined</th><th>negative control</th></tr>\n";
+    << (s.caught ? fmt::format(", {} expected failures caught", s.caught) : "") << ". Verdicts: "
+    << escape(verdict_counts_text(s.verdicts)) << ".</div>\n";
+  o << "<table><tr><th>kernel</th><th>passed</th><th>failed</th><th>declined</th><th>negative control</th>"
+       "<th>verdicts</th></tr>\n";
   for (const auto& k : s.kernels)
     o << "<tr><td class=\"mono\">" << escape(k.kernel) << "</td><td class=\"num\">" << k.passed << "</td><td class=\"num\">" << k.failed
       << "</td><td class=\"num\">" << k.declined << "</td><td>" << escape(std::string(control_outcome_name(k.control)))
-      << (k.vacuous ? " (ran no cell)" : "") << "</td></tr>\n";
+      << (k.vacuous ? " (ran no cell)" : "") << "</td><td>" << escape(verdict_counts_text(k.verdicts))
+      << "</td></tr>\n";
   o << "</table>\n";
   o << "<nav><ol>"
     << fmt::format("<li><a href=\"#{}\">Fault matrix</a></li><li><a href=\"#{}\">Error against context length</a></li>"

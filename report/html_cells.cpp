@@ -26,6 +26,10 @@ VerdictStyle style_of(Verdict v) {
     case Verdict::poisoned: return {svg::parse_hex("#d55e00"), "NaN", "poisoned: NaN/Inf where the reference is finite"};
     case Verdict::overflow: return {svg::parse_hex("#d55e00"), "ovf", "overflow: NaN/Inf from V near the dtype's limit"};
     case Verdict::variant: return {svg::parse_hex("#cc79a7"), "var", "variant: output changed with the poison value"};
+    // The causes of a difference from the clean twin share variant's colour; the marks tell them apart.
+    case Verdict::nondeterministic:
+      return {svg::parse_hex("#cc79a7"), "ndet", "nondeterministic: runs from the same history differ"};
+    case Verdict::stateful: return {svg::parse_hex("#cc79a7"), "stat", "stateful: output depends on earlier calls"};
     case Verdict::unwritten: return {svg::parse_hex("#cc79a7"), "unw", "unwritten: output elements left untouched"};
     case Verdict::oob_write: return {svg::parse_hex("#cc79a7"), "oob", "oob_write: wrote past the output"};
     case Verdict::input_mutated: return {svg::parse_hex("#cc79a7"), "in", "input_mutated: changed an input"};

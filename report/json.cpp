@@ -8,6 +8,16 @@
 
 namespace pacheck {
 
+namespace {
+/// {"oob_write": 0, ..., "pass": 40}: every verdict of verdict_table() with its count, 0 included.
+nlohmann::json verdict_counts(const std::vector<int>& counts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (std::size_t i = 0; i < verdict_table().size(); ++i)
+    j[std::string(verdict_table()[i].name)] = i < counts.size() ? counts[i] : 0;
+  return j;
+}
+}  // namespace
+
 nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std::string& device) {
   nlohmann::json kernels = nlohmann::json::array();
   for (const auto& k : s.kernels)
@@ -18,7 +28,8 @@ nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std:
                        {"caught", k.caught},
                        {"missed", k.missed},
                        {"negative_control", std::string(control_outcome_name(k.control))},
-                       {"vacuous", k.vacuous}});
+                       {"vacuous", k.vacuous},
+                       {"verdicts", verdict_counts(k.verdicts)}});
   nlohmann::json results = nlohmann::json::array();
   for (const auto& r : s.results) results.push_back(to_json(r));
   return {{"pacheck", pacheck_version()},
@@ -31,7 +42,8 @@ nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std:
             {"declined", s.declined},
             {"caught", s.caught},
             {"blind", s.blind},
-            {"vacuous", s.vacuous}}},
+            {"vacuous", s.vacuous},
+            {"verdicts", verdict_counts(s.verdicts)}}},
           {"selftest", {{"passed", s.selftest.passed}, {"lines", s.selftest.lines}}},
           {"kernels", kernels},
           {"results", results}};

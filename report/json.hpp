@@ -10,8 +10,9 @@
 namespace pacheck {
 
 /// The whole run, as `--json FILE` writes it: {"pacheck": version, "suite", "device", "exit_code",
-/// "summary": {passed, failed, declined, caught, blind, vacuous}, "selftest": {passed, lines},
-/// "kernels": [...], "results": [to_json(CellResult)...]}.
+/// "summary": {passed, failed, declined, caught, blind, vacuous, verdicts}, "selftest": {passed, lines},
+/// "kernels": [{kernel, passed, ..., vacuous, verdicts}...], "results": [to_json(CellResult)...]}. `verdicts`
+/// maps every verdict name of verdict_table() to its count of cells (0 included).
 nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std::string& device);
 /// report.json: to_json(RunSummary) with "environment", "run" and (merged reports) "merged_from" added.
 nlohmann::json report_json(const RunSummary& s, const ReportMeta& meta);

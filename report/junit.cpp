@@ -4,6 +4,7 @@
 // detail and metrics; plus a "pacheck.checks" testsuite with the comparator self-test, each negative
 // control and each kernel's "ran at least one cell" check, so the file fails exactly when the exit code is
 // not 0. Written with pugixml, which does the XML escaping.
+// Each testsuite's properties also hold its cells per verdict ("verdicts"; pacheck.checks: the whole run's).
 #include <fmt/format.h>
 #include <pugixml.hpp>
 
@@ -56,13 +57,16 @@ void set_counts(pugi::xml_node n, const Counts& c) {
   n.attribute("time") = seconds(c.time).c_str();
 }
 
+/// One more <property> in `suite`'s <properties> (add_properties made it).
+void add_property(pugi::xml_node suite, const std::string& name, const std::string& value) {
+  pugi::xml_node p = suite.child("properties").append_child("property");
+  p.append_attribute("name") = xml_text(name).c_str();
+  p.append_attribute("value") = xml_text(value).c_str();
+}
+
 void add_properties(pugi::xml_node suite, const Environment& env) {
-  pugi::xml_node props = suite.append_child("properties");
-  for (const auto& [k, v] : environment_rows(env)) {
-    pugi::xml_node p = props.append_child("property");
-    p.append_attribute("name") = xml_text(k).c_str();
-    p.append_attribute("value") = xml_text(v).c_str();
-  }
+  suite.append_child("properties");
+  for (const auto& [k, v] : environment_rows(env)) add_property(suite, k, v);
 }
 
 pugi::xml_node add_testcase(pugi::xml_node suite, const std::string& classname, const std::string& name,
@@ -144,6 +148,10 @@ void write_junit(std::ostream& out, const RunSummary& s, const ReportMeta& meta)
         root.remove_child(node);
         continue;
       }
+      std::vector<int> verdicts(verdict_table().size(), 0);
+      for (const auto& r : s.results)
+        if (r.suite == suite && r.kernel == ks.kernel) ++verdicts[verdict_rank(r.verdict)];
+      add_property(node, "verdicts", verdict_counts_text(verdicts));
       set_counts(node, c);
       all.add(c);
     }
@@ -151,6 +159,7 @@ void write_junit(std::ostream& out, const RunSummary& s, const ReportMeta& meta)
   // Run-level checks, so the file fails exactly when the exit code is not 0.
   pugi::xml_node checks = open_suite(root, "pacheck.checks");
   add_properties(checks, meta.environment);
+  add_property(checks, "verdicts", verdict_counts_text(s.verdicts));
   Counts c;
   for (const RunCheck& check : run_checks(s)) {
     ++c.tests;

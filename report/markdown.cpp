@@ -2,6 +2,7 @@
 // step summary): outcome and exit code, a table per suite and kernel (passed/failed/declined, negative
 // control), the comparator self-test, the worst cells (failures first, else closest to the limit) and the
 // environment.
+// A "Verdicts:" line under the outcome gives the cells per verdict.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,7 +38,9 @@ int severity(Verdict v) {
     case Verdict::unwritten: return 5;
     case Verdict::poisoned:
     case Verdict::overflow: return 4;
-    case Verdict::variant: return 3;
+    case Verdict::variant:
+    case Verdict::nondeterministic:
+    case Verdict::stateful: return 3;
     case Verdict::fail: return 2;
     default: return 0;
   }
@@ -57,6 +60,7 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
   o << fmt::format("## pacheck {}: {} (exit {})\n\n", md(meta.suite), outcome_word(code), code);
   o << fmt::format("{} on `{}`: {} passed, {} failed, {} declined, {} caught by negative controls.\n\n", exit_meaning(code),
                    md(meta.device), s.passed, s.failed, s.declined, s.caught);
+  o << fmt::format("Verdicts: {}.\n\n", verdict_counts_text(s.verdicts));
 
   o << "| suite | kernel | passed | failed | declined | negative control |\n| --- | --- | ---: | ---: | ---: | --- |\n";
   for (const auto& suite : suites_of(s))

@@ -107,6 +107,7 @@ class TapFormat : public ReportFormat {
     const int code = s.exit_code();
     out_ << fmt::format("# {} (exit {}): {}; {} passed, {} failed, {} declined, {} caught by negative controls\n",
                         outcome_word(code), code, exit_meaning(code), s.passed, s.failed, s.declined, s.caught);
+    out_ << fmt::format("# verdicts: {}\n", verdict_counts_text(s.verdicts));
     out_.flush();
   }
 

@@ -1,5 +1,6 @@
 // execute_cell alone (exec/execute.hpp): the clean-twin baseline is computed once per case and kernel and
-// shared by its faulted cells, and kernel and harness errors become `error` results.
+// shared by its faulted cells, a difference from it has its cause named, and kernel and harness errors
+// become `error` results.
 #include <gtest/gtest.h>
 
 #include "exec_fixtures.hpp"
@@ -53,15 +54,31 @@ TEST(ExecuteCell, ACleanCellsRunIsTheTwin) {
 }
 
 TEST(ExecuteCell, TheInvarianceCheckComparesWithTheTwinItIsGiven) {
-  // A twin that differs in one element makes a correct kernel's faulted cell `variant`: the baseline given
-  // is the one judged against, not a fresh clean call.
+  // A twin that differs in one element makes a correct kernel's faulted cell differ: the baseline given is
+  // the one judged against, not a fresh clean call. Its cause is then named: two clean re-runs here agree
+  // with each other and the faulted run, not with that twin, so the twin's call looks like one an earlier
+  // call changed (stateful), with or without fresh processes (whose clean and faulted runs agree).
   CountingCase t;
   CleanTwin twin;
   t.run(kVNanTail, twin);
   (*twin.bits)[5] ^= 1u;
+  const int before = t.kernel.calls;
   const Execution e = t.run(kVNanTail, twin);
-  EXPECT_EQ(e.result.verdict, Verdict::variant) << e.result.detail;
   EXPECT_EQ(e.result.variant_elements, 1);
+  EXPECT_EQ(e.result.verdict, Verdict::stateful) << e.result.detail;
+  EXPECT_NE(e.result.detail.find("no fresh process"), std::string::npos) << e.result.detail;
+  EXPECT_EQ(t.kernel.calls - before, 1 + kCauseReruns) << "the faulted call, then the re-runs";
+
+  const FreshProcesses server({&t.kernel}, 30);
+  ExecuteOptions how;
+  how.fresh = &server;
+  const Execution f = execute_cell(t.data, t.kernel, cell_of(37, kVNanTail), *t.cpu, twin, Tolerance{}, how);
+  EXPECT_EQ(f.result.verdict, Verdict::stateful) << f.result.detail;
+  EXPECT_NE(f.result.detail.find("clean-cache run differs in 1 element, its faulted run in 0 elements"),
+            std::string::npos)
+      << f.result.detail;
+  ASSERT_TRUE(twin.fresh.has_value()) << "the fresh clean runs are kept with the twin";
+  EXPECT_EQ(twin.fresh->size(), static_cast<std::size_t>(kFreshCleanRuns));
 }
 
 TEST(ExecuteCell, AFaultedCacheGivenIsTheOneRun) {

@@ -52,7 +52,8 @@ TEST(Tf32, TheLimitSitsBetweenF32AndBf16) {
   EXPECT_GT(tf32_limit(), fixed_limit(DType::f32));
   Tolerance t;
   EXPECT_EQ(t.limit(DType::f32, 0, /*tf32_products=*/true), tf32_limit());
-  EXPECT_EQ(t.limit(DType::bf16, 0, /*tf32_products=*/true), fixed_limit(DType::bf16)) << "TF32 concerns f32 outputs";
+  EXPECT_EQ(t.limit(DType::bf16, 0, /*tf32_products=*/true), fixed_limit(DType::bf16)) << "bf16's own limit is wider";
+  EXPECT_EQ(t.limit(DType::f16, 0, /*tf32_products=*/true), tf32_limit()) << "f16 output of TF32 dots";
   t.policy = TolerancePolicy::calibrated;
   EXPECT_EQ(t.limit(DType::f32, 1e-7, true), tf32_limit()) << "the emulation models fp32 dots, not TF32";
   t.tf32 = true;
