@@ -160,7 +160,7 @@ double calibrated_floor(DType out_dtype) {
 double tf32_limit() { return 0x1p-7; }  // 7.8e-3: 3.7x the worst cpu.tf32 cell (docs/TOLERANCE.md)
 
 double Tolerance::limit(DType out_dtype, double emulation_rel_linf, bool tf32_products) const {
-  if (tf32 || tf32_products) return std::max(tf32_limit(), fixed_limit(out_dtype));
+  if (tf32_products) return std::max(tf32_limit(), fixed_limit(out_dtype));
   if (policy == TolerancePolicy::fixed) return fixed_limit(out_dtype);
   if (!(emulation_rel_linf >= 0) || !std::isfinite(emulation_rel_linf))
     throw std::invalid_argument(

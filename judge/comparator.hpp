@@ -47,10 +47,11 @@ struct Tolerance {
   TolerancePolicy policy = TolerancePolicy::fixed;
   double multiple = 4.0;  ///< calibrated: allowed multiple of the emulation's error
   /// Every kernel of the run declared to read f32 dot operands as TF32 (`--tf32`), as if each kernel's
-  /// Kernel::tf32_products() were true.
+  /// Kernel::tf32_products() were true. Read by judge(), which alone knows whether a cell has an f32
+  /// operand and passes the outcome to limit() as `tf32_products`; limit() itself ignores this field.
   bool tf32 = false;
   /// The rel_linf limit for this cell. `emulation_rel_linf` is used by the calibrated policy only.
-  /// `tf32_products` (the kernel declares TF32 and the cell has an f32 operand: judge() decides) or `tf32`
+  /// `tf32_products` (the kernel, or `tf32`, declares TF32 and the cell has an f32 operand: judge() decides)
   /// gives max(tf32_limit(), fixed_limit(out_dtype)) under both policies: the emulation models fp32 dots,
   /// not TF32 ones, and an f16/bf16 output of TF32 dots still rounds as its dtype does.
   double limit(DType out_dtype, double emulation_rel_linf, bool tf32_products = false) const;
