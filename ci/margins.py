@@ -4,7 +4,8 @@
 Usage: ci/margins.py REPORT.json [REPORT.json ...] [--markdown]   (ci/trust-run.py imports it)
 
 For every (kernel, output dtype) it prints the cells judged, the verdict counts, the worst margin
-(rel_linf / limit) among cells that are not non-finite, the largest rel_linf and the cell that has it. A
+(rel_linf / limit) among cells that are not non-finite, the largest rel_linf and the cell that has it, and
+the signed rounding bias (metrics.bias_ulp) of largest magnitude (0 for f32 outputs; docs/TOLERANCE.md "Bias"). A
 report's cells come from any suite and seed (`pacheck run --seed N`); pass as many reports as were run.
 The output dtype of a cell is the `o=` token of its id, else its KV dtype (the dtype token after bsN).
 Exit status: 0; 2 when a report cannot be read (the message names the file).
@@ -40,7 +41,7 @@ def load(path):
 
 def new_row():
     return {"cells": 0, "verdicts": collections.Counter(), "margin": 0.0, "margin_cell": "", "rel_linf": 0.0,
-            "seeds": set()}
+            "seeds": set(), "bias": 0.0, "bias_cell": ""}
 
 
 def collect(paths):
@@ -58,6 +59,11 @@ def collect(paths):
                 row["margin"], row["margin_cell"] = margin, r["cell"]
             if isinstance(rel, (int, float)) and math.isfinite(rel):
                 row["rel_linf"] = max(row["rel_linf"], rel)
+            # Signed rounding bias (bf16/f16 outputs): the largest |bias_ulp| of a cell with an output to judge.
+            bias = r.get("metrics", {}).get("bias_ulp")
+            if r["verdict"] in ("pass", "fail", "biased") and isinstance(bias, (int, float)) \
+                    and abs(bias) > abs(row["bias"]):
+                row["bias"], row["bias_cell"] = bias, r["cell"]
             row["seeds"].update(tok for tok in r["case"].split() if tok.startswith("seed"))
     return rows
 
@@ -66,16 +72,17 @@ def table(rows, markdown=False):
     """The rows as text lines: one per (kernel, output dtype), sorted."""
     lines = []
     if markdown:
-        lines += ["| kernel | out | cells | seeds | verdicts | worst margin | max rel_linf | worst cell |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += ["| kernel | out | cells | seeds | verdicts | worst margin | max rel_linf | worst cell | bias ULP |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (kernel, dt), row in sorted(rows.items()):
         verdicts = ", ".join(f"{v} {n}" for v, n in sorted(row["verdicts"].items()))
         if markdown:
             lines.append(f"| {kernel} | {dt} | {row['cells']} | {len(row['seeds'])} | {verdicts} | "
-                         f"{row['margin']:.3f} | {row['rel_linf']:.3g} | `{row['margin_cell']}` |")
+                         f"{row['margin']:.3f} | {row['rel_linf']:.3g} | `{row['margin_cell']}` | {row['bias']:+.3f} |")
         else:
             lines.append(f"{kernel:28} {dt:6} cells {row['cells']:6} seeds {len(row['seeds']):3} worst margin "
-                         f"{row['margin']:.3f} max rel_linf {row['rel_linf']:.3g}  [{verdicts}]  {row['margin_cell']}")
+                         f"{row['margin']:.3f} max rel_linf {row['rel_linf']:.3g} bias {row['bias']:+.3f}  [{verdicts}]  "
+                         f"{row['margin_cell']}")
     return lines
 
 

@@ -53,6 +53,9 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     fmt::print("max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n",
                m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct,
                m.nan_count, m.inf_count, m.elements);
+    if (m.bias_elements)
+      fmt::print("bias      {:+.4f} ULP signed mean over {} elements that need rounding ({} toward zero, {} away)\n",
+                 m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away);
     if (r.variant_elements) fmt::print("twin      {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
     // Worst elements by |out - ref|, non-finite first.
     std::vector<std::size_t> idx(raw.out.size());

@@ -39,6 +39,13 @@ std::uint32_t ref_bits(double r, DType t) {
 /// conversion exact; a value that is not (a caller passing an unrounded double) is rounded like ref.
 std::uint32_t out_bits(double o, DType t) { return ref_bits(o, t); }
 
+/// `bits` of a 16-bit sign-magnitude float (f16, bf16) as an integer in value order: one step per
+/// representable value, -0 and +0 both 0.
+std::int64_t ordered16(std::uint32_t bits) {
+  const std::int64_t mag = bits & 0x7fffu;
+  return (bits & 0x8000u) ? -mag : mag;
+}
+
 bool same_inf(double o, double r) { return std::isinf(o) && std::isinf(r) && std::signbit(o) == std::signbit(r); }
 
 Index3 index3(std::int64_t i, const Case& c) {
@@ -79,6 +86,9 @@ Metrics compare(const std::vector<double>& out, const std::vector<double>& ref, 
   double max_ref = 0, sum_sq_diff = 0, sum_sq_ref = 0, sum_abs = 0;
   std::int64_t equal = 0, finite_pairs = 0, worst_i = -1;
   bool worst_nonfinite = false;
+  const bool half = out_dtype == DType::f16 || out_dtype == DType::bf16;
+  double bias_sum = 0, row_sum = 0;
+  const std::size_t row_len = static_cast<std::size_t>(c.head_size);
   for (std::size_t i = 0; i < n; ++i) {
     const double o = out[i], r = ref[i];
     const std::uint32_t ob = out_bits(o, out_dtype), rb = ref_bits(r, out_dtype);
@@ -98,14 +108,30 @@ Metrics compare(const std::vector<double>& out, const std::vector<double>& ref, 
       sum_sq_ref += r * r;
       if (!worst_nonfinite && (worst_i < 0 || d > m.max_abs)) worst_i = static_cast<std::int64_t>(i);
       m.max_abs = std::max(m.max_abs, d);
+      // Rounding bias: only where ref needs rounding; steps counted away from zero, clamped so that an
+      // element whose error is many ULPs (small |ref| next to large ones) weighs as one wrong rounding.
+      if (half && static_cast<double>(from_bits(rb, out_dtype)) != r) {
+        const double steps = static_cast<double>(ordered16(ob) - ordered16(rb)) * (r < 0 ? -1.0 : 1.0);
+        bias_sum += std::clamp(steps, -1.0, 1.0);
+        ++m.bias_elements;
+        if (steps < 0) ++m.bias_toward;
+        if (steps > 0) ++m.bias_away;
+        row_sum += std::clamp(steps, -1.0, 1.0);
+      }
     } else if (!same_inf(o, r)) {
       // NaN on either side, or an Inf the reference does not have (or lacks where the reference has one).
       ++m.bad_nonfinite;
       if (!worst_nonfinite) worst_i = static_cast<std::int64_t>(i);
       worst_nonfinite = true;
     }
+    if ((i + 1) % row_len == 0) {  // end of one (seq, head) row
+      if (row_sum < 0) ++m.bias_rows_toward;
+      if (row_sum > 0) ++m.bias_rows_away;
+      row_sum = 0;
+    }
   }
   m.bitwise_equal_pct = n ? 100.0 * static_cast<double>(equal) / static_cast<double>(n) : 100.0;
+  m.bias_ulp = m.bias_elements ? bias_sum / static_cast<double>(m.bias_elements) : 0.0;
   m.mean_abs = finite_pairs ? sum_abs / static_cast<double>(finite_pairs) : 0.0;
   const double inf = std::numeric_limits<double>::infinity();
   m.rel_linf = max_ref > 0 ? m.max_abs / max_ref : (m.max_abs > 0 ? inf : 0.0);
@@ -115,6 +141,27 @@ Metrics compare(const std::vector<double>& out, const std::vector<double>& ref, 
   if (m.bad_nonfinite > 0) m.rel_linf = m.nmse = inf;
   if (worst_i >= 0) m.worst = index3(worst_i, c);
   return m;
+}
+
+std::string bias_finding(const Metrics& m, const BiasCheck& check) {
+  const std::int64_t moved = m.bias_toward + m.bias_away;
+  if (moved == 0 || !(std::fabs(m.bias_ulp) > check.limit_ulp)) return "";
+  const double z = static_cast<double>(std::llabs(m.bias_toward - m.bias_away)) / std::sqrt(static_cast<double>(moved));
+  if (z < check.min_z) return "";
+  const bool toward = m.bias_ulp < 0;
+  const std::int64_t rows = m.bias_rows_toward + m.bias_rows_away;
+  const std::int64_t rows_with = toward ? m.bias_rows_toward : m.bias_rows_away;
+  const double row_z =
+      rows ? static_cast<double>(2 * rows_with - rows) / std::sqrt(static_cast<double>(rows)) : 0.0;
+  if (row_z < check.min_row_z) return "";
+  return fmt::format("output rounds {} zero: signed mean error {:+.3f} ULP over {} elements that need rounding "
+                     "({} toward zero, {} away from zero from the nearest; |mean| limit {}, z {:.1f}; {} of {} "
+                     "rows one way){}",
+                     toward ? "toward" : "away from", m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away,
+                     check.limit_ulp, z, rows_with, rows,
+                     toward ? ": a truncating conversion (fp32 to 16-bit by dropping bits) instead of round to "
+                              "nearest even"
+                            : ": a conversion that rounds up in magnitude instead of to nearest even");
 }
 
 std::vector<std::int64_t> differing_elements(const std::vector<double>& out, const std::vector<double>& ref,

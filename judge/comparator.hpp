@@ -26,6 +26,18 @@ struct Metrics {
   std::int64_t nan_count = 0;  ///< NaN elements in `out`
   std::int64_t inf_count = 0;  ///< Inf elements in `out`
   std::int64_t bad_nonfinite = 0; ///< NaN anywhere, or Inf where ref is not the same Inf
+  /// Signed rounding bias in output ULPs (bf16/f16 outputs; 0 for f32): the mean over `bias_elements` of
+  /// the steps from ref rounded to nearest even to out, counted away from zero positive and toward zero
+  /// negative, each clamped to [-1, 1]. Over the elements whose ref is not representable in the output
+  /// dtype (a representable one has nothing to round). An output rounded to nearest scores ~0 whatever its
+  /// accuracy; one truncated toward zero (tt-metal #19882) about -0.5. docs/TOLERANCE.md "Bias".
+  double bias_ulp = 0;
+  std::int64_t bias_elements = 0;  ///< finite pairs whose ref is inexact in the output dtype
+  std::int64_t bias_toward = 0;    ///< of those, elements stored toward zero from ref's nearest
+  std::int64_t bias_away = 0;      ///< of those, elements stored away from zero from ref's nearest
+  /// Output rows (seq, head) whose clamped steps sum below / above zero. A conversion fault moves every row
+  /// the same way; probability rounding scales a row by a common factor of either sign (see BiasCheck).
+  std::int64_t bias_rows_toward = 0, bias_rows_away = 0;
   Index3 worst;                ///< element with the largest |out - ref| (a non-finite one wins)
   std::int64_t elements = 0;
 };
@@ -63,6 +75,30 @@ double fixed_limit(DType out_dtype);
 /// rel_linf limit of an f32 output from a kernel whose dots read f32 operands as TF32 (10 explicit
 /// mantissa bits: u = 2^-11, f16's precision with fp32's range). docs/TOLERANCE.md gives the measurements.
 double tf32_limit();
+
+/// The bias check (issue 16; docs/TOLERANCE.md "Bias"): does the output round off-centre, all of it one
+/// way, as a truncating float -> bf16 conversion does? bf16 and f16 outputs only (an f32 output is
+/// stored as computed; Metrics::bias_elements is 0 for it).
+struct BiasCheck {
+  /// |Metrics::bias_ulp| beyond which a cell is biased. The honest panel measured at most 0.05 (the
+  /// half-product designs); a truncating output about 0.5.
+  double limit_ulp = 0.25;
+  /// And the one-way excess must be significant: (toward - away) / sqrt(toward + away) >= min_z, so that a
+  /// few wrong roundings in a small cell are not a bias (a sign test: z ~ N(0, 1) for an unbiased kernel).
+  double min_z = 5.0;
+  /// And the rows must agree: (rows one way - rows the other) / sqrt(rows with a net step) >= min_row_z (at
+  /// least 9 rows, all one way). An honest kernel that rounds the probabilities (to bf16 before P.V, or its
+  /// products) scales each row by a factor that differs from 1 by up to u: one row can look biased, with any
+  /// z, but the rows of different query vectors go both ways. A truncating conversion moves every row.
+  double min_row_z = 3.0;
+};
+
+/// Detail of a biased output ("rounds toward zero: ..."), or "" when `m` shows no bias under `check`.
+/// judge() applies it where its domain holds (docs/TOLERANCE.md "Bias"): dist=uniform and normal cells only
+/// (peaked, extreme and overflow give every row one dominant or tied weight, whose rounding then moves every
+/// row the same way in honest kernels that round P), and not on cells judged as TF32 (a TF32 operand
+/// conversion that truncates P biases the output toward zero by design).
+std::string bias_finding(const Metrics& m, const BiasCheck& check = {});
 
 /// Outcome of the comparator self-test.
 struct SelfTestResult {

@@ -71,6 +71,13 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
                             tf32_limit());
     found.emplace_back(Verdict::fail, std::move(detail));
   }
+  // A systematic one-way rounding of the output (bf16/f16; nothing to measure where the output is not finite).
+  // Its domain (docs/TOLERANCE.md "Bias"): uniform and normal inputs, where the rows' probabilities differ
+  // (peaked and extreme give every row one dominant or tied weight, rounded the same way in every row), and
+  // no TF32 operands.
+  const bool bias_domain = (c.dist == Dist::uniform || c.dist == Dist::normal) && !tf32;
+  if (r.metrics.bad_nonfinite == 0 && bias_domain)
+    if (std::string bias = bias_finding(r.metrics); !bias.empty()) found.emplace_back(Verdict::biased, std::move(bias));
   r.verdict = Verdict::pass;
   for (auto& [v, detail] : found)
     if (verdict_rank(v) < verdict_rank(r.verdict)) {

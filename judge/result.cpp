@@ -39,6 +39,12 @@ nlohmann::json to_json(const CellResult& r) {
         {"nan", m.nan_count},
         {"inf", m.inf_count},
         {"elements", m.elements},
+        {"bias_ulp", m.bias_ulp},
+        {"bias_elements", m.bias_elements},
+        {"bias_toward", m.bias_toward},
+        {"bias_away", m.bias_away},
+        {"bias_rows_toward", m.bias_rows_toward},
+        {"bias_rows_away", m.bias_rows_away},
         {"worst", {{"seq", m.worst.seq}, {"head", m.worst.head}, {"dim", m.worst.dim}}}}},
       {"limit", num(r.limit)},
       {"margin", num(r.margin)},
@@ -71,6 +77,12 @@ CellResult cell_result_from_json(const nlohmann::json& j) {
     r.metrics.nan_count = m.at("nan").get<std::int64_t>();
     r.metrics.inf_count = m.at("inf").get<std::int64_t>();
     r.metrics.elements = m.at("elements").get<std::int64_t>();
+    r.metrics.bias_ulp = m.value("bias_ulp", 0.0);  // absent from results written before the bias check
+    r.metrics.bias_elements = m.value("bias_elements", std::int64_t{0});
+    r.metrics.bias_toward = m.value("bias_toward", std::int64_t{0});
+    r.metrics.bias_away = m.value("bias_away", std::int64_t{0});
+    r.metrics.bias_rows_toward = m.value("bias_rows_toward", std::int64_t{0});
+    r.metrics.bias_rows_away = m.value("bias_rows_away", std::int64_t{0});
     r.metrics.worst = {m.at("worst").at("seq").get<int>(), m.at("worst").at("head").get<int>(), m.at("worst").at("dim").get<int>()};
     r.limit = get_num(j, "limit");
     r.margin = get_num(j, "margin");

@@ -39,7 +39,7 @@ struct CellResult {
 std::string result_key(const std::string& kernel, const std::string& cell_id);
 
 /// One cell's result as JSON: suite, kernel, cell, case, fault, straddle, verdict, detail, expected_fail,
-/// metrics {max_abs, rel_linf, nmse, mean_abs, max_ulp, bitwise_equal_pct, nan, inf, worst {seq,head,dim}},
+/// metrics {max_abs, rel_linf, nmse, mean_abs, max_ulp, bitwise_equal_pct, nan, inf, elements, bias_ulp, bias_elements, bias_toward, bias_away, bias_rows_toward, bias_rows_away, worst {seq,head,dim}},
 /// limit, margin, variant_elements, seconds, index (position in the suite; -1 when unknown).
 nlohmann::json to_json(const CellResult& r);
 /// Reads a result written by to_json (for resume and merge); throws std::runtime_error on a malformed one.

@@ -25,6 +25,10 @@ constexpr VerdictInfo kVerdicts[] = {
      "history agree, with and without the poison",
      true},
     {Verdict::fail, "fail", "rel_linf = max|out − ref| / max|ref| above the tolerance limit", true},
+    {Verdict::biased, "biased",
+     "within tolerance, but the 16-bit output rounds one way: its signed mean error from the oracle rounded to "
+     "nearest is beyond what honest designs show (a truncating conversion rounds toward zero)",
+     true},
     {Verdict::declined, "declined", "the kernel does not support the cell (with its reason)", false},
     {Verdict::error, "error", "the kernel or device reported an error", true},
     {Verdict::crash, "crash", "the kernel's isolated child process died (the signal is in the detail)", true},

@@ -30,6 +30,7 @@ enum class Verdict {
   nondeterministic,  ///< differs from the clean twin, and two runs from the same history differ too
   stateful,       ///< differs from the clean twin because of earlier calls: same-history runs agree
   fail,           ///< beyond tolerance
+  biased,         ///< within tolerance, but rounded off-centre: a one-way signed mean error (comparator BiasCheck)
   declined,       ///< the kernel does not support the cell
   error,          ///< the kernel or device reported an error
   crash,          ///< the kernel's process died (isolated runs)

@@ -446,6 +446,32 @@ class TailLeak final : public Planted {
   }
 };
 
+/// Output rounding toward zero (tt-metal #19882: a packer that truncates fp32 to bf16): the fp32 result
+/// of each element is stored as its neighbour toward zero in the output dtype instead of its nearest. Each
+/// element moves by less than one ULP, inside every rel_linf limit, but all of them move toward zero: a
+/// signed mean of about -0.5 ULP (the bias check, docs/TOLERANCE.md "Bias"). f32 outputs are stored as
+/// computed (nothing to truncate).
+class TruncatingOutput final : public Planted {
+ public:
+  std::string name() const override { return "planted.truncating_output"; }
+  std::string description() const override {
+    return "rounds the output toward zero instead of to nearest even: every element within an ULP, all biased (bias)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    const DType out_dtype = static_cast<DType>(a.out_dtype);
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      attend(seq, h / (a.num_heads / a.num_kv_heads), q, a.scale, iota_tokens(seq.len), out);
+      if (out_dtype == DType::f32) return;
+      for (float& v : out) {
+        const float r = round_to(v, out_dtype);
+        // Nearest went away from zero: step back one code (sign-magnitude: one down is toward zero).
+        if (std::isfinite(v) && std::fabs(r) > std::fabs(v)) v = from_bits(to_bits(r, out_dtype) - 1, out_dtype);
+        else v = r;
+      }
+    });
+  }
+};
+
 }  // namespace
 
 namespace {
@@ -462,6 +488,7 @@ std::vector<KernelPtr> make_planted_kernels() {
       std::make_shared<AccumulationFault>(AccumulationFault::What::exp2_no_log2e),
       std::make_shared<FixedScale>(),         std::make_shared<Nondeterministic>(),
       std::make_shared<Stateful>(),           std::make_shared<TailLeak>(),
+      std::make_shared<TruncatingOutput>(),
   };
 }
 }  // namespace

@@ -32,6 +32,7 @@ namespace pacheck::prop {
 ///  - planted.stateful              scratch kept across calls of one shape moves element 0 by one ULP
 ///                                  (verdict stateful)
 ///  - planted.tail_leak             a non-zero V tail slot moves one element by one ULP (verdict variant)
+///  - planted.truncating_output     output rounded toward zero instead of to nearest even (verdict biased)
 const std::vector<KernelPtr>& planted_kernels();
 
 /// The planted kernel named `name`, or nullptr.

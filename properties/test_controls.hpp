@@ -215,6 +215,14 @@ inline const std::vector<Catch>& catches() {
          EXPECT_EQ(cx.what.rfind("variant", 0), 0u) << cx.what;
          EXPECT_EQ(repro_verdict(cx.cell, "planted.tail_leak"), Verdict::variant);
        }},
+      // Output truncation: every element within an ULP, so only the bias check of agreement's judge sees it,
+      // on a cell with enough 16-bit elements that need rounding for a one-way excess to be significant.
+      {"planted.truncating_output", "agreement", "BiasedOnASixteenBitOutputOfEnoughElements",
+       [](const Counterexample& cx, double) {
+         EXPECT_NE(cx.cell.c.out_dtype, DType::f32) << "an f32 output is stored as computed: " << cx.cell.id();
+         EXPECT_NE(cx.what.find("rounds toward zero"), std::string::npos) << cx.what;
+         EXPECT_EQ(repro_verdict(cx.cell, "planted.truncating_output"), Verdict::biased);
+       }},
   };
   return rows;
 }

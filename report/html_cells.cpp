@@ -23,6 +23,7 @@ VerdictStyle style_of(Verdict v) {
   switch (v) {
     case Verdict::pass: return {svg::parse_hex("#d6e6f4"), "ok", "pass: within tolerance"};
     case Verdict::fail: return {svg::parse_hex("#e69f00"), "\xC3\x97", "fail: beyond tolerance"};  // U+00D7
+    case Verdict::biased: return {svg::parse_hex("#e69f00"), "bias", "biased: the output rounds one way (truncation)"};
     case Verdict::poisoned: return {svg::parse_hex("#d55e00"), "NaN", "poisoned: NaN/Inf where the reference is finite"};
     case Verdict::overflow: return {svg::parse_hex("#d55e00"), "ovf", "overflow: NaN/Inf from V near the dtype's limit"};
     case Verdict::variant: return {svg::parse_hex("#cc79a7"), "var", "variant: output changed with the poison value"};

@@ -149,7 +149,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
   // reports), and the outline that marks a negative control's expected failures.
   w.open("g", {{"class", "legend"}});
   double lx = 4;
-  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::poisoned, Verdict::variant, Verdict::nondeterministic,
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::biased, Verdict::poisoned, Verdict::overflow, Verdict::variant, Verdict::nondeterministic,
                     Verdict::stateful, Verdict::unwritten, Verdict::oob_write, Verdict::input_mutated, Verdict::declined,
                     Verdict::error, Verdict::crash, Verdict::timeout}) {
     if (!present.count(v) && v != Verdict::pass && v != Verdict::fail && v != Verdict::poisoned) continue;

@@ -42,6 +42,7 @@ int severity(Verdict v) {
     case Verdict::nondeterministic:
     case Verdict::stateful: return 3;
     case Verdict::fail: return 2;
+    case Verdict::biased: return 1;
     default: return 0;
   }
 }

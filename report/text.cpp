@@ -62,10 +62,11 @@ std::string metrics_text(const CellResult& r) {
   const Metrics& m = r.metrics;
   return fmt::format(
       "verdict: {}\ndetail: {}\nrel_linf: {}\nlimit: {}\nmargin: {}\nmax_abs: {}\nnmse: {}\nmax_ulp: {}\n"
-      "bitwise_equal_pct: {:.4f}\nnan: {}\ninf: {}\nvariant_elements: {}\nworst: (seq {}, head {}, dim {})\n"
-      "expected_fail: {}",
+      "bitwise_equal_pct: {:.4f}\nbias_ulp: {:+.4f} over {} ({} toward zero, {} away)\nnan: {}\ninf: {}\n"
+      "variant_elements: {}\nworst: (seq {}, head {}, dim {})\nexpected_fail: {}",
       verdict_name(r.verdict), r.detail, sci(m.rel_linf), sci(r.limit), sci(r.margin), sci(m.max_abs), sci(m.nmse),
-      m.max_ulp, m.bitwise_equal_pct, m.nan_count, m.inf_count, r.variant_elements, m.worst.seq, m.worst.head,
+      m.max_ulp, m.bitwise_equal_pct, m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away, m.nan_count,
+      m.inf_count, r.variant_elements, m.worst.seq, m.worst.head,
       m.worst.dim, r.expected_fail);
 }
 

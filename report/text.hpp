@@ -32,7 +32,7 @@ std::string exit_meaning(int code);
 std::string outcome_word(int code);
 
 /// Every metric of a result, one "name: value" per line (verdict, detail, rel_linf, limit, margin, max_abs,
-/// nmse, max_ulp, bitwise_equal_pct, nan, inf, variant_elements, worst, expected_fail).
+/// nmse, max_ulp, bitwise_equal_pct, bias_ulp, nan, inf, variant_elements, worst, expected_fail).
 std::string metrics_text(const CellResult& r);
 
 /// The kernel produced an output to measure: not declined, error, crash or timeout.

@@ -312,5 +312,130 @@ TEST(SelfTest, RejectsBadArguments) {
   EXPECT_FALSE(comparator_selftest(0).passed) << "0 ULP is no corruption";
 }
 
+// ---- The bias check (docs/TOLERANCE.md "Bias"): signed rounding direction against ref rounded to nearest.
+
+/// An oracle row of 16 heads x 128 (ctx 31, straddling a 32-token block): 2048 values, nearly all of them
+/// inexact in bf16 and f16.
+struct OracleRow {
+  Case c;
+  std::vector<double> ref;
+  OracleRow() {
+    c.num_heads = 16;
+    c.num_kv_heads = 4;
+    c.head_size = 128;
+    c.block_size = 32;
+    c.seq_lens = {31};
+    ref = oracle(c, generate(c)).out;
+  }
+};
+
+/// `r` stored in `t` by a conversion: 0 nearest even, -1 toward zero, +1 away from zero.
+double store(double r, DType t, int direction) {
+  const float f = static_cast<float>(r);
+  const float nearest = round_to(f, t);
+  if (direction == 0 || static_cast<double>(nearest) == r) return nearest;
+  const bool went_away = std::fabs(static_cast<double>(nearest)) > std::fabs(r);
+  const std::uint32_t b = to_bits(nearest, t);
+  if (direction < 0) return went_away ? from_bits(b - 1, t) : nearest;  // sign-magnitude: one code down = toward 0
+  return went_away ? nearest : from_bits(b + 1, t);
+}
+
+TEST(Bias, NearestEvenScoresZeroTruncationMinusAHalf) {
+  const OracleRow row;
+  for (DType t : {DType::bf16, DType::f16}) {
+    std::vector<double> nearest(row.ref.size()), trunc(row.ref.size()), away(row.ref.size());
+    for (std::size_t i = 0; i < row.ref.size(); ++i) {
+      nearest[i] = store(row.ref[i], t, 0);
+      trunc[i] = store(row.ref[i], t, -1);
+      away[i] = store(row.ref[i], t, +1);
+    }
+    const Metrics mn = compare(nearest, row.ref, row.c, t);
+    EXPECT_GT(mn.bias_elements, 1900) << dtype_name(t) << ": nearly every oracle value needs rounding";
+    EXPECT_EQ(mn.bias_ulp, 0.0);
+    EXPECT_EQ(mn.bias_toward + mn.bias_away, 0);
+    EXPECT_EQ(bias_finding(mn), "");
+
+    const Metrics mt = compare(trunc, row.ref, row.c, t);
+    EXPECT_LT(mt.bias_ulp, -0.4) << dtype_name(t);
+    EXPECT_GT(mt.bias_ulp, -0.6) << dtype_name(t);
+    EXPECT_EQ(mt.bias_away, 0);
+    EXPECT_LT(mt.rel_linf, fixed_limit(t)) << "truncation stays inside the rel_linf limit: only the bias check sees it";
+    const std::string ft = bias_finding(mt);
+    EXPECT_NE(ft.find("rounds toward zero"), std::string::npos) << ft;
+    EXPECT_NE(ft.find("truncating conversion"), std::string::npos) << ft;
+
+    const Metrics ma = compare(away, row.ref, row.c, t);
+    EXPECT_GT(ma.bias_ulp, 0.4);
+    EXPECT_NE(bias_finding(ma).find("rounds away from zero"), std::string::npos);
+  }
+}
+
+TEST(Bias, WrongRoundingsBothWaysAreNoBias) {
+  // Every fourth element rounded the wrong way, alternately toward and away from zero: an inaccurate but
+  // unbiased kernel (half of its elements off by an ULP would still be no bias).
+  const OracleRow row;
+  std::vector<double> out(row.ref.size());
+  for (std::size_t i = 0; i < row.ref.size(); ++i)
+    out[i] = store(row.ref[i], DType::bf16, i % 4 != 0 ? 0 : (i % 8 == 0 ? -1 : +1));
+  const Metrics m = compare(out, row.ref, row.c, DType::bf16);
+  EXPECT_GT(m.bias_toward, 100);
+  EXPECT_GT(m.bias_away, 100);
+  EXPECT_LT(std::fabs(m.bias_ulp), 0.05);
+  EXPECT_EQ(bias_finding(m), "");
+}
+
+TEST(Bias, AFewTruncatedElementsAreNotSignificant) {
+  // 4 elements, all truncated: the mean is far past the limit, but 4 one-way steps are no evidence (z = 2).
+  Case c = tiny_case();
+  c.seq_lens = {3};
+  c.num_heads = 1;
+  const std::vector<double> ref{0.1, 0.3, -0.7, 1.1};
+  std::vector<double> out(ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) out[i] = store(ref[i], DType::bf16, -1);
+  const Metrics m = compare(out, ref, c, DType::bf16);
+  EXPECT_EQ(m.bias_elements, 4);
+  EXPECT_LT(m.bias_ulp, -0.25);
+  EXPECT_EQ(bias_finding(m), "") << "z = (toward - away) / sqrt(toward + away) < 5";
+  EXPECT_NE(bias_finding(m, BiasCheck{.limit_ulp = 0.25, .min_z = 1.0, .min_row_z = 1.0}), "")
+      << "the same cell under a weaker test";
+}
+
+TEST(Bias, RowsScaledBothWaysAreNoBias) {
+  // Probability rounding scales each row by its own factor: here rows alternately by 1 + 2^-9 and 1 - 2^-9
+  // (up to a bf16 ULP). Each row is one-way, the cell is not: a truncating conversion moves every row.
+  const OracleRow row;
+  std::vector<double> out(row.ref.size());
+  for (std::size_t i = 0; i < row.ref.size(); ++i) {
+    const double scale = (i / 128) % 2 ? 1 + 0x1p-9 : 1 - 0x1p-9;
+    out[i] = store(row.ref[i] * scale, DType::bf16, 0);
+  }
+  const Metrics m = compare(out, row.ref, row.c, DType::bf16);
+  EXPECT_EQ(m.bias_rows_toward, 8);
+  EXPECT_EQ(m.bias_rows_away, 8);
+  EXPECT_EQ(bias_finding(m, BiasCheck{.limit_ulp = 0.0, .min_z = 0.0}), "") << "rows split 8 / 8";
+  // All rows one way: the same factor for every row is a bias (a wrong scale would fail rel_linf first).
+  for (std::size_t i = 0; i < row.ref.size(); ++i) out[i] = store(row.ref[i] * (1 - 0x1p-9), DType::bf16, 0);
+  const Metrics all = compare(out, row.ref, row.c, DType::bf16);
+  EXPECT_EQ(all.bias_rows_toward, 16);
+  EXPECT_NE(bias_finding(all), "");
+}
+
+TEST(Bias, ManyUlpErrorsWeighAsOneAndF32HasNoBias) {
+  const OracleRow row;
+  // Element 0 far off (1000 ULPs toward zero): clamped to one wrong rounding, so the mean moves by 1/n.
+  std::vector<double> out(row.ref.size());
+  for (std::size_t i = 0; i < row.ref.size(); ++i) out[i] = store(row.ref[i], DType::bf16, 0);
+  out[0] *= 0.5;
+  const Metrics m = compare(out, row.ref, row.c, DType::bf16);
+  EXPECT_EQ(m.bias_toward, 1);
+  EXPECT_NEAR(m.bias_ulp, -1.0 / static_cast<double>(m.bias_elements), 1e-12);
+  // An f32 output is stored as computed: nothing is measured.
+  std::vector<double> f32(row.ref.size());
+  for (std::size_t i = 0; i < row.ref.size(); ++i) f32[i] = static_cast<float>(row.ref[i]);
+  const Metrics m32 = compare(f32, row.ref, row.c, DType::f32);
+  EXPECT_EQ(m32.bias_elements, 0);
+  EXPECT_EQ(bias_finding(m32), "");
+}
+
 }  // namespace
 }  // namespace pacheck
