@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Aggregates `pacheck run --json` reports into the tables of docs/TOLERANCE.md.
 
-Usage: ci/margins.py REPORT.json [REPORT.json ...] [--markdown]   (ci/trust-run.py imports it)
+Usage: ci/margins.py REPORT.json [REPORT.json ...] [--markdown] [--dump ROWS.json]
+       (ci/trust-run.py imports it)
 
 For every (kernel, output dtype) it prints the cells judged, the verdict counts, the worst margin
 (rel_linf / limit) among cells that are not non-finite, the largest rel_linf and the cell that has it, and
 the signed rounding bias (metrics.bias_ulp) of largest magnitude (0 for f32 outputs; docs/TOLERANCE.md "Bias"). A
 report's cells come from any suite and seed (`pacheck run --seed N`); pass as many reports as were run.
 The output dtype of a cell is the `o=` token of its id, else its KV dtype (the dtype token after bsN).
+--dump writes the table's rows as JSON; a file ending in `.rows.json` given as a report is read as such rows
+and merged (per-cell reports are large: a machine lent for a while sends back its rows, not its reports).
 Exit status: 0; 2 when a report cannot be read (the message names the file).
 """
 import argparse
@@ -44,11 +47,36 @@ def new_row():
             "seeds": set(), "bias": 0.0, "bias_cell": ""}
 
 
+def merge(rows, row_list):
+    """Adds rows read from a --dump file (a list of {"kernel", "out", ...row}) into `rows`."""
+    for saved in row_list:
+        row = rows[(saved["kernel"], saved["out"])]
+        row["cells"] += saved["cells"]
+        row["verdicts"].update(saved["verdicts"])
+        if saved["margin"] > row["margin"]:
+            row["margin"], row["margin_cell"] = saved["margin"], saved["margin_cell"]
+        row["rel_linf"] = max(row["rel_linf"], saved["rel_linf"])
+        if abs(saved["bias"]) > abs(row["bias"]):
+            row["bias"], row["bias_cell"] = saved["bias"], saved["bias_cell"]
+        row["seeds"].update(saved["seeds"])
+
+
+def dump(rows, path):
+    """Writes `rows` to `path` as JSON that merge() (and a `.rows.json` argument) reads back."""
+    out = [{"kernel": k, "out": dt, **{**row, "verdicts": dict(row["verdicts"]), "seeds": sorted(row["seeds"])}}
+           for (k, dt), row in sorted(rows.items())]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
+
+
 def collect(paths):
     """{(kernel, out dtype): row} over every result of the reports at `paths` (see the module docstring)."""
     rows = collections.defaultdict(new_row)
     for path in paths:
         report = load(path)
+        if str(path).endswith(".rows.json"):
+            merge(rows, report)
+            continue
         for r in report.get("results", []):
             row = rows[(r["kernel"], out_dtype(r["case"]))]
             row["cells"] += 1
@@ -90,8 +118,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("reports", nargs="+")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--dump", help="also write the rows as JSON to this file (name it *.rows.json to merge it later)")
     args = ap.parse_args()
-    print("\n".join(table(collect(args.reports), args.markdown)))
+    rows = collect(args.reports)
+    if args.dump:
+        dump(rows, args.dump)
+    print("\n".join(table(rows, args.markdown)))
     return 0
 
 

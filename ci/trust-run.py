@@ -10,6 +10,12 @@ property on every honest design at several seeds. The run holds when
 
   ci/trust-run.py [--pacheck BIN] [--out DIR] [--seeds N] [--first-seed S] [--suites gate,models,...]
                   [--fuzz-seeds M] [--fuzz-budget SECONDS] [--jobs P] [--device cuda:0] [--short]
+                  [--kernels K1,K2,...] [--no-planted] [--no-controls] [--deadline SECONDS] [--threads T]
+
+--kernels keeps only the named built-in kernels (measurement runs split over machines: the GPU kernels on
+the GPU machine, the CPU designs elsewhere); --no-planted leaves the planted faults out. --deadline stops
+starting runs once that many seconds have passed (a machine lent for a fixed time): the runs not started
+are listed, and the run cannot hold (exit 4), however clean the runs that finished.
 
 With --device cuda:0 (or hip:0) the GPU kernels of that kind join the CPU ones: honest GPU designs are held
 to the same bar, GPU negative controls must be caught.
@@ -17,7 +23,8 @@ to the same bar, GPU negative controls must be caught.
 Output in DIR (default build/trust-run): one --json report and log per (suite, seed), one log per fuzz run
 and summary.txt (worst margin per kernel and output dtype, ci/margins.py, and the findings).
 Exit status: 0 the run holds; 1 a false alarm, a blind control or an uncaught planted fault; 2 bad usage, or
-a pacheck run that ended in error (exit status 2, 4 or a signal).
+a pacheck run that ended in error (exit status 2, 4 or a signal); 4 no finding, but --deadline left runs
+undone.
 """
 import argparse
 import concurrent.futures
@@ -68,18 +75,27 @@ def parse_args():
                     help="fuzz every honest kernel at seeds 1..M (0: no fuzzing)")
     ap.add_argument("--fuzz-budget", type=float, default=60.0, help="wall seconds per fuzz run (default 60)")
     ap.add_argument("--jobs", type=positive_int("--jobs"), default=os.cpu_count() or 2,
-                    help="pacheck processes at once, each with -j 1 (default: the number of cores)")
+                    help="pacheck processes at once, each with --threads workers (default: the number of cores)")
+    ap.add_argument("--threads", type=positive_int("--threads"), default=1,
+                    help="worker threads of each pacheck run (-j; default 1): fewer, shorter runs under --deadline")
     ap.add_argument("--no-controls", action="store_true",
                     help="leave the negative controls out (measurement runs that only need honest and planted kernels)")
+    ap.add_argument("--kernels", default="",
+                    help="comma-separated built-in kernels to keep (default: every CPU kernel and the device's)")
+    ap.add_argument("--no-planted", action="store_true", help="leave the planted faults out")
+    ap.add_argument("--deadline", type=float, default=0.0,
+                    help="start no run after this many seconds (0: no deadline); runs not started are listed")
     ap.add_argument("--device", default="cpu", help="cpu (default), or cuda[:N] / hip[:N] to add that kind's kernels")
     ap.add_argument("--short", action="store_true",
                     help="the ctest form: boundary at 2 seeds, fuzz 1 seed x 3 s")
     a = ap.parse_args()
     if a.short:
         a.seeds, a.suites, a.fuzz_seeds, a.fuzz_budget = 2, "boundary", 1, 3.0
+    if not (a.deadline >= 0):
+        fail_usage(f"--deadline {a.deadline} must be >= 0 seconds")
     if not (a.fuzz_budget > 0):
         fail_usage(f"--fuzz-budget {a.fuzz_budget} must be > 0 seconds")
-    a.jobs = max(1, a.jobs)
+    a.jobs, a.threads = max(1, a.jobs), max(1, a.threads)
     a.suites = [s for s in a.suites.split(",") if s]
     if not a.suites or a.seeds == 0:
         fail_usage("nothing to run: --suites is empty or --seeds is 0")
@@ -102,7 +118,13 @@ def kernels(pacheck, device):
     return every, honest
 
 
-def run(cmd, log):
+NOT_STARTED = "not started"
+
+
+def run(cmd, log, stop_at=None):
+    """cmd's exit status, its output in `log`; NOT_STARTED when the clock has passed `stop_at`."""
+    if stop_at is not None and time.monotonic() >= stop_at:
+        return NOT_STARTED
     with open(log, "w", encoding="utf-8") as f:
         return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
 
@@ -114,12 +136,19 @@ def main():
     for old in list(out.glob("*.json")) + list(out.glob("*.log")):
         old.unlink()
     cpu, honest = kernels(a.pacheck, a.device)
-    faulty = [k for k in FAULTY if not (a.short and k in NOT_IN_SHORT)]
+    if a.kernels:
+        keep = [k for k in a.kernels.split(",") if k]
+        unknown = [k for k in keep if k not in cpu]
+        if unknown:
+            fail_usage(f"--kernels: {', '.join(unknown)} not among the built-in kernels of cpu and {a.device} "
+                       f"({' '.join(cpu)})")
+        cpu, honest = [k for k in cpu if k in keep], [k for k in honest if k in keep]
+    faulty = [] if a.no_planted else [k for k in FAULTY if not (a.short and k in NOT_IN_SHORT)]
     for k in FAULTY:
-        if k not in faulty:
+        if a.short and k in NOT_IN_SHORT:
             print(f"trust-run: --short leaves out {k}: {NOT_IN_SHORT[k]}")
     if not honest:
-        fail_usage("`pacheck list kernels` shows no honest CPU kernel")
+        fail_usage("no honest kernel to run (`pacheck list kernels`, --kernels)")
     seeds = range(a.first_seed, a.first_seed + a.seeds)
     print(f"trust-run: honest {' '.join(honest)}; controls "
           f"{'(left out)' if a.no_controls else ' '.join(k for k in cpu if k not in honest)}; "
@@ -130,19 +159,27 @@ def main():
     chosen = honest if a.no_controls else cpu
     kernel_args = [arg for k in chosen + faulty for arg in ("--kernel", k)]
     dev = ["--device", a.device]
-    suite_jobs = {(suite, seed): [a.pacheck, "run", "--suite", suite, "--seed", str(seed), "-j", "1", *dev, *kernel_args,
-                                  "--only-failures", "--json", str(out / f"{suite}-seed{seed}.json")]
+    suite_jobs = {(suite, seed): [a.pacheck, "run", "--suite", suite, "--seed", str(seed), "-j", str(a.threads), *dev,
+                                  *kernel_args, "--only-failures", "--json", str(out / f"{suite}-seed{seed}.json")]
                   for suite in a.suites for seed in seeds}
     fuzz_jobs = {(k, seed): [a.pacheck, "fuzz", "--kernel", k, "--seed", str(seed), "--budget", f"{a.fuzz_budget:g}",
                              *([] if k.startswith("cpu.") else dev)]
                  for k in honest for seed in range(1, a.fuzz_seeds + 1)}
     t0 = time.monotonic()
+    stop_at = t0 + a.deadline if a.deadline else None
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
-        suite_rc = {key: pool.submit(run, cmd, out / f"{key[0]}-seed{key[1]}.log") for key, cmd in suite_jobs.items()}
-        fuzz_rc = {key: pool.submit(run, cmd, out / f"fuzz-{key[0]}-seed{key[1]}.log") for key, cmd in fuzz_jobs.items()}
+        # Seed by seed, so that a deadline leaves the highest seeds undone rather than one whole suite.
+        order = sorted(suite_jobs, key=lambda key: (key[1], a.suites.index(key[0])))
+        suite_rc = {key: pool.submit(run, suite_jobs[key], out / f"{key[0]}-seed{key[1]}.log", stop_at) for key in order}
+        fuzz_rc = {key: pool.submit(run, cmd, out / f"fuzz-{key[0]}-seed{key[1]}.log", stop_at)
+                   for key, cmd in fuzz_jobs.items()}
         suite_rc = {k: f.result() for k, f in suite_rc.items()}
         fuzz_rc = {k: f.result() for k, f in fuzz_rc.items()}
     seconds = time.monotonic() - t0
+    undone = [f"{suite} --seed {seed}" for (suite, seed), rc in sorted(suite_rc.items()) if rc == NOT_STARTED]
+    undone += [f"fuzz --kernel {k} --seed {seed}" for (k, seed), rc in sorted(fuzz_rc.items()) if rc == NOT_STARTED]
+    suite_rc = {k: rc for k, rc in suite_rc.items() if rc != NOT_STARTED}
+    fuzz_rc = {k: rc for k, rc in fuzz_rc.items() if rc != NOT_STARTED}
 
     findings, errors = [], []
     reports = []
@@ -164,7 +201,7 @@ def main():
             if r["kernel"] in faulty and r["verdict"] not in PASSING:
                 caught[(r["kernel"], seed)] += 1
     for (k, seed), n in sorted(caught.items()):
-        if n == 0 and all(suite_rc[(suite, seed)] in (0, 1, 3) for suite in a.suites):
+        if n == 0 and all(suite_rc.get((suite, seed)) in (0, 1, 3) for suite in a.suites):
             findings.append(f"uncaught: {k} passes every cell of {', '.join(a.suites)} at --seed {seed}")
     for (k, seed), rc in sorted(fuzz_rc.items()):
         if rc == 1:
@@ -174,22 +211,31 @@ def main():
         elif rc != 0:
             errors.append(f"fuzz --kernel {k} --seed {seed}: exited {rc} (see fuzz-{k}-seed{seed}.log)")
 
+    ran_seeds = sorted({seed for (_, seed) in suite_rc})
     rows = margins.collect(reports)
     cells = sum(r["cells"] for (k, _), r in rows.items() if k in honest)
     lines = [f"trust run: {len(suite_jobs)} suite runs ({', '.join(a.suites)} x {a.seeds} seeds), "
              f"{len(fuzz_jobs)} fuzz runs ({a.fuzz_seeds} seeds x {a.fuzz_budget:g} s), {seconds:.0f} s, {a.jobs} jobs",
              f"honest kernels: {len(honest)}, honest cells judged: {cells}",
              "planted faults, failing cells per seed (min..max): " + ", ".join(
-                 f"{k} {min(caught[(k, s)] for s in seeds)}..{max(caught[(k, s)] for s in seeds)}" for k in faulty), ""]
+                 f"{k} {min(caught[(k, s)] for s in ran_seeds)}..{max(caught[(k, s)] for s in ran_seeds)}"
+                 for k in faulty if ran_seeds), ""]
+    if undone:
+        lines.insert(1, f"--deadline {a.deadline:g} s: {len(undone)} run(s) not started; suites ran at seeds "
+                        f"{', '.join(map(str, ran_seeds)) or 'none'}")
     lines += margins.table(rows) + [""]
-    lines += findings + errors
+    lines += findings + errors + [f"not started (--deadline): {u}" for u in undone]
     ok = not findings and not errors
-    lines.append("TRUST HOLDS: 0 false alarms, every control caught, every planted fault caught" if ok else
-                 f"TRUST BROKEN: {len(findings)} finding(s), {len(errors)} error(s)")
+    if ok and undone:
+        lines.append(f"TRUST INCOMPLETE: 0 findings in the runs that finished, {len(undone)} run(s) not started")
+    else:
+        lines.append("TRUST HOLDS: 0 false alarms, every control caught, every planted fault caught" if ok else
+                     f"TRUST BROKEN: {len(findings)} finding(s), {len(errors)} error(s)")
     text = "\n".join(lines) + "\n"
     (out / "summary.txt").write_text(text, encoding="utf-8")
+    margins.dump(rows, out / "summary.rows.json")
     print(text, end="")
-    return 0 if ok else (2 if errors and not findings else 1)
+    return (4 if undone else 0) if ok else (2 if errors and not findings else 1)
 
 
 if __name__ == "__main__":

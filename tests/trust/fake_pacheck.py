@@ -3,12 +3,15 @@
 
 FAKE_PACHECK_PLANT selects what it plants: "none" (every honest cell passes, every planted fault fails),
 "false_alarm" (cpu.honest fails one cell), "blind" (runs exit 3), "uncaught" (planted.drop_last_token passes
-every cell), "fuzz" (fuzz of cpu.honest finds a counterexample).
+every cell), "fuzz" (fuzz of cpu.honest finds a counterexample). FAKE_PACHECK_SLEEP: seconds each run and
+fuzz call takes (for --deadline).
 """
 import json
 import os
 import sys
+import time
 
+time.sleep(float(os.environ.get("FAKE_PACHECK_SLEEP", "0")))
 plant = os.environ.get("FAKE_PACHECK_PLANT", "none")
 args = sys.argv[1:]
 if args[:2] == ["list", "kernels"]:

@@ -25,6 +25,23 @@ for plant, rc, text in [("none", 0, "TRUST HOLDS"), ("false_alarm", 1, "false al
     if not ok:
         failures.append(plant)
         print(p.stdout + p.stderr)
+# --deadline: with one job and runs of 1 s, a 0.5 s deadline lets the first run start and no other; the
+# run then cannot hold (exit 4) and names what it left undone.
+p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake), "--out", str(work / "deadline"),
+                    "--seeds", "2", "--suites", "gate", "--fuzz-seeds", "1", "--jobs", "1", "--deadline", "0.5"],
+                   env={**os.environ, "FAKE_PACHECK_PLANT": "none", "FAKE_PACHECK_SLEEP": "1"}, capture_output=True,
+                   text=True)
+ok = p.returncode == 4 and "TRUST INCOMPLETE" in p.stdout and "not started (--deadline): gate --seed 2" in p.stdout
+print(f"{'ok    ' if ok else 'FAILED'} --deadline 0.5: exit {p.returncode} (want 4), incomplete and naming seed 2")
+if not ok:
+    failures.append("deadline")
+    print(p.stdout + p.stderr)
+p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake), "--out", str(work / "kernels"),
+                    "--kernels", "cpu.honest,cpu.bogus"], capture_output=True, text=True)
+ok = p.returncode == 2 and "--kernels: cpu.bogus" in p.stderr
+print(f"{'ok    ' if ok else 'FAILED'} --kernels cpu.bogus: exit {p.returncode} (want 2): {p.stderr.strip()[-80:]}")
+if not ok:
+    failures.append("kernels")
 p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake), "--seeds", "x"],
                    capture_output=True, text=True)
 print(f"{'ok    ' if p.returncode == 2 else 'FAILED'} --seeds x: exit {p.returncode} (want 2): {p.stderr.strip()[-80:]}")
