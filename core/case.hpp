@@ -139,6 +139,12 @@ struct Case {
   int padding_target = -1;     ///< physical block padding entries point at; -1 = a dedicated spare block
 
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }
+  /// The longest sequence, tokens (0 when there is none).
+  int max_seq_len() const {
+    int m = 0;
+    for (int len : seq_lens) m = len > m ? len : m;
+    return m;
+  }
   int gqa_ratio() const { return num_heads / num_kv_heads; }
   float effective_scale() const;
   /// Blocks sequence `s` occupies: ceil(seq_lens[s] / block_size).

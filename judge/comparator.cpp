@@ -182,7 +182,7 @@ double fixed_limit(DType out_dtype) {
   switch (out_dtype) {
     case DType::bf16: return 0x1.4p-6;  // 5u = 1.95e-2: output, probability and product rounding (3u) + 2u
     case DType::f16: return 0x1.4p-9;   // 5u = 2.44e-3, the same budget in f16's precision
-    case DType::f32: return 0x1p-14;    // 6.1e-5: ~10x serial fp32 accumulation over 32K tokens
+    case DType::f32: return 0x1p-14;    // 6.1e-5: ~10x random-order fp32 accumulation over 32K tokens
     default: break;
   }
   throw std::invalid_argument(fmt::format("fixed_limit: no limit for output dtype {}", dtype_name(out_dtype)));
@@ -206,9 +206,15 @@ double calibrated_floor(DType out_dtype) {
 
 double tf32_limit() { return 0x1p-7; }  // 7.8e-3: 3.7x the worst cpu.tf32 cell (docs/TOLERANCE.md)
 
-double Tolerance::limit(DType out_dtype, double emulation_rel_linf, bool tf32_products) const {
-  if (tf32_products) return std::max(tf32_limit(), fixed_limit(out_dtype));
-  if (policy == TolerancePolicy::fixed) return fixed_limit(out_dtype);
+double accumulation_limit(int max_seq_len) { return 0x1p-23 * std::max(0, max_seq_len); }
+
+double fixed_limit(DType out_dtype, int max_seq_len) {
+  return std::max(fixed_limit(out_dtype), accumulation_limit(max_seq_len));
+}
+
+double Tolerance::limit(DType out_dtype, double emulation_rel_linf, bool tf32_products, int max_seq_len) const {
+  if (tf32_products) return std::max(tf32_limit(), fixed_limit(out_dtype, max_seq_len));
+  if (policy == TolerancePolicy::fixed) return fixed_limit(out_dtype, max_seq_len);
   if (!(emulation_rel_linf >= 0) || !std::isfinite(emulation_rel_linf))
     throw std::invalid_argument(
         fmt::format("Tolerance::limit: emulation rel_linf must be finite and >= 0, got {}", emulation_rel_linf));

@@ -66,11 +66,27 @@ struct Tolerance {
   /// `tf32_products` (the kernel, or `tf32`, declares TF32 and the cell has an f32 operand: judge() decides)
   /// gives max(tf32_limit(), fixed_limit(out_dtype)) under both policies: the emulation models fp32 dots,
   /// not TF32 ones, and an f16/bf16 output of TF32 dots still rounds as its dtype does.
-  double limit(DType out_dtype, double emulation_rel_linf, bool tf32_products = false) const;
+  /// `max_seq_len` (the cell's longest sequence, tokens) raises a fixed limit to accumulation_limit()
+  /// where that is larger: fixed_limit(out_dtype, max_seq_len). 0 leaves the length term out (a caller
+  /// that knows the cell passes its longest seq_len: judge() and the properties do). The calibrated
+  /// policy's emulation already carries one serial fp32 accumulator, so it needs no length term.
+  double limit(DType out_dtype, double emulation_rel_linf, bool tf32_products = false, int max_seq_len = 0) const;
 };
 
-/// Fixed-policy rel_linf limit of an output dtype.
+/// Fixed-policy rel_linf limit of an output dtype, whatever the length (the dtype's rounding budget).
 double fixed_limit(DType out_dtype);
+
+/// What a serial fp32 accumulation over `max_seq_len` tokens can lose, relative: 2·u·L with u = 2^-24
+/// (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., section 4.2: recursive summation
+/// of n terms errs by at most (n-1)u·sum|x_i| to first order; the numerator and the denominator of
+/// softmax(QK)V each, hence 2). It is reached where many tokens weigh less than u times the running
+/// sum and are dropped one by one (swamping): dist=peaked at a few thousand tokens, where fuzz found
+/// honest token-by-token fp32 kernels at rel_linf 6.1e-5 with 2,423 tokens (issue 16, docs/TOLERANCE.md).
+double accumulation_limit(int max_seq_len);
+
+/// The fixed limit of a cell: max(fixed_limit(out_dtype), accumulation_limit(max_seq_len)). The length
+/// term exceeds the dtype's budget above 512 tokens for f32, 20,480 for f16 and 163,840 for bf16.
+double fixed_limit(DType out_dtype, int max_seq_len);
 
 /// rel_linf limit of an f32 output from a kernel whose dots read f32 operands as TF32 (10 explicit
 /// mantissa bits: u = 2^-11, f16's precision with fp32's range). docs/TOLERANCE.md gives the measurements.

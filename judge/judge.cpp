@@ -31,7 +31,7 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
   // TF32 concerns dots with an f32 operand: q or the (non-fp8) cache in f32.
   const bool f32_operands = c.q_dtype == DType::f32 || c.kv_dtype == DType::f32;
   const bool tf32 = (k.tf32_products() || tolerance.tf32) && f32_operands;
-  r.limit = tolerance.limit(c.out_dtype, emulation_rel_linf.value_or(0.0), tf32);
+  r.limit = tolerance.limit(c.out_dtype, emulation_rel_linf.value_or(0.0), tf32, c.max_seq_len());
   r.margin = r.limit > 0 ? r.metrics.rel_linf / r.limit : 0;
   if (clean_bits) {
     for (std::size_t i = 0; i < run.bits.size(); ++i)

@@ -276,7 +276,7 @@ void batch(Property self, const KernelUnderTest& t) {
       Case one = b;
       one.seq_lens = {b.seq_lens[s]};
       const Metrics m = compare(mine, ref, one, b.out_dtype);
-      const double limit = fixed_limit(b.out_dtype);
+      const double limit = fixed_limit(b.out_dtype, one.max_seq_len());
       if (m.bad_nonfinite > 0 || !(m.rel_linf <= limit))
         fail(self, t, cell,
              fmt::format("sequence {} (seq_len {}) {} differs from the batch beyond tolerance: rel_linf {:.3e} > {:.3e}, "
@@ -348,7 +348,7 @@ void gqa_expansion(Property self, const KernelUnderTest& t) {
     for (std::size_t i = 0; i < rg.out.size(); ++i)
       if (std::isfinite(rg.out[i]) != std::isfinite(rm.out[i]) && finiteness++ == 0) first = static_cast<std::int64_t>(i);
     const Metrics m = compare(rg.out, rm.out, c, c.out_dtype);
-    const double limit = fixed_limit(c.out_dtype);
+    const double limit = fixed_limit(c.out_dtype, c.max_seq_len());
     if (finiteness > 0 || !(m.rel_linf <= limit)) {
       const std::int64_t at = first >= 0 ? first : (static_cast<std::int64_t>(m.worst.seq) * H + m.worst.head) * D + m.worst.dim;
       fail(self, t, cell,

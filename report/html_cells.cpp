@@ -95,7 +95,7 @@ std::optional<CellInfo> describe(const CellResult& r) {
   info.gqa = c.gqa_ratio();
   info.head_size = c.head_size;
   info.block_size = c.block_size;
-  info.length = c.seq_lens.empty() ? 0 : *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+  info.length = c.max_seq_len();
   const auto colon = r.fault.find(':');
   info.target = colon == std::string::npos ? r.fault : r.fault.substr(0, colon);
   info.poison = colon == std::string::npos ? "" : r.fault.substr(colon + 1);

@@ -32,7 +32,7 @@ std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>
   // the dtype, not the kernel.
   struct DtypeSeries {
     std::map<std::string, std::map<int, double>> by_shape;  // shape -> length -> rel_linf
-    std::set<double> limits;
+    std::map<int, double> limit_at;  // length -> the largest limit of a cell of that length
   };
   struct Series {
     std::map<std::string, DtypeSeries> by_dtype;
@@ -51,7 +51,8 @@ std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>
     if (std::find(dtypes.begin(), dtypes.end(), c.dtype) == dtypes.end()) dtypes.push_back(c.dtype);
     DtypeSeries& ds = se.by_dtype[c.dtype];
     if (std::isfinite(c.r->limit) && c.r->limit > 0) {
-      ds.limits.insert(c.r->limit);
+      double& lim = ds.limit_at[c.length];
+      lim = std::max(lim, c.r->limit);
       values.push_back(c.r->limit);
     }
     const double v = c.r->metrics.rel_linf;
@@ -192,13 +193,31 @@ std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>
       if (median.size() > 1) w.polyline(median, {{"class", "median"}, {"stroke", ink}, {"stroke-width", "2.6"}});
       for (const auto& [mx, my] : median) w.circle(mx, my, 3.6, {{"fill", "#fff"}, {"stroke", ink}, {"stroke-width", "2"}});
       // The dtype's tolerance limit, labelled just above the line at the right end, in the dtype's colour.
-      for (double lim : ds.limits) {
-        const double py = y(lim);
-        if (py < oy + mt - 1 || py > oy + ph - mb + 1) continue;
+      // One value at every length: a line across the panel. A limit that grows with the length (the fixed
+      // policy's fp32 accumulation term, or calibrated limits): a dashed line through (length, limit).
+      double lo = 0, hi = 0;
+      for (const auto& [len, lim] : ds.limit_at) {
+        lo = lo == 0 ? lim : std::min(lo, lim);
+        hi = std::max(hi, lim);
+      }
+      if (!ds.limit_at.empty() && lo == hi && y(hi) >= oy + mt - 1 && y(hi) <= oy + ph - mb + 1) {
+        const double py = y(hi);
         w.open("g", {{"class", "limit-group"}});
-        w.title(fmt::format("tolerance limit of {}: rel_linf {}", dtype, sci(lim)));
+        w.title(fmt::format("tolerance limit of {}: rel_linf {}", dtype, sci(hi)));
         w.line(ox + ml, py, ox + pw - mr, py, {{"class", "limit"}, {"stroke", ink}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"}});
-        w.text(ox + pw - mr - 4, py - 4, fmt::format("{} limit {}", dtype, svg::tick_label(lim, true)), "end",
+        w.text(ox + pw - mr - 4, py - 4, fmt::format("{} limit {}", dtype, svg::tick_label(hi, true)), "end",
+               {{"class", "tick"}, {"fill", ink}});
+        w.close();
+      } else if (lo != hi) {
+        std::vector<std::pair<double, double>> path;
+        for (const auto& [len, lim] : ds.limit_at)
+          path.push_back({x(len), std::clamp(y(lim), oy + mt, oy + ph - mb)});
+        w.open("g", {{"class", "limit-group"}});
+        w.title(fmt::format("tolerance limit of {} against length: rel_linf {} to {}", dtype, sci(lo), sci(hi)));
+        w.polyline(path, {{"class", "limit"}, {"stroke", ink}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"},
+                          {"fill", "none"}});
+        w.text(path.back().first - 4, path.back().second - 4,
+               fmt::format("{} limit {}", dtype, svg::tick_label(ds.limit_at.rbegin()->second, true)), "end",
                {{"class", "tick"}, {"fill", ink}});
         w.close();
       }
