@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import math
+import os
 import sys
 
 DTYPES = {"f32", "f16", "bf16", "fp8e4m3", "fp8e4m3fnuz", "fp8e5m2"}
@@ -72,28 +73,44 @@ def dump(rows, path):
 def collect(paths):
     """{(kernel, out dtype): row} over every result of the reports at `paths` (see the module docstring)."""
     rows = collections.defaultdict(new_row)
+    seen = set()
     for path in paths:
-        report = load(path)
-        if str(path).endswith(".rows.json"):
-            merge(rows, report)
+        real = os.path.realpath(path)
+        if real in seen:  # the same file twice would count its cells twice
+            print(f"margins.py: {path}: given more than once, read once", file=sys.stderr)
             continue
-        for r in report.get("results", []):
-            row = rows[(r["kernel"], out_dtype(r["case"]))]
-            row["cells"] += 1
-            row["verdicts"][r["verdict"]] += 1
-            rel = r.get("metrics", {}).get("rel_linf")
-            margin = r.get("margin")
-            if isinstance(margin, (int, float)) and math.isfinite(margin) and margin > row["margin"]:
-                row["margin"], row["margin_cell"] = margin, r["cell"]
-            if isinstance(rel, (int, float)) and math.isfinite(rel):
-                row["rel_linf"] = max(row["rel_linf"], rel)
-            # Signed rounding bias (bf16/f16 outputs): the largest |bias_ulp| of a cell with an output to judge.
-            bias = r.get("metrics", {}).get("bias_ulp")
-            if r["verdict"] in ("pass", "fail", "biased") and isinstance(bias, (int, float)) \
-                    and abs(bias) > abs(row["bias"]):
-                row["bias"], row["bias_cell"] = bias, r["cell"]
-            row["seeds"].update(tok for tok in r["case"].split() if tok.startswith("seed"))
+        seen.add(real)
+        report = load(path)
+        try:
+            add(rows, report, str(path).endswith(".rows.json"))
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            print(f"margins.py: {path}: not a pacheck --json report or a --dump rows file ({type(e).__name__}: {e})",
+                  file=sys.stderr)
+            sys.exit(2)
     return rows
+
+
+def add(rows, report, is_rows):
+    """Adds one loaded report (or --dump rows when `is_rows`) to `rows`."""
+    if is_rows:
+        merge(rows, report)
+        return
+    for r in report.get("results", []):
+        row = rows[(r["kernel"], out_dtype(r["case"]))]
+        row["cells"] += 1
+        row["verdicts"][r["verdict"]] += 1
+        rel = r.get("metrics", {}).get("rel_linf")
+        margin = r.get("margin")
+        if isinstance(margin, (int, float)) and math.isfinite(margin) and margin > row["margin"]:
+            row["margin"], row["margin_cell"] = margin, r["cell"]
+        if isinstance(rel, (int, float)) and math.isfinite(rel):
+            row["rel_linf"] = max(row["rel_linf"], rel)
+        # Signed rounding bias (bf16/f16 outputs): the largest |bias_ulp| of a cell with an output to judge.
+        bias = r.get("metrics", {}).get("bias_ulp")
+        if r["verdict"] in ("pass", "fail", "biased") and isinstance(bias, (int, float)) \
+                and abs(bias) > abs(row["bias"]):
+            row["bias"], row["bias_cell"] = bias, r["cell"]
+        row["seeds"].update(tok for tok in r["case"].split() if tok.startswith("seed"))
 
 
 def table(rows, markdown=False):

@@ -29,8 +29,10 @@ undone.
 import argparse
 import concurrent.futures
 import json
+import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -42,7 +44,11 @@ FAULTY = ["planted.bf16_accumulator", "planted.f16_accumulator", "planted.drop_l
           "planted.truncating_output"]
 # Left out of --short, whose boundary suite cannot show it: an f16 sum of <= 1,040 tokens into a bf16 output
 # loses less than the output's own rounding (gate's 4096-token f16 cells catch it at every seed).
-NOT_IN_SHORT = {"planted.f16_accumulator": "boundary's bf16 outputs of <= 1,040 tokens cannot show an f16 sum"}
+# Faults that only some suites can show: left out (and said so) when none of those suites is run.
+SHOWN_ONLY_BY = {"planted.f16_accumulator": ({"gate", "models"},
+                                             "boundary's and sweep's bf16 outputs cannot show an f16 sum")}
+# What the run writes into --out; only these are removed from an earlier run there.
+OWN_FILES = re.compile(r"^(?:[\w.-]+-seed\d+\.(?:json|log)|fuzz-[\w.-]+-seed\d+\.log|summary\.txt|summary\.rows\.json)$")
 PASSING = {"pass", "declined"}
 
 
@@ -51,14 +57,14 @@ def fail_usage(msg):
     sys.exit(2)
 
 
-def positive_int(flag):
+def positive_int(flag, least=0):
     def parse(text):
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{flag} '{text}' is not a whole number")
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"{flag} {v} must be >= 0")
+        if v < least:
+            raise argparse.ArgumentTypeError(f"{flag} {v} must be >= {least}")
         return v
     return parse
 
@@ -74,14 +80,15 @@ def parse_args():
     ap.add_argument("--fuzz-seeds", type=positive_int("--fuzz-seeds"), default=10,
                     help="fuzz every honest kernel at seeds 1..M (0: no fuzzing)")
     ap.add_argument("--fuzz-budget", type=float, default=60.0, help="wall seconds per fuzz run (default 60)")
-    ap.add_argument("--jobs", type=positive_int("--jobs"), default=os.cpu_count() or 2,
+    ap.add_argument("--jobs", type=positive_int("--jobs", 1), default=os.cpu_count() or 2,
                     help="pacheck processes at once, each with --threads workers (default: the number of cores)")
-    ap.add_argument("--threads", type=positive_int("--threads"), default=1,
+    ap.add_argument("--threads", type=positive_int("--threads", 1), default=1,
                     help="worker threads of each pacheck run (-j; default 1): fewer, shorter runs under --deadline")
     ap.add_argument("--no-controls", action="store_true",
                     help="leave the negative controls out (measurement runs that only need honest and planted kernels)")
-    ap.add_argument("--kernels", default="",
-                    help="comma-separated built-in kernels to keep (default: every CPU kernel and the device's)")
+    ap.add_argument("--kernels", default=None,
+                    help="comma-separated kernels to keep: built-in ones and planted faults (default: every CPU kernel, "
+                         "the device's and every planted fault)")
     ap.add_argument("--no-planted", action="store_true", help="leave the planted faults out")
     ap.add_argument("--deadline", type=float, default=0.0,
                     help="start no run after this many seconds (0: no deadline); runs not started are listed")
@@ -93,20 +100,26 @@ def parse_args():
         a.seeds, a.suites, a.fuzz_seeds, a.fuzz_budget = 2, "boundary", 1, 3.0
     if not (a.deadline >= 0):
         fail_usage(f"--deadline {a.deadline} must be >= 0 seconds")
-    if not (a.fuzz_budget > 0):
-        fail_usage(f"--fuzz-budget {a.fuzz_budget} must be > 0 seconds")
-    a.jobs, a.threads = max(1, a.jobs), max(1, a.threads)
+    if not (a.fuzz_budget > 0) or not math.isfinite(a.fuzz_budget):
+        fail_usage(f"--fuzz-budget {a.fuzz_budget} must be > 0 and finite seconds")
+    if a.kernels is not None and not [k for k in a.kernels.split(",") if k]:
+        fail_usage("--kernels names no kernel (leave it out for every kernel)")
     a.suites = [s for s in a.suites.split(",") if s]
     if not a.suites or a.seeds == 0:
         fail_usage("nothing to run: --suites is empty or --seeds is 0")
-    if not os.access(a.pacheck, os.X_OK):
-        fail_usage(f"--pacheck {a.pacheck} is not an executable")
+    if not os.path.isfile(a.pacheck) or not os.access(a.pacheck, os.X_OK):
+        fail_usage(f"--pacheck {a.pacheck} is not an executable file")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        fail_usage(f"--out {a.out} exists and is not a directory")
     return a
 
 
 def kernels(pacheck, device):
     """(every built-in kernel of the CPU and of `device`'s kind, the honest ones) from `pacheck list kernels`."""
-    out = subprocess.run([pacheck, "list", "kernels"], check=True, capture_output=True, text=True).stdout
+    p = subprocess.run([pacheck, "list", "kernels"], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail_usage(f"--pacheck {pacheck}: `list kernels` exited {p.returncode}: {(p.stderr or p.stdout).strip()[-200:]}")
+    out = p.stdout
     kinds = {"cpu", device.split(":")[0]}
     every, honest = [], []
     for line in out.splitlines():
@@ -133,26 +146,30 @@ def main():
     a = parse_args()
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    for old in list(out.glob("*.json")) + list(out.glob("*.log")):
-        old.unlink()
+    for old in out.iterdir():
+        if old.is_file() and OWN_FILES.match(old.name):
+            old.unlink()
     cpu, honest = kernels(a.pacheck, a.device)
-    if a.kernels:
+    faulty = [] if a.no_planted else list(FAULTY)
+    if a.kernels is not None:
         keep = [k for k in a.kernels.split(",") if k]
-        unknown = [k for k in keep if k not in cpu]
+        unknown = [k for k in keep if k not in cpu and k not in FAULTY]
         if unknown:
-            fail_usage(f"--kernels: {', '.join(unknown)} not among the built-in kernels of cpu and {a.device} "
-                       f"({' '.join(cpu)})")
+            kinds = "cpu" if a.device == "cpu" else f"cpu and {a.device}"
+            fail_usage(f"--kernels: {', '.join(unknown)} not among the built-in kernels of {kinds} "
+                       f"({' '.join(cpu)}) or the planted faults ({' '.join(FAULTY)})")
         cpu, honest = [k for k in cpu if k in keep], [k for k in honest if k in keep]
-    faulty = [] if a.no_planted else [k for k in FAULTY if not (a.short and k in NOT_IN_SHORT)]
-    for k in FAULTY:
-        if a.short and k in NOT_IN_SHORT:
-            print(f"trust-run: --short leaves out {k}: {NOT_IN_SHORT[k]}")
+        faulty = [k for k in faulty if k in keep]
+    for k, (suites, why) in SHOWN_ONLY_BY.items():
+        if k in faulty and not suites & set(a.suites):
+            faulty.remove(k)
+            print(f"trust-run: leaves out {k}, shown only by {'/'.join(sorted(suites))}: {why}")
     if not honest:
         fail_usage("no honest kernel to run (`pacheck list kernels`, --kernels)")
     seeds = range(a.first_seed, a.first_seed + a.seeds)
-    print(f"trust-run: honest {' '.join(honest)}; controls "
-          f"{'(left out)' if a.no_controls else ' '.join(k for k in cpu if k not in honest)}; "
-          f"faulty {' '.join(faulty)}", flush=True)
+    controls = [] if a.no_controls else [k for k in cpu if k not in honest]
+    print(f"trust-run: honest {' '.join(honest)}; controls {' '.join(controls) or '(none)'}; "
+          f"faulty {' '.join(faulty) or '(none)'}", flush=True)
     print(f"trust-run: suites {','.join(a.suites)} x seeds {seeds.start}..{seeds.stop - 1}; fuzz {a.fuzz_seeds} "
           f"seeds x {a.fuzz_budget:g} s; {a.jobs} jobs", flush=True)
 
@@ -229,7 +246,9 @@ def main():
     if ok and undone:
         lines.append(f"TRUST INCOMPLETE: 0 findings in the runs that finished, {len(undone)} run(s) not started")
     else:
-        lines.append("TRUST HOLDS: 0 false alarms, every control caught, every planted fault caught" if ok else
+        held = ["0 false alarms"] + [f"every control caught ({len(controls)})" if controls else "no control run"]
+        held.append(f"every planted fault caught ({len(faulty)})" if faulty else "no planted fault run")
+        lines.append(f"TRUST HOLDS: {', '.join(held)}" if ok else
                      f"TRUST BROKEN: {len(findings)} finding(s), {len(errors)} error(s)")
     text = "\n".join(lines) + "\n"
     (out / "summary.txt").write_text(text, encoding="utf-8")
