@@ -46,6 +46,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     const Suite suite = load_suite_flag(opts->suite);
     auto kernels = select_kernels(opts->kernels, device);
     bo->run = opts->run_options();
+    opts->check_selection(suite, kernels, bo->run);
     bo->filter = bo->run.filter;
     bo->prepare_threads = opts->threads;
     // CPU kernels are timed on the CPU even when a GPU is the default device.

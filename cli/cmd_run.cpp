@@ -80,6 +80,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
     // A default device was found by resolve_device (itself a probe): only a named one is opened here.
     if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();
+    opts->check_selection(suite, kernels, ro);
+    // Pre-flight: a --json that cannot be written is found now, not after the run (and before the report
+    // directory of an earlier run is replaced).
+    if (!json_path->empty()) check_writable_file("--json", *json_path);
     std::optional<ReportDir> reports;
     std::vector<std::string> kernel_names;
     for (const auto& k : kernels) kernel_names.push_back(k->name());

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -16,6 +18,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
 #include "exec/isolate.hpp"
+#include "exec/plan.hpp"
 #ifdef PACHECK_HAVE_FUZZ
 #include "properties/planted_kernels.hpp"
 #endif
@@ -81,7 +84,7 @@ void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--device,-d", device, "cpu, cuda[:N] or hip[:N] (default: cuda:0 or hip:0 when present, else cpu); cuda:all or hip:all "
                   "spreads the GPU cells over every local device, one worker (or --isolate child) per device");
   cmd->add_option("--filter,-f", filter, "only cells whose id matches this regular expression");
-  cmd->add_option("--seed", seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
+  seed_option_ = cmd->add_option("--seed", seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
   cmd->add_option("--threads,-j", threads, "CPU worker threads (default: all cores)");
   cmd->add_option("--shard", shard,
                   "run shard I of N (I/N, 0-based): the cells at suite positions p with p % N == I "
@@ -133,9 +136,15 @@ void CommonOptions::load_plugins() {
     for (const auto& p : loaded) kernels.insert(kernels.end(), p.kernels.begin(), p.kernels.end());
 }
 
+namespace {
+/// --threads above this is a typo, not a machine: each worker holds a prepared case.
+constexpr int kMaxThreads = 1024;
+}  // namespace
+
 RunOptions CommonOptions::run_options() const {
   RunOptions o;
-  if (threads < 0) throw UsageError(fmt::format("--threads: {} (must be >= 0; 0 = one per core)", threads));
+  if (threads < 0 || threads > kMaxThreads)
+    throw UsageError(fmt::format("--threads: {} (must be 0 to {}; 0 = one per core)", threads, kMaxThreads));
   o.threads = threads;
   if (tolerance == "fixed") o.tolerance.policy = TolerancePolicy::fixed;
   else if (tolerance == "calibrated") o.tolerance.policy = TolerancePolicy::calibrated;
@@ -150,14 +159,23 @@ RunOptions CommonOptions::run_options() const {
     try {
       o.filter = std::regex(filter);
     } catch (const std::regex_error& e) {
-      throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}", filter, e.what()));
+      // A glob (`*d128*`) is the usual slip: say what the flag takes.
+      const bool glob = filter.find_first_of("*?") == 0 || filter.find("(*") != std::string::npos ||
+                        filter.find("|*") != std::string::npos;
+      throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}{}", filter, e.what(),
+                                   glob ? " (--filter takes an ECMAScript regular expression, not a glob: '.*' "
+                                          "matches any text, 'd128.*ctx4090' a cell id with both)"
+                                        : ""));
     }
   }
+  if (seed_option_ && seed_option_->count() > 0 && seed.empty())
+    throw UsageError("--seed: '' is not an unsigned 64-bit integer (leave --seed out to keep each cell's own seed)");
   o.seed = parse_seed_flag(seed);
   const Shard sh = resolve_shard(shard);
   o.shard_index = sh.index;
   o.shard_count = sh.count;
-  if (!(cell_timeout > 0)) throw UsageError(fmt::format("--cell-timeout: {} s (must be > 0)", cell_timeout));
+  if (!(cell_timeout > 0) || !std::isfinite(cell_timeout))
+    throw UsageError(fmt::format("--cell-timeout: {} s (must be > 0 and finite: a hung kernel must end)", cell_timeout));
   o.cell_timeout_s = cell_timeout;
   if (isolate) {
     o.isolate = [](const Kernel&) { return true; };
@@ -168,6 +186,32 @@ RunOptions CommonOptions::run_options() const {
     if (!foreign.empty()) o.isolate = [foreign](const Kernel& k) { return foreign.count(k.name()) > 0; };
   }
   return o;
+}
+
+void CommonOptions::check_selection(const Suite& suite, const std::vector<KernelPtr>& kernels,
+                                    const RunOptions& o) const {
+  if (kernels.empty() || !o.filter) return;
+  // Over the whole suite: a shard left empty by more shards than cells passes, as a GoogleTest shard
+  // without tests does; a filter that matches nothing anywhere is a mistake in every shard.
+  RunOptions whole = o;
+  whole.shard_index = 0;
+  whole.shard_count = 1;
+  if (count_selected(suite, kernels, whole) > 0) return;
+  const std::string example = suite.cells.empty() ? "" : suite.cells.front().for_layouts(kernels.front()->layouts()).id();
+  throw UsageError(fmt::format("--filter: '{}' matches none of the {} cells of suite '{}' (ids look like '{}')", filter,
+                               suite.cells.size(), suite.name, example));
+}
+
+void check_writable_file(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw UsageError(fmt::format("{}: cannot write '{}': it is a directory", flag, path));
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec))
+    throw UsageError(fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, path, parent.string()));
+  if (::access(parent.c_str(), W_OK | X_OK) != 0)
+    throw UsageError(fmt::format("{}: cannot write '{}': directory '{}' is not writable", flag, path, parent.string()));
 }
 
 std::optional<std::uint64_t> parse_seed_flag(const std::string& text) {

@@ -99,9 +99,19 @@ struct CommonOptions {
   /// kernels become the selection, so `--plugin lib.so` alone tests the plugin, not the built-ins too.
   void load_plugins();
   /// RunOptions from the flags (shard, isolation and cell timeout included); throws UsageError for a bad
-  /// regex, policy, shard or timeout.
+  /// regex, policy, shard, seed, thread count or timeout.
   RunOptions run_options() const;
+  /// Throws UsageError naming --filter (and the suite's size) when the filter leaves no cell of the whole
+  /// `suite` x `kernels`: a mistake in the command line, not a run. An empty shard passes (GoogleTest's way).
+  void check_selection(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& o) const;
+
+ private:
+  CLI::Option* seed_option_ = nullptr;  ///< to tell `--seed ''` from no --seed
 };
+
+/// Pre-flight of an output file named by `flag`, before anything is run: throws UsageError when `path` is
+/// a directory or its directory does not exist or is not writable. Creates and changes nothing.
+void check_writable_file(const std::string& flag, const std::string& path);
 
 void add_run_command(CLI::App& app, Context& ctx);
 void add_list_command(CLI::App& app, Context& ctx);

@@ -21,19 +21,28 @@ struct Selected {
   bool isolated;
 };
 
-/// Expands suite x kernels (kernel-major, suite order) into p.results, applying shard, seed and filter;
-/// takes resumed results from opt.previous and returns the cells still to run.
-std::vector<Selected> select_cells(Plan& p, const Suite& suite, const std::vector<KernelPtr>& kernels,
-                                   const RunOptions& opt) {
-  std::vector<Selected> selected;
-  for (const auto& k : kernels) {
-    const bool iso = runs_isolated(opt, *k);
+/// Calls f(kernel, suite position, cell, id) for every (kernel, cell) of suite x kernels, kernel-major in
+/// suite order, that passes opt's shard and filter, with the kernel's layout and opt's seed applied.
+template <class F>
+void for_each_candidate(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt, F&& f) {
+  for (const auto& k : kernels)
     for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
       if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
       Cell cell = suite.cells[ci].for_layouts(k->layouts());
       if (opt.seed) cell.c.seed = *opt.seed;
       const std::string id = cell.id();
       if (opt.filter && !std::regex_search(id, *opt.filter)) continue;
+      f(k, ci, std::move(cell), id);
+    }
+}
+
+/// Expands suite x kernels (kernel-major, suite order) into p.results, applying shard, seed and filter;
+/// takes resumed results from opt.previous and returns the cells still to run.
+std::vector<Selected> select_cells(Plan& p, const Suite& suite, const std::vector<KernelPtr>& kernels,
+                                   const RunOptions& opt) {
+  std::vector<Selected> selected;
+  for_each_candidate(suite, kernels, opt, [&](const KernelPtr& k, std::size_t ci, Cell cell, const std::string& id) {
+      const bool iso = runs_isolated(opt, *k);
       const std::size_t index = p.results.size();
       p.results.emplace_back();
       if (auto prev = opt.previous.find(result_key(k->name(), id)); prev != opt.previous.end()) {
@@ -41,11 +50,10 @@ std::vector<Selected> select_cells(Plan& p, const Suite& suite, const std::vecto
         p.results[index].suite = suite.name;
         p.results[index].index = static_cast<int>(ci);
         p.resumed.push_back(index);
-        continue;
+        return;
       }
       selected.push_back({k.get(), std::move(cell), index, static_cast<int>(ci), iso});
-    }
-  }
+  });
   return selected;
 }
 
@@ -88,6 +96,12 @@ Lane lane_of(const Kernel& k, bool isolated) {
   const bool cpu = k.device() == PACHECK_DEVICE_CPU;
   if (isolated) return cpu ? Lane::isolated_cpu : Lane::isolated_gpu;
   return cpu ? Lane::cpu : Lane::gpu;
+}
+
+std::size_t count_selected(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt) {
+  std::size_t n = 0;
+  for_each_candidate(suite, kernels, opt, [&](const KernelPtr&, std::size_t, const Cell&, const std::string&) { ++n; });
+  return n;
 }
 
 Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt) {

@@ -64,6 +64,11 @@ struct Plan {
 /// (supports_in_child) settles every cell of it as `error`. Calls supports() of in-process kernels here.
 Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
 
+/// How many (kernel, cell) pairs of `suite` x `kernels` pass `opt`'s shard and filter (with its seed
+/// applied to the ids), resumed or not: 0 means the run would have nothing to do, which commands report
+/// as a usage error naming the flag before anything is run or written.
+std::size_t count_selected(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
+
 /// Asks isolated kernel `k` whether it runs each of `cells`, in a child process: supports() is kernel code
 /// too (a plugin's callback may crash), and a GPU kernel's supports() may query its device, which would
 /// create a GPU context in the parent that no child forked afterwards could use. A supports() that throws

@@ -166,13 +166,16 @@ def check_stdout_formats(args, tmp, d, report):
     caught = [desc for _, desc, _, _ in points if "negative control: the planted fault was caught" in desc]
     want = report["summary"]["caught"]
     check(len(caught) == want, f"tap: {len(caught)} caught points, want {want}")
-    # A vacuous run fails: a failing point with its YAML block, one ::error annotation.
-    p = run_stdout(args, "run", *TAIL, "--filter", "no such cell", "--format", "tap", expect=1)
+    # A failing run (a planted off-by-one mask; a filter that matches nothing is a usage error, exit 2):
+    # failing points with their YAML blocks, one ::error annotation per failing cell and the notice last.
+    planted = ["--suite", "tail-poison", "--kernel", "planted.drop_last_token", "--filter", " bf16 .*clean"]
+    p = run_stdout(args, "run", *planted, "--format", "tap", expect=1)
     bad = [(desc, y) for ok, desc, _, y in parse_tap(p.stdout) if not ok]
-    check(bad and all(desc.endswith(": ran at least one cell") and "message" in y for desc, y in bad), f"tap: {bad}")
-    p = run_stdout(args, "run", *TAIL, "--filter", "no such cell", "--format", "github", expect=1)
+    check(bad and all("detail" in y and "repro" in y for desc, y in bad), f"tap: {bad}")
+    p = run_stdout(args, "run", *planted, "--format", "github", expect=1)
     notes = parse_annotations(p.stdout)
-    check([k for k, _, _ in notes] == ["error", "error", "notice"], f"github: {notes}")
+    kinds = [k for k, _, _ in notes]
+    check(kinds[-1] == "notice" and kinds.count("error") == len(bad), f"github: {notes}")
     check(notes[-1][1] == "pacheck tail-poison: FAIL (exit 1)", f"github notice: {notes[-1]}")
     p = run_stdout(args, "run", *sel, "--format", "github", expect=0)
     check([k for k, _, _ in parse_annotations(p.stdout)] == ["notice"], f"github on a passing run: {p.stdout!r}")
@@ -301,12 +304,13 @@ def scenario_junit(args, tmp):
           "a CPU run's results do not name device cpu")
     check(report["summary"]["caught"] == 4, "the negative control's 4 bf16 cells were not caught")
     check_stdout_formats(args, tmp, d, report)
-    # Planted: a run in which no cell is selected is vacuous (exit 1); junit must fail it too.
-    d = os.path.join(tmp, "vacuous")
-    run(args, "run", *TAIL, "--filter", "no such cell", "--report-dir", d, expect=1)
+    # Planted: a failing run (an off-by-one mask) fails in junit too.
+    d = os.path.join(tmp, "failing")
+    run(args, "run", "--suite", "tail-poison", "--kernel", "planted.drop_last_token", "--filter", " bf16 ",
+        "--report-dir", d, expect=1)
     report = check_reports_dir(d)
     root = ET.parse(os.path.join(d, "junit.xml")).getroot()
-    check(int(root.get("failures")) > 0, "vacuous run has no junit failure")
+    check(int(root.get("failures")) > 0, "failing run has no junit failure")
 
 
 def scenario_kill_resume(args, tmp):
@@ -357,14 +361,14 @@ def scenario_shards(args, tmp):
           "merged shards differ from the unsharded run")
     run(args, "merge", s0, "--out", os.path.join(tmp, "partial"), expect=2)  # shard 1 missing
     # A shard without cells (more shards than cells) passes, as a GoogleTest shard without tests does, and
-    # says so; merging the shards judges the whole run, where no cell at all is a failure (exit 1).
-    nothing = [*TAIL, "--filter", "NO SUCH CELL"]
-    e0, e1 = os.path.join(tmp, "e0"), os.path.join(tmp, "e1")
-    p = run(args, "run", *nothing, "--shard", "0/2", "--report-dir", e0, expect=0)
+    # says so. A --filter that matches no cell of the whole suite is a usage error, in every shard too
+    # (issue 21: it used to pass each shard and fail only the merge).
+    e0 = os.path.join(tmp, "e0")
+    p = run(args, "run", *TAIL, "--shard", "40/41", "--report-dir", e0, expect=0)
     check("no cell in this shard" in p.stdout, f"empty shard: {p.stdout[-1000:]}")
-    run(args, "run", *nothing, "--shard", "1/2", "--report-dir", e1, expect=0)
-    run(args, "merge", e0, e1, "--out", os.path.join(tmp, "emerged"), expect=1)
-    run(args, "run", *nothing, expect=1)
+    for shard in (["--shard", "0/2"], []):
+        p = run(args, "run", *TAIL, "--filter", "NO SUCH CELL", *shard, expect=2)
+        check("--filter: 'NO SUCH CELL' matches none of the 32 cells" in p.stdout, f"empty filter: {p.stdout[-500:]}")
     run(args, "run", *sel, "--shard", "2/2", expect=2)
     run(args, "run", *sel, "--shard", "1-2", expect=2)
     run(args, "run", *sel, env=dict(os.environ, GTEST_TOTAL_SHARDS="2"), expect=2)
@@ -380,8 +384,9 @@ def scenario_gate_sh(args, tmp):
     check(p.returncode == 0, f"gate.sh exit {p.returncode}:\n{p.stdout[-3000:]}")
     check_reports_dir(d)
     check("## pacheck gate: PASS (exit 0)" in open(env["GITHUB_STEP_SUMMARY"]).read(), "step summary not written")
-    # Planted: a selection with no cell makes pacheck exit 1; gate.sh must pass that on.
-    p = subprocess.run([*base[:-1], "no such cell"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Planted: a failing kernel (an off-by-one mask) makes pacheck exit 1; gate.sh must pass that on.
+    failing = [a if a != "cpu.reference" else "planted.drop_last_token" for a in base]
+    p = subprocess.run(failing, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     check(p.returncode == 1, f"gate.sh exit {p.returncode} for a failing run:\n{p.stdout[-3000:]}")
     p = subprocess.run(["bash", gate, "--no-such-option"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
@@ -476,7 +481,18 @@ def scenario_bad_input(args, tmp):
         rejected(want, "export", "--suite", "tail-poison", "--out", os.path.join(tmp, "exp"), "--seed", seed)
     rejected("--shard '0/99999999999': N must be at most 2147483647", *tiny, "--shard", "0/99999999999")
     rejected("--shard '0/x': I and N must be non-negative integers", *tiny, "--shard", "0/x")
-    rejected("--threads: -1 (must be >= 0", *tiny, "--threads", "-1")
+    rejected("--threads: -1 (must be 0 to 1024", *tiny, "--threads", "-1")
+    # Issue 21: an empty selection, an empty --seed, a glob for a regex, an endless timeout, a thread count
+    # that is a typo and an unwritable --json are refused before the first cell, naming the flag.
+    one = ["run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison"]
+    rejected("--filter: 'NOTHING' matches none of the", *one, "--filter", "NOTHING")
+    rejected("--seed: '' is not an unsigned 64-bit integer", *one, "--seed", "")
+    rejected("not a glob", *one, "--filter", "*d128")
+    rejected("--cell-timeout: inf s (must be > 0 and finite", *one, "--cell-timeout", "inf")
+    rejected("--threads: 100000 (must be 0 to 1024", *one, "--threads", "100000")
+    rejected("directory '" + os.path.join(tmp, "no", "dir") + "' does not exist", *one, "--json",
+             os.path.join(tmp, "no", "dir", "r.json"))
+    rejected("it is a directory", *one, "--json", tmp)
     p = run(args, "run", "--device", "cpu", "--suite", "nosuch", expect=2, timeout=120)
     check("no suite named 'nosuch'" in p.stdout and ":0" not in p.stdout, f"--suite nosuch: {p.stdout[-1000:]}")
 
@@ -513,8 +529,7 @@ def scenario_bad_input(args, tmp):
     rejected("--warmup: -1 calls", *bench, "--warmup", "-1")
     rejected("--threads: -3", *bench, "--threads", "-3")
     rejected("--json: cannot write", *bench, "--json", os.path.join(tmp, "no", "such", "dir", "b.json"))
-    p = run(args, *bench, "--filter", "NOTHING", expect=1, timeout=120)
-    check("NO CELL TIMED" in p.stdout, f"bench with no cell: {p.stdout[-1000:]}")
+    rejected("--filter: 'NOTHING' matches none of the", *bench, "--filter", "NOTHING")
     # Options bench would ignore are refused; a bench that times nothing leaves an earlier --json as it was.
     for flag in (["--seed", "5"], ["--shard", "1/2"], ["--isolate"], ["--cell-timeout", "3"]):
         rejected(f"{flag[0]}: not used by bench", *bench, *flag)
@@ -525,7 +540,7 @@ def scenario_bad_input(args, tmp):
     old_json = os.path.join(tmp, "old.json")
     with open(old_json, "w") as f:
         f.write('{"old": true}\n')
-    run(args, *bench, "--filter", "NOTHING", "--json", old_json, expect=1, timeout=120)
+    run(args, *bench, "--filter", "NOTHING", "--json", old_json, expect=2, timeout=120)
     check(load(old_json) == {"old": True}, "a bench that timed nothing replaced an earlier --json")
     # A case that cannot be prepared (no memory for 16M tokens under a 3 GB address-space limit) is an
     # `error` row; the row before it is kept, in the table and in the JSON (exit 1, not a usage error).
