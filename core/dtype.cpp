@@ -96,16 +96,15 @@ std::uint32_t load_bits(const void* base, std::size_t i, DType t) {
 void store(void* base, std::size_t i, DType t, float v) { store_bits(base, i, t, to_bits(v, t)); }
 float load(const void* base, std::size_t i, DType t) { return from_bits(load_bits(base, i, t), t); }
 
+std::int64_t ordered_bits(std::uint32_t bits, DType t) {
+  const std::int64_t u = bits;
+  const std::int64_t sign = std::int64_t{1} << (static_cast<int>(dtype_size(t)) * 8 - 1);
+  return (u & sign) ? -(u & (sign - 1)) : u;
+}
+
 std::uint64_t ulp_distance(float a, float b, DType t) {
   if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<std::uint64_t>::max();
-  // Map sign-magnitude bit patterns onto a monotone integer line.
-  const int bits = static_cast<int>(dtype_size(t)) * 8;
-  auto ordered = [&](float v) -> std::int64_t {
-    std::int64_t u = to_bits(v, t);
-    const std::int64_t sign = std::int64_t{1} << (bits - 1);
-    return (u & sign) ? -(u & (sign - 1)) : u;
-  };
-  std::int64_t d = ordered(a) - ordered(b);
+  const std::int64_t d = ordered_bits(to_bits(a, t), t) - ordered_bits(to_bits(b, t), t);
   return static_cast<std::uint64_t>(d < 0 ? -d : d);
 }
 

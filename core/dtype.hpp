@@ -68,6 +68,11 @@ float load(const void* base, std::size_t i, DType t);
 /// Reads the raw bit pattern of element `i`.
 std::uint32_t load_bits(const void* base, std::size_t i, DType t);
 
+/// A raw bit pattern of type `t` (sign-magnitude) as a position on the ordered integer line: one step per
+/// representable value, -0 and +0 both 0, negative values below zero. ulp_distance and the comparator's
+/// rounding-bias steps are differences of these.
+std::int64_t ordered_bits(std::uint32_t bits, DType t);
+
 /// Distance in units in the last place between two values of type `t`, on the ordered integer line
 /// (so -0 and +0 are 0 apart, and adjacent representable values 1 apart). NaN in either gives UINT64_MAX.
 std::uint64_t ulp_distance(float a, float b, DType t);

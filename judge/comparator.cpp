@@ -39,13 +39,6 @@ std::uint32_t ref_bits(double r, DType t) {
 /// conversion exact; a value that is not (a caller passing an unrounded double) is rounded like ref.
 std::uint32_t out_bits(double o, DType t) { return ref_bits(o, t); }
 
-/// `bits` of a 16-bit sign-magnitude float (f16, bf16) as an integer in value order: one step per
-/// representable value, -0 and +0 both 0.
-std::int64_t ordered16(std::uint32_t bits) {
-  const std::int64_t mag = bits & 0x7fffu;
-  return (bits & 0x8000u) ? -mag : mag;
-}
-
 bool same_inf(double o, double r) { return std::isinf(o) && std::isinf(r) && std::signbit(o) == std::signbit(r); }
 
 Index3 index3(std::int64_t i, const Case& c) {
@@ -111,7 +104,8 @@ Metrics compare(const std::vector<double>& out, const std::vector<double>& ref, 
       // Rounding bias: only where ref needs rounding; steps counted away from zero, clamped so that an
       // element whose error is many ULPs (small |ref| next to large ones) weighs as one wrong rounding.
       if (half && static_cast<double>(from_bits(rb, out_dtype)) != r) {
-        const double steps = static_cast<double>(ordered16(ob) - ordered16(rb)) * (r < 0 ? -1.0 : 1.0);
+        const double steps =
+            static_cast<double>(ordered_bits(ob, out_dtype) - ordered_bits(rb, out_dtype)) * (r < 0 ? -1.0 : 1.0);
         bias_sum += std::clamp(steps, -1.0, 1.0);
         ++m.bias_elements;
         if (steps < 0) ++m.bias_toward;

@@ -71,7 +71,7 @@ inline std::pair<int, std::string> run_repro_line(const Counterexample& cx) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, text.str()};
 }
 
-inline int max_len(const Case& c) { return *std::max_element(c.seq_lens.begin(), c.seq_lens.end()); }
+inline int max_len(const Case& c) { return c.max_seq_len(); }
 
 /// A property that `kernel` must fail, and what the shrunk counterexample must show (`seconds`: how long
 /// the run took to fail and shrink).
