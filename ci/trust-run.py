@@ -92,6 +92,8 @@ def parse_args():
     ap.add_argument("--no-planted", action="store_true", help="leave the planted faults out")
     ap.add_argument("--deadline", type=float, default=0.0,
                     help="start no run after this many seconds (0: no deadline); runs not started are listed")
+    ap.add_argument("--tolerance", choices=("fixed", "calibrated"), default="fixed",
+                    help="tolerance policy of every run and fuzz (default fixed, pacheck's default)")
     ap.add_argument("--device", default="cpu", help="cpu (default), or cuda[:N] / hip[:N] to add that kind's kernels")
     ap.add_argument("--short", action="store_true",
                     help="the ctest form: boundary at 2 seeds, fuzz 1 seed x 3 s")
@@ -171,16 +173,16 @@ def main():
     print(f"trust-run: honest {' '.join(honest)}; controls {' '.join(controls) or '(none)'}; "
           f"faulty {' '.join(faulty) or '(none)'}", flush=True)
     print(f"trust-run: suites {','.join(a.suites)} x seeds {seeds.start}..{seeds.stop - 1}; fuzz {a.fuzz_seeds} "
-          f"seeds x {a.fuzz_budget:g} s; {a.jobs} jobs", flush=True)
+          f"seeds x {a.fuzz_budget:g} s; {a.jobs} jobs; tolerance {a.tolerance}", flush=True)
 
     chosen = honest if a.no_controls else cpu
     kernel_args = [arg for k in chosen + faulty for arg in ("--kernel", k)]
     dev = ["--device", a.device]
     suite_jobs = {(suite, seed): [a.pacheck, "run", "--suite", suite, "--seed", str(seed), "-j", str(a.threads), *dev,
-                                  *kernel_args, "--only-failures", "--json", str(out / f"{suite}-seed{seed}.json")]
+                                  *kernel_args, "--tolerance", a.tolerance, "--only-failures", "--json", str(out / f"{suite}-seed{seed}.json")]
                   for suite in a.suites for seed in seeds}
     fuzz_jobs = {(k, seed): [a.pacheck, "fuzz", "--kernel", k, "--seed", str(seed), "--budget", f"{a.fuzz_budget:g}",
-                             *([] if k.startswith("cpu.") else dev)]
+                             "--tolerance", a.tolerance, *([] if k.startswith("cpu.") else dev)]
                  for k in honest for seed in range(1, a.fuzz_seeds + 1)}
     t0 = time.monotonic()
     stop_at = t0 + a.deadline if a.deadline else None
@@ -232,7 +234,8 @@ def main():
     rows = margins.collect(reports)
     cells = sum(r["cells"] for (k, _), r in rows.items() if k in honest)
     lines = [f"trust run: {len(suite_jobs)} suite runs ({', '.join(a.suites)} x {a.seeds} seeds), "
-             f"{len(fuzz_jobs)} fuzz runs ({a.fuzz_seeds} seeds x {a.fuzz_budget:g} s), {seconds:.0f} s, {a.jobs} jobs",
+             f"{len(fuzz_jobs)} fuzz runs ({a.fuzz_seeds} seeds x {a.fuzz_budget:g} s), {seconds:.0f} s, {a.jobs} jobs, "
+             f"tolerance {a.tolerance}",
              f"honest kernels: {len(honest)}, honest cells judged: {cells}",
              "planted faults, failing cells per seed (min..max): " + ", ".join(
                  f"{k} {min(caught[(k, s)] for s in ran_seeds)}..{max(caught[(k, s)] for s in ran_seeds)}"

@@ -4,7 +4,8 @@
 FAKE_PACHECK_PLANT selects what it plants: "none" (every honest cell passes, every planted fault fails),
 "false_alarm" (cpu.honest fails one cell), "blind" (runs exit 3), "uncaught" (planted.drop_last_token passes
 every cell), "fuzz" (fuzz of cpu.honest finds a counterexample). FAKE_PACHECK_SLEEP: seconds each run and
-fuzz call takes (for --deadline).
+fuzz call takes (for --deadline). FAKE_PACHECK_TOLERANCE: the --tolerance every run and fuzz call must
+be given (exit 2 otherwise).
 """
 import json
 import os
@@ -18,6 +19,10 @@ if args[:2] == ["list", "kernels"]:
     print("cpu.honest               cpu   an honest design")
     print("cpu.control              cpu   a negative control [negative control]")
     sys.exit(0)
+want = os.environ.get("FAKE_PACHECK_TOLERANCE")
+if want and args[0] in ("run", "fuzz") and ("--tolerance" not in args or args[args.index("--tolerance") + 1] != want):
+    print(f"fake pacheck: expected --tolerance {want}", file=sys.stderr)
+    sys.exit(2)
 if args[0] == "fuzz":
     if plant == "fuzz":
         print("    agreement does not hold for cpu.honest: fail: rel_linf 1e-1 > limit 9.8e-3")

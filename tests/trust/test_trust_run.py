@@ -36,6 +36,16 @@ print(f"{'ok    ' if ok else 'FAILED'} --deadline 0.5: exit {p.returncode} (want
 if not ok:
     failures.append("deadline")
     print(p.stdout + p.stderr)
+# --tolerance reaches every run and fuzz call (the fake exits 2 on any other policy) and the summary names it.
+p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake), "--out", str(work / "calibrated"),
+                    "--seeds", "1", "--suites", "gate", "--fuzz-seeds", "1", "--jobs", "2", "--tolerance", "calibrated"],
+                   env={**os.environ, "FAKE_PACHECK_PLANT": "none", "FAKE_PACHECK_TOLERANCE": "calibrated"},
+                   capture_output=True, text=True)
+ok = p.returncode == 0 and "TRUST HOLDS" in p.stdout and "tolerance calibrated" in p.stdout
+print(f"{'ok    ' if ok else 'FAILED'} --tolerance calibrated: exit {p.returncode} (want 0), holds and named")
+if not ok:
+    failures.append("tolerance")
+    print(p.stdout + p.stderr)
 p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake), "--out", str(work / "kernels"),
                     "--kernels", "cpu.honest,cpu.bogus"], capture_output=True, text=True)
 ok = p.returncode == 2 and "--kernels: cpu.bogus" in p.stderr
