@@ -37,6 +37,8 @@ Suite load_suite_flag(const std::string& name_or_path) {
   try {
     return load_suite(name_or_path);
   } catch (const SuiteError& e) {
+    // The named file itself cannot be used (missing, not a regular file, over the cap): name the flag.
+    if (e.line == 0 && e.field == "suite") throw UsageError(fmt::format("--suite: {}", e.reason));
     throw UsageError(e.what());
   }
 }

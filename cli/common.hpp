@@ -49,8 +49,8 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
 std::string resolve_device(const std::string& device);
 
 /// The suite `--suite` names (a built-in suite's name or a path to a .toml file; suites/suite.hpp's
-/// load_suite). Throws UsageError carrying the SuiteError's "FILE:LINE: FIELD: REASON" for a missing or
-/// malformed suite.
+/// load_suite). Throws UsageError carrying the SuiteError's "FILE:LINE: FIELD: REASON" for a malformed suite,
+/// and "--suite: REASON" for one that cannot be read (no such suite, not a regular file, over the cap).
 Suite load_suite_flag(const std::string& name_or_path);
 
 /// Binds `--format NAME` onto `cmd`: which report format (report/report.hpp's table) stdout carries.

@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "faults/inject.hpp"
 #include "core/digest.hpp"
+#include "core/files.hpp"
 #include "core/version.hpp"
 #include "interop/safetensors.hpp"
 
@@ -387,9 +387,12 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
                    {"files", files},
                    {"cells", jcells}};
   sum.manifest = (fs::path(dir) / "manifest.json").string();
-  std::ofstream out(sum.manifest);
-  out << manifest.dump(1) << "\n";
-  if (!out) throw CaseFilesError(fmt::format("{}: cannot write", sum.manifest));
+  try {
+    // A temporary file renamed into place: a link planted at manifest.json is replaced, never written through.
+    write_file_atomically(sum.manifest, manifest.dump(1) + "\n");
+  } catch (const FileError& e) {
+    throw CaseFilesError(fmt::format("--out: cannot write {}", e.what()));
+  }
   sum.cells = static_cast<int>(cells.size());
   sum.files = static_cast<int>(files.size());
   return sum;
@@ -467,11 +470,16 @@ json geometry_of(const json& entry, const SafetensorsFile& in, const std::string
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
                        std::string* suite_name) {
   const std::string mpath = (fs::path(cases_dir) / "manifest.json").string();
-  std::ifstream min(mpath);
-  if (!min) throw CaseFilesError(fmt::format("{}: cannot read (is '{}' a directory written by pacheck export?)", mpath, cases_dir));
+  std::string mtext;
+  try {
+    mtext = read_regular_file(mpath, kManifestLimit);
+  } catch (const FileError& e) {
+    throw CaseFilesError(
+        fmt::format("--cases: cannot read {} (is '{}' a directory written by pacheck export?)", e.what(), cases_dir));
+  }
   json m;
   try {
-    m = json::parse(min);
+    m = json::parse(mtext);
   } catch (const json::exception& e) {
     throw CaseFilesError(fmt::format("{}: not valid JSON: {}", mpath, e.what()));
   }
@@ -508,7 +516,16 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
       throw CaseFilesError(fmt::format("{}: case '{}' reads back as '{}' (written by another pacheck version?)", where,
                                        case_id, c.id()));
     const std::int64_t S = c.num_seqs(), H = c.num_heads, D = c.head_size;
-    const SafetensorsFile in = read_safetensors((fs::path(cases_dir) / file).string());
+    const std::string cpath = (fs::path(cases_dir) / file).string();
+    std::string cbytes;
+    try {
+      cbytes = read_regular_file(cpath, kCaseFileLimit);
+    } catch (const FileError& err) {
+      throw CaseFilesError(fmt::format("--cases: {}: cannot read {}", where, err.what()));
+    }
+    const SafetensorsFile in =
+        parse_safetensors(reinterpret_cast<const std::uint8_t*>(cbytes.data()), cbytes.size(), cpath);
+    cbytes = std::string();  // the tensors hold their own copies
     std::vector<Bytes> parts;
     for (const char* name : {"query", "key_cache", "value_cache", "block_tables", "seq_lens"}) {
       const StTensor* t = in.find(name);
@@ -551,11 +568,23 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
 
     Output o;
     const std::string opath = (fs::path(outputs_dir) / file).string();
-    if (!fs::exists(opath)) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(opath, ec))) {
       o.error = fmt::format("{}: no output file (the runner did not write one for {})", opath, file);
     } else {
+      // An output holds one [S, H, D] tensor: anything much larger is not one, and is refused before it is
+      // read (a sparse 10 GiB file used to be read whole). A FIFO, directory or device is an input error too.
+      const std::uint64_t out_bytes = static_cast<std::uint64_t>(S * H * D) * dtype_size(c.out_dtype);
+      const ReadLimit limit{8 + kMaxSafetensorsHeader + out_bytes, "an output file of this case"};
+      std::string obytes;
       try {
-        const SafetensorsFile out = read_safetensors(opath);
+        obytes = read_regular_file(opath, limit);
+      } catch (const FileError& err) {
+        throw CaseFilesError(fmt::format("--outputs: output of {}: cannot read {}", where, err.what()));
+      }
+      try {
+        const SafetensorsFile out =
+            parse_safetensors(reinterpret_cast<const std::uint8_t*>(obytes.data()), obytes.size(), opath);
         o.bytes = out.expect("out", st_of(c.out_dtype), {S, H, D}).data;
       } catch (const SafetensorsError& err) {
         o.error = err.what();

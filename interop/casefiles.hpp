@@ -55,6 +55,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/files.hpp"
 #include "exec/runner.hpp"
 #include "suites/suite.hpp"
 
@@ -65,6 +66,9 @@ namespace pacheck {
 struct CaseFilesError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// The most manifest.json may hold when scored (about 300 bytes per cell).
+inline constexpr ReadLimit kManifestLimit{std::uint64_t{256} << 20, "a case-file manifest"};
 
 struct ExportOptions {
   /// Layout the foreign kernel reads. Cells that do not pin a layout are exported in it; when set, cells
@@ -85,8 +89,9 @@ struct ExportSummary {
   std::string manifest;    ///< path of manifest.json
 };
 
-/// Exports `suite` into `dir` (created if needed). Throws CaseFilesError / SafetensorsError on I/O errors
-/// and CaseError for an invalid case.
+/// Exports `suite` into `dir` (created if needed). Every file is written through a temporary file renamed
+/// into place, so a symbolic link planted in `dir` is replaced, never written through. Throws
+/// CaseFilesError / SafetensorsError on I/O errors and CaseError for an invalid case.
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt);
 
 struct ScoreOptions {
@@ -104,8 +109,10 @@ struct ScoreOptions {
 /// its case makes; a manifest sharing one file between calls of different geometry (written by an export
 /// that keyed files by input bytes alone) is refused with "cells[J]: cell 'ID' claims file 'F', whose field
 /// 'NAME' is A but the cell's case gives a kernel B". An output file that is missing or malformed, or of
-/// the wrong dtype or shape, gives its cells the verdict `error` with the reader's message. `suite_name`
-/// receives the exported suite's name.
+/// the wrong dtype or shape, gives its cells the verdict `error` with the reader's message. Files that are
+/// not regular (a FIFO, a directory, a device) or over their cap (kManifestLimit, kCaseFileLimit, and for
+/// an output its one tensor plus a header) throw CaseFilesError naming --cases or --outputs, the entry and
+/// the reason, without blocking or reading them. `suite_name` receives the exported suite's name.
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
                        std::string* suite_name = nullptr);
 

@@ -2,13 +2,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 namespace pacheck {
@@ -236,16 +232,14 @@ SafetensorsFile parse_safetensors(const std::uint8_t* bytes, std::size_t size, c
   return out;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw SafetensorsError(path, "", fmt::format("cannot open: {}", std::strerror(errno)));
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw SafetensorsError(path, "", "cannot determine the file size");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw SafetensorsError(path, "", "read failed");
-  return parse_safetensors(bytes.data(), bytes.size(), path);
+SafetensorsFile read_safetensors(const std::string& path, const ReadLimit& limit) {
+  std::string bytes;
+  try {
+    bytes = read_regular_file(path, limit);
+  } catch (const FileError& e) {
+    throw SafetensorsError(path, "", e.reason);
+  }
+  return parse_safetensors(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), path);
 }
 
 std::vector<std::uint8_t> serialize_safetensors(const SafetensorsFile& f) {
@@ -275,16 +269,11 @@ std::vector<std::uint8_t> serialize_safetensors(const SafetensorsFile& f) {
 
 void write_safetensors(const std::string& path, const SafetensorsFile& f) {
   const auto bytes = serialize_safetensors(f);
-  const std::string tmp = fmt::format("{}.tmp{}", path, static_cast<long>(getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw SafetensorsError(path, "", fmt::format("cannot write: {}", std::strerror(errno)));
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw SafetensorsError(path, "", "write failed (disk full?)");
+  try {
+    write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const FileError& e) {
+    throw SafetensorsError(path, "", e.reason);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw SafetensorsError(path, "", fmt::format("cannot rename the temporary file into place: {}", ec.message()));
 }
 
 }  // namespace pacheck

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/files.hpp"
+
 namespace pacheck {
 
 /// Element types pacheck reads and writes (the tags of the format). Anything else is refused.
@@ -67,15 +69,22 @@ inline constexpr std::uint64_t kMaxSafetensorsHeader = 100u << 20;  ///< 100 MiB
 /// the tensor; never reads outside [bytes, bytes + size).
 SafetensorsFile parse_safetensors(const std::uint8_t* bytes, std::size_t size, const std::string& file);
 
-/// Reads and parses the file at `path` (see parse_safetensors). Throws SafetensorsError.
-SafetensorsFile read_safetensors(const std::string& path);
+/// The most a case file may hold (`pacheck export` writes one per call; the largest built-in cell's is
+/// under 1 GiB).
+inline constexpr ReadLimit kCaseFileLimit{std::uint64_t{8} << 30, "a case file"};
+
+/// Reads and parses the file at `path` (see parse_safetensors), which must be a regular file of at most
+/// `limit` bytes (core/files.hpp's read_regular_file: no FIFO, device or directory, nothing read past the
+/// cap). Throws SafetensorsError naming the file and the reason.
+SafetensorsFile read_safetensors(const std::string& path, const ReadLimit& limit = kCaseFileLimit);
 
 /// Serialises `f`: tensors in order, contiguous, the header padded with spaces to a multiple of 8 bytes so
 /// the data section is aligned. Throws SafetensorsError when a tensor's byte count does not match its shape.
 std::vector<std::uint8_t> serialize_safetensors(const SafetensorsFile& f);
 
-/// Writes `f` to `path` atomically (a temporary file renamed into place, so a reader never sees half a
-/// file). Throws SafetensorsError naming the path on an I/O error.
+/// Writes `f` to `path` atomically (core/files.hpp's write_file_atomically: a new temporary file renamed
+/// into place, so a reader never sees half a file and a symbolic link at `path` is replaced, never written
+/// through). Throws SafetensorsError naming the path on an I/O error.
 void write_safetensors(const std::string& path, const SafetensorsFile& f);
 
 }  // namespace pacheck

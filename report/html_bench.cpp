@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 
 #include "core/case.hpp"
 #include "report/html_parts.hpp"
+#include "report/json.hpp"
 
 namespace pacheck {
 
@@ -43,10 +43,14 @@ BenchTable bench_from_json(const nlohmann::json& j) {
 }
 
 BenchTable load_bench(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ReportError(fmt::format("cannot read bench results '{}'", path));
+  std::string text;
   try {
-    return bench_from_json(nlohmann::json::parse(in));
+    text = read_regular_file(path, kReportJsonLimit);
+  } catch (const FileError& e) {
+    throw ReportError(fmt::format("cannot read bench results {}", e.what()));
+  }
+  try {
+    return bench_from_json(nlohmann::json::parse(text));
   } catch (const nlohmann::json::parse_error& e) {
     throw ReportError(fmt::format("'{}' is not valid JSON: {}", path, e.what()));
   } catch (const ReportError& e) {

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <ostream>
 
 namespace pacheck {
@@ -62,10 +61,14 @@ std::string json_text(const nlohmann::json& j, int indent) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ReportError(fmt::format("cannot read '{}'", path));
+  std::string text;
   try {
-    return nlohmann::json::parse(in);
+    text = read_regular_file(path, kReportJsonLimit);
+  } catch (const FileError& e) {
+    throw ReportError(fmt::format("cannot read {}", e.what()));
+  }
+  try {
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw ReportError(fmt::format("'{}' is not valid JSON: {}", path, e.what()));
   }

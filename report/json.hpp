@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/files.hpp"
 #include "report/report.hpp"
 
 namespace pacheck {
@@ -20,7 +21,11 @@ nlohmann::json report_json(const RunSummary& s, const ReportMeta& meta);
 /// `j` as text (`indent` as nlohmann's dump()). Bytes that are not valid UTF-8 (plugin messages and device
 /// strings may hold them, on which a plain dump() throws) are written as U+FFFD.
 std::string json_text(const nlohmann::json& j, int indent = -1);
-/// Parses the JSON file `path`. Throws ReportError naming it when it cannot be read or is not JSON.
+/// The most a report JSON file (report.json, run.json, a --json file, bench results) may hold when read.
+inline constexpr ReadLimit kReportJsonLimit{std::uint64_t{1} << 30, "a report JSON file"};
+
+/// Parses the JSON file `path`. Throws ReportError naming it when it cannot be read, is not a regular file,
+/// is over kReportJsonLimit (core/files.hpp's read_regular_file) or is not JSON.
 nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace pacheck

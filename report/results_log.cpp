@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 
+#include "core/files.hpp"
 #include "report/json.hpp"
 
 namespace pacheck {
@@ -13,9 +13,15 @@ std::string results_line(const CellResult& r) { return json_text(to_json(r)) + "
 
 ResultsLog read_results_jsonl(const std::string& path) {
   ResultsLog log;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return log;
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return log;
+  std::string text;
+  try {
+    // Never through a link: results.jsonl is appended to next, and must be the report directory's own file.
+    text = read_regular_file(path, kResultsLogLimit, Symlinks::refuse);
+  } catch (const FileError& e) {
+    throw ReportError(e.what());
+  }
   std::size_t pos = 0;
   int line_no = 0;
   while (pos < text.size()) {

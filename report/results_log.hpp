@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/files.hpp"
 #include "exec/runner.hpp"
 
 namespace pacheck {
@@ -20,8 +21,12 @@ struct ResultsLog {
   std::size_t valid_bytes = 0;      ///< bytes up to and including the last complete line
   bool torn_tail = false;           ///< bytes after the last newline (a write cut short by a kill) were dropped
 };
+/// The most results.jsonl may hold when read back (--resume): a line is about 1 KiB per cell.
+inline constexpr ReadLimit kResultsLogLimit{std::uint64_t{1} << 30, "results.jsonl"};
+
 /// Reads results.jsonl. A last line without its newline is dropped (torn_tail); any other malformed line
-/// throws ReportError naming the file and line number. A missing file reads as empty.
+/// throws ReportError naming the file and line number. A missing file reads as empty; a symbolic link, a
+/// file that is not regular or one over kResultsLogLimit throws ReportError (core/files.hpp's reason).
 ResultsLog read_results_jsonl(const std::string& path);
 
 }  // namespace pacheck

@@ -1,5 +1,7 @@
 #include "suites/suite.hpp"
 
+#include "core/files.hpp"
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
@@ -10,7 +12,6 @@
 #include <optional>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <unordered_set>
@@ -128,18 +129,21 @@ class Parser {
     std::string path = name_or_path;
     const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml");
     if (!is_path) path = suites_dir() + "/" + name_or_path + ".toml";
-    if (std::filesystem::is_directory(path))
-      throw SuiteNotFound(path, fmt::format("'{}' is a directory, not a suite file", path));
-    std::ifstream in(path);
-    if (!in) {
+    std::error_code ec;
+    if (!is_path && !std::filesystem::exists(path, ec)) {
       std::string known;
       for (const auto& n : list_suites()) known += (known.empty() ? "" : ", ") + n;
-      throw SuiteNotFound(path, is_path ? fmt::format("cannot read '{}'", path)
-                                        : fmt::format("no suite named '{}' (known: {})", name_or_path, known));
+      throw SuiteNotFound(path, fmt::format("no suite named '{}' (known: {})", name_or_path, known));
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return Parser(path, depth).parse(ss.str());
+    std::string text;
+    try {
+      // Only a regular file, within the cap: /dev/zero or a FIFO named as a suite (or included) must fail at
+      // once, not grow without bound or wait for a writer.
+      text = read_regular_file(path, kSuiteFileLimit);
+    } catch (const FileError& e) {
+      throw SuiteNotFound(path, e.what());
+    }
+    return Parser(path, depth).parse(text);
   }
 
  private:

@@ -12,8 +12,12 @@
 #include <vector>
 
 #include "core/cell.hpp"
+#include "core/files.hpp"
 
 namespace pacheck {
+
+/// The most a suite file (or an included one) may hold: the built-in suites are a few KiB.
+inline constexpr ReadLimit kSuiteFileLimit{16u << 20, "a suite file"};
 
 /// A malformed suite file. what() reads "FILE:LINE: FIELD: REASON".
 struct SuiteError : std::runtime_error {
@@ -48,7 +52,9 @@ std::vector<std::string> list_suites();
 /// Loads a suite by name ("tail-poison" -> suites/tail-poison.toml) or by path (anything with a '/' or
 /// ending in .toml). Every key is validated: unknown keys, wrong types, bad values and missing fields throw
 /// SuiteError naming the file, line and field. Cells are de-duplicated by id (first occurrence kept), in
-/// file order; `include = ["other"]` pulls in the cells of other suites first.
+/// file order; `include = ["other"]` pulls in the cells of other suites first. A file (or include) that is
+/// not a regular file or is over kSuiteFileLimit throws SuiteError with field "suite" (or "include") and
+/// core/files.hpp's reason, without blocking or reading it.
 Suite load_suite(const std::string& name_or_path);
 
 /// Parses a suite from TOML text (`file` is used in error messages only).

@@ -18,6 +18,8 @@ Scenarios:
                results.jsonl; without isolation the segfault kills the run and --resume completes it
   bad_input    out-of-range numbers in a cell id, --seed and --shard, and a missing suite, exit 2 with a
                message naming the field (they used to wrap modulo 2^32 or clamp and run)
+  selftest     `pacheck selftest` passes with every CPU negative control caught
+  input_files  /dev/zero, FIFOs, directories and oversized files as inputs: exit 2 at once, naming them
 """
 import argparse
 import json
@@ -608,9 +610,128 @@ def scenario_selftest(args, tmp):
     check("FAILED (instrument blind)" in p.stdout and "negative controls not run" in p.stdout, p.stdout[-500:])
 
 
+# A small selection for the file-safety scenarios: tail-poison's bf16 cells on cpu.reference (16 results).
+SMALL = ["run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--filter", " bf16 ", "-j2"]
+TINY_SUITE = ('name = "tiny"\ndescription = "file-safety stand-in"\n[[cells]]\nheads = "8/2"\nhead_sizes = 64\n'
+              'block_sizes = 16\ndtypes = "bf16"\nseq_lens = [37]\nfaults = ["clean", "V:nan@tail"]\n')
+ASAN = None
+
+
+def bounded(args):
+    """preexec_fn capping the address space at 4 GiB (not under ASan, which reserves more): a reader without a
+    size cap fails the test by running out of it, not by taking the machine's memory."""
+    global ASAN
+    if ASAN is None:
+        ASAN = b"__asan_init" in open(args.pacheck, "rb").read()
+    return None if ASAN else (lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)))
+
+
+def refused(args, want, *cmd, timeout=60):
+    """`pacheck CMD` exits 2 within `timeout` seconds (a FIFO read without O_NONBLOCK hangs) and its output
+    holds `want`, and neither std::bad_alloc nor basic_filebuf::underflow."""
+    full = [args.pacheck, *cmd]
+    print("+", " ".join(full), flush=True)
+    try:
+        p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                           preexec_fn=bounded(args), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        fail(f"{' '.join(cmd)}: still running after {timeout} s (blocked on a FIFO?)")
+    check(p.returncode == 2, f"{' '.join(cmd)}: exit {p.returncode}, want 2:\n{p.stdout[-2000:]}")
+    check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-2000:]}")
+    for bad in ("bad_alloc", "underflow"):
+        check(bad not in p.stdout, f"{' '.join(cmd)}: {bad} in the output:\n{p.stdout[-2000:]}")
+    return p
+
+
+def scenario_input_files(args, tmp):
+    """Input files are read only when regular and within a size cap (issue 21): /dev/zero, a FIFO or a
+    directory given as a suite, an include, a manifest, a case file, an output file, results.jsonl or
+    run.json on --resume, or report.json for `pacheck report`, and an output file over its cap, each exit 2 at
+    once naming the option or field and the reason. Before: /dev/zero grew until std::bad_alloc, a FIFO hung,
+    a directory gave basic_filebuf::underflow or a JSON parse error, a sparse output file was read whole."""
+    fifo = os.path.join(tmp, "fifo.toml")
+    os.mkfifo(fifo)
+    refused(args, "--suite: '/dev/zero': not a regular file (a character device)", *SMALL[:5], "--suite",
+            "/dev/zero")
+    refused(args, f"--suite: '{fifo}': not a regular file (a FIFO)", "run", "--device", "cpu", "--suite", fifo)
+    refused(args, f"--suite: '{tmp}': not a regular file (a directory)", "run", "--device", "cpu", "--suite", tmp)
+    refused(args, "--suite: '/dev/zero': not a regular file", "export", "--suite", "/dev/zero", "--out",
+            os.path.join(tmp, "never"))
+    big = os.path.join(tmp, "big.toml")
+    with open(big, "w") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB of zeros, no disk
+    refused(args, "is 1073741824 bytes, over the 16 MiB limit for a suite file", "run", "--device", "cpu", "--suite",
+            big)
+    for target, kind in (("/dev/zero", "a character device"), (fifo, "a FIFO")):
+        inc = os.path.join(tmp, "inc.toml")
+        with open(inc, "w") as f:
+            f.write(f'name = "inc"\ninclude = ["{target}"]\n')
+        refused(args, f"inc.toml:2: include: '{target}': not a regular file ({kind})", "run", "--device", "cpu",
+                "--suite", inc)
+
+    # score: the manifest, a case file and an output file.
+    suite = os.path.join(tmp, "tiny.toml")
+    with open(suite, "w") as f:
+        f.write(TINY_SUITE)
+    cases = os.path.join(tmp, "cases")
+    run(args, "export", "--suite", suite, "--out", cases, expect=0)
+    outputs = os.path.join(tmp, "outputs")
+    os.makedirs(outputs)
+
+    def hostile_copy(name, file, make):
+        d = os.path.join(tmp, name)
+        shutil.copytree(cases, d)
+        os.remove(os.path.join(d, file))
+        make(os.path.join(d, file))
+        return d
+
+    for how, make, kind in (("fifo", os.mkfifo, "a FIFO"), ("dir", os.mkdir, "a directory")):
+        d = hostile_copy("manifest_" + how, "manifest.json", make)
+        refused(args, f"--cases: cannot read '{d}/manifest.json': not a regular file ({kind})", "score", "--cases", d,
+                "--outputs", outputs)
+        d = hostile_copy("case_" + how, "0000.safetensors", make)
+        refused(args, f"--cases: {d}/manifest.json: files[0]: cannot read '{d}/0000.safetensors': not a regular "
+                f"file ({kind})", "score", "--cases", d, "--outputs", outputs)
+        o = os.path.join(tmp, "outputs_" + how)
+        os.makedirs(o)
+        make(os.path.join(o, "0000.safetensors"))
+        refused(args, f"--outputs: output of {cases}/manifest.json: files[0]: cannot read '{o}/0000.safetensors': "
+                f"not a regular file ({kind})", "score", "--cases", cases, "--outputs", o)
+    o = os.path.join(tmp, "outputs_sparse")
+    os.makedirs(o)
+    with open(os.path.join(o, "0000.safetensors"), "w") as f:
+        f.truncate(10 << 30)  # sparse 10 GiB
+    refused(args, "is 10737418240 bytes, over the", "score", "--cases", cases, "--outputs", o)
+    refused(args, "limit for an output file of this case", "score", "--cases", cases, "--outputs", o)
+
+    # --resume: results.jsonl and run.json; `pacheck report` and `merge`: report.json.
+    d = os.path.join(tmp, "reports")
+    run(args, *SMALL, "--report-dir", d, expect=0)
+    keep = os.path.join(tmp, "results.keep")
+    shutil.move(os.path.join(d, "results.jsonl"), keep)
+    os.mkfifo(os.path.join(d, "results.jsonl"))
+    refused(args, "results.jsonl': not a regular file (a FIFO)", *SMALL, "--resume", d)
+    os.remove(os.path.join(d, "results.jsonl"))
+    shutil.move(keep, os.path.join(d, "results.jsonl"))
+    shutil.move(os.path.join(d, "run.json"), keep)
+    os.mkdir(os.path.join(d, "run.json"))
+    refused(args, "run.json': not a regular file (a directory)", *SMALL, "--resume", d)
+    os.rmdir(os.path.join(d, "run.json"))
+    shutil.move(keep, os.path.join(d, "run.json"))
+    r = os.path.join(tmp, "report_fifo")
+    shutil.copytree(d, r)
+    os.remove(os.path.join(r, "report.json"))
+    os.mkfifo(os.path.join(r, "report.json"))
+    refused(args, "report.json': not a regular file (a FIFO)", "report", r, "--out", os.path.join(tmp, "r.html"))
+    refused(args, "report.json': not a regular file (a FIFO)", "merge", r, "--out", os.path.join(tmp, "merged"))
+    refused(args, "cannot read bench results '/dev/zero': not a regular file", "report", d, "--out",
+            os.path.join(tmp, "r.html"), "--bench", "/dev/zero")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest"])
+    ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest",
+                                         "input_files"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
