@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <unordered_set>
 
 #include "cli/common.hpp"
 #include "exec/isolate.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
+#include "exec/plan.hpp"
 #include "report/json.hpp"
 #include "report/report_dir.hpp"
 #include "report/run_identity.hpp"
@@ -92,7 +94,11 @@ void add_run_command(CLI::App& app, Context& ctx) {
       if (!resume_dir->empty()) {
         if (!report_dir->empty() && std::filesystem::weakly_canonical(*report_dir) != std::filesystem::weakly_canonical(*resume_dir))
           throw UsageError("--report-dir and --resume name different directories (--resume DIR writes its reports into DIR)");
-        reports = ReportDir::resume(*resume_dir, identity);
+        const std::unordered_set<std::string> planned = selected_keys(suite, kernels, ro);
+        reports = ReportDir::resume(*resume_dir, identity,
+                                    {[&](const std::string& kernel, const std::string& cell) {
+                                      return planned.count(result_key(kernel, cell)) > 0;
+                                    }});
         for (const auto& r : reports->previous()) ro.previous[result_key(r.kernel, r.cell_id)] = r;
       } else if (!report_dir->empty()) {
         reports = ReportDir::start(*report_dir, identity);
@@ -106,9 +112,21 @@ void add_run_command(CLI::App& app, Context& ctx) {
                               suite.cells.size(), device);
     for (const auto& k : kernels) start.title += " " + k->name();
     if (ro.shard_count > 1) start.title += fmt::format(" | shard {}/{}", ro.shard_index, ro.shard_count);
-    if (reports && !resume_dir->empty())
+    if (reports && !resume_dir->empty()) {
       start.notes.push_back(fmt::format("resuming {}: {} finished cells in {} are not run again", reports->dir(),
                                         ro.previous.size(), kResultsLogFile));
+      if (const auto& dropped = reports->dropped(); !dropped.empty()) {
+        std::string which;
+        for (std::size_t i = 0; i < dropped.size() && i < 5; ++i) which += (i ? "; " : "") + dropped[i];
+        if (dropped.size() > 5) which += fmt::format("; and {} more", dropped.size() - 5);
+        const std::string note = fmt::format(
+            "resuming {}: {} lines of {} are not cells of this run and were dropped, not counted: {}", reports->dir(),
+            dropped.size(), kResultsLogFile, which);
+        start.notes.push_back(note);
+        // Also on stderr, where a document format on stdout would not show it.
+        if (*format != kDefaultFormat) fmt::print(stderr, "pacheck: warning: {}\n", note);
+      }
+    }
     out->run_started(start);
     ro.on_result = [&](const CellResult& r) {
       if (reports) reports->append(r);  // first: a kill right after this cell must not lose it

@@ -104,6 +104,15 @@ std::size_t count_selected(const Suite& suite, const std::vector<KernelPtr>& ker
   return n;
 }
 
+std::unordered_set<std::string> selected_keys(const Suite& suite, const std::vector<KernelPtr>& kernels,
+                                              const RunOptions& opt) {
+  std::unordered_set<std::string> keys;
+  for_each_candidate(suite, kernels, opt, [&](const KernelPtr& k, std::size_t, const Cell&, const std::string& id) {
+    keys.insert(result_key(k->name(), id));
+  });
+  return keys;
+}
+
 Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt) {
   Plan p;
   std::vector<Selected> selected = select_cells(p, suite, kernels, opt);

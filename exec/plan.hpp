@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/cell.hpp"
@@ -68,6 +69,11 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
 /// applied to the ids), resumed or not: 0 means the run would have nothing to do, which commands report
 /// as a usage error naming the flag before anything is run or written.
 std::size_t count_selected(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
+
+/// result_key(kernel, cell id) of every (kernel, cell) count_selected() counts: the cells a run of `opt`
+/// plans, resumed or not (--resume checks each line of results.jsonl against it).
+std::unordered_set<std::string> selected_keys(const Suite& suite, const std::vector<KernelPtr>& kernels,
+                                              const RunOptions& opt);
 
 /// Asks isolated kernel `k` whether it runs each of `cells`, in a child process: supports() is kernel code
 /// too (a plugin's callback may crash), and a GPU kernel's supports() may query its device, which would

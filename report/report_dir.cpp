@@ -2,14 +2,16 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <unordered_map>
 #include <utility>
 
+#include "core/files.hpp"
 #include "report/json.hpp"
 #include "report/results_log.hpp"
 
@@ -34,11 +36,12 @@ std::vector<const FormatInfo*> file_formats_in_write_order() {
   return out;
 }
 
-int open_results(const std::string& dir, bool truncate) {
-  const std::string path = path_in(dir, kResultsLogFile);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
-  if (fd < 0) throw ReportError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-  return fd;
+int open_results(const std::string& dir, bool fresh) {
+  try {
+    return open_for_append(path_in(dir, kResultsLogFile), fresh);
+  } catch (const FileError& e) {
+    throw ReportError(fmt::format("cannot open {}", e.what()));
+  }
 }
 
 /// A directory holds report.json only once its run finished: remove the final reports of an earlier run
@@ -60,16 +63,53 @@ void write_final_reports(const std::string& dir, const RunSummary& s, const Repo
 }  // namespace
 
 void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw ReportError(fmt::format("cannot write '{}'", tmp));
+  try {
+    write_file_atomically(path, text);
+  } catch (const FileError& e) {
+    throw ReportError(fmt::format("cannot write {}", e.what()));
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw ReportError(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+}
+
+ReportDirLock::ReportDirLock(const std::string& dir) {
+  const std::string path = path_in(dir, kLockFile);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
+  if (fd_ < 0)
+    throw ReportError(fmt::format("cannot open the lock file '{}': {}", path,
+                                  errno == ELOOP ? "it is a symbolic link (remove it)" : std::strerror(errno)));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder;
+    if (err == EWOULDBLOCK) {
+      char buf[64] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+      if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) holder = " (pid " + text + ")";
+    }
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw ReportError(fmt::format("report directory '{}' is in use by another pacheck run{}: two runs into one "
+                                    "directory would interleave their results; wait for it to finish or write into "
+                                    "another directory",
+                                    dir, holder));
+    throw ReportError(fmt::format("cannot lock '{}': {}", path, std::strerror(err)));
+  }
+  // The holder's pid, for the message of a run that finds the directory taken.
+  const std::string pid = std::to_string(static_cast<long>(::getpid())) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+}
+
+ReportDirLock::ReportDirLock(ReportDirLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+ReportDirLock& ReportDirLock::operator=(ReportDirLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+ReportDirLock::~ReportDirLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::string format_files_prose() {
@@ -93,18 +133,23 @@ std::string reports_line(const std::string& dir) {
   return out;
 }
 
-ReportDir::ReportDir(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
+ReportDir::ReportDir(std::string dir, ReportDirLock lock, int fd)
+    : dir_(std::move(dir)), lock_(std::move(lock)), fd_(fd) {}
 ReportDir::ReportDir(ReportDir&& o) noexcept
     : dir_(std::move(o.dir_)),
+      lock_(std::move(o.lock_)),
       fd_(std::exchange(o.fd_, -1)),
       previous_(std::move(o.previous_)),
+      dropped_(std::move(o.dropped_)),
       append_error_(std::move(o.append_error_)) {}
 ReportDir& ReportDir::operator=(ReportDir&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     dir_ = std::move(o.dir_);
+    lock_ = std::move(o.lock_);
     fd_ = std::exchange(o.fd_, -1);
     previous_ = std::move(o.previous_);
+    dropped_ = std::move(o.dropped_);
     append_error_ = std::move(o.append_error_);
   }
   return *this;
@@ -117,18 +162,20 @@ ReportDir ReportDir::start(const std::string& dir, const nlohmann::json& run) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw ReportError(fmt::format("--report-dir: cannot create directory '{}'", dir));
+  ReportDirLock lock(dir);  // before anything of an earlier run is removed
   remove_final_reports(dir);
-  const int fd = open_results(dir, /*truncate=*/true);
-  ReportDir rd(dir, fd);
+  const int fd = open_results(dir, /*fresh=*/true);
+  ReportDir rd(dir, std::move(lock), fd);
   write_atomically(path_in(dir, kRunFile), json_text(run, 1) + "\n");
   return rd;
 }
 
-ReportDir ReportDir::resume(const std::string& dir, const nlohmann::json& run) {
+ReportDir ReportDir::resume(const std::string& dir, const nlohmann::json& run, const ResumePlan& plan) {
   const std::string run_path = path_in(dir, kRunFile);
   if (!fs::exists(run_path))
     throw ReportError(
         fmt::format("--resume: '{}' has no {}: no run to resume there (start one with --report-dir)", dir, kRunFile));
+  ReportDirLock lock(dir);  // a run still writing here would append while this one reads
   const nlohmann::json before = read_json_file(run_path);
   if (before != run) {
     std::vector<std::string> diff;
@@ -144,16 +191,45 @@ ReportDir ReportDir::resume(const std::string& dir, const nlohmann::json& run) {
         "--resume: '{}' holds a different run ({}); give the same suite, kernels, device and options", dir, why));
   }
   const std::string results = path_in(dir, kResultsLogFile);
-  ResultsLog log = read_results_jsonl(results);
-  if (log.torn_tail) {
-    // Cut the torn line off so the next append starts on a line of its own.
-    std::error_code ec;
-    fs::resize_file(results, log.valid_bytes, ec);
-    if (ec) throw ReportError(fmt::format("cannot truncate '{}': {}", results, ec.message()));
+  ResultsLog log;
+  try {
+    log = read_results_jsonl(results);
+  } catch (const ReportError& e) {
+    throw ReportError(fmt::format("--resume: {}", e.what()));
+  }
+  // Each line against the plan: one line per planned cell. Lines of other cells (another run's, or an
+  // edit) are dropped and listed; a second line for one cell cannot be told from the first, so it is
+  // an error rather than a silent choice (appending a `fail` line used to win).
+  std::vector<CellResult> kept;
+  std::vector<std::string> dropped;
+  std::string kept_text;
+  std::unordered_map<std::string, int> line_of_key;
+  for (std::size_t i = 0; i < log.results.size(); ++i) {
+    const CellResult& r = log.results[i];
+    const int line = log.line_numbers[i];
+    if (!plan.planned(r.kernel, r.cell_id)) {
+      dropped.push_back(fmt::format("line {}: {} '{}'", line, r.kernel, r.cell_id));
+      continue;
+    }
+    const auto [it, fresh] = line_of_key.emplace(result_key(r.kernel, r.cell_id), line);
+    if (!fresh)
+      throw ReportError(fmt::format(
+          "--resume: {}:{}: a second result for {} '{}' (the first is line {}): results.jsonl holds one line per cell, "
+          "and which of the two is this run's cannot be told; remove the wrong line, or start afresh with "
+          "--report-dir",
+          results, line, r.kernel, r.cell_id, it->second));
+    kept.push_back(r);
+    kept_text += log.lines[i];
+  }
+  if (log.torn_tail || !dropped.empty()) {
+    // Rewritten without the torn line and the dropped ones, so the next append starts on a line of its own
+    // and the file holds only this run's cells.
+    write_atomically(results, kept_text);
   }
   remove_final_reports(dir);
-  ReportDir rd(dir, open_results(dir, /*truncate=*/false));
-  rd.previous_ = std::move(log.results);
+  ReportDir rd(dir, std::move(lock), open_results(dir, /*fresh=*/false));
+  rd.previous_ = std::move(kept);
+  rd.dropped_ = std::move(dropped);
   return rd;
 }
 
@@ -181,6 +257,7 @@ void write_reports(const std::string& dir, const RunSummary& s, const ReportMeta
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw ReportError(fmt::format("cannot create directory '{}'", dir));
+  const ReportDirLock lock(dir);
   std::string lines;
   for (const auto& r : s.results) lines += results_line(r);
   write_atomically(path_in(dir, kResultsLogFile), lines);

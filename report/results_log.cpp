@@ -42,6 +42,8 @@ ResultsLog read_results_jsonl(const std::string& path) {
     } catch (const std::exception& e) {
       throw ReportError(fmt::format("{}:{}: malformed result line: {}", path, line_no, e.what()));
     }
+    log.line_numbers.push_back(line_no);
+    log.lines.push_back(line + "\n");
     log.valid_bytes = pos;
   }
   return log;

@@ -18,6 +18,8 @@ std::string results_line(const CellResult& r);
 /// results.jsonl as read back.
 struct ResultsLog {
   std::vector<CellResult> results;  ///< every complete line, in file order
+  std::vector<int> line_numbers;     ///< results[i]'s line in the file (1-based)
+  std::vector<std::string> lines;    ///< results[i]'s line as read, newline included
   std::size_t valid_bytes = 0;      ///< bytes up to and including the last complete line
   bool torn_tail = false;           ///< bytes after the last newline (a write cut short by a kill) were dropped
 };

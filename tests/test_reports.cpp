@@ -8,12 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <pugixml.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -39,6 +41,15 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
   std::string file(const char* name) const { return (path / name).string(); }
 };
+
+/// A resume plan that holds every cell (the tests that check the plan give their own).
+const ResumePlan kAnyCell{[](const std::string&, const std::string&) { return true; }};
+
+/// The text of file `path`.
+std::string text_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 /// cpu.reference, optionally slowed down (so a kill lands mid-run) or failing on one length.
 class Planted : public Kernel {
@@ -129,7 +140,7 @@ TEST(ResultsJsonl, TornLastLineIsDroppedAndCutOffOnResume) {
   ResultsLog log = read_results_jsonl(dir.file("results.jsonl"));
   EXPECT_TRUE(log.torn_tail);
   EXPECT_EQ(log.results.size(), s.results.size());
-  ReportDir rd = ReportDir::resume(dir.path.string(), id);
+  ReportDir rd = ReportDir::resume(dir.path.string(), id, kAnyCell);
   EXPECT_EQ(rd.previous().size(), s.results.size());
   rd.append(s.results.front());
   log = read_results_jsonl(dir.file("results.jsonl"));
@@ -157,12 +168,12 @@ TEST(Resume, RefusesAnotherRunsDirectoryNamingWhatDiffers) {
   ReportDir::start(dir.path.string(), run_identity(suite, {"cpu.reference"}, "cpu", o, ""));
   o.seed = 99;
   try {
-    ReportDir::resume(dir.path.string(), run_identity(suite, {"cpu.reference"}, "cpu", o, ""));
+    ReportDir::resume(dir.path.string(), run_identity(suite, {"cpu.reference"}, "cpu", o, ""), kAnyCell);
     FAIL() << "no error";
   } catch (const ReportError& e) {
     EXPECT_NE(std::string(e.what()).find("seed was null, now 99"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(ReportDir::resume((dir.path / "nothing").string(), nlohmann::json::object()), ReportError);
+  EXPECT_THROW(ReportDir::resume((dir.path / "nothing").string(), nlohmann::json::object(), kAnyCell), ReportError);
 }
 
 TEST(Resume, KilledRunCompletesToTheUninterruptedReport) {
@@ -201,7 +212,7 @@ TEST(Resume, KilledRunCompletesToTheUninterruptedReport) {
   EXPECT_FALSE(fs::exists(dir.file("report.json")));  // an unfinished run has no final report
   EXPECT_THROW(load_report(dir.path.string()), ReportError);
 
-  ReportDir rd = ReportDir::resume(dir.path.string(), id);
+  ReportDir rd = ReportDir::resume(dir.path.string(), id, kAnyCell);
   RunOptions o = base;
   for (const auto& r : rd.previous()) o.previous[result_key(r.kernel, r.cell_id)] = r;
   std::size_t ran = 0;
@@ -220,6 +231,125 @@ TEST(Resume, KilledRunCompletesToTheUninterruptedReport) {
   for (const auto& r : read_results_jsonl(dir.file("results.jsonl")).results) keys.insert(result_key(r.kernel, r.cell_id));
   EXPECT_EQ(keys.size(), total);
   EXPECT_EQ(read_results_jsonl(dir.file("results.jsonl")).results.size(), total);
+}
+
+/// A finished one-kernel run of `suite` written into `dir` through ReportDir (results.jsonl and run.json).
+RunSummary run_into(const std::string& dir, const Suite& suite, const nlohmann::json& id) {
+  ReportDir rd = ReportDir::start(dir, id);
+  RunOptions o;
+  o.on_result = [&](const CellResult& r) { rd.append(r); };
+  return run_suite(suite, {Registry::global().find("cpu.reference")}, "cpu", o);
+}
+
+TEST(Resume, LinesOfCellsNotInThePlanAreDroppedAndListed) {
+  TempDir dir;
+  const Suite suite = suite_of({17, 33});
+  const auto id = run_identity(suite, {"cpu.reference"}, "cpu", RunOptions{}, "");
+  const RunSummary s = run_into(dir.path.string(), suite, id);
+  ASSERT_GE(s.results.size(), 2u);
+  const std::string kept = s.results[0].cell_id;
+  ReportDir rd = ReportDir::resume(dir.path.string(), id,
+                                   {[&](const std::string& k, const std::string& c) { return k == "cpu.reference" && c == kept; }});
+  ASSERT_EQ(rd.previous().size(), 1u);
+  EXPECT_EQ(rd.previous()[0].cell_id, kept);
+  ASSERT_EQ(rd.dropped().size(), s.results.size() - 1);
+  EXPECT_EQ(rd.dropped()[0], fmt::format("line 2: cpu.reference '{}'", s.results[1].cell_id));
+  // The file holds only the plan's cells now.
+  const ResultsLog log = read_results_jsonl(dir.file("results.jsonl"));
+  ASSERT_EQ(log.results.size(), 1u);
+  EXPECT_EQ(log.results[0].cell_id, kept);
+}
+
+TEST(Resume, TwoLinesForOneCellAreAnErrorNamingBoth) {
+  TempDir dir;
+  const Suite suite = suite_of({17, 33});
+  const auto id = run_identity(suite, {"cpu.reference"}, "cpu", RunOptions{}, "");
+  const RunSummary s = run_into(dir.path.string(), suite, id);
+  // An appended duplicate of line 1 with verdict fail used to win.
+  CellResult dup = s.results[0];
+  dup.verdict = Verdict::fail;
+  std::ofstream(dir.file("results.jsonl"), std::ios::app) << results_line(dup);
+  const std::string before = text_of(dir.file("results.jsonl"));
+  try {
+    ReportDir::resume(dir.path.string(), id, kAnyCell);
+    FAIL() << "no error";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("results.jsonl:{}: a second result for cpu.reference '{}' (the "
+                                                     "first is line 1)",
+                                                     s.results.size() + 1, dup.cell_id)),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(text_of(dir.file("results.jsonl")), before);  // refused: nothing changed
+}
+
+TEST(ReportDirLock, ASecondRunIntoTheDirectoryFailsNamingItAndTheHolder) {
+  TempDir dir;
+  const Suite suite = suite_of({17});
+  const auto id = run_identity(suite, {"cpu.reference"}, "cpu", RunOptions{}, "");
+  run_into(dir.path.string(), suite, id);
+  const std::string results = text_of(dir.file("results.jsonl"));
+  // The holder is another process: flock locks of one process's two descriptors would conflict too, but a
+  // second run is a second process.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ReportDir rd = ReportDir::resume(dir.path.string(), id, kAnyCell);
+    (void)!::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  for (auto attempt : {std::function<void()>([&] { ReportDir::start(dir.path.string(), id); }),
+                       std::function<void()>([&] { ReportDir::resume(dir.path.string(), id, kAnyCell); }),
+                       std::function<void()>([&] { write_reports(dir.path.string(), RunSummary{}, ReportMeta{}); })}) {
+    try {
+      attempt();
+      ADD_FAILURE() << "no error";
+    } catch (const ReportError& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("report directory '{}' is in use by another pacheck run (pid {})",
+                                                       dir.path.string(), holder)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(text_of(dir.file("results.jsonl")), results);  // the refused runs changed nothing
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  // Released when its holder dies, however it dies.
+  EXPECT_NO_THROW(ReportDir::resume(dir.path.string(), id, kAnyCell));
+}
+
+TEST(ReportDirFiles, PlantedLinksAreReplacedOrRefusedNeverWrittenThrough) {
+  TempDir dir, outside;
+  const std::string victim = outside.file("victim");
+  std::ofstream(victim) << "precious\n";
+  const Suite suite = suite_of({17});
+  const auto id = run_identity(suite, {"cpu.reference"}, "cpu", RunOptions{}, "");
+  // A fresh run replaces links at every name it writes, results.jsonl and the temporary names included.
+  for (const char* name : {"results.jsonl", "run.json", "report.json", "run.json.tmp", "report.json.tmp"})
+    fs::create_symlink(victim, dir.file(name));
+  const RunSummary s = run_into(dir.path.string(), suite, id);
+  ReportDir::resume(dir.path.string(), id, kAnyCell).finish(s, meta_for(suite, {Registry::global().find("cpu.reference")}, RunOptions{}));
+  EXPECT_EQ(text_of(victim), "precious\n");
+  EXPECT_FALSE(fs::is_symlink(dir.file("results.jsonl")));
+  EXPECT_FALSE(fs::is_symlink(dir.file("report.json")));
+  EXPECT_EQ(read_results_jsonl(dir.file("results.jsonl")).results.size(), s.results.size());
+  // --resume continues results.jsonl: a link there is refused, naming it.
+  fs::remove(dir.file("results.jsonl"));
+  fs::create_symlink(victim, dir.file("results.jsonl"));
+  try {
+    ReportDir::resume(dir.path.string(), id, kAnyCell);
+    FAIL() << "no error";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("results.jsonl': is a symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(text_of(victim), "precious\n");
 }
 
 // ---- merge ---------------------------------------------------------------------------------------------

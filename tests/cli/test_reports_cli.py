@@ -19,7 +19,10 @@ Scenarios:
   bad_input    out-of-range numbers in a cell id, --seed and --shard, and a missing suite, exit 2 with a
                message naming the field (they used to wrap modulo 2^32 or clamp and run)
   selftest     `pacheck selftest` passes with every CPU negative control caught
+  symlinks     no file written through a link planted in a report or export directory
   input_files  /dev/zero, FIFOs, directories and oversized files as inputs: exit 2 at once, naming them
+  lock         a second run into a report directory in use fails at once, naming the holder
+  resume_check --resume checks each results.jsonl line against the plan (foreign, duplicate, malformed)
 """
 import argparse
 import json
@@ -157,7 +160,7 @@ def check_stdout_formats(args, tmp, d, report):
         listed[name] = None if file == "(stdout)" else file
     check({"console", "json", "junit", "markdown", "html", "tap", "github"} <= set(listed), f"list formats: {listed}")
     files = sorted(f for f in listed.values() if f)
-    check(sorted(f for f in os.listdir(d) if f not in ("results.jsonl", "run.json")) == files,
+    check(sorted(f for f in os.listdir(d) if f not in ("results.jsonl", "run.json", ".pacheck.lock")) == files,
           f"{d} holds {sorted(os.listdir(d))}, the formats' files are {files}")
     # tap: one point per cell and per run check; this run passes, so every point is ok.
     p = run_stdout(args, "run", *sel, "--format", "tap", "--report-dir", os.path.join(tmp, "tap"), expect=0)
@@ -643,6 +646,62 @@ def refused(args, want, *cmd, timeout=60):
     return p
 
 
+def snapshot(d):
+    """Every file of directory `d` (links as their target text), for "nothing changed"; the lock file, which
+    names the last run that held the directory, aside."""
+    out = {}
+    for f in sorted(os.listdir(d)):
+        if f == ".pacheck.lock":
+            continue
+        path = os.path.join(d, f)
+        out[f] = ("link", os.readlink(path)) if os.path.islink(path) else open(path, "rb").read()
+    return out
+
+
+def scenario_symlinks(args, tmp):
+    """No file is written through a symbolic link planted in a report or export directory (issue 21): a
+    fresh run replaces links at results.jsonl and at the temporary names of the other reports; --resume
+    refuses a results.jsonl that is a link (exit 2, naming it); export replaces a link at manifest.json.
+    The files the links point at stay as they were. Before: results.jsonl and manifest.json were opened
+    through the link (the outside file truncated and overwritten), report.json.tmp written through."""
+    outside = os.path.join(tmp, "outside.txt")
+    with open(outside, "w") as f:
+        f.write("precious\n")
+    d = os.path.join(tmp, "reports")
+    os.makedirs(d)
+    for name in ("results.jsonl", "report.json.tmp", "run.json.tmp", "junit.xml"):
+        os.symlink(outside, os.path.join(d, name))
+    run(args, *SMALL, "--report-dir", d, expect=0)
+    check(open(outside).read() == "precious\n", "a fresh run wrote through a link in its report directory")
+    for name in ("results.jsonl", "junit.xml"):
+        check(not os.path.islink(os.path.join(d, name)), f"{name} is still a link")
+    check(len(read_jsonl(os.path.join(d, "results.jsonl"))) == 16, "results.jsonl does not hold the 16 results")
+    check_reports_dir(d)
+
+    # --resume appends to results.jsonl: a link there is refused, even to a file of valid result lines.
+    lines = open(os.path.join(d, "results.jsonl")).read().splitlines(keepends=True)
+    with open(outside, "w") as f:
+        f.writelines(lines[:3])
+    os.remove(os.path.join(d, "results.jsonl"))
+    os.symlink(outside, os.path.join(d, "results.jsonl"))
+    refused(args, "results.jsonl': is a symbolic link", *SMALL, "--resume", d)
+    check(open(outside).read() == "".join(lines[:3]), "--resume appended through a link")
+
+    suite = os.path.join(tmp, "tiny.toml")
+    with open(suite, "w") as f:
+        f.write(TINY_SUITE)
+    with open(outside, "w") as f:
+        f.write("precious\n")
+    e = os.path.join(tmp, "export")
+    os.makedirs(e)
+    os.symlink(outside, os.path.join(e, "manifest.json"))
+    os.symlink(outside, os.path.join(e, "0000.safetensors"))
+    run(args, "export", "--suite", suite, "--out", e, expect=0)
+    check(open(outside).read() == "precious\n", "export wrote through a link in --out")
+    check(not os.path.islink(os.path.join(e, "manifest.json")), "manifest.json is still a link")
+    check(load(os.path.join(e, "manifest.json"))["suite"] == "tiny", "manifest.json is not the export's")
+
+
 def scenario_input_files(args, tmp):
     """Input files are read only when regular and within a size cap (issue 21): /dev/zero, a FIFO or a
     directory given as a suite, an include, a manifest, a case file, an output file, results.jsonl or
@@ -728,10 +787,78 @@ def scenario_input_files(args, tmp):
             os.path.join(tmp, "r.html"), "--bench", "/dev/zero")
 
 
+def scenario_lock(args, tmp):
+    """Two runs into one report directory (issue 21): the second fails at once (exit 2) naming the directory
+    and the holder's pid, and changes nothing there; so do --resume and merge --out into it. The lock goes
+    with its holder, even one killed with SIGKILL. Before: both ran and wrote every cell twice."""
+    d = os.path.join(tmp, "shared")
+    cmd = [args.pacheck, "run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "gate", "-j1",
+           "--report-dir", d]
+    print("+", " ".join(cmd), "(held while a second run tries)", flush=True)
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = os.path.join(d, "results.jsonl")
+    deadline = time.time() + 120
+    while time.time() < deadline and first.poll() is None and not (os.path.exists(results) and os.path.getsize(results)):
+        time.sleep(0.02)
+    check(first.poll() is None, f"the first run ended (exit {first.returncode}) before the second could start")
+    try:
+        want = f"report directory '{d}' is in use by another pacheck run (pid {first.pid})"
+        refused(args, want, *SMALL, "--report-dir", d)
+        refused(args, want, "run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "gate", "-j1",
+                "--resume", d)
+        other = os.path.join(tmp, "other")
+        run(args, *SMALL, "--report-dir", other, expect=0)
+        refused(args, want, "merge", other, "--out", d)
+        check(first.poll() is None, "the first run ended while the others tried")
+        lines = read_jsonl(results)
+        check(len({(r["kernel"], r["cell"]) for r in lines}) == len(lines), "a cell was written twice")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    run(args, *SMALL, "--report-dir", d, expect=0)  # released with its killed holder
+    check_reports_dir(d)
+
+
+def scenario_resume_check(args, tmp):
+    """--resume checks each line of results.jsonl against the run's plan (issue 21): a line of a cell the
+    plan does not hold is reported (line number, kernel, cell), dropped from the file and not counted; two
+    lines for one cell are an error naming both line numbers (exit 2, nothing changed); a malformed line is
+    an error naming its number. Before: foreign lines were counted as finished and kept, and an appended
+    duplicate with verdict fail won (exit 1)."""
+    d = os.path.join(tmp, "reports")
+    run(args, *SMALL, "--report-dir", d, expect=0)
+    results = os.path.join(d, "results.jsonl")
+    lines = open(results).read().splitlines(keepends=True)
+    check(len(lines) == 16, f"{len(lines)} lines")
+    foreign = json.loads(lines[0])
+    foreign["cell"] = re.sub(r" ctx\d+ ", " ctx99 ", foreign["cell"])  # a length the suite does not have
+    with open(results, "a") as f:
+        f.write(json.dumps(foreign) + "\n")
+    p = run(args, *SMALL, "--resume", d, expect=0)
+    check("16 finished cells in results.jsonl are not run again" in p.stdout, p.stdout[-2000:])
+    check(f"1 lines of results.jsonl are not cells of this run and were dropped, not counted: line 17: "
+          f"cpu.reference '{foreign['cell']}'" in p.stdout, f"the foreign line is not reported:\n{p.stdout[-2000:]}")
+    check(open(results).read() == "".join(lines), "results.jsonl does not hold exactly the run's 16 lines")
+    check(len(check_reports_dir(d)["results"]) == 16, "report.json does not hold 16 results")
+
+    dup = json.loads(lines[0])
+    dup["verdict"] = "fail"
+    with open(results, "a") as f:
+        f.write(json.dumps(dup) + "\n")
+    before = snapshot(d)
+    refused(args, f"results.jsonl:17: a second result for cpu.reference '{dup['cell']}' (the first is line 1)", *SMALL,
+            "--resume", d)
+    check(snapshot(d) == before, "a refused resume changed the report directory")
+
+    with open(results, "w") as f:
+        f.writelines(lines[:4] + ["{not json\n"] + lines[4:])
+    refused(args, "results.jsonl:5: malformed result line", *SMALL, "--resume", d)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest",
-                                         "input_files"])
+                                         "symlinks", "input_files", "lock", "resume_check"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
