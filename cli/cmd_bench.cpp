@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "cli/common.hpp"
 #include "bench/bench.hpp"
@@ -71,16 +70,11 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     // short keeps every row it printed, and an earlier file is replaced only once a row exists.
     auto write_json = [&](bool complete) {
       if (json_path->empty() || rows.empty()) return;
-      const std::string tmp = *json_path + ".tmp";
-      {
-        std::ofstream out(tmp);
-        out << nlohmann::json{{"pacheck", pacheck_version()}, {"suite", suite.name}, {"device", device_desc_seen},
-                              {"copy_gbs", copy_seen}, {"complete", complete}, {"rows", rows}}.dump(1)
-            << "\n";
-        if (!out) throw std::runtime_error(fmt::format("--json: cannot write '{}'", tmp));
-      }
-      if (std::rename(tmp.c_str(), json_path->c_str()) != 0)
-        throw std::runtime_error(fmt::format("--json: cannot replace '{}'", *json_path));
+      write_output_file("--json", *json_path,
+                        nlohmann::json{{"pacheck", pacheck_version()}, {"suite", suite.name}, {"device", device_desc_seen},
+                                       {"copy_gbs", copy_seen}, {"complete", complete}, {"rows", rows}}
+                                .dump(1) +
+                            "\n");
     };
     bo->on_start = [&](const std::string& device_desc, double copy_gbs) {
       device_desc_seen = device_desc;
@@ -113,13 +107,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     };
     // Checked before the bench runs, so an unwritable path fails at once instead of after the timing; an
     // existing file is left as it is until the first row replaces it.
-    if (!json_path->empty()) {
-      const std::string probe = *json_path + ".tmp";
-      std::ofstream out(probe);
-      if (!out) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
-      out.close();
-      std::remove(probe.c_str());
-    }
+    if (!json_path->empty()) check_writable_file("--json", *json_path);
     BenchResult res = run_bench(suite, kernels, dev, *bo);
     if (res.rows.empty()) {
       fmt::print(stderr, "NO CELL TIMED: no clean cell of suite {} matched{}\n", suite.name,

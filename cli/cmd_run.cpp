@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <unordered_set>
 
@@ -148,11 +147,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
       meta.environment = collect_environment(device, std::move(plugins));
     }
     out->run_ended(s, meta);
-    if (!json_path->empty()) {
-      std::ofstream json(*json_path);
-      if (!json) throw UsageError(fmt::format("--json: cannot write '{}'", *json_path));
-      json << to_json(s, suite.name, device).dump(1) << "\n";
-    }
+    if (!json_path->empty()) write_output_file("--json", *json_path, to_json(s, suite.name, device).dump(1) + "\n");
     ctx.exit_code = s.exit_code();
     if (reports) {
       try {

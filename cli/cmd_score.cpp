@@ -2,8 +2,6 @@
 // same table, summary, JSON report and exit code as `pacheck run`.
 #include <fmt/format.h>
 
-#include <fstream>
-
 #include "cli/common.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
@@ -35,6 +33,8 @@ void add_score_command(CLI::App& app, Context& ctx) {
   bind_tf32_flag(cmd, common->tf32);
   cmd->callback([&ctx, o, common] {
     const std::unique_ptr<ReportFormat> out = stdout_format(o->format, {o->only_failures});
+    // Pre-flight: an unwritable --json fails now, not after every output was scored.
+    if (!o->json.empty()) check_writable_file("--json", o->json);
     ScoreOptions so;
     so.kernel_name = o->kernel;
     so.negative_control = o->negative_control;
@@ -62,11 +62,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
     ReportMeta meta{suite, device, {}, nullptr};
     if (out->needs_environment()) meta.environment = collect_environment("cpu");  // outputs are judged on the CPU
     out->run_ended(s, meta);
-    if (!o->json.empty()) {
-      std::ofstream json(o->json);
-      if (!json) throw UsageError(fmt::format("--json: cannot write '{}'", o->json));
-      json << to_json(s, suite, device).dump(1) << "\n";
-    }
+    if (!o->json.empty()) write_output_file("--json", o->json, to_json(s, suite, device).dump(1) + "\n");
     ctx.exit_code = s.exit_code();
   });
 }

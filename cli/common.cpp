@@ -1,11 +1,14 @@
 #include "cli/common.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +18,7 @@
 #include <optional>
 #include <set>
 
+#include "core/files.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
 #include "exec/isolate.hpp"
@@ -214,6 +218,40 @@ void check_writable_file(const std::string& flag, const std::string& path) {
     throw UsageError(fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, path, parent.string()));
   if (::access(parent.c_str(), W_OK | X_OK) != 0)
     throw UsageError(fmt::format("{}: cannot write '{}': directory '{}' is not writable", flag, path, parent.string()));
+  // access() says yes to root almost everywhere (/proc, /sys): try it. An existing file is opened for
+  // writing without truncation (O_NONBLOCK: a FIFO without a reader fails instead of waiting); for a new
+  // one, a probe file is created in its directory and removed, so the path itself is never created.
+  if (fs::exists(fs::symlink_status(path, ec))) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) throw UsageError(fmt::format("{}: cannot write '{}': {}", flag, path, std::strerror(errno)));
+    ::close(fd);
+    return;
+  }
+  std::string probe = (parent / ".pacheck-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) throw UsageError(fmt::format("{}: cannot write '{}': cannot create a file in '{}': {}", flag, path,
+                                           parent.string(), std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void write_output_file(const std::string& flag, const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st) || fs::is_regular_file(st)) {
+    try {
+      write_file_atomically(path, text);
+    } catch (const FileError& e) {
+      throw UsageError(fmt::format("{}: cannot write {}", flag, e.what()));
+    }
+    return;
+  }
+  // A FIFO or device (/dev/stdout): written in place, as a temporary file cannot be renamed over it.
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.flush();
+  if (!out) throw UsageError(fmt::format("{}: cannot write '{}': {}", flag, path, std::strerror(errno)));
 }
 
 std::optional<std::uint64_t> parse_seed_flag(const std::string& text) {

@@ -110,8 +110,15 @@ struct CommonOptions {
 };
 
 /// Pre-flight of an output file named by `flag`, before anything is run: throws UsageError when `path` is
-/// a directory or its directory does not exist or is not writable. Creates and changes nothing.
+/// a directory, its directory does not exist or is not writable, or it cannot be opened for writing (tried:
+/// an existing file is opened without truncation, and for a new one a probe file is created in its
+/// directory and removed, as access() says yes to root even on /proc). Changes no file.
 void check_writable_file(const std::string& flag, const std::string& path);
+
+/// Writes an output file named by `flag` (--json): a regular file (or a new one) through a temporary file
+/// renamed into place (core/files.hpp: no half file, no temporary left behind, the errno in the message), a
+/// FIFO or device such as /dev/stdout in place. Throws UsageError naming the flag, the file and the reason.
+void write_output_file(const std::string& flag, const std::string& path, const std::string& text);
 
 void add_run_command(CLI::App& app, Context& ctx);
 void add_list_command(CLI::App& app, Context& ctx);

@@ -21,6 +21,7 @@ Scenarios:
   selftest     `pacheck selftest` passes with every CPU negative control caught
   symlinks     no file written through a link planted in a report or export directory
   input_files  /dev/zero, FIFOs, directories and oversized files as inputs: exit 2 at once, naming them
+  preflight    unwritable --json (run, score) refused before the first cell, reports left as they were
   lock         a second run into a report directory in use fails at once, naming the holder
   resume_check --resume checks each results.jsonl line against the plan (foreign, duplicate, malformed)
 """
@@ -787,6 +788,36 @@ def scenario_input_files(args, tmp):
             os.path.join(tmp, "r.html"), "--bench", "/dev/zero")
 
 
+def scenario_preflight(args, tmp):
+    """Every output path is checked before the first cell (issue 21), by trying it, not by access() (which
+    says yes to root on /proc): an unwritable --json of run fails at once with exit 2 and leaves the
+    earlier run's report directory as it was; score's --json is checked before any output is scored.
+    Before: run found /proc/... unwritable only after every cell, with the reports already deleted, and score
+    never checked --json before scoring."""
+    d = os.path.join(tmp, "kept")
+    run(args, *SMALL, "--report-dir", d, expect=0)
+    before = snapshot(d)
+    for bad in ("/proc/pacheck-preflight.json", os.path.join(tmp, "no", "dir", "r.json"), tmp):
+        p = refused(args, "--json: cannot write", *SMALL, "--report-dir", d, "--json", bad)
+        check("passed," not in p.stdout and " | suite " not in p.stdout, f"--json {bad}: the run started:\n{p.stdout}")
+        check(snapshot(d) == before, f"--json {bad}: the earlier run's reports changed")
+    suite = os.path.join(tmp, "tiny.toml")
+    with open(suite, "w") as f:
+        f.write(TINY_SUITE)
+    cases, outputs = os.path.join(tmp, "cases"), os.path.join(tmp, "outputs")
+    run(args, "export", "--suite", suite, "--out", cases, expect=0)
+    os.makedirs(outputs)
+    for bad in ("/proc/pacheck-preflight.json", os.path.join(tmp, "no", "dir", "s.json")):
+        p = refused(args, "--json: cannot write", "score", "--cases", cases, "--outputs", outputs, "--json", bad)
+        check("| score" not in p.stdout and "failed" not in p.stdout, f"score --json {bad} scored first:\n{p.stdout}")
+    # A good --json is written (through a temporary file: none is left beside it).
+    good = os.path.join(tmp, "score.json")
+    run(args, "score", "--cases", cases, "--outputs", outputs, "--json", good, expect=1)
+    check(load(good)["suite"] == "tiny", "score --json did not write the report")
+    check(not [f for f in os.listdir(tmp) if ".tmp" in f or f.startswith(".pacheck-probe")],
+          f"temporary files left: {os.listdir(tmp)}")
+
+
 def scenario_lock(args, tmp):
     """Two runs into one report directory (issue 21): the second fails at once (exit 2) naming the directory
     and the holder's pid, and changes nothing there; so do --resume and merge --out into it. The lock goes
@@ -858,7 +889,7 @@ def scenario_resume_check(args, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest",
-                                         "symlinks", "input_files", "lock", "resume_check"])
+                                         "symlinks", "input_files", "preflight", "lock", "resume_check"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
