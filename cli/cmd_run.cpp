@@ -62,11 +62,13 @@ void add_run_command(CLI::App& app, Context& ctx) {
   opts->bind(cmd);
   cmd->add_option("--report-dir", *report_dir,
                   fmt::format("write {} (one line per finished cell, as it finishes), {} into this directory, "
-                              "replacing an earlier run's reports there",
+                              "replacing an earlier run's reports there (the directory is locked while the run "
+                              "writes: a second run into it fails at once)",
                               kResultsLogFile, format_files_prose()));
   cmd->add_option("--resume", *resume_dir,
                   "complete the interrupted run whose reports are in this directory: cells already in its "
-                  "results.jsonl are not run again (same suite, kernels, device and options required)");
+                  "results.jsonl are not run again (same suite, kernels, device and options required); lines of "
+                  "cells not in the run are dropped, two lines for one cell are an error");
   cmd->add_option("--json", *json_path, "write the full report (summary and every cell's metrics) to this JSON file");
   cmd->add_flag("--only-failures", *only_failures, "console: print only cells that did not pass");
   bind_format_option(cmd, *format);
