@@ -76,8 +76,18 @@ ReportDirLock::ReportDirLock(const std::string& dir) {
   if (fd_ < 0)
     throw ReportError(fmt::format("cannot open the lock file '{}': {}", path,
                                   errno == ELOOP ? "it is a symbolic link (remove it)" : std::strerror(errno)));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
+  // A POSIX record lock (fcntl F_SETLK), not flock: it belongs to this process alone, so the children a run
+  // forks (isolated lanes, fresh processes naming a cause) do not inherit it, and a killed run's lock goes with
+  // it even while a child it forked is still winding down. The catch of record locks, that closing any
+  // descriptor of the file releases them, is why this class is the only code that opens the lock file, and a
+  // process takes it once.
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  whole.l_start = 0;
+  whole.l_len = 0;
+  if (::fcntl(fd_, F_SETLK, &whole) != 0) {
+    const int err = (errno == EACCES || errno == EAGAIN) ? EWOULDBLOCK : errno;
     std::string holder;
     if (err == EWOULDBLOCK) {
       char buf[64] = {};

@@ -19,7 +19,8 @@ namespace pacheck {
 /// run (results.jsonl but no report.json) by its absence.
 inline constexpr const char* kFinishedFormat = "json";
 
-/// The lock file of a report directory: a run (or merge) holds flock(LOCK_EX) on it while it writes there,
+/// The lock file of a report directory: a run (or merge) holds a POSIX write lock (fcntl F_SETLK) on it while it
+/// writes there,
 /// and writes its pid into it, so a second run into the same directory fails at once naming the holder.
 inline constexpr const char* kLockFile = ".pacheck.lock";
 
@@ -30,8 +31,10 @@ inline constexpr const char* kLockFile = ".pacheck.lock";
 void write_atomically(const std::string& path, const std::string& text);
 
 /// The lock on report directory `dir` (kLockFile, created if absent, never through a link), held until
-/// destroyed: flock is released by the kernel when the process ends, however it ends, so a killed run never
-/// leaves a stale lock. Not copyable.
+/// destroyed. The lock belongs to this process only (a record lock: the children a run forks do not inherit
+/// it), and the kernel releases it when the process ends, however it ends, so a killed run never leaves a
+/// stale lock, even while a child it forked is still exiting. One per process and directory (closing a
+/// second descriptor of the file would release a record lock). Not copyable.
 class ReportDirLock {
  public:
   /// Takes the lock without waiting. Throws ReportError "report directory 'DIR' is in use by another

@@ -247,13 +247,16 @@ TEST(Resume, LinesOfCellsNotInThePlanAreDroppedAndListed) {
   const auto id = run_identity(suite, {"cpu.reference"}, "cpu", RunOptions{}, "");
   const RunSummary s = run_into(dir.path.string(), suite, id);
   ASSERT_GE(s.results.size(), 2u);
-  const std::string kept = s.results[0].cell_id;
+  // The file's line order, which need not be the summary's (workers finish in any order).
+  const ResultsLog before = read_results_jsonl(dir.file("results.jsonl"));
+  ASSERT_EQ(before.results.size(), s.results.size());
+  const std::string kept = before.results[0].cell_id;
   ReportDir rd = ReportDir::resume(dir.path.string(), id,
                                    {[&](const std::string& k, const std::string& c) { return k == "cpu.reference" && c == kept; }});
   ASSERT_EQ(rd.previous().size(), 1u);
   EXPECT_EQ(rd.previous()[0].cell_id, kept);
   ASSERT_EQ(rd.dropped().size(), s.results.size() - 1);
-  EXPECT_EQ(rd.dropped()[0], fmt::format("line 2: cpu.reference '{}'", s.results[1].cell_id));
+  EXPECT_EQ(rd.dropped()[0], fmt::format("line 2: cpu.reference '{}'", before.results[1].cell_id));
   // The file holds only the plan's cells now.
   const ResultsLog log = read_results_jsonl(dir.file("results.jsonl"));
   ASSERT_EQ(log.results.size(), 1u);
@@ -265,8 +268,9 @@ TEST(Resume, TwoLinesForOneCellAreAnErrorNamingBoth) {
   const Suite suite = suite_of({17, 33});
   const auto id = run_identity(suite, {"cpu.reference"}, "cpu", RunOptions{}, "");
   const RunSummary s = run_into(dir.path.string(), suite, id);
-  // An appended duplicate of line 1 with verdict fail used to win.
-  CellResult dup = s.results[0];
+  // An appended duplicate of line 1 with verdict fail used to win. (Line 1 from the file: workers finish in
+  // any order, so the summary's first result need not be the file's.)
+  CellResult dup = read_results_jsonl(dir.file("results.jsonl")).results.at(0);
   dup.verdict = Verdict::fail;
   std::ofstream(dir.file("results.jsonl"), std::ios::app) << results_line(dup);
   const std::string before = text_of(dir.file("results.jsonl"));
@@ -323,6 +327,40 @@ TEST(ReportDirLock, ASecondRunIntoTheDirectoryFailsNamingItAndTheHolder) {
   ::close(ready[1]);
   // Released when its holder dies, however it dies.
   EXPECT_NO_THROW(ReportDir::resume(dir.path.string(), id, kAnyCell));
+}
+
+// A run forks children (isolated lanes, fresh processes naming a cause); when the run is killed, a child still
+// winding down must not keep the directory locked (with flock it did: the child shared the lock's open file
+// description, so the resume of a killed run failed "in use by another pacheck run").
+TEST(ReportDirLock, AChildTheRunForkedDoesNotKeepTheLockAfterTheRunDies) {
+  TempDir dir;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t run = ::fork();
+  ASSERT_GE(run, 0);
+  if (run == 0) {
+    ReportDirLock lock(dir.path.string());
+    const pid_t child = ::fork();  // the run's child, alive after the run is gone
+    if (child == 0) {
+      ::sleep(30);
+      ::_exit(0);
+    }
+    const std::string pid = std::to_string(child) + "\n";
+    (void)!::write(ready[1], pid.data(), pid.size());
+    ::pause();
+    ::_exit(0);
+  }
+  char buf[32] = {};
+  ASSERT_GT(::read(ready[0], buf, sizeof buf - 1), 0);
+  const pid_t child = static_cast<pid_t>(std::atol(buf));
+  ASSERT_GT(child, 0);
+  ::kill(run, SIGKILL);
+  ::waitpid(run, nullptr, 0);
+  ASSERT_EQ(::kill(child, 0), 0) << "the run's child should still be alive here";
+  EXPECT_NO_THROW(ReportDirLock{dir.path.string()});
+  ::kill(child, SIGKILL);
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 TEST(ReportDirFiles, PlantedLinksAreReplacedOrRefusedNeverWrittenThrough) {
