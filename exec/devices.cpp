@@ -12,7 +12,9 @@
 namespace pacheck {
 namespace {
 
-/// GpuDevices::specs for GPU kernels of kind `kind` (see open_gpu_devices).
+bool is_gpu(const Kernel& k) { return k.device() != PACHECK_DEVICE_CPU; }
+
+/// GpuDevices::specs for GPU kernels of kind `kind` (see gpu_devices_of).
 std::vector<std::string> gpu_device_specs(const std::string& device_spec, pacheck_device kind) {
   if (device_spec == "cpu") return {device_kind_spec(kind)};
   if (!is_all_devices_spec(device_spec)) return {device_spec};
@@ -45,20 +47,42 @@ std::size_t gpu_device_for(std::size_t position, std::size_t devices) {
   return position % devices;
 }
 
-GpuDevices open_gpu_devices(const std::vector<KernelPtr>& kernels, const std::string& device_spec,
-                            const RunOptions& opt) {
+GpuDevices gpu_devices_of(const std::vector<KernelPtr>& kernels, const std::string& device_spec) {
   GpuDevices d;
-  auto gpu = [](const KernelPtr& k) { return k->device() != PACHECK_DEVICE_CPU; };
-  const auto any_gpu = std::find_if(kernels.begin(), kernels.end(), gpu);
-  if (any_gpu == kernels.end()) return d;
-  d.specs = gpu_device_specs(device_spec, (*any_gpu)->device());
-  const bool in_process = std::any_of(kernels.begin(), kernels.end(),
-                                      [&](const KernelPtr& k) { return gpu(k) && !runs_isolated(opt, *k); });
-  if (in_process) {
-    note_gpu_context_opened();  // later fresh-process servers of this process cannot run GPU kernels
-    for (const auto& spec : d.specs) d.in_process.push_back(open_backend(spec));
-  }
+  const auto any_gpu = std::find_if(kernels.begin(), kernels.end(), [](const KernelPtr& k) { return is_gpu(*k); });
+  if (any_gpu != kernels.end()) d.specs = gpu_device_specs(device_spec, (*any_gpu)->device());
   return d;
+}
+
+bool needs_in_process_gpus(const std::vector<KernelPtr>& kernels, const RunOptions& opt) {
+  return std::any_of(kernels.begin(), kernels.end(),
+                     [&](const KernelPtr& k) { return is_gpu(*k) && !runs_isolated(opt, *k); });
+}
+
+void open_in_process_gpus(GpuDevices& d, const std::vector<KernelPtr>& kernels, const RunOptions& opt) {
+  if (!needs_in_process_gpus(kernels, opt) || !d.in_process.empty()) return;
+  note_gpu_context_opened();  // later forks of this process (fresh servers, isolated children) cannot use it
+  for (const auto& spec : d.specs) d.in_process.push_back(open_backend(spec));
+}
+
+void check_in_process_gpus(const GpuDevices& d, const std::vector<KernelPtr>& kernels, const RunOptions& opt) {
+  if (!needs_in_process_gpus(kernels, opt)) return;
+  // The answer's first character says which exception open_backend threw: 'i' invalid_argument,
+  // 'r' any other; "ok" when every spec opened.
+  auto probe = [&]() -> std::string {
+    try {
+      for (const auto& spec : d.specs) open_backend(spec);
+      return "ok";
+    } catch (const std::invalid_argument& e) {
+      return std::string("i") + e.what();
+    } catch (const std::exception& e) {
+      return std::string("r") + e.what();
+    }
+  };
+  const std::optional<std::string> answer = run_in_child_process(probe, 120);
+  if (!answer || *answer == "ok" || answer->empty()) return;
+  if ((*answer)[0] == 'i') throw std::invalid_argument(answer->substr(1));
+  throw std::runtime_error(answer->substr(1));
 }
 
 }  // namespace pacheck

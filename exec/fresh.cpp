@@ -105,6 +105,8 @@ void answer(int reply, const std::string& request, const std::vector<const Kerne
 
 void note_gpu_context_opened() { g_gpu_context_opened = true; }
 
+bool gpu_context_opened() { return g_gpu_context_opened; }
+
 FreshProcesses::FreshProcesses(const std::vector<const Kernel*>& kernels, double timeout_s)
     : kernels_(kernels), timeout_s_(timeout_s), gpu_usable_(!g_gpu_context_opened) {
   const ConnectedChild server =

@@ -59,4 +59,8 @@ class FreshProcesses {
 /// FreshProcesses forked afterwards refuses GPU runs instead of forking children that cannot use the device.
 void note_gpu_context_opened();
 
+/// Whether note_gpu_context_opened() was called in this process (or in the process it was forked from):
+/// a child forked now could not use the GPU.
+bool gpu_context_opened();
+
 }  // namespace pacheck

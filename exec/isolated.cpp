@@ -111,6 +111,7 @@ void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const
   JobTable table;
   for (const auto& k : kernels) table.group_of.emplace(k.get(), static_cast<int>(table.group_of.size()));
   const std::vector<IsolatedBatch> cpu_batches = table.batches(plan, cpu_items);
+  const std::size_t cpu_refs = table.refs.size();  // job numbers below this are the CPU lanes'
   const std::vector<IsolatedBatch> gpu_batches = table.batches(plan, gpu_items);
 
   IsolationHooks common;
@@ -155,9 +156,24 @@ void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const
   gpu_opt.lanes = static_cast<int>(std::max<std::size_t>(1, gpus.specs.size()));
   gpu_opt.cell_timeout_s = opt.cell_timeout_s;
 
+  // A GPU context already open in this process (a caller that ran GPU kernels in-process before this run)
+  // would make every GPU child fail with cudaErrorInitializationError: say so instead of forking them.
+  // run_suite itself opens its in-process GPU backends only after this function returns.
+  const bool gpu_forkable = !gpu_context_opened();
+  if (!gpu_forkable)
+    for (std::size_t job = cpu_refs; job < table.refs.size(); ++job) {
+      const Job& j = plan.job(table.refs[job]);
+      CellResult r = unrun_result(j.cell, *j.kernel, Verdict::error,
+                                  "not run: this process opened a GPU context before forking the isolated child "
+                                  "for this GPU kernel, and a process forked after CUDA initialisation cannot use "
+                                  "the device; run it in a process of its own (issue 17)");
+      r.index = j.index;
+      common.done(job, r);
+    }
+
   std::exception_ptr gpu_error, cpu_error;
   std::thread gpu_lanes;
-  if (!gpu_batches.empty())
+  if (!gpu_batches.empty() && gpu_forkable)
     gpu_lanes = std::thread([&] {
       try {
         run_isolated(gpu_batches, gpu_opt, gpu_hooks);

@@ -1,5 +1,7 @@
 // The isolated part of a run: the plan's Lane::isolated_cpu and Lane::isolated_gpu items in child
-// processes (over exec/isolate.hpp's run_isolated), one kernel per child, after every in-process item.
+// processes (over exec/isolate.hpp's run_isolated), one kernel per child, before any in-process item: the
+// children must be forked while this process has no GPU context (a fork after CUDA initialisation cannot
+// use the device, issue 17).
 #pragma once
 
 #include <vector>
@@ -21,8 +23,11 @@ namespace pacheck {
 ///   child per kernel kept across cases prepares each case itself (one device context per child).
 /// `kernels` are the run's (a child runs one of them only). `fresh` (the run's fresh-process server, forked
 /// before any child, or null) names the cause of faulted outputs that differ from their twin: the children
-/// send it their requests. Must run with no other thread inside a kernel: children are forked. Throws
-/// std::runtime_error when no child can be created at all.
+/// send it their requests. Must run with no other thread inside a kernel and before this process opens a GPU
+/// context (run_suite calls it before its in-process lanes): children are forked. When a GPU context is
+/// open here already (gpu_context_opened(): a caller that ran GPU kernels in-process earlier), the isolated
+/// GPU jobs are not forked but get `error` saying why. Throws std::runtime_error when no child can be created
+/// at all.
 void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const GpuDevices& gpus,
                         const RunOptions& opt, const EmitResult& emit, const FreshProcesses* fresh = nullptr);
 

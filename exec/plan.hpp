@@ -19,7 +19,7 @@
 namespace pacheck {
 
 /// Where a work item runs: in this process on a CPU worker or a GPU device, or in child processes
-/// (exec/isolated.hpp), after every in-process item.
+/// (exec/isolated.hpp), before every in-process item (no GPU context is open when they are forked).
 enum class Lane { cpu, gpu, isolated_cpu, isolated_gpu };
 inline constexpr std::size_t kLaneCount = 4;
 

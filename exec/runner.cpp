@@ -52,16 +52,27 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   }
   RunSummary sum;
   sum.selftest = comparator_selftest();
-  const GpuDevices gpus = open_gpu_devices(kernels, device_spec, opt);
+  // The order below keeps this process free of a GPU context until its last child is forked: a fork after
+  // CUDA initialisation cannot use the device (cudaErrorInitializationError in every isolated cell, issue
+  // 17). So isolated kernels (plugins by default) run first, in children forked from a process that has
+  // touched no device (their supports() asked in children too), and only then does this process open its
+  // own backends for the in-process GPU lane. A device that cannot be opened is still refused before any
+  // cell runs: checked in a child when children come first.
+  GpuDevices gpus = gpu_devices_of(kernels, device_spec);
+  const bool forks = std::any_of(kernels.begin(), kernels.end(), [&](const KernelPtr& k) { return runs_isolated(opt, *k); });
+  if (forks) check_in_process_gpus(gpus, kernels, opt);
+  else open_in_process_gpus(gpus, kernels, opt);
   Plan plan = plan_run(suite, kernels, opt);
 
   Progress progress(suite, opt, plan);
   const EmitResult emit = [&](CellResult& r) { progress(r); };
   for (std::size_t i : plan.settled) emit(plan.results[i]);  // live table and results.jsonl see them first
   const FreshProcesses* server = fresh ? &*fresh : nullptr;
-  run_in_process(plan, gpus, opt, emit, server);
-  // After the in-process cells: no thread is inside a kernel when a child is forked.
+  // Before any in-process cell: no thread is inside a kernel when a child is forked, and no GPU context is
+  // open in this process yet (unless the caller opened one before run_suite: see run_isolated_items).
   run_isolated_items(plan, kernels, gpus, opt, emit, server);
+  open_in_process_gpus(gpus, kernels, opt);
+  run_in_process(plan, gpus, opt, emit, server);
 
   sum.results = std::move(plan.results);
   std::vector<KernelRole> roles;

@@ -11,8 +11,9 @@
 //   one call to one verdict -> execute         which cells run, grouped how -> plan
 //   threads, GPU devices -> in_process, devices   child processes -> isolated (over isolate's primitives)
 //   runs in processes that ran nothing before (naming the cause of a difference) -> fresh
-//   run_suite (runner.cpp) only strings them together: fresh server -> plan -> in-process -> isolated ->
-//   summarize.
+//   run_suite (runner.cpp) only strings them together: fresh server -> plan -> isolated -> open the
+//   in-process GPU backends -> in-process -> summarize. Every fork (fresh server, supports() probes,
+//   isolated children) happens before this process opens a GPU context: CUDA does not survive fork().
 #pragma once
 
 #include <string>
@@ -40,8 +41,10 @@ namespace pacheck {
 /// backend and stream each; isolated kernels get one child process per device) and spreads the GPU cases
 /// over them (gpu_device_for); each result's CellResult::device names the device that ran it, and the
 /// results are otherwise those of a single-device run. With no device present "cuda:all" fails as "cuda".
-/// Kernels selected by `opt.isolate` run afterwards in child processes (exec/isolate.hpp), one kernel
-/// per child, with a watchdog of `opt.cell_timeout_s` per cell. Cells found in `opt.previous` are not run.
+/// Kernels selected by `opt.isolate` run first, in child processes (exec/isolate.hpp), one kernel per child,
+/// with a watchdog of `opt.cell_timeout_s` per cell; the in-process lanes (and the in-process GPU backends,
+/// opened only then) follow, so no child is forked from a process holding a GPU context (issue 17). An
+/// unusable device is still refused before any cell runs (probed in a child when children come first). Cells found in `opt.previous` are not run.
 /// A suite with faulted cells first forks a fresh-process server (exec/fresh.hpp), which names the cause
 /// of faulted outputs that differ from their clean twin in both lanes (judge/cause.hpp).
 /// Results sit at fixed positions (kernel-major, suite order), whatever the thread count or isolation.

@@ -267,6 +267,94 @@ TEST(Isolation, IsolatedKernelsAreAskedWhatTheySupportInAChild) {
   EXPECT_EQ(s.exit_code(), 1);
 }
 
+/// Set by InProcessMarker::run in the process that calls it: a child forked afterwards inherits it.
+bool g_in_process_kernel_called = false;
+
+/// cpu.reference that records, in this process's memory, that an in-process kernel was called.
+class InProcessMarker : public Kernel {
+ public:
+  std::string name() const override { return "planted.in_process_marker"; }
+  std::string description() const override { return "records that it ran"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args& a) const override {
+    g_in_process_kernel_called = true;
+    Registry::global().find("cpu.reference")->run(a);
+  }
+};
+
+/// cpu.reference that fails when its process was forked from one that had already called an in-process
+/// kernel (as a CUDA kernel fails in a child forked after its parent initialised the device).
+class ForkedBeforeInProcess : public Kernel {
+ public:
+  std::string name() const override { return "planted.forked_before_in_process"; }
+  std::string description() const override { return "fails in a child forked after an in-process call"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args& a) const override {
+    if (g_in_process_kernel_called) throw KernelError("forked from a process that had run an in-process kernel");
+    Registry::global().find("cpu.reference")->run(a);
+  }
+};
+
+TEST(Isolation, IsolatedChildrenAreForkedBeforeAnyInProcessKernelCall) {
+  // Issue 17: a built-in GPU kernel in-process and a plugin GPU kernel isolated gave every plugin cell
+  // cudaErrorInitializationError, because the parent had opened the device before forking the plugin's
+  // children. The run must fork every isolated child while this process has run (and opened) nothing; the
+  // planted pair here sees any fork that comes after an in-process call, on the CPU.
+  InProcessMarker marker;
+  ForkedBeforeInProcess isolated;
+  RunOptions o = isolated_options();
+  o.isolate = [](const Kernel& k) { return k.name() == "planted.forked_before_in_process"; };
+  g_in_process_kernel_called = false;
+  const RunSummary s = run_suite(small_suite(), {unowned(&marker), unowned(&isolated)}, "cpu", o);
+  EXPECT_TRUE(g_in_process_kernel_called) << "the in-process kernel never ran in this process";
+  for (const auto& r : s.results) EXPECT_EQ(r.verdict, Verdict::pass) << r.kernel << " " << r.cell_id << ": " << r.detail;
+  EXPECT_EQ(s.kernels[0].passed, static_cast<int>(small_suite().cells.size()));
+  EXPECT_EQ(s.kernels[1].passed, static_cast<int>(small_suite().cells.size()));
+  EXPECT_EQ(s.exit_code(), 0);
+}
+
+/// A "GPU" kernel for the planning and forking paths only: its cells never reach a device.
+class NamedGpu : public Kernel {
+ public:
+  std::string name() const override { return "planted.named_gpu"; }
+  std::string description() const override { return "a GPU kernel that is never launched"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CUDA; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args&) const override { throw KernelError("planted.named_gpu must not be launched"); }
+};
+
+TEST(Isolation, IsolatedGpuCellsAfterAGpuContextWasOpenedSaySoInsteadOfForking) {
+  // A process that already holds a GPU context (a caller that ran GPU kernels in-process before) cannot
+  // fork children that use the device: each isolated GPU cell is an error naming that cause, not the
+  // child's cudaErrorInitializationError. Run in a child so that the noted context stays out of this test
+  // binary's other tests (a plain fork: exec/'s fork helpers hold their lock in the child they fork).
+  TempDir dir;
+  const std::string file = (dir.path / "results").string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    note_gpu_context_opened();
+    NamedGpu k;
+    const RunSummary s = run_suite(small_suite(), {unowned(&k)}, "cpu", isolated_options());
+    std::ofstream out(file);
+    for (const auto& r : s.results) out << verdict_name(r.verdict) << " " << r.detail << "\n";
+    out.close();
+    ::_exit(out ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_wait_status(status);
+  std::ifstream lines(file);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    EXPECT_EQ(line.rfind("error ", 0), 0u) << line;
+    EXPECT_NE(line.find("opened a GPU context before forking the isolated child"), std::string::npos) << line;
+  }
+  EXPECT_EQ(n, static_cast<int>(small_suite().cells.size()));
+}
+
 TEST(Isolation, ProbeInAChildReturnsItsValue) {
   EXPECT_EQ(run_in_child_process([] { return std::string("cpu"); }, 10), "cpu");
   EXPECT_EQ(run_in_child_process([]() -> std::string { std::abort(); }, 10), std::nullopt);
