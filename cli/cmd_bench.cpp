@@ -43,7 +43,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
                                    opts->device.substr(0, opts->device.size() - 4)));
     const std::string device = resolve_device(opts->device);
     const Suite suite = load_suite_flag(opts->suite);
-    auto kernels = select_kernels(opts->kernels, device);
+    auto kernels = select_kernels(opts->kernels, device, opts->kernel_source());
     bo->run = opts->run_options();
     opts->check_selection(suite, kernels, bo->run);
     bo->filter = bo->run.filter;

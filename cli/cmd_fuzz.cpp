@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cli/common.hpp"
+#include "report/text.hpp"
 
 #ifdef PACHECK_HAVE_FUZZ
 #include "properties/planted_kernels.hpp"
@@ -36,7 +37,7 @@ int run_fuzz(FuzzOptions& o) {
   o.common.load_plugins();
   const KernelPtr kernel = find_named_kernel(o.kernel);
   if (kernel->device() != PACHECK_DEVICE_CPU && o.device == "cpu")
-    throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device {})", o.kernel,
+    throw UsageError(fmt::format("--kernel: {} is a GPU kernel but --device is cpu; it runs with --device {}", o.kernel,
                                  device_kind_spec(kernel->device())));
   std::vector<prop::Property> props;
   try {
@@ -86,9 +87,9 @@ int run_fuzz(FuzzOptions& o) {
         std::string text = run.counterexample->message;
         for (std::size_t at = 0; (at = text.find('\n', at)) != std::string::npos; at += 5) text.replace(at, 1, "\n    ");
         fmt::print("    {}\n", text);
-        fmt::print("    replay pacheck fuzz --kernel {}{} --property {} --reproduce '{}'\n", kernel->name(),
-                   kernel->device() == PACHECK_DEVICE_CPU ? "" : " --device " + target.device, prop::property_name(p),
-                   run.reproduce);
+        fmt::print("    replay pacheck fuzz --kernel {}{}{} --property {} --reproduce '{}'\n", kernel->name(),
+                   kernel->device() == PACHECK_DEVICE_CPU ? "" : " --device " + target.device,
+                   plugin_flag(kernel->name()), prop::property_name(p), run.reproduce);
       } else {
         fmt::print("  {}\n", run.message);
       }

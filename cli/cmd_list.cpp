@@ -62,15 +62,23 @@ void add_list_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "list", "list kernels, suites, devices, poisons, verdicts, properties, distributions or report formats");
   auto what = std::make_shared<std::string>();
+  auto plugins = std::make_shared<std::vector<std::string>>();
   cmd->add_option("what", *what, "kernels, suites, devices, poisons, verdicts, properties, distributions or formats")
       ->required()
       ->check(CLI::IsMember(
           {"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions", "formats"}));
-  cmd->callback([&ctx, what] {
+  cmd->add_option("--plugin", *plugins,
+                  "list kernels: also the kernels of this shared library (repeatable), each marked with its library");
+  cmd->callback([&ctx, what, plugins] {
+    if (!plugins->empty() && *what != "kernels")
+      throw UsageError(fmt::format("--plugin: only `list kernels` loads kernel libraries, not `list {}`", *what));
+    load_plugin_flags(*plugins);
     if (*what == "kernels") {
       for (const auto& k : Registry::global().all()) {
         const char* dev = k->device() == PACHECK_DEVICE_CPU ? "cpu" : k->device() == PACHECK_DEVICE_CUDA ? "cuda" : "hip";
-        fmt::print("{:<24} {:<5} {}{}\n", k->name(), dev, k->description(), k->is_negative_control() ? " [negative control]" : "");
+        const std::string lib = plugin_path_of(k->name());
+        fmt::print("{:<24} {:<5} {}{}{}\n", k->name(), dev, k->description(), k->is_negative_control() ? " [negative control]" : "",
+                   lib.empty() ? "" : " [plugin " + lib + "]");
       }
     } else if (*what == "suites") {
       for (const auto& n : list_suites()) {

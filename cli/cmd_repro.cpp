@@ -17,17 +17,22 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   auto kernel = std::make_shared<std::string>();
   auto device = std::make_shared<std::string>();
   auto top = std::make_shared<int>(10);
+  auto plugins = std::make_shared<std::vector<std::string>>();
   cmd->add_option("cell", *cell_id, "cell id as printed by run, e.g. 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail'")->required();
-  cmd->add_option("--kernel,-k", *kernel, "kernel: built-in, or planted.* (the property tests' planted faults)")->required();
+  cmd->add_option("--kernel,-k", *kernel, "kernel: built-in, plugin (--plugin) or planted.* (the property tests' planted faults)")->required();
+  cmd->add_option("--plugin", *plugins,
+                  "load kernels from this shared library first (repeatable), as the run that printed the repro line "
+                  "did; the cell runs in this process");
   cmd->add_option("--device,-d", *device, "cpu, cuda[:N] or hip[:N] (default: the kernel's device)");
   cmd->add_option("--top", *top, "worst elements to print")->capture_default_str();
-  cmd->callback([&ctx, cell_id, kernel, device, top] {
+  cmd->callback([&ctx, cell_id, kernel, device, top, plugins] {
     Cell cell;
     try {
       cell = parse_cell_id(*cell_id);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
+    load_plugin_flags(*plugins);  // before the kernel is looked up: it may be one of theirs
     const KernelPtr k = find_named_kernel(*kernel);
     const std::string dev =
         k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);

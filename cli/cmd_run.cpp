@@ -79,7 +79,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     const std::string device = resolve_device(opts->device);
     check_device_form(device);
     const Suite suite = load_suite_flag(opts->suite);
-    auto kernels = select_kernels(opts->kernels, device);
+    auto kernels = select_kernels(opts->kernels, device, opts->kernel_source());
     // A default device was found by resolve_device (itself a probe): only a named one is opened here.
     if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();

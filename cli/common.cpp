@@ -64,7 +64,8 @@ KernelPtr find_named_kernel(const std::string& name) {
   throw UsageError(fmt::format("--kernel: no kernel named '{}' (known: {})", name, known_kernels(planted)));
 }
 
-std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device) {
+std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device,
+                                      KernelSource src) {
   const Registry& reg = Registry::global();
   const bool cpu = device == "cpu";
   std::vector<KernelPtr> out;
@@ -76,9 +77,14 @@ std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, con
   }
   for (const auto& n : names) {
     KernelPtr k = find_named_kernel(n);
-    if (k->device() != PACHECK_DEVICE_CPU && cpu)
-      throw UsageError(fmt::format("--kernel: {} is a GPU kernel but the device is cpu (use --device {})", n,
-                                   device_kind_spec(k->device())));
+    if (k->device() != PACHECK_DEVICE_CPU && cpu) {
+      const std::string gpu = device_kind_spec(k->device());
+      const std::string origin = src.from_plugins ? fmt::format("--plugin {}: its kernel {}", plugin_path_of(n), n)
+                                                  : fmt::format("--kernel: {}", n);
+      const std::string where = src.device_given ? "--device is cpu"
+                                                 : "the default device is cpu (no GPU was found: `pacheck list devices` says why)";
+      throw UsageError(fmt::format("{} is a GPU kernel but {}; it runs with --device {}", origin, where, gpu));
+    }
     if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
   }
   return out;
@@ -110,8 +116,8 @@ void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_option("--plugin", plugins, "load kernels from this shared library (repeatable; see include/pacheck/kernel_abi.h)");
 }
 
-void CommonOptions::load_plugins() {
-  if (plugins.empty()) return;
+std::vector<PluginInfo> load_plugin_flags(const std::vector<std::string>& plugins) {
+  if (plugins.empty()) return {};
   // A library's constructors and pacheck_register_kernels run in this process: load each first in a child
   // process, so one that crashes or hangs while loading is an input error naming it, not a dead pacheck.
   for (const auto& path : plugins) {
@@ -138,8 +144,15 @@ void CommonOptions::load_plugins() {
   } catch (const PluginError& e) {
     throw UsageError(e.what());
   }
-  if (kernels.empty())
+  return loaded;
+}
+
+void CommonOptions::load_plugins() {
+  const std::vector<PluginInfo> loaded = load_plugin_flags(plugins);
+  if (kernels.empty()) {
     for (const auto& p : loaded) kernels.insert(kernels.end(), p.kernels.begin(), p.kernels.end());
+    kernels_from_plugins_ = !kernels.empty();
+  }
 }
 
 namespace {

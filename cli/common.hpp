@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/runner.hpp"
+#include "kernels/plugin.hpp"
 #include "report/report.hpp"
 #include "suites/suite.hpp"
 
@@ -41,9 +42,23 @@ std::string known_kernels(const std::vector<KernelPtr>& extra = {});
 /// tests (planted.*, in builds with RapidCheck). Throws UsageError naming --kernel and listing the kernels.
 KernelPtr find_named_kernel(const std::string& name);
 
+/// Where the names select_kernels checks came from, so that its messages name only what the user passed.
+struct KernelSource {
+  bool from_plugins = false;  ///< no --kernel was given: the names are the --plugin libraries' kernels
+  bool device_given = true;   ///< --device was given (else `device` is the default device)
+};
+
+/// Loads every --plugin library of `plugins` into Registry::global(), each first in a child process (so a
+/// library that crashes or hangs while loading is an input error naming it, not a dead pacheck). Throws
+/// UsageError naming the library and the problem (exit 2, nothing run). Returns the libraries loaded.
+std::vector<PluginInfo> load_plugin_flags(const std::vector<std::string>& plugins);
+
 /// Kernels named by `names` (all kernels of `device`'s kind when empty). Throws UsageError for an
-/// unknown name (listing the known ones) or a GPU kernel asked for on the CPU device.
-std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device);
+/// unknown name (listing the known ones) or a GPU kernel asked for on the CPU device; that message names
+/// --kernel or the --plugin library the kernel came from, and --device or "the default device", as `src`
+/// says.
+std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device,
+                                      KernelSource src = {});
 
 /// Resolves "--device" ("" = the default device: cuda:0 when present, else cpu).
 std::string resolve_device(const std::string& device);
@@ -98,6 +113,9 @@ struct CommonOptions {
   /// throws UsageError naming it and the problem (exit 2, nothing run). Without --kernel the plugins'
   /// kernels become the selection, so `--plugin lib.so` alone tests the plugin, not the built-ins too.
   void load_plugins();
+  /// Where `kernels` came from (--kernel, or the plugins' kernels when none was given) and whether
+  /// --device was given: select_kernels' third argument.
+  KernelSource kernel_source() const { return {kernels_from_plugins_, !device.empty()}; }
   /// RunOptions from the flags (shard, isolation and cell timeout included); throws UsageError for a bad
   /// regex, policy, shard, seed, thread count or timeout.
   RunOptions run_options() const;
@@ -107,6 +125,7 @@ struct CommonOptions {
 
  private:
   CLI::Option* seed_option_ = nullptr;  ///< to tell `--seed ''` from no --seed
+  bool kernels_from_plugins_ = false;   ///< load_plugins filled `kernels` (no --kernel was given)
 };
 
 /// Pre-flight of an output file named by `flag`, before anything is run: throws UsageError when `path` is

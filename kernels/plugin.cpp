@@ -391,4 +391,10 @@ std::vector<PluginInfo> loaded_plugins() {
   return L.infos;
 }
 
+std::string plugin_path_of(const std::string& kernel) {
+  for (const PluginInfo& p : loaded_plugins())
+    if (std::find(p.kernels.begin(), p.kernels.end(), kernel) != p.kernels.end()) return p.path;
+  return {};
+}
+
 }  // namespace pacheck

@@ -44,4 +44,8 @@ std::vector<PluginInfo> load_plugins(const std::vector<std::string>& paths, Regi
 /// Every plugin loaded so far in this process (into any registry), in load order.
 std::vector<PluginInfo> loaded_plugins();
 
+/// The path (as given to load_plugin) of the loaded plugin that registered the kernel named `kernel`, or ""
+/// for a kernel no plugin registered: what a printed command needs to load it again (`--plugin PATH`).
+std::string plugin_path_of(const std::string& kernel);
+
 }  // namespace pacheck

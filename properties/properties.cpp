@@ -17,6 +17,7 @@
 #include "core/table.hpp"
 #include "faults/inject.hpp"
 #include "judge/comparator.hpp"
+#include "report/text.hpp"
 
 namespace pacheck::prop {
 namespace {
@@ -35,7 +36,7 @@ void classify(const Case& c) {
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
   std::string line = fmt::format("pacheck repro '{}' --kernel {}", cell.id(), t.kernel->name());
   if (t.kernel->device() != PACHECK_DEVICE_CPU) line += fmt::format(" --device {}", t.device);
-  return line;
+  return line + plugin_flag(t.kernel->name());  // a plugin kernel's line loads its library again
 }
 
 /// Fails the current case: records the counterexample and throws RapidCheck's failure result (thrown

@@ -103,7 +103,7 @@ void check_once(Property p, const KernelUnderTest& t);
 struct Counterexample {
   Cell cell;            ///< the minimal cell (its fault is clean except for tail-poison)
   std::string what;     ///< why the property does not hold on it
-  std::string repro;    ///< "pacheck repro '<cell id>' --kernel K [--device D]"
+  std::string repro;    ///< "pacheck repro '<cell id>' --kernel K [--device D] [--plugin LIB]"
   std::string message;  ///< the whole counterexample text (what, case and cell ids, repro, details)
 };
 

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cmath>
 
+#include "kernels/plugin.hpp"
+
 namespace pacheck {
 
 std::string sci(double v) {
@@ -43,8 +45,14 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+std::string plugin_flag(const std::string& kernel) {
+  const std::string path = plugin_path_of(kernel);
+  return path.empty() ? std::string() : " --plugin " + shell_quote(path);
+}
+
 std::string repro_command(const CellResult& r) {
-  return fmt::format("pacheck repro {} --kernel {}", shell_quote(r.cell_id), shell_quote(r.kernel));
+  return fmt::format("pacheck repro {} --kernel {}{}", shell_quote(r.cell_id), shell_quote(r.kernel),
+                     plugin_flag(r.kernel));
 }
 
 std::string exit_meaning(int code) {

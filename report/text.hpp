@@ -21,8 +21,14 @@ std::string valid_utf8(const std::string& s);
 /// and must paste into a terminal intact.
 std::string shell_quote(const std::string& s);
 
+/// " --plugin PATH" (PATH shell-quoted, as given to load_plugin) when a plugin loaded in this process
+/// registered the kernel named `kernel`, else "": appended to a printed command so that it loads the
+/// kernel's library again when pasted.
+std::string plugin_flag(const std::string& kernel);
+
 /// The command that reruns one cell with every metric and its worst elements:
-/// "pacheck repro 'h32/8 d128 ... clean' --kernel cpu.vector_v".
+/// "pacheck repro 'h32/8 d128 ... clean' --kernel cpu.vector_v", with plugin_flag(r.kernel) appended for a
+/// plugin kernel ("... --kernel my.kernel --plugin build/libmy.so").
 std::string repro_command(const CellResult& r);
 
 /// What exit code 0, 1 or 3 means, in one clause ("every cell passed and every negative control was

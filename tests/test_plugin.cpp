@@ -13,6 +13,7 @@
 #include "core/digest.hpp"
 #include "kernels/plugin.hpp"
 #include "exec/runner.hpp"
+#include "report/text.hpp"
 #include "suites/suite.hpp"
 
 namespace pacheck {
@@ -269,6 +270,99 @@ TEST(PluginCli, FuzzLoadsThePluginBeforeResolvingTheKernel) {
   const Cli refused = pacheck_cli("fuzz --plugin " + plant("wrong_abi") + " --kernel example.cpu_reference --cases 1");
   EXPECT_EQ(refused.rc, 2) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("plugin '" + plant("wrong_abi") + "': "), std::string::npos) << refused.err;
+}
+
+/// The filter of the one tail-poison cell the CLI tests below run (every layout: each kernel gets its own).
+const std::string kOneCell = "--suite tail-poison --filter 'h32/8 d128 bs16 bf16 ctx4090 .* V:nan@tail'";
+
+// Issue 17: a built-in kernel in-process and a plugin kernel of the same device isolated (the default) in
+// one run. On the CPU this always worked; the run must keep giving both kernels' results now that the
+// isolated children are forked before the in-process lanes.
+TEST(PluginCli, ABuiltInAndAPluginCpuKernelRunTogetherWithDefaultIsolation) {
+  const Cli r = pacheck_cli("run " + kOneCell + " --kernel cpu.reference --kernel example.cpu_reference --plugin " +
+                            PACHECK_EXAMPLE_PLUGIN + " --format tap");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ok 1 - cpu.reference h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok 2 - example.cpu_reference h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("2 passed, 0 failed"), std::string::npos) << r.out;
+}
+
+// The GPU form of the same run: gpu.paged_v1 opens the device in pacheck's process, the example CUDA plugin
+// runs in children. Before issue 17's fix every plugin cell was `error: cannot open the device: cuda:
+// select device 0: cudaErrorInitializationError` (the children were forked after the parent opened CUDA).
+TEST(PluginCli, ABuiltInAndAPluginGpuKernelRunTogetherWithDefaultIsolation) {
+#ifndef PACHECK_EXAMPLE_CUDA_PLUGIN
+  GTEST_SKIP() << "this build has no CUDA compiler, so no example CUDA plugin (examples/plugin/example_cuda_plugin.cu)";
+#else
+  // Asked as pacheck asks, in a child: this test process must not open the device either.
+  const Cli devices = pacheck_cli("list devices");
+  if (devices.out.find("cuda  built      0 device(s)") != std::string::npos || devices.out.find("cuda  built") == std::string::npos)
+    GTEST_SKIP() << "needs a CUDA device; pacheck list devices says: " << devices.out;
+  const Cli r = pacheck_cli("run " + kOneCell + " --device cuda --kernel gpu.paged_v1 --kernel example.cuda_reference --plugin " +
+                            PACHECK_EXAMPLE_CUDA_PLUGIN + " --format tap");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("cudaErrorInitializationError"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok 1 - gpu.paged_v1 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok 2 - example.cuda_reference "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 passed, 0 failed"), std::string::npos) << r.out;
+#endif
+}
+
+// `list kernels --plugin LIB` lists the library's kernels beside the built-in ones, marked with the library.
+TEST(PluginCli, ListKernelsShowsThePluginsKernels) {
+  const Cli r = pacheck_cli(std::string("list kernels --plugin ") + PACHECK_EXAMPLE_PLUGIN);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("cpu.reference "), std::string::npos) << r.out;
+  const auto at = r.out.find("example.cpu_reference ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  EXPECT_NE(line.find(std::string("[plugin ") + PACHECK_EXAMPLE_PLUGIN + "]"), std::string::npos) << line;
+  const Cli refused = pacheck_cli(std::string("list kernels --plugin ") + plant("wrong_abi"));
+  EXPECT_EQ(refused.rc, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("plugin '" + plant("wrong_abi") + "': "), std::string::npos) << refused.err;
+}
+
+// The repro line printed for a plugin cell carries --plugin LIB, and pasted into a shell it runs the cell.
+TEST(PluginCli, APluginCellsReproLineLoadsItsLibraryAndRuns) {
+  Registry reg;
+  load_plugin(PACHECK_EXAMPLE_PLUGIN, reg);  // recorded in loaded_plugins(), where repro_command looks
+  CellResult r;
+  r.kernel = "example.cpu_reference";
+  r.cell_id = "h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail";
+  const std::string line = repro_command(r);
+  EXPECT_EQ(line, "pacheck repro '" + r.cell_id + "' --kernel example.cpu_reference --plugin " + PACHECK_EXAMPLE_PLUGIN);
+  CellResult builtin = r;
+  builtin.kernel = "cpu.reference";
+  EXPECT_EQ(repro_command(builtin).find("--plugin"), std::string::npos) << repro_command(builtin);
+  const Cli pasted = pacheck_cli(line.substr(std::string("pacheck ").size()));
+  EXPECT_EQ(pasted.rc, 0) << pasted.out << pasted.err;
+  EXPECT_NE(pasted.out.find("kernel    example.cpu_reference on "), std::string::npos) << pasted.out;
+  EXPECT_NE(pasted.out.find("verdict   pass"), std::string::npos) << pasted.out;
+}
+
+// With no --kernel, the kernels are the plugin's: a GPU one on the CPU device is refused naming --plugin and
+// the library, never the --kernel the user did not pass.
+TEST(PluginCli, AGpuPluginKernelOnTheCpuNamesThePluginNotKernel) {
+#ifndef PACHECK_EXAMPLE_CUDA_PLUGIN
+  GTEST_SKIP() << "this build has no CUDA compiler, so no example CUDA plugin (examples/plugin/example_cuda_plugin.cu)";
+#else
+  for (const char* command : {"run", "bench"}) {
+    const Cli r = pacheck_cli(std::string(command) + " --device cpu --plugin " + PACHECK_EXAMPLE_CUDA_PLUGIN);
+    EXPECT_EQ(r.rc, 2) << command << ": " << r.out << r.err;
+    EXPECT_EQ(r.err.find("--kernel"), std::string::npos) << command << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string("--plugin ") + PACHECK_EXAMPLE_CUDA_PLUGIN +
+                         ": its kernel example.cuda_reference is a GPU kernel but --device is cpu"),
+              std::string::npos)
+        << command << ": " << r.err;
+  }
+  // A --kernel the user did give is named, as before.
+  const Cli named = pacheck_cli(std::string("run --device cpu --kernel example.cuda_reference --plugin ") +
+                                PACHECK_EXAMPLE_CUDA_PLUGIN);
+  EXPECT_EQ(named.rc, 2) << named.out << named.err;
+  EXPECT_NE(named.err.find("--kernel: example.cuda_reference is a GPU kernel but --device is cpu"), std::string::npos)
+      << named.err;
+#endif
 }
 
 }  // namespace
