@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -58,7 +59,10 @@ std::vector<Selected> select_cells(Plan& p, const Suite& suite, const std::vecto
 }
 
 /// One answer per selected cell: supports() here for in-process kernels, in one child per isolated kernel
-/// (asked in `kernels` order). A kernel whose child gave no answer gets `failure` on each of its cells.
+/// (asked in `kernels` order). An in-process GPU kernel is asked in a child too when the run forks isolated
+/// children: its supports() may query the device (gpu.paged_v1 reads the shared memory per block), which
+/// would initialise CUDA here before those children are forked, and they could not use the device (issue
+/// 17). A kernel whose child gave no answer gets `failure` on each of its cells.
 struct Answer {
   Support support;
   std::string failure;  ///< non-empty: supports() could not be asked
@@ -72,14 +76,18 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
     std::size_t next = 0;
   };
   std::unordered_map<const Kernel*, Asked> asked;
+  const bool forks = std::any_of(kernels.begin(), kernels.end(), [&](const KernelPtr& k) { return runs_isolated(opt, *k); });
+  auto in_child = [&](const Selected& sel) {
+    return sel.isolated || (forks && sel.kernel->device() != PACHECK_DEVICE_CPU);
+  };
   for (const auto& sel : selected)
-    if (sel.isolated) asked[sel.kernel].cells.push_back(&sel.cell);
+    if (in_child(sel)) asked[sel.kernel].cells.push_back(&sel.cell);
   for (const auto& k : kernels)
     if (auto it = asked.find(k.get()); it != asked.end())
       it->second.answers = supports_in_child(*k, it->second.cells, opt.cell_timeout_s, &it->second.failure);
   std::vector<Answer> out;
   for (const auto& sel : selected) {
-    if (!sel.isolated) {
+    if (!in_child(sel)) {
       out.push_back({sel.kernel->supports(sel.cell.c), {}});
       continue;
     }

@@ -62,7 +62,9 @@ struct Plan {
 
 /// Plans `suite` x `kernels` with `opt`'s shard, seed, filter, previous and isolate. A kernel that declines
 /// a cell settles it as `declined` with its reason; an isolated kernel whose supports() could not be asked
-/// (supports_in_child) settles every cell of it as `error`. Calls supports() of in-process kernels here.
+/// (supports_in_child) settles every cell of it as `error`. Calls supports() of in-process kernels here,
+/// except that of in-process GPU kernels when some kernel runs isolated: those are asked in a child too, so
+/// that no device query initialises CUDA in this process before the isolated children are forked.
 Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
 
 /// How many (kernel, cell) pairs of `suite` x `kernels` pass `opt`'s shard and filter (with its seed

@@ -55,7 +55,8 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   // The order below keeps this process free of a GPU context until its last child is forked: a fork after
   // CUDA initialisation cannot use the device (cudaErrorInitializationError in every isolated cell, issue
   // 17). So isolated kernels (plugins by default) run first, in children forked from a process that has
-  // touched no device (their supports() asked in children too), and only then does this process open its
+  // touched no device (their supports() asked in children, and so is that of in-process GPU kernels, which
+  // may query the device: plan_run), and only then does this process open its
   // own backends for the in-process GPU lane. A device that cannot be opened is still refused before any
   // cell runs: checked in a child when children come first.
   GpuDevices gpus = gpu_devices_of(kernels, device_spec);
