@@ -26,6 +26,7 @@ struct PoolDevice {
 /// Runs all jobs of one work item on `dev`: prepares the case, then each job with its kernel's clean twin.
 void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const RunOptions& opt, const EmitResult& emit,
               const FreshProcesses* fresh) {
+  if (stop_requested(opt)) return;
   std::optional<CaseData> data;
   try {
     data = prepare_case(item.c, opt);
@@ -43,6 +44,7 @@ void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const Run
   how.device_mu = dev.calls;
   how.fresh = fresh;
   for (const auto& j : item.jobs) {
+    if (stop_requested(opt)) return;  // the rest of the item stays unrun
     CellResult& r = plan.results[j.result_index];
     if (*dev.lost && j.kernel->device() != PACHECK_DEVICE_CPU) {
       r = unrun_result(j.cell, *j.kernel, Verdict::error, "not run: the device context was lost by an earlier fatal error");
@@ -74,7 +76,7 @@ void run_in_process(Plan& plan, const GpuDevices& gpus, const RunOptions& opt, c
   for (int t = 0; t < std::min<int>(threads, static_cast<int>(queue.size())); ++t)
     workers.emplace_back([&] {
       auto cpu = make_cpu_backend();
-      for (std::size_t i; (i = next++) < queue.size();) {
+      for (std::size_t i; !stop_requested(opt) && (i = next++) < queue.size();) {
         PoolDevice dev{cpu.get(), nullptr, &cpu_lost};
         if (i < gpu_items.size()) {
           const std::size_t d = gpu_device_for(i, ndev);

@@ -70,6 +70,10 @@ void setup_forked_child(pid_t parent) {
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
   ::signal(SIGPIPE, SIG_DFL);
+  // The parent's stop handlers (SIGINT/SIGTERM: finish the running cells) are not the child's: a signal
+  // sent to the whole process tree ends the child, whose cell the parent then leaves unrun.
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
@@ -191,9 +195,11 @@ std::string spawn(Child& c, int group, int lane, const IsolationHooks& hooks) {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-/// Runs `job` on `c` (starting a child when none is alive) and returns its result.
+/// Runs `job` on `c` (starting a child when none is alive) and returns its result. When opt.stop says
+/// stop while the child runs the job, the child is killed and reaped, `*cancelled` is set and the result
+/// is empty.
 CellResult run_one(Child& c, int group, int lane, std::size_t job, const IsolationOptions& opt,
-                   const IsolationHooks& hooks) {
+                   const IsolationHooks& hooks, bool* cancelled = nullptr) {
   const auto t0 = Clock::now();
   const std::string cmd = std::to_string(job) + "\n";
   for (int attempt = 0;; ++attempt) {
@@ -230,6 +236,11 @@ CellResult run_one(Child& c, int group, int lane, std::size_t job, const Isolati
                           seconds_since(t0));
       }
     }
+    if (cancelled && opt.stop && opt.stop()) {
+      stop(c);
+      *cancelled = true;
+      return {};
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       stop(c);
@@ -239,7 +250,8 @@ CellResult run_one(Child& c, int group, int lane, std::size_t job, const Isolati
                         seconds_since(t0));
     }
     pollfd p{c.fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    // A short wait: a stop request is noticed within 100 ms even when the signal went to another thread.
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
     if (ready < 0 && errno != EINTR) {
       stop(c);
       return hooks.lost(job, Verdict::crash, fmt::format("poll failed: {}", std::strerror(errno)), seconds_since(t0));
@@ -303,16 +315,19 @@ void run_isolated(const std::vector<IsolatedBatch>& batches, const IsolationOpti
   std::atomic<bool> abort{false};
   std::mutex err_mu;
   std::exception_ptr first_error;
+  const auto stopping = [&] { return opt.stop && opt.stop(); };
   auto lane = [&](int lane_index) {
     Child c;
     try {
-      for (std::size_t b; !abort && (b = next++) < batches.size();) {
+      for (std::size_t b; !abort && !stopping() && (b = next++) < batches.size();) {
         const IsolatedBatch& batch = batches[b];
         if (hooks.prepare) hooks.prepare(b, lane_index);
-        for (std::size_t i = 0; i < batch.jobs.size(); ++i) {
+        for (std::size_t i = 0; i < batch.jobs.size() && !stopping(); ++i) {
           // One kernel per process: switch processes when the group changes.
           if (c.alive() && c.group != batch.groups[i]) stop(c);
-          CellResult r = run_one(c, batch.groups[i], lane_index, batch.jobs[i], opt, hooks);
+          bool cancelled = false;
+          CellResult r = run_one(c, batch.groups[i], lane_index, batch.jobs[i], opt, hooks, &cancelled);
+          if (cancelled) break;
           std::lock_guard<std::mutex> lock(fork_mutex());
           hooks.done(batch.jobs[i], r);
         }

@@ -55,13 +55,17 @@ struct IsolationOptions {
   /// would not have). Otherwise a lane keeps its child across batches of the same group, which saves a
   /// device context per batch on GPUs.
   bool child_per_batch = false;
+  /// Optional, asked from every lane's thread (thread-safe): true stops the run. No further job is sent;
+  /// a child running a job is killed (SIGKILL) and reaped, and that job gets no hooks.done call.
+  std::function<bool()> stop;
 };
 
 /// Runs every job of `batches` in child processes: `opt.lanes` supervisor threads take batches in order,
 /// call hooks.prepare, fork a child per group (fork + a Unix socket pair), send it one job at a time and
 /// wait for its result line with a watchdog of `opt.cell_timeout_s`. A child that dies (signal or exit) or hangs (it is sent SIGKILL)
 /// gives that job hooks.lost(..., crash | timeout, ...); a fresh child then continues with the next job.
-/// Every job gets exactly one hooks.done call. Throws std::runtime_error only when no child can be created
+/// Every job gets exactly one hooks.done call, unless opt.stop stops the run first (jobs not finished
+/// then get none). Throws std::runtime_error only when no child can be created
 /// at all (fork or socketpair fails), std::invalid_argument for lanes < 1 or a timeout <= 0.
 ///
 /// POSIX. On Linux children die with the parent (PR_SET_PDEATHSIG), so a killed run leaves no orphans;
@@ -89,7 +93,8 @@ ChildAnswer ask_child_process(const std::function<std::string()>& fn, double tim
 /// The first step of every child this project forks to run kernel code, called in the child right after
 /// fork(): it dies with the thread that forked it (Linux: PR_SET_PDEATHSIG; and at once when `parent`, the
 /// forking process's pid, is already gone), leaves the terminal's process group (Ctrl-C ends the run, not
-/// the child first), writes no core file, and gets SIGPIPE's default action and an empty signal mask back.
+/// the child first), writes no core file, and gets the default actions of SIGPIPE, SIGINT and SIGTERM and an
+/// empty signal mask back.
 void setup_forked_child(pid_t parent);
 
 /// A child forked with a socket to it (fork_connected_child): pid and this side of the socket, or pid -1

@@ -135,6 +135,7 @@ void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const
   cpu_opt.lanes = opt.isolate_lanes > 0 ? opt.isolate_lanes : worker_threads(opt);
   cpu_opt.cell_timeout_s = opt.cell_timeout_s;
   cpu_opt.child_per_batch = true;
+  cpu_opt.stop = opt.stop;
   std::vector<PreparedCase> lane_case(static_cast<std::size_t>(std::max(1, cpu_opt.lanes)));
   ChildState cpu_child;
   IsolationHooks cpu_hooks = common;
@@ -155,6 +156,7 @@ void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const
   IsolationOptions gpu_opt;
   gpu_opt.lanes = static_cast<int>(std::max<std::size_t>(1, gpus.specs.size()));
   gpu_opt.cell_timeout_s = opt.cell_timeout_s;
+  gpu_opt.stop = opt.stop;
 
   // A GPU context already open in this process (a caller that ran GPU kernels in-process before this run)
   // would make every GPU child fail with cudaErrorInitializationError: say so instead of forking them.

@@ -11,4 +11,6 @@ int worker_threads(const RunOptions& opt) {
 
 bool runs_isolated(const RunOptions& opt, const Kernel& k) { return opt.isolate && opt.isolate(k); }
 
+bool stop_requested(const RunOptions& opt) { return opt.stop && opt.stop(); }
+
 }  // namespace pacheck

@@ -24,6 +24,11 @@ struct RunOptions {
   std::optional<std::uint64_t> seed;       ///< overrides every cell's seed
   int shard_index = 0, shard_count = 1;    ///< take cells with index % shard_count == shard_index
   std::function<void(const CellResult&)> on_result;  ///< called as each cell finishes (in any order)
+  /// Called for each result in plan order (kernel-major, suite order), as soon as every result before it
+  /// has finished (resumed results are skipped, never passed on): what it prints is the same whatever the
+  /// thread count, lanes or isolation. When the run stops early (`stop`), the finished results not yet
+  /// passed on follow in plan order before run_suite returns. Called after on_result for the same result.
+  std::function<void(const CellResult&)> on_result_in_order;
   std::function<void(int done, int total)> on_progress;
   /// Kernels whose cells run in child processes (exec/isolate.hpp); empty = none. A crash or hang then
   /// becomes the cell's verdict (crash, timeout) instead of ending the run.
@@ -33,7 +38,15 @@ struct RunOptions {
   /// Results already measured (--resume), keyed by result_key(kernel, cell id): those cells are not run
   /// again and their results are neither re-emitted through on_result nor recomputed.
   std::unordered_map<std::string, CellResult> previous;
+  /// Asked before each cell starts and while an isolated child runs one, from any thread (so it must be
+  /// thread-safe; an atomic flag a signal handler sets): true stops the run. No further cell starts, cells
+  /// running in this process finish and are reported, isolated children running a cell are killed and
+  /// reaped (their cells stay unrun), and run_suite returns the finished results with RunSummary::stopped.
+  std::function<bool()> stop;
 };
+
+/// opt.stop is set and says stop.
+bool stop_requested(const RunOptions& opt);
 
 /// The CPU worker threads a run uses: opt.threads, or the hardware concurrency when it is 0; at least 1.
 int worker_threads(const RunOptions& opt);

@@ -17,23 +17,58 @@ void check_options(const RunOptions& opt) {
     throw std::invalid_argument(fmt::format("--cell-timeout: {} s (must be > 0)", opt.cell_timeout_s));
 }
 
-/// Reports finished cells one at a time: names the suite, counts them and calls on_result / on_progress.
+/// Reports finished cells one at a time: names the suite, counts them and calls on_result / on_progress
+/// as each finishes, and on_result_in_order in plan order (a result waits until every one before it has
+/// finished). Keeps which results finished, for a run that stops early.
 class Progress {
  public:
-  Progress(const Suite& suite, const RunOptions& opt, const Plan& plan)
-      : suite_(suite), opt_(opt), done_(static_cast<int>(plan.resumed.size())), total_(static_cast<int>(plan.results.size())) {}
+  Progress(const Suite& suite, const RunOptions& opt, Plan& plan)
+      : suite_(suite), opt_(opt), plan_(plan), state_(plan.results.size(), State::pending),
+        done_(static_cast<int>(plan.resumed.size())), total_(static_cast<int>(plan.results.size())) {
+    for (std::size_t i : plan.resumed) state_[i] = State::resumed;
+    release_in_order();  // a resumed prefix is skipped at once
+  }
+  /// `r` is a result slot of the plan (plan.results[i]) that just finished.
   void operator()(CellResult& r) {
     std::lock_guard<std::mutex> lock(mu_);
+    const auto pos = static_cast<std::size_t>(&r - plan_.results.data());
+    if (pos >= state_.size()) throw std::logic_error("run_suite: a result outside the plan was reported");
     r.suite = suite_.name;
     ++done_;
+    state_[pos] = State::finished;
     if (opt_.on_result) opt_.on_result(r);
     if (opt_.on_progress) opt_.on_progress(done_, total_);
+    release_in_order();
+  }
+  /// After the last cell: passes on, in plan order, the finished results an unfinished one held back
+  /// (only a stopped run has any). Returns whether every planned result finished.
+  bool finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (; next_ < state_.size(); ++next_)
+      if (state_[next_] == State::finished && opt_.on_result_in_order) opt_.on_result_in_order(plan_.results[next_]);
+    return std::none_of(state_.begin(), state_.end(), [](State s) { return s == State::pending; });
+  }
+  /// The finished results (resumed ones included), in plan order.
+  std::vector<CellResult> take_finished() {
+    std::vector<CellResult> out;
+    for (std::size_t i = 0; i < state_.size(); ++i)
+      if (state_[i] != State::pending) out.push_back(std::move(plan_.results[i]));
+    return out;
   }
 
  private:
+  enum class State : unsigned char { pending, finished, resumed };
+  void release_in_order() {
+    for (; next_ < state_.size() && state_[next_] != State::pending; ++next_)
+      if (state_[next_] == State::finished && opt_.on_result_in_order) opt_.on_result_in_order(plan_.results[next_]);
+  }
+
   const Suite& suite_;
   const RunOptions& opt_;
+  Plan& plan_;
   std::mutex mu_;
+  std::vector<State> state_;
+  std::size_t next_ = 0;  ///< first result not yet passed to on_result_in_order
   int done_, total_;
 };
 
@@ -75,7 +110,9 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   open_in_process_gpus(gpus, kernels, opt);
   run_in_process(plan, gpus, opt, emit, server);
 
-  sum.results = std::move(plan.results);
+  sum.planned = plan.results.size();
+  sum.stopped = !progress.finish();
+  sum.results = sum.stopped ? progress.take_finished() : std::move(plan.results);
   std::vector<KernelRole> roles;
   for (const auto& k : kernels) roles.push_back({k->name(), k->is_negative_control()});
   sum.shard = opt.shard_count > 1;

@@ -47,7 +47,9 @@ namespace pacheck {
 /// unusable device is still refused before any cell runs (probed in a child when children come first). Cells found in `opt.previous` are not run.
 /// A suite with faulted cells first forks a fresh-process server (exec/fresh.hpp), which names the cause
 /// of faulted outputs that differ from their clean twin in both lanes (judge/cause.hpp).
-/// Results sit at fixed positions (kernel-major, suite order), whatever the thread count or isolation.
+/// Results sit at fixed positions (kernel-major, suite order), whatever the thread count or isolation;
+/// opt.on_result_in_order sees them in that order too. When opt.stop stops the run before every result
+/// finished, the summary holds the finished ones only, with RunSummary::stopped set (planned counts all).
 /// Cells settled while planning (declined, or the `error` of an isolated kernel whose supports() could not
 /// be asked) reach opt.on_result first. Also runs the comparator self-test. Throws std::runtime_error /
 /// std::invalid_argument for an unusable device or options (--shard, --cell-timeout).

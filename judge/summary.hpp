@@ -2,6 +2,7 @@
 // self-test, and the exit code CI gates on.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,11 @@ struct RunSummary {
   /// One shard of a sharded run (--shard I/N, N > 1): a kernel without a cell in it is reported but not
   /// vacuous here, as a GoogleTest shard without tests passes; `pacheck merge` judges the whole run.
   bool shard = false;
+  /// The run stopped before every planned result finished (RunOptions::stop: a signal, --fail-fast):
+  /// `results` holds only the finished ones (resumed ones included), still in suite order, kernel-major.
+  bool stopped = false;
+  /// Results the run planned (finished or not): results.size() unless `stopped`.
+  std::size_t planned = 0;
   /// 0 all pass (controls caught), 1 some cell failed or a kernel ran nothing, 3 instrument blind.
   int exit_code() const;
 };
