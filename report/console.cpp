@@ -1,6 +1,7 @@
 // The console format: what `pacheck run` and `pacheck score` print by default. The run's title, then one
-// table row per cell as it finishes, then per-kernel counts, the cells per verdict, the comparator self-test
-// and the closing "N passed, M failed" line.
+// table row per cell in suite order (kernel-major; the full cell id last), then per-kernel counts, the cells
+// per verdict, the comparator self-test, the closing "N passed, M failed" line and, last, every failure with
+// the `pacheck repro` line that reruns it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,57 +9,75 @@
 
 #include "kernels/backend.hpp"
 #include "report/report.hpp"
+#include "report/text.hpp"
 
 namespace pacheck {
 
 namespace {
 
-constexpr int kCellWidth = 58;
-std::string clip(const std::string& s, std::size_t w) { return s.size() <= w ? s : s.substr(0, w - 1) + "~"; }
+/// One error column of a row: "nan" or "inf" when the output holds such elements (the metrics are taken
+/// over finite pairs only, so a number there would read as a small error), else the value.
+std::string error_column(double v, const Metrics& m) {
+  if (m.nan_count > 0) return "nan";
+  if (m.inf_count > 0) return "inf";
+  return fmt::format("{:.2e}", v);
+}
+
+/// Failures the closing list shows with their repro lines; the rest are counted.
+constexpr std::size_t kListedFailures = 100;
 
 class ConsoleFormat : public ReportFormat {
  public:
-  ConsoleFormat(std::ostream& out, const FormatOptions& opt) : out_(out), only_failures_(opt.only_failures) {}
+  ConsoleFormat(std::ostream& out, const FormatOptions& opt)
+      : out_(out), only_failures_(opt.only_failures), quiet_(opt.quiet) {}
 
   void run_started(const RunStart& run) override {
     out_ << run.title << "\n";
     for (const auto& n : run.notes) out_ << n << "\n";
     // max_abs and mean_abs next to rel_linf: fp8 results are usually quoted as max / mean absolute error
-    // against an fp32 reference (seed 002), so those numbers can be compared directly.
-    out_ << fmt::format("\n{:<{}} {:<20} {:<15} {:<8} {:<13} {:>9} {:>9} {:>9} {:>7}\n", "cell", kCellWidth, "kernel",
-                        "fault", "length", "verdict", "rel_linf", "max_abs", "mean_abs", "margin");
+    // against an fp32 reference (seed 002), so those numbers can be compared directly. The cell id comes
+    // last and whole (fault included): it pastes into `pacheck repro` and --filter as it stands.
+    out_ << fmt::format("\n{:<24} {:<25} {:>9} {:>9} {:>9} {:>7} {:<8} {}\n", "kernel", "verdict", "rel_linf",
+                        "max_abs", "mean_abs", "margin", "length", "cell");
     out_.flush();
   }
 
   void cell_finished(const CellResult& r) override {
     // A live result carries expected_fail only for a negative control (Kernel::expected_failures()).
     const CellOutcome outcome = cell_outcome(r, /*negative_control=*/r.expected_fail);
+    const bool failing = outcome == CellOutcome::failed || outcome == CellOutcome::missed;
+    if (quiet_ && !failing) return;
     if (only_failures_ && (outcome == CellOutcome::passed || outcome == CellOutcome::declined)) return;
     std::string verdict(verdict_name(r.verdict));
     if (outcome == CellOutcome::caught) verdict += " (caught)";
     if (outcome == CellOutcome::missed) verdict += " (MISSED)";
-    // The cell column shows the case; the fault has its own column.
     const char* length = r.straddle ? "straddle" : "aligned";
-    if (r.verdict == Verdict::declined || r.verdict == Verdict::error || r.verdict == Verdict::crash ||
-        r.verdict == Verdict::timeout) {
-      out_ << fmt::format("{:<{}} {:<20} {:<15} {:<8} {:<13} {}\n", clip(r.case_id, kCellWidth), kCellWidth, r.kernel,
-                          r.fault, length, verdict, r.detail);
+    if (!has_output(r.verdict)) {
+      // No output to measure: the reason follows the id as a shell comment, so a pasted line still works.
+      out_ << fmt::format("{:<24} {:<25} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}\n", r.kernel, verdict, "-", "-", "-", "-",
+                          length, r.cell_id, r.detail.empty() ? "" : "  # " + r.detail);
     } else {
-      out_ << fmt::format("{:<{}} {:<20} {:<15} {:<8} {:<13} {:>9.2e} {:>9.2e} {:>9.2e} {:>7.3f}\n",
-                          clip(r.case_id, kCellWidth), kCellWidth, r.kernel, r.fault, length, verdict,
-                          r.metrics.rel_linf, r.metrics.max_abs, r.metrics.mean_abs, r.margin);
+      const bool nonfinite = r.metrics.nan_count > 0 || r.metrics.inf_count > 0;
+      out_ << fmt::format("{:<24} {:<25} {:>9} {:>9} {:>9} {:>7} {:<8} {}\n", r.kernel, verdict,
+                          error_column(r.metrics.rel_linf, r.metrics), error_column(r.metrics.max_abs, r.metrics),
+                          error_column(r.metrics.mean_abs, r.metrics),
+                          nonfinite ? std::string("-") : fmt::format("{:.3f}", r.margin), length, r.cell_id);
     }
     out_.flush();
   }
 
   void run_ended(const RunSummary& s, const ReportMeta& meta) override {
+    if (s.stopped)
+      out_ << fmt::format("\nSTOPPED EARLY: {} of {} results finished; the counts below are theirs\n",
+                          s.results.size(), s.planned);
     out_ << fmt::format("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}\n", "kernel", "passed", "failed", "declined",
                         "caught", "missed", "negative control");
     for (const auto& k : s.kernels)
       out_ << fmt::format("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}{}\n", k.kernel, k.passed, k.failed, k.declined,
                           k.caught, k.missed, control_outcome_name(k.control),
-                          !k.vacuous ? ""
-                          : s.shard  ? "  (no cell in this shard: the merged run is judged)"
+                          !k.vacuous   ? ""
+                          : s.stopped  ? "  (no cell finished before the stop)"
+                          : s.shard    ? "  (no cell in this shard: the merged run is judged)"
                                      : "  (NO CELL RAN: counts as a failure)");
     out_ << fmt::format("verdicts: {}\n", verdict_counts_text(s.verdicts));
     out_ << fmt::format("comparator self-test: {}\n", s.selftest.passed ? "passed" : "FAILED");
@@ -68,12 +87,32 @@ class ConsoleFormat : public ReportFormat {
     out_ << fmt::format("\n{} passed, {} failed ({} declined, {} caught by negative controls)\n", s.passed, s.failed,
                         s.declined, s.caught);
     if (is_all_devices_spec(meta.device)) print_devices(s);
+    print_failures(s);
     out_.flush();
   }
 
   bool needs_environment() const override { return false; }
 
  private:
+  /// Last: every result that fails the run (cell_outcome failed or missed) with the command that reruns it,
+  /// in suite order, kernel-major; the first kListedFailures of them, then how many more.
+  void print_failures(const RunSummary& s) {
+    std::vector<const CellResult*> failures;
+    for (const auto& r : s.results)
+      if (counts_as_failure(s, r)) failures.push_back(&r);
+    if (failures.empty()) return;
+    out_ << fmt::format("\nfailures ({}), each with the command that reruns it:\n", failures.size());
+    for (std::size_t i = 0; i < failures.size() && i < kListedFailures; ++i) {
+      const CellResult& r = *failures[i];
+      std::string verdict(verdict_name(r.verdict));
+      if (cell_outcome(s, r) == CellOutcome::missed) verdict += " (MISSED: negative control)";
+      out_ << fmt::format("  {:<17} {}\n", verdict, repro_command(r));
+    }
+    if (failures.size() > kListedFailures)
+      out_ << fmt::format("  ... and {} more (every failure is in report.json, or the rows of --only-failures)\n",
+                          failures.size() - kListedFailures);
+  }
+
   /// "devices: cuda:0 (12 cells), cuda:1 (12 cells)": which device ran how many cells (CellResult::device,
   /// in order of first appearance; declined cells ran nowhere and are not counted).
   void print_devices(const RunSummary& s) {
@@ -90,7 +129,7 @@ class ConsoleFormat : public ReportFormat {
   }
 
   std::ostream& out_;
-  bool only_failures_;
+  bool only_failures_, quiet_;
 };
 
 }  // namespace

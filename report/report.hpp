@@ -59,6 +59,9 @@ struct ReportMeta {
 /// Options a command line passes to the format it prints.
 struct FormatOptions {
   bool only_failures = false;  ///< --only-failures: console rows of cells that did not pass only
+  /// --quiet: console rows of failing cells only (cell_outcome failed or missed: not the caught cells of
+  /// negative controls), then the summary and the failure list.
+  bool quiet = false;
 };
 
 /// A report format: a few callbacks a run makes, in this order, from one thread at a time. Cells a resumed
@@ -68,9 +71,11 @@ class ReportFormat {
   virtual ~ReportFormat() = default;
   /// Before the first cell. Default: nothing.
   virtual void run_started(const RunStart& run);
-  /// One cell of one kernel finished (in finishing order, which depends on threads). Default: nothing.
+  /// One cell of one kernel finished. `pacheck run` and `score` call it in plan order (kernel-major, suite
+  /// order: RunOptions::on_result_in_order), whatever the thread count. Default: nothing.
   virtual void cell_finished(const CellResult& r);
-  /// The run ended: `s` holds every result in suite order, kernel-major. Writes the format's document (or
+  /// The run ended: `s` holds every result in suite order, kernel-major (only the finished ones when
+  /// `s.stopped`: the console says so; the commands give a stopped run to no other format). Writes the format's document (or
   /// what is left of it) to the stream the format was made with; the caller checks that stream.
   virtual void run_ended(const RunSummary& s, const ReportMeta& meta) = 0;
   /// Whether run_ended reads meta.environment: collecting it opens the device, which a format that does not
