@@ -3,19 +3,24 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <unordered_set>
 
 #include "cli/common.hpp"
+#include "cli/interrupt.hpp"
 #include "exec/isolate.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
 #include "exec/plan.hpp"
+#include "judge/repeat.hpp"
 #include "report/json.hpp"
 #include "report/report_dir.hpp"
 #include "report/run_identity.hpp"
+#include "report/text.hpp"
 
 namespace pacheck::cli {
 
@@ -49,6 +54,61 @@ void check_device(const std::string& device) {
   // No answer (no child could be forked, or it died): the run itself reports the device as before.
 }
 
+/// "suite gate: 271 cells x 6 kernels = 1,626 results", or, when --filter or --shard leave some out,
+/// "suite gate: 40 results (of 271 cells x 6 kernels)": what the run's rows and counts are about.
+std::string selection_text(const Suite& suite, std::size_t kernels, std::size_t selected) {
+  const std::string of = fmt::format("{} cells x {} kernel{}", group_digits(suite.cells.size()), kernels,
+                                     kernels == 1 ? "" : "s");
+  if (selected == suite.cells.size() * kernels) return fmt::format("suite {}: {} = {} results", suite.name, of, group_digits(selected));
+  return fmt::format("suite {}: {} results (of {})", suite.name, group_digits(selected), of);
+}
+
+/// The first failing result of a --fail-fast run (RunOptions::on_result sets it, one call at a time).
+struct FirstFailure {
+  std::atomic<bool> seen{false};
+  std::string text;  ///< "cpu.vector_v 'h32/8 ... V:nan@tail' (poisoned)"
+};
+
+/// What a run that stopped early prints after its rows: why it stopped, what finished, and how to complete
+/// it (the --resume command, or how to get a report directory for one).
+void print_stopped(std::FILE* to, const RunSummary& s, int sig, const FirstFailure& first, const ReportDir* reports,
+                   int repeat) {
+  const std::string why = sig ? fmt::format("interrupted by {}", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : signal_description(sig))
+                              : fmt::format("stopped early (--fail-fast) after the first failure, {}", first.text);
+  fmt::print(to, "\npacheck: {}: {} of {} results finished ({}); no further cell was started\n", why,
+             group_digits(s.results.size()), group_digits(s.planned), verdict_counts_text(s.verdicts));
+  if (repeat > 1)
+    fmt::print(to, "pacheck: a --repeat run is not resumable (its results are combined at the end): run it again\n");
+  else if (reports)
+    fmt::print(to, "pacheck: the finished results are kept in {}; no reports were written. Complete the run with:\n  {}\n",
+               (std::filesystem::path(reports->dir()) / kResultsLogFile).string(), resume_command(command_line(), reports->dir()));
+  else
+    fmt::print(to, "pacheck: the finished results were not kept (no --report-dir): run with --report-dir DIR to keep "
+                   "them, and complete a stopped run with --resume DIR\n");
+  std::fflush(to);
+}
+
+/// The lines --repeat adds before the summary: how often each result ran and every one whose verdict
+/// differed, with its verdicts in repeat order and the repro line.
+void print_repeats(std::FILE* to, int repeat, std::size_t results, const std::vector<RepeatDifference>& diffs) {
+  fmt::print(to, "\n--repeat {}: each of {} results ran {} times; ", repeat, group_digits(results), repeat);
+  if (diffs.empty()) {
+    fmt::print(to, "every verdict was the same each time\n");
+    return;
+  }
+  fmt::print(to, "{} gave different verdicts (flaky):\n", diffs.size());
+  for (const auto& d : diffs) {
+    std::string verdicts;
+    for (std::size_t k = 0; k < d.verdicts.size(); ++k) verdicts += (k ? ", " : "") + std::string(verdict_name(d.verdicts[k]));
+    CellResult r;
+    r.kernel = d.kernel;
+    r.cell_id = d.cell_id;
+    fmt::print(to, "  {} [{}]{}\n    {}\n", d.kernel, verdicts,
+               d.outcome_differs ? fmt::format(" -> reported as repeat {}'s failure", d.recorded + 1) : "",
+               repro_command(r));
+  }
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, Context& ctx) {
@@ -59,6 +119,9 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto report_dir = std::make_shared<std::string>();
   auto resume_dir = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>(kDefaultFormat);
+  auto quiet = std::make_shared<bool>(false);
+  auto fail_fast = std::make_shared<bool>(false);
+  auto repeat = std::make_shared<int>(1);
   opts->bind(cmd);
   cmd->add_option("--report-dir", *report_dir,
                   fmt::format("write {} (one line per finished cell, as it finishes), {} into this directory, "
@@ -71,10 +134,27 @@ void add_run_command(CLI::App& app, Context& ctx) {
                   "cells not in the run are dropped, two lines for one cell are an error");
   cmd->add_option("--json", *json_path, "write the full report (summary and every cell's metrics) to this JSON file");
   cmd->add_flag("--only-failures", *only_failures, "console: print only cells that did not pass");
+  cmd->add_flag("--quiet,-q", *quiet,
+                "console: rows of failing cells only (not the caught cells of negative controls), then the summary "
+                "and the failure list");
+  cmd->add_flag("--fail-fast", *fail_fast,
+                "stop after the first failing result: no further cell starts, exit 1 as for a failure; no reports "
+                "are written and a --report-dir is left for --resume, as a stopped run's");
+  cmd->add_option("--repeat", *repeat,
+                  "run the whole selection N times in this process, for flake hunting: rows are the first repeat's, "
+                  "each result whose verdict differs between repeats is listed, and a result that fails in any "
+                  "repeat is reported as that failure (exit 1); not with --resume, and results.jsonl is written "
+                  "when the last repeat ends")
+      ->check(CLI::Range(1, 1000));
   bind_format_option(cmd, *format);
-  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format] {
+  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, fail_fast, repeat] {
     // Before anything is run or written: a bad --format must not empty an earlier run's report directory.
-    const std::unique_ptr<ReportFormat> out = stdout_format(*format, {*only_failures});
+    FormatOptions fo;
+    fo.only_failures = *only_failures;
+    fo.quiet = *quiet;
+    const std::unique_ptr<ReportFormat> out = stdout_format(*format, fo);
+    if (*repeat > 1 && !resume_dir->empty())
+      throw UsageError("--repeat: not with --resume (the resumed cells ran once; a repeated run starts afresh)");
     opts->load_plugins();
     const std::string device = resolve_device(opts->device);
     check_device_form(device);
@@ -109,10 +189,11 @@ void add_run_command(CLI::App& app, Context& ctx) {
     }
     const bool tty = isatty(fileno(stderr));
     RunStart start;
-    start.title = fmt::format("pacheck {} | suite {} ({} cells) | device {} | kernels:", pacheck_version(), suite.name,
-                              suite.cells.size(), device);
+    start.title = fmt::format("pacheck {} | {} | device {} | kernels:", pacheck_version(),
+                              selection_text(suite, kernels.size(), count_selected(suite, kernels, ro)), device);
     for (const auto& k : kernels) start.title += " " + k->name();
     if (ro.shard_count > 1) start.title += fmt::format(" | shard {}/{}", ro.shard_index, ro.shard_count);
+    if (*repeat > 1) start.title += fmt::format(" | --repeat {}", *repeat);
     if (reports && !resume_dir->empty()) {
       start.notes.push_back(fmt::format("resuming {}: {} finished cells in {} are not run again", reports->dir(),
                                         ro.previous.size(), kResultsLogFile));
@@ -129,19 +210,63 @@ void add_run_command(CLI::App& app, Context& ctx) {
       }
     }
     out->run_started(start);
+    // SIGINT/SIGTERM and --fail-fast stop the run between cells (exec/run_options.hpp's RunOptions::stop).
+    const InterruptHandler interrupts;
+    FirstFailure first_failure;
+    ro.stop = [&first_failure] { return InterruptHandler::signal() != 0 || first_failure.seen.load(); };
+    int current_repeat = 0;
     ro.on_result = [&](const CellResult& r) {
-      if (reports) reports->append(r);  // first: a kill right after this cell must not lose it
+      // First: a kill right after this cell must not lose it. A repeated run's results are combined first.
+      if (reports && *repeat == 1) reports->append(r);
+      const CellOutcome o = cell_outcome(r, r.expected_fail);
+      if (*fail_fast && !first_failure.seen && (o == CellOutcome::failed || o == CellOutcome::missed)) {
+        first_failure.text = fmt::format("{} '{}' ({})", r.kernel, r.cell_id, verdict_name(r.verdict));
+        first_failure.seen = true;
+      }
+    };
+    ro.on_result_in_order = [&](const CellResult& r) {
+      if (current_repeat > 0) return;  // rows are the first repeat's
       if (tty) fmt::print(stderr, "\r\033[K");
       out->cell_finished(r);
     };
-    if (tty) ro.on_progress = [](int done, int total) { fmt::print(stderr, "\r[{}/{}] cells", done, total); };
+    if (tty)
+      ro.on_progress = [&](int done, int total) {
+        if (*repeat > 1) fmt::print(stderr, "\r[repeat {}/{}] [{}/{}] cells", current_repeat + 1, *repeat, done, total);
+        else fmt::print(stderr, "\r[{}/{}] cells", done, total);
+      };
     RunSummary s;
+    std::vector<RunSummary> repeats;
     try {
-      s = run_suite(suite, kernels, device, ro);
+      for (current_repeat = 0; current_repeat < *repeat; ++current_repeat) {
+        s = run_suite(suite, kernels, device, ro);
+        if (s.stopped) break;
+        if (*repeat > 1) repeats.push_back(std::move(s));
+      }
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
     if (tty) fmt::print(stderr, "\r\033[K");
+    std::FILE* notes = *format == kDefaultFormat ? stdout : stderr;
+    if (s.stopped) {
+      // Only the console shows a stopped run's counts: a document format must not look like a whole run's.
+      if (*format == kDefaultFormat) out->run_ended(s, ReportMeta{suite.name, device, {}, identity});
+      std::fflush(stdout);
+      const int sig = InterruptHandler::signal();
+      print_stopped(notes, s, sig, first_failure, reports ? &*reports : nullptr, *repeat);
+      ctx.exit_code = sig ? InterruptHandler::exit_code(sig) : std::max<int>(kFail, s.exit_code());
+      return;
+    }
+    if (*repeat > 1) {
+      std::vector<KernelRole> roles;
+      for (const auto& k : kernels) roles.push_back({k->name(), k->is_negative_control()});
+      std::vector<RepeatDifference> diffs;
+      s = combine_repeats(std::move(repeats), roles, &diffs);
+      if (reports)
+        for (const auto& r : s.results) reports->append(r);
+      if (*format == kDefaultFormat) print_repeats(stdout, *repeat, s.results.size(), diffs);
+      else if (!diffs.empty()) print_repeats(stderr, *repeat, s.results.size(), diffs);
+      std::fflush(stdout);
+    }
     ReportMeta meta{suite.name, device, {}, identity};
     if (reports || out->needs_environment()) {
       std::vector<PluginFingerprint> plugins;

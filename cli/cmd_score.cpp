@@ -2,7 +2,11 @@
 // same table, summary, JSON report and exit code as `pacheck run`.
 #include <fmt/format.h>
 
+#include <csignal>
+#include <cstdio>
+
 #include "cli/common.hpp"
+#include "cli/interrupt.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
 #include "report/json.hpp"
@@ -13,7 +17,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("score", "judge a foreign runner's outputs for exported case files, like `run`");
   struct Opts {
     std::string cases, outputs, json, kernel = "foreign", format = kDefaultFormat;
-    bool only_failures = false, negative_control = false;
+    bool only_failures = false, negative_control = false, quiet = false;
   };
   auto o = std::make_shared<Opts>();
   auto common = std::make_shared<CommonOptions>();  // for the tolerance flags only
@@ -22,6 +26,9 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--kernel-name", o->kernel, "name to report the outputs under")->capture_default_str();
   cmd->add_option("--json", o->json, "write the full report (summary and every cell's metrics) to this JSON file");
   cmd->add_flag("--only-failures", o->only_failures, "console: print only cells that did not pass");
+  cmd->add_flag("--quiet,-q", o->quiet,
+                "console: rows of failing cells only (not the caught cells of negative controls), then the summary "
+                "and the failure list");
   bind_format_option(cmd, o->format);
   cmd->add_flag("--negative-control", o->negative_control,
                 "the outputs come from a runner with the planted V-tail fault (runner.py --bug v-tail): it must fail "
@@ -32,16 +39,23 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--oracle-precision", common->precision, "oracle precision: f32 or f64")->capture_default_str();
   bind_tf32_flag(cmd, common->tf32);
   cmd->callback([&ctx, o, common] {
-    const std::unique_ptr<ReportFormat> out = stdout_format(o->format, {o->only_failures});
+    FormatOptions fo;
+    fo.only_failures = o->only_failures;
+    fo.quiet = o->quiet;
+    const std::unique_ptr<ReportFormat> out = stdout_format(o->format, fo);
     // Pre-flight: an unwritable --json fails now, not after every output was scored.
     if (!o->json.empty()) check_writable_file("--json", o->json);
     ScoreOptions so;
     so.kernel_name = o->kernel;
     so.negative_control = o->negative_control;
     so.run = common->run_options();
-    // The table starts with the first result, so a bad case directory prints only its error.
+    // SIGINT/SIGTERM stop the scoring between cells, as they stop `run`.
+    const InterruptHandler interrupts;
+    so.run.stop = [] { return InterruptHandler::signal() != 0; };
+    // The table starts with the first result, so a bad case directory prints only its error. Rows come in
+    // plan order, whatever the thread count.
     bool started = false;
-    so.run.on_result = [&](const CellResult& r) {
+    so.run.on_result_in_order = [&](const CellResult& r) {
       if (!started) {
         out->run_started(
             {fmt::format("pacheck {} | score {} against {}", pacheck_version(), o->outputs, o->cases), {}});
@@ -60,6 +74,19 @@ void add_score_command(CLI::App& app, Context& ctx) {
     }
     const std::string device = "cpu (replayed outputs)";
     ReportMeta meta{suite, device, {}, nullptr};
+    if (s.stopped) {
+      // Only the console shows a stopped run's counts: a document format must not look like a whole run's.
+      if (o->format == kDefaultFormat) out->run_ended(s, meta);
+      std::fflush(stdout);
+      const int sig = InterruptHandler::signal();
+      fmt::print(o->format == kDefaultFormat ? stdout : stderr,
+                 "\npacheck: interrupted by {}: {} of {} results scored ({}); no further cell was started. score keeps "
+                 "no partial results and has no --resume: run the same command again\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", group_digits(s.results.size()), group_digits(s.planned),
+                 verdict_counts_text(s.verdicts));
+      ctx.exit_code = InterruptHandler::exit_code(sig);
+      return;
+    }
     if (out->needs_environment()) meta.environment = collect_environment("cpu");  // outputs are judged on the CPU
     out->run_ended(s, meta);
     if (!o->json.empty()) write_output_file("--json", o->json, to_json(s, suite, device).dump(1) + "\n");

@@ -12,13 +12,15 @@
 #include <vector>
 
 #include "cli/common.hpp"
+#include "cli/interrupt.hpp"
 #include "report/report.hpp"
 
 int main(int argc, char** argv) {
   using namespace pacheck::cli;
   CLI::App app{"pacheck: numerical-correctness and fault-injection tests for paged-attention decode kernels.\n"
                "Exit codes: 0 all cells pass and negative controls caught, 1 some cell failed, 2 usage or input\n"
-               "error, 3 instrument blind (a negative control was not caught or the comparator self-test failed)."};
+               "error, 3 instrument blind (a negative control was not caught or the comparator self-test failed),\n"
+               "130 / 143 stopped by SIGINT / SIGTERM (the command that resumes the run is printed)."};
   app.set_version_flag("--version", pacheck::pacheck_version());
   Context ctx;
   add_run_command(app, ctx);
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   // `pacheck` alone runs the default job: `run` on the gate suite on the default device.
   std::vector<const char*> args(argv, argv + argc);
   if (argc == 1) args.push_back("run");
+  remember_command_line({args.begin(), args.end()});  // for the resume command of a stopped run
   // A first word that is no subcommand is a typo, not a missing subcommand (CLI11 would say "A subcommand
   // is required"): name it and list the subcommands.
   if (args.size() > 1 && args[1][0] != '-') {

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""CLI-level tests of an interrupted run and of the console as a CI log shows it (issue 21), run by ctest
+against the built pacheck binary.
+
+usage: test_console_cli.py SCENARIO --pacheck BIN --source ROOT [--plugin LIB]
+
+Scenarios:
+  signals     SIGINT during a run with a report directory: exit 130, what finished and the exact --resume
+              command printed, no reports written; that command completes the run with the results of an
+              uninterrupted one. SIGTERM: exit 143; without a report directory the message says how to get
+              one; a plugin kernel hanging in its isolated child does not hold the run (it ends at once)
+  console     rows in plan order whatever -j (two -j4 runs print the same rows, in report.json's order), each
+              row ends with the whole cell id (fault included, no '~'), which `pacheck repro` takes as it
+              stands; the title counts cells and results as report.json does; NaN rows show nan, not
+              max_abs 0; the output ends with every failure and its repro line
+  quiet       --quiet prints the failing rows only, then the summary and the failure list
+  fail_fast   --fail-fast stops after the first failing result: exit 1, says it stopped early, keeps the
+              finished results for --resume, which completes the run
+  repeat      --repeat 3 runs each result 3 times and says whether any verdict differed; --repeat 0 and
+              --repeat with --resume are refused (exit 2)
+"""
+import argparse
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_reports_cli import check, check_reports_dir, comparable, fail, load, read_jsonl, run  # noqa: E402
+
+TAIL = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--kernel", "cpu.vector_v"]
+FAILING = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--kernel", "planted.drop_last_token",
+           "--filter", " bf16 "]
+ROW = re.compile(r"^(\S+)\s+(\S+(?: \((?:caught|MISSED)\))?)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(straddle|aligned)\s+(.+)$")
+
+
+def rows(text):
+    """The table rows of a console run: (kernel, verdict, rel_linf, max_abs, mean_abs, margin, length, cell)."""
+    out = []
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if m and m.group(1) != "kernel":
+            cell = m.group(8).split("  # ")[0]
+            out.append((*m.groups()[:7], cell))
+    return out
+
+
+def start(args, *cmd, stdout=subprocess.PIPE):
+    full = [args.pacheck, *cmd]
+    print("+", " ".join(full), "(signalled)", flush=True)
+    # SIGINT stays default in the child even where the test itself was started with it ignored.
+    return subprocess.Popen(full, stdout=stdout, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for_lines(p, path, n, deadline_s=300):
+    deadline = time.time() + deadline_s
+    lines = 0
+    while lines < n and time.time() < deadline and p.poll() is None:
+        time.sleep(0.01)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                lines = f.read().count(b"\n")
+    check(p.poll() is None, f"the run ended (exit {p.returncode}) before it could be signalled")
+
+
+def scenario_signals(args, tmp):
+    a, b = os.path.join(tmp, "interrupted"), os.path.join(tmp, "whole")
+    sel = [*TAIL, "-j1"]
+    whole = run(args, "run", *sel, "--report-dir", b, expect=0)
+    planned = len(check_reports_dir(b)["results"])
+    p = start(args, "run", *sel, "--report-dir", a)
+    results = os.path.join(a, "results.jsonl")
+    wait_for_lines(p, results, 5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    print(out[-3000:])
+    check(p.returncode == 130, f"exit {p.returncode} after SIGINT, want 130")
+    done = read_jsonl(results)
+    check(5 <= len(done) < planned, f"{len(done)} of {planned} cells in results.jsonl after SIGINT")
+    m = re.search(r"pacheck: interrupted by SIGINT: (\d+) of (\d+) results finished \(([^)]*)\); no further cell was "
+                  r"started", out)
+    check(m, "no 'interrupted by SIGINT: N of M results finished (...)' line")
+    check(int(m.group(1)) == len(done) and int(m.group(2)) == planned,
+          f"says {m.group(1)} of {m.group(2)}, results.jsonl holds {len(done)} of {planned}")
+    check(re.fullmatch(r"(\d+ [a-z_]+)(, \d+ [a-z_]+)*", m.group(3)), f"verdict counts: {m.group(3)!r}")
+    check(sum(int(x.split()[0]) for x in m.group(3).split(", ")) == len(done), "verdict counts do not add up")
+    check("STOPPED EARLY" in out, "the console summary does not say the run stopped early")
+    check(not os.path.exists(os.path.join(a, "report.json")), "an interrupted run wrote report.json")
+    lines = out.splitlines()
+    at = [i for i, line in enumerate(lines) if "Complete the run with:" in line]
+    check(at and at[0] + 1 < len(lines), "no resume command printed")
+    resume = shlex.split(lines[at[0] + 1])
+    check(resume == [args.pacheck, "run", *sel, "--resume", a], f"resume command {resume}")
+    print("+", " ".join(resume), flush=True)
+    q = subprocess.run(resume, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    check(q.returncode == 0, f"the printed resume command exits {q.returncode}:\n{q.stdout[-3000:]}")
+    check(f"{len(done)} finished cells in results.jsonl are not run again" in q.stdout, "resume did not skip")
+    check(comparable(check_reports_dir(a)) == comparable(check_reports_dir(b)),
+          "the resumed report differs from the uninterrupted one")
+    check(len(read_jsonl(results)) == planned, "results.jsonl does not hold each cell once")
+    # The console of the resumed run lists the remaining rows, in order, after the ones already printed.
+    check(len(rows(q.stdout)) == planned - len(done), "the resumed run does not print the remaining rows")
+    check(len(rows(whole.stdout)) == planned, "the uninterrupted run does not print a row per result")
+
+    # SIGTERM without a report directory: 143, and how to get a resumable run.
+    p = start(args, "run", *sel)
+    time.sleep(1.0)
+    check(p.poll() is None, "the run ended before SIGTERM")
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=120)
+    check(p.returncode == 143, f"exit {p.returncode} after SIGTERM, want 143\n{out[-2000:]}")
+    check("interrupted by SIGTERM" in out and "run with --report-dir DIR to keep them, and complete a stopped run "
+          "with --resume DIR" in out, f"no advice without a report directory:\n{out[-2000:]}")
+
+    # An isolated plugin kernel hanging in a child (the ctx33 cell of tests/plugins/misbehaving.c): the run
+    # must end at once, the child killed, not after the 600 s cell timeout.
+    check(args.plugin and os.path.exists(args.plugin), "--plugin: planted plugin not built")
+    c = os.path.join(tmp, "iso")
+    suite = os.path.join(args.source, "tests", "cli", "isolation.toml")
+    p = start(args, "run", "--plugin", args.plugin, "--kernel", "planted.hang", "--suite", suite, "-j1",
+              "--cell-timeout", "600", "--report-dir", c)
+    wait_for_lines(p, os.path.join(c, "results.jsonl"), 1)
+    time.sleep(0.5)  # the next cell, ctx33, hangs
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=120)
+    print(out[-2000:])
+    check(p.returncode == 143, f"hung isolated cell: exit {p.returncode} after SIGTERM")
+    check(time.time() - t0 < 30, "hung isolated cell: the run took more than 30 s to stop")
+    check("Complete the run with:" in out, "hung isolated cell: no resume command")
+    check(all(r["verdict"] == "pass" for r in read_jsonl(os.path.join(c, "results.jsonl"))),
+          "the killed child's cell was recorded as a result")
+
+
+def scenario_console(args, tmp):
+    d = os.path.join(tmp, "r")
+    first = run(args, "run", *TAIL, "-j4", "--report-dir", d, expect=0)
+    second = run(args, "run", *TAIL, "-j4", expect=0)
+    report = check_reports_dir(d)
+    r1, r2 = rows(first.stdout), rows(second.stdout)
+    check(len(r1) == len(report["results"]), f"{len(r1)} rows for {len(report['results'])} results")
+    check([(r[0], r[7]) for r in r1] == [(r[0], r[7]) for r in r2], "two -j4 runs print their rows in different orders")
+    check([(r[0], r[7]) for r in r1] == [(x["kernel"], x["cell"]) for x in report["results"]],
+          "rows are not in report.json's (plan) order, or a row's cell id is not the whole id")
+    check("~" not in first.stdout, "an id is cut with '~'")
+    check(all(r[7].endswith(x["fault"]) for r, x in zip(r1, report["results"])), "a row's id lacks the fault")
+    cells = len({x["cell"] for x in report["results"] if x["kernel"] == "cpu.reference"})
+    results = len(report["results"])
+    title = first.stdout.splitlines()[0]
+    check(f"suite tail-poison: {cells:,} cells x 2 kernels = {results:,} results" in title, f"title: {title}")
+    # NaN outputs: the error columns say nan, never a number measured over the finite elements only.
+    nan_rows = [r for r in r1 if r[0] == "cpu.vector_v" and r[1].startswith("poisoned")]
+    check(nan_rows, "no poisoned row of the negative control")
+    check(all(r[2] == r[3] == r[4] == "nan" for r in nan_rows), f"a NaN row shows numbers: {nan_rows[0]}")
+    # A row's id pastes into repro as it is.
+    kernel, cell = nan_rows[0][0], nan_rows[0][7]
+    rep = run(args, "repro", cell, "--kernel", kernel)
+    check(rep.returncode == 1 and "verdict   poisoned" in rep.stdout, f"repro of a pasted row id:\n{rep.stdout[-1500:]}")
+
+    # A failing run ends with its failures, each with the command that reruns it.
+    f = os.path.join(tmp, "f")
+    p = run(args, "run", *FAILING, "-j3", "--report-dir", f, expect=1)
+    rep = check_reports_dir(f)
+    failing = [x for x in rep["results"] if x["verdict"] not in ("pass", "declined")]
+    check(failing, "the planted kernel failed no cell")
+    want = [f"pacheck repro {shlex.quote(x['cell'])} --kernel {x['kernel']}" for x in failing]
+    tail = p.stdout.rstrip("\n").splitlines()
+    check(tail[-1].startswith("reports in "), f"last line: {tail[-1]}")
+    tail = tail[:-1]  # the closing "reports in DIR: ..." line of --report-dir follows the failure list
+    header = [i for i, line in enumerate(tail) if line.startswith("failures (")]
+    check(header, "no failure list")
+    check(tail[header[-1]] == f"failures ({len(failing)}), each with the command that reruns it:",
+          f"failure list header: {tail[header[-1]]}")
+    listed = [line.split(None, 1)[1] for line in tail[header[-1] + 1:]]
+    check(listed == want, f"the failure list is not the last block, or differs:\n{listed[:3]}\nwant\n{want[:3]}")
+    back = run(args, "repro", *shlex.split(want[0])[2:])
+    check(back.returncode == 1, f"the listed repro line does not reproduce the failure: exit {back.returncode}")
+
+
+def scenario_quiet(args, tmp):
+    loud = run(args, "run", *FAILING, "-j2", expect=1)
+    quiet = run(args, "run", *FAILING, "-j2", "--quiet", expect=1)
+    all_rows, quiet_rows = rows(loud.stdout), rows(quiet.stdout)
+    check(any(r[1] == "pass" for r in all_rows), "the loud run has no passing row")
+    check(quiet_rows and all(r[1] not in ("pass", "declined") for r in quiet_rows), f"--quiet rows: {quiet_rows[:3]}")
+    check(quiet_rows == [r for r in all_rows if r[1] not in ("pass", "declined") and "(caught)" not in r[1]],
+          "--quiet does not print exactly the failing rows")
+    for want in ("verdicts: ", "passed, ", "failures ("):
+        check(want in quiet.stdout, f"--quiet lacks {want!r}")
+
+
+def scenario_fail_fast(args, tmp):
+    d = os.path.join(tmp, "ff")
+    whole = run(args, "run", *FAILING, "-j1", expect=1)
+    planned = len(rows(whole.stdout))
+    p = run(args, "run", *FAILING, "-j1", "--fail-fast", "--report-dir", d, expect=1)
+    m = re.search(r"stopped early \(--fail-fast\) after the first failure, planted.drop_last_token '([^']+)' \((\w+)\): "
+                  r"(\d+) of (\d+) results finished", p.stdout)
+    check(m, f"--fail-fast does not say it stopped early:\n{p.stdout[-2000:]}")
+    done = read_jsonl(os.path.join(d, "results.jsonl"))
+    check(int(m.group(3)) == len(done) < planned == int(m.group(4)), f"{m.group(3)} of {m.group(4)}, {len(done)} kept")
+    check(not os.path.exists(os.path.join(d, "report.json")), "a stopped run wrote report.json")
+    first_fail = [r for r in rows(whole.stdout) if r[0] == "planted.drop_last_token" and r[1] != "pass"][0]
+    check(m.group(1) == first_fail[7], f"first failure {m.group(1)}, want {first_fail[7]}")
+    run(args, "run", *FAILING, "-j1", "--resume", d, expect=1)
+    check(len(read_jsonl(os.path.join(d, "results.jsonl"))) == planned, "--resume did not complete the run")
+
+
+def scenario_repeat(args, tmp):
+    sel = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--filter", " bf16 ", "-j2"]
+    d = os.path.join(tmp, "rep")
+    p = run(args, "run", *sel, "--repeat", "3", "--report-dir", d, expect=0)
+    report = check_reports_dir(d)
+    n = len(report["results"])
+    check(f"--repeat 3: each of {n} results ran 3 times; every verdict was the same each time" in p.stdout,
+          f"no repeat summary:\n{p.stdout[-1500:]}")
+    check(len(rows(p.stdout)) == n, "rows are not the first repeat's alone")
+    check(len(read_jsonl(os.path.join(d, "results.jsonl"))) == n, "results.jsonl does not hold each result once")
+    p = run(args, "run", *FAILING, "--repeat", "2", expect=1)
+    check("--repeat 2: each of" in p.stdout and "failures (" in p.stdout, "a failing repeated run")
+    run(args, "run", *sel, "--repeat", "0", expect=2)
+    p = run(args, "run", *sel, "--repeat", "2", "--resume", d, expect=2)
+    check("--repeat: not with --resume" in p.stdout, p.stdout[-500:])
+
+
+def main():
+    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat"]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=scenarios)
+    ap.add_argument("--pacheck", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--plugin")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pacheck_console_") as tmp:
+        globals()["scenario_" + args.scenario](args, tmp)
+    print(f"ok: {args.scenario}")
+
+
+if __name__ == "__main__":
+    main()
