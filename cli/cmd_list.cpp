@@ -1,5 +1,9 @@
-// pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions|formats
+// pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions|formats|cells
 #include <fmt/format.h>
+
+#include <optional>
+#include <regex>
+#include <unordered_set>
 
 #include "cli/common.hpp"
 #include "kernels/backend.hpp"
@@ -56,6 +60,36 @@ void list_formats() {
     fmt::print("{:<10} {:<13} {}\n", f.name, f.file ? f.file : "(stdout)", f.description);
 }
 
+/// `pacheck list cells`: the id of every cell of suite `suite_name`, one per line, in suite order, as a run's
+/// rows, --filter and `pacheck repro` take them. With `kernel_names`, each named kernel's layout is applied
+/// as a run applies it (kernel-major; an id that two kernels share is listed once); without, the suite's
+/// own. `filter` (a regular expression, as run's --filter) keeps the ids it matches. Runs nothing.
+void list_cells(const std::string& suite_name, const std::vector<std::string>& kernel_names, const std::string& filter) {
+  const Suite suite = load_suite_flag(suite_name);
+  std::vector<KernelPtr> kernels;
+  for (const auto& name : kernel_names) kernels.push_back(find_named_kernel(name));
+  std::optional<std::regex> re;
+  if (!filter.empty()) {
+    try {
+      re = std::regex(filter);
+    } catch (const std::regex_error& e) {
+      throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}", filter, e.what()));
+    }
+  }
+  std::unordered_set<std::string> listed;
+  std::string out;
+  auto list = [&](const Cell& cell) {
+    const std::string id = cell.id();
+    if (re && !std::regex_search(id, *re)) return;
+    if (listed.insert(id).second) out += id + "\n";
+  };
+  if (kernels.empty())
+    for (const SuiteCell& c : suite.cells) list(c.cell);
+  for (const auto& k : kernels)
+    for (const SuiteCell& c : suite.cells) list(c.for_layouts(k->layouts()));
+  fmt::print("{}", out);
+}
+
 }  // namespace
 
 void add_list_command(CLI::App& app, Context& ctx) {
@@ -63,17 +97,33 @@ void add_list_command(CLI::App& app, Context& ctx) {
       "list", "list kernels, suites, devices, poisons, verdicts, properties, distributions or report formats");
   auto what = std::make_shared<std::string>();
   auto plugins = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("what", *what, "kernels, suites, devices, poisons, verdicts, properties, distributions or formats")
+  struct CellsOptions {
+    std::string suite, filter;
+    std::vector<std::string> kernels;
+  };
+  auto cells = std::make_shared<CellsOptions>();
+  cmd->add_option("what", *what,
+                  "kernels, suites, devices, poisons, verdicts, properties, distributions, formats or cells")
       ->required()
       ->check(CLI::IsMember(
-          {"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions", "formats"}));
+          {"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions", "formats", "cells"}));
   cmd->add_option("--plugin", *plugins,
-                  "list kernels: also the kernels of this shared library (repeatable), each marked with its library");
-  cmd->callback([&ctx, what, plugins] {
-    if (!plugins->empty() && *what != "kernels")
-      throw UsageError(fmt::format("--plugin: only `list kernels` loads kernel libraries, not `list {}`", *what));
+                  "list kernels / list cells: also the kernels of this shared library (repeatable), each marked "
+                  "with its library");
+  cmd->add_option("--suite", cells->suite, "list cells: the suite (a name or a .toml path; default gate)");
+  cmd->add_option("--kernel,-k", cells->kernels,
+                  "list cells: ids as this kernel runs them (its layout; repeatable; default: the suite's own)");
+  cmd->add_option("--filter,-f", cells->filter, "list cells: only ids matching this regular expression");
+  cmd->callback([&ctx, what, cells, plugins] {
+    if (!plugins->empty() && *what != "kernels" && *what != "cells")
+      throw UsageError(fmt::format("--plugin: only `list kernels` and `list cells` load kernel libraries, not `list {}`",
+                                   *what));
+    if (*what != "cells" && (!cells->suite.empty() || !cells->kernels.empty() || !cells->filter.empty()))
+      throw UsageError(fmt::format("--suite, --kernel and --filter: only for `pacheck list cells`, not `list {}`", *what));
     load_plugin_flags(*plugins);
-    if (*what == "kernels") {
+    if (*what == "cells") {
+      list_cells(cells->suite.empty() ? "gate" : cells->suite, cells->kernels, cells->filter);
+    } else if (*what == "kernels") {
       for (const auto& k : Registry::global().all()) {
         const char* dev = k->device() == PACHECK_DEVICE_CPU ? "cpu" : k->device() == PACHECK_DEVICE_CUDA ? "cuda" : "hip";
         const std::string lib = plugin_path_of(k->name());

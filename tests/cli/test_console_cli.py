@@ -18,6 +18,8 @@ Scenarios:
               finished results for --resume, which completes the run
   repeat      --repeat 3 runs each result 3 times and says whether any verdict differed; --repeat 0 and
               --repeat with --resume are refused (exit 2)
+  list_cells  `pacheck list cells --suite S [--kernel K] [--filter RE]`: one pasteable id per line, the ids a
+              run of the same selection reports, in the same order; its options refused for other lists
 """
 import argparse
 import os
@@ -228,8 +230,31 @@ def scenario_repeat(args, tmp):
     check("--repeat: not with --resume" in p.stdout, p.stdout[-500:])
 
 
+def scenario_list_cells(args, tmp):
+    p = run(args, "list", "cells", "--suite", "tail-poison", expect=0)
+    ids = p.stdout.splitlines()
+    suites = run(args, "list", "suites", expect=0).stdout
+    m = re.search(r"^tail-poison\s+(\d+) cells", suites, re.M)
+    check(m and int(m.group(1)) == len(ids) == len(set(ids)), f"{len(ids)} ids, list suites says {m and m.group(1)}")
+    d = os.path.join(tmp, "r")
+    run(args, "run", "--suite", "tail-poison", "--kernel", "cpu.reference", "--report-dir", d, expect=0)
+    ran = [x["cell"] for x in load(os.path.join(d, "report.json"))["results"]]
+    p = run(args, "list", "cells", "--suite", "tail-poison", "--kernel", "cpu.reference", expect=0)
+    check(p.stdout.splitlines() == ran, "list cells --kernel differs from the ids a run reports")
+    p = run(args, "list", "cells", "--suite", "tail-poison", "--kernel", "cpu.reference", "--filter", " bf16 .*V:nan",
+            expect=0)
+    some = p.stdout.splitlines()
+    check(some and all(re.search(" bf16 .*V:nan", i) for i in some) and set(some) < set(ran), f"--filter: {some[:3]}")
+    rep = run(args, "repro", some[0], "--kernel", "cpu.reference")
+    check(rep.returncode == 0, f"a listed id does not paste into repro: exit {rep.returncode}")
+    p = run(args, "list", "kernels", "--suite", "gate", expect=2)
+    check("only for `pacheck list cells`" in p.stdout, p.stdout[-500:])
+    run(args, "list", "cells", "--suite", "no-such-suite", expect=2)
+    run(args, "list", "cells", "--kernel", "no.such.kernel", expect=2)
+
+
 def main():
-    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat"]
+    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)
