@@ -79,6 +79,10 @@ void print_stopped(std::FILE* to, const RunSummary& s, int sig, const FirstFailu
              group_digits(s.results.size()), group_digits(s.planned), verdict_counts_text(s.verdicts));
   if (repeat > 1)
     fmt::print(to, "pacheck: a --repeat run is not resumable (its results are combined at the end): run it again\n");
+  else if (reports && !reports->append_error().empty())
+    fmt::print(to, "pacheck: error: {}: the results after it were not kept; no reports were written. Once it can be "
+                   "written, --resume runs the missing cells:\n  {}\n",
+               reports->append_error(), resume_command(command_line(), reports->dir()));
   else if (reports)
     fmt::print(to, "pacheck: the finished results are kept in {}; no reports were written. Complete the run with:\n  {}\n",
                (std::filesystem::path(reports->dir()) / kResultsLogFile).string(), resume_command(command_line(), reports->dir()));

@@ -100,6 +100,9 @@ class ReportDir {
   /// failure, including an earlier append() failure.
   void finish(const RunSummary& s, const ReportMeta& meta);
   const std::string& dir() const { return dir_; }
+  /// Why an append() failed ("cannot append to 'DIR/results.jsonl': No space left on device"); empty while
+  /// none has. A stopped run, which never calls finish(), reports it from here.
+  const std::string& append_error() const { return append_error_; }
 
  private:
   ReportDir(std::string dir, ReportDirLock lock, int fd);

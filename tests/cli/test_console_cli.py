@@ -8,7 +8,8 @@ Scenarios:
   signals     SIGINT during a run with a report directory: exit 130, what finished and the exact --resume
               command printed, no reports written; that command completes the run with the results of an
               uninterrupted one. SIGTERM: exit 143; without a report directory the message says how to get
-              one; a plugin kernel hanging in its isolated child does not hold the run (it ends at once)
+              one; a results.jsonl that cannot grow is reported as lost results and --resume completes the
+              run; a plugin kernel hanging in its isolated child does not hold the run (it ends at once)
   console     rows in plan order whatever -j (two -j4 runs print the same rows, in report.json's order), each
               row ends with the whole cell id (fault included, no '~'), which `pacheck repro` takes as it
               stands; the title counts cells and results as report.json does; NaN rows show nan, not
@@ -24,6 +25,7 @@ Scenarios:
 import argparse
 import os
 import re
+import resource
 import shlex
 import signal
 import subprocess
@@ -118,6 +120,32 @@ def scenario_signals(args, tmp):
     check(p.returncode == 143, f"exit {p.returncode} after SIGTERM, want 143\n{out[-2000:]}")
     check("interrupted by SIGTERM" in out and "run with --report-dir DIR to keep them, and complete a stopped run "
           "with --resume DIR" in out, f"no advice without a report directory:\n{out[-2000:]}")
+
+    # results.jsonl that cannot grow (a full disk; here RLIMIT_FSIZE, SIGXFSZ ignored): the stop says that
+    # results were lost, and --resume (without the limit) completes the run from the torn file.
+    e = os.path.join(tmp, "full")
+
+    def small_files():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))
+
+    full = [args.pacheck, "run", *sel, "--report-dir", e]
+    print("+", " ".join(full), "(file size limit 4000 bytes, signalled)", flush=True)
+    p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=small_files)
+    results = os.path.join(e, "results.jsonl")
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None and not (os.path.exists(results) and os.path.getsize(results) >= 4000):
+        time.sleep(0.01)
+    time.sleep(1.0)  # a few more cells finish and cannot be appended
+    check(p.poll() is None, f"the run ended (exit {p.returncode}) before it could be signalled")
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    check(p.returncode == 130, f"full results.jsonl: exit {p.returncode}\n{out[-2000:]}")
+    check(re.search(r"pacheck: error: cannot append to '[^']*results.jsonl': File too large: the results after it were "
+                    r"not kept", out), f"full results.jsonl: the loss is not reported\n{out[-2000:]}")
+    run(args, "run", *sel, "--resume", e, expect=0)
+    check(len(read_jsonl(results)) == planned, "--resume after a full results.jsonl did not complete the run")
 
     # An isolated plugin kernel hanging in a child (the ctx33 cell of tests/plugins/misbehaving.c): the run
     # must end at once, the child killed, not after the 600 s cell timeout.
