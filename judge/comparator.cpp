@@ -200,6 +200,8 @@ double calibrated_floor(DType out_dtype) {
 
 double tf32_limit() { return 0x1p-7; }  // 7.8e-3: 3.7x the worst cpu.tf32 cell (docs/TOLERANCE.md)
 
+double tf32_hint_floor() { return 0x1p-13; }  // 1.2e-4: a quarter of TF32's unit roundoff 2^-11
+
 double accumulation_limit(int max_seq_len) { return 0x1p-23 * std::max(0, max_seq_len); }
 
 double fixed_limit(DType out_dtype, int max_seq_len) {

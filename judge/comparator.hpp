@@ -92,6 +92,11 @@ double fixed_limit(DType out_dtype, int max_seq_len);
 /// mantissa bits: u = 2^-11, f16's precision with fp32's range). docs/TOLERANCE.md gives the measurements.
 double tf32_limit();
 
+/// Smallest f32 rel_linf for which a failure's detail suggests undeclared TF32 dots: 2^-13 (1.2e-4), a
+/// quarter of TF32's unit roundoff. Failures below it (e.g. under the calibrated policy's few-1e-6 limits)
+/// are no TF32 error and get no such hint.
+double tf32_hint_floor();
+
 /// The bias check (issue 16; docs/TOLERANCE.md "Bias"): does the output round off-centre, all of it one
 /// way, as a truncating float -> bf16 conversion does? bf16 and f16 outputs only (an f32 output is
 /// stored as computed; Metrics::bias_elements is 0 for it).

@@ -63,8 +63,9 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
     std::string detail = fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
                                      r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim);
     // An error of TF32's size on a cell with f32 operands: the likeliest cause is TF32 dots the kernel does
-    // not declare.
-    if (f32_operands && !tf32 && r.metrics.rel_linf <= tf32_limit())
+    // not declare. Not below tf32_hint_floor(): an error that small (a calibrated limit's f32 failure at 7e-6)
+    // is no TF32 error, and the hint would send its author the wrong way.
+    if (f32_operands && !tf32 && r.metrics.rel_linf >= tf32_hint_floor() && r.metrics.rel_linf <= tf32_limit())
       detail += fmt::format("; the error is of the size TF32 dot products give (TF32 limit {:.3e}): if the kernel "
                             "reads f32 operands as TF32 (Triton's default fp32 tl.dot on NVIDIA), declare it "
                             "(PACHECK_KERNEL_TF32, or --tf32)",

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -110,6 +111,39 @@ TEST(Tf32, AnF32FailureFarBeyondTf32GetsNoHint) {
   for (const CellResult& r : s.results) {
     EXPECT_EQ(r.verdict, Verdict::fail) << r.cell_id;
     EXPECT_GT(r.metrics.rel_linf, tf32_limit()) << r.cell_id;
+    EXPECT_EQ(r.detail.find("TF32"), std::string::npos) << r.detail;
+  }
+}
+
+/// cpu.reference with its largest f32 output element moved by 3e-5 of its magnitude: a failure under the
+/// calibrated policy (limits of a few 1e-6 on these cells) far below any TF32 error.
+class TinyF32Error final : public Kernel {
+ public:
+  std::string name() const override { return "test.tiny_f32_error"; }
+  std::string description() const override { return "one element 3e-5 off"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args& a) const override {
+    Registry::global().find("cpu.reference")->run(a);
+    float* out = static_cast<float*>(a.out);
+    const std::size_t n = static_cast<std::size_t>(a.num_seqs) * a.num_heads * a.head_size;
+    std::size_t worst = 0;
+    for (std::size_t i = 1; i < n; ++i)
+      if (std::abs(out[i]) > std::abs(out[worst])) worst = i;
+    out[worst] += 3e-5f * std::abs(out[worst]);
+  }
+};
+
+// A fresh user's calibrated f32 failure at 7e-6 was told "the error is of the size TF32 dot products give".
+TEST(Tf32, AnF32FailureFarBelowTf32GetsNoHint) {
+  const TinyF32Error k;
+  RunOptions o;
+  o.threads = 2;
+  o.tolerance.policy = TolerancePolicy::calibrated;
+  const RunSummary s = run_suite(f32_suite(), {exec_test::unowned(&k)}, "cpu", o);
+  for (const CellResult& r : s.results) {
+    EXPECT_EQ(r.verdict, Verdict::fail) << r.cell_id << " " << r.detail;
+    EXPECT_LT(r.metrics.rel_linf, tf32_hint_floor()) << r.cell_id;
     EXPECT_EQ(r.detail.find("TF32"), std::string::npos) << r.detail;
   }
 }
