@@ -74,12 +74,12 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pacheck", default=str(here.parent / "build/default/cli/pacheck"))
     ap.add_argument("--out", default=str(here.parent / "build/trust-run"))
-    ap.add_argument("--seeds", type=positive_int("--seeds"), default=10, help="seeds per suite (default 10)")
+    ap.add_argument("--seeds", type=positive_int("--seeds"), default=None, help="seeds per suite (default 10)")
     ap.add_argument("--first-seed", type=positive_int("--first-seed"), default=1)
-    ap.add_argument("--suites", default="gate,boundary,models,sweep", help="comma-separated suite names")
-    ap.add_argument("--fuzz-seeds", type=positive_int("--fuzz-seeds"), default=10,
+    ap.add_argument("--suites", default=None, help="comma-separated suite names (default gate,boundary,models,sweep)")
+    ap.add_argument("--fuzz-seeds", type=positive_int("--fuzz-seeds"), default=None,
                     help="fuzz every honest kernel at seeds 1..M (0: no fuzzing)")
-    ap.add_argument("--fuzz-budget", type=float, default=60.0, help="wall seconds per fuzz run (default 60)")
+    ap.add_argument("--fuzz-budget", type=float, default=None, help="wall seconds per fuzz run (default 60)")
     ap.add_argument("--jobs", type=positive_int("--jobs", 1), default=os.cpu_count() or 2,
                     help="pacheck processes at once, each with --threads workers (default: the number of cores)")
     ap.add_argument("--threads", type=positive_int("--threads", 1), default=1,
@@ -98,8 +98,15 @@ def parse_args():
     ap.add_argument("--short", action="store_true",
                     help="the ctest form: boundary at 2 seeds, fuzz 1 seed x 3 s")
     a = ap.parse_args()
-    if a.short:
-        a.seeds, a.suites, a.fuzz_seeds, a.fuzz_budget = 2, "boundary", 1, 3.0
+    given = [f for f, v in (("--seeds", a.seeds), ("--suites", a.suites), ("--fuzz-seeds", a.fuzz_seeds),
+                            ("--fuzz-budget", a.fuzz_budget)) if v is not None]
+    if a.short and given:
+        fail_usage(f"--short fixes {', '.join(given)} (boundary at 2 seeds, fuzz 1 seed x 3 s): give one or the other")
+    short = a.short
+    a.seeds = (2 if short else 10) if a.seeds is None else a.seeds
+    a.suites = ("boundary" if short else "gate,boundary,models,sweep") if a.suites is None else a.suites
+    a.fuzz_seeds = (1 if short else 10) if a.fuzz_seeds is None else a.fuzz_seeds
+    a.fuzz_budget = (3.0 if short else 60.0) if a.fuzz_budget is None else a.fuzz_budget
     if not (a.deadline >= 0):
         fail_usage(f"--deadline {a.deadline} must be >= 0 seconds")
     if not (a.fuzz_budget > 0) or not math.isfinite(a.fuzz_budget):
@@ -113,7 +120,20 @@ def parse_args():
         fail_usage(f"--pacheck {a.pacheck} is not an executable file")
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         fail_usage(f"--out {a.out} exists and is not a directory")
+    known = suites_of(a.pacheck)
+    unknown = [s for s in a.suites if s not in known and not (s.endswith(".toml") and os.path.isfile(s))]
+    if unknown:
+        fail_usage(f"--suites: {', '.join(unknown)} not among pacheck's suites ({' '.join(sorted(known))}) "
+                   "nor a .toml file")
     return a
+
+
+def suites_of(pacheck):
+    """The suite names `pacheck list suites` prints (the first word of each line)."""
+    p = subprocess.run([pacheck, "list", "suites"], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail_usage(f"--pacheck {pacheck}: `list suites` exited {p.returncode}: {(p.stderr or p.stdout).strip()[-200:]}")
+    return {line.split()[0] for line in p.stdout.splitlines() if line.split()}
 
 
 def kernels(pacheck, device):
@@ -147,7 +167,13 @@ def run(cmd, log, stop_at=None):
 def main():
     a = parse_args()
     out = pathlib.Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".trust-run-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        fail_usage(f"--out {a.out}: cannot write there: {e.strerror or e}")
     for old in out.iterdir():
         if old.is_file() and OWN_FILES.match(old.name):
             old.unlink()

@@ -19,6 +19,10 @@ if args[:2] == ["list", "kernels"]:
     print("cpu.honest               cpu   an honest design")
     print("cpu.control              cpu   a negative control [negative control]")
     sys.exit(0)
+if args[:2] == ["list", "suites"]:
+    for name in ("gate", "boundary", "models", "sweep"):
+        print(f"{name:<16} 1 cells  /fake/{name}.toml")
+    sys.exit(0)
 want = os.environ.get("FAKE_PACHECK_TOLERANCE")
 if want and args[0] in ("run", "fuzz") and ("--tolerance" not in args or args[args.index("--tolerance") + 1] != want):
     print(f"fake pacheck: expected --tolerance {want}", file=sys.stderr)

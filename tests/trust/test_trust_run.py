@@ -57,4 +57,17 @@ p = subprocess.run([sys.executable, str(src / "ci/trust-run.py"), "--pacheck", s
 print(f"{'ok    ' if p.returncode == 2 else 'FAILED'} --seeds x: exit {p.returncode} (want 2): {p.stderr.strip()[-80:]}")
 if p.returncode != 2:
     failures.append("usage")
+# Inputs refused before any run, each naming the option (a fresh user's trial: --short silently overrode
+# these, an unknown suite launched ten failing runs, an unwritable --out ended in a traceback).
+for extra, text in [(["--short", "--seeds", "3"], "--short fixes --seeds"),
+                    (["--suites", "nosuch", "--fuzz-seeds", "0"], "--suites: nosuch not among pacheck's suites"),
+                    (["--out", "/proc/trust-run-cannot-be-here"], "--out /proc/trust-run-cannot-be-here: cannot write")]:
+    args = [sys.executable, str(src / "ci/trust-run.py"), "--pacheck", str(fake)]
+    if "--out" not in extra:
+        args += ["--out", str(work / "usage")]
+    p = subprocess.run(args + extra, capture_output=True, text=True)
+    ok = p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr
+    print(f"{'ok    ' if ok else 'FAILED'} {' '.join(extra)}: exit {p.returncode} (want 2): {p.stderr.strip()[-90:]}")
+    if not ok:
+        failures.append(" ".join(extra))
 sys.exit(1 if failures else 0)
