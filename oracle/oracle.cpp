@@ -204,14 +204,22 @@ void by_head_blocks(int R, Fn&& fn) {
 /// "extreme" distribution (logits ~1e4) neither overflows nor loses the row. The probabilities are
 /// normalised before P.V (not the output after it): with V near the largest finite value, the
 /// unnormalised sum of a few tied weights would overflow.
+///
+/// `serial_sum` sums each column's weights one token at a time in order, in S (the emulation: a kernel's
+/// running denominator, which drops the weights below half an ULP of the sum once a hot token has been
+/// added, as fp32 kernels do on peaked rows); otherwise Eigen's lane-parallel sum (the oracle).
 template <class S>
-void softmax_columns(ColMat<S>& lg, S scale, S* lse) {
+void softmax_columns(ColMat<S>& lg, S scale, S* lse, bool serial_sum) {
   for (Index h = 0; h < lg.cols(); ++h) {
     auto col = lg.col(h);
     col *= scale;
     const S mx = col.maxCoeff();
     col = (col.array() - mx).exp();
-    const S sum = col.sum();
+    S sum = S(0);
+    if (serial_sum)
+      for (Index t = 0; t < col.size(); ++t) sum += col[t];
+    else
+      sum = col.sum();
     col *= S(1) / sum;
     lse[h] = mx + std::log(sum);
   }
@@ -219,9 +227,9 @@ void softmax_columns(ColMat<S>& lg, S scale, S* lse) {
 
 /// Mode::oracle sums the per-tile partial outputs in double (two-level summation: rounding error grows
 /// with kTile + seq_len / kTile terms, not seq_len). Mode::emulate is a kernel's arithmetic instead:
-/// probabilities rounded to out_dtype, one fp32 accumulator per output element carried token by token
-/// over the whole sequence (the least accurate order a correct kernel uses, so the calibrated limit
-/// covers the others), output rounded to out_dtype.
+/// probabilities rounded to out_dtype, the softmax denominator and one fp32 accumulator per output
+/// element each carried token by token over the whole sequence (the least accurate order a correct kernel
+/// uses, so the calibrated limit covers the others), output rounded to out_dtype.
 enum class Mode { oracle, emulate };
 
 template <class S, Mode mode>
@@ -262,7 +270,7 @@ void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::ve
         });
       }
     }
-    softmax_columns<S>(lg, scale, lse.data());
+    softmax_columns<S>(lg, scale, lse.data(), kSerial);
     if constexpr (mode == Mode::emulate)
       lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
 

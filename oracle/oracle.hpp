@@ -36,8 +36,9 @@ struct OracleResult {
 OracleResult oracle(const Case& c, const PrePaging& p, Precision precision = Precision::f32);
 
 /// Low-precision emulation of a kernel of the case's dtypes, used by the `calibrated` tolerance: fp32
-/// logits and softmax, probabilities rounded to out_dtype before P.V (as vLLM-style kernels do for
-/// bf16/f16), fp32 accumulation, output rounded to out_dtype. Shape as OracleResult::out.
+/// logits and softmax (the denominator summed serially in token order), probabilities rounded to
+/// out_dtype before P.V (as vLLM-style kernels do for bf16/f16), one serial fp32 accumulator per output
+/// element, output rounded to out_dtype. Shape as OracleResult::out.
 std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p);
 
 }  // namespace pacheck
