@@ -94,7 +94,8 @@ void print_stopped(std::FILE* to, const RunSummary& s, int sig, const FirstFailu
 
 /// The lines --repeat adds before the summary: how often each result ran and every one whose verdict
 /// differed, with its verdicts in repeat order and the repro line.
-void print_repeats(std::FILE* to, int repeat, std::size_t results, const std::vector<RepeatDifference>& diffs) {
+void print_repeats(std::FILE* to, int repeat, std::size_t results, const std::vector<RepeatDifference>& diffs,
+                   const std::string& judge_flags) {
   fmt::print(to, "\n--repeat {}: each of {} results ran {} times; ", repeat, group_digits(results), repeat);
   if (diffs.empty()) {
     fmt::print(to, "every verdict was the same each time\n");
@@ -109,7 +110,7 @@ void print_repeats(std::FILE* to, int repeat, std::size_t results, const std::ve
     r.cell_id = d.cell_id;
     fmt::print(to, "  {} [{}]{}\n    {}\n", d.kernel, verdicts,
                d.outcome_differs ? fmt::format(" -> reported as repeat {}'s failure", d.recorded + 1) : "",
-               repro_command(r));
+               repro_command(r, judge_flags));
   }
 }
 
@@ -267,8 +268,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
       s = combine_repeats(std::move(repeats), roles, &diffs);
       if (reports)
         for (const auto& r : s.results) reports->append(r);
-      if (*format == kDefaultFormat) print_repeats(stdout, *repeat, s.results.size(), diffs);
-      else if (!diffs.empty()) print_repeats(stderr, *repeat, s.results.size(), diffs);
+      if (*format == kDefaultFormat) print_repeats(stdout, *repeat, s.results.size(), diffs, s.judge_flags);
+      else if (!diffs.empty()) print_repeats(stderr, *repeat, s.results.size(), diffs, s.judge_flags);
       std::fflush(stdout);
     }
     ReportMeta meta{suite.name, device, {}, identity};

@@ -160,20 +160,26 @@ namespace {
 constexpr int kMaxThreads = 1024;
 }  // namespace
 
-RunOptions CommonOptions::run_options() const {
-  RunOptions o;
-  if (threads < 0 || threads > kMaxThreads)
-    throw UsageError(fmt::format("--threads: {} (must be 0 to {}; 0 = one per core)", threads, kMaxThreads));
-  o.threads = threads;
+void apply_judge_options(const std::string& tolerance, double multiple, const std::string& precision, bool tf32,
+                         RunOptions& o) {
   if (tolerance == "fixed") o.tolerance.policy = TolerancePolicy::fixed;
   else if (tolerance == "calibrated") o.tolerance.policy = TolerancePolicy::calibrated;
   else throw UsageError(fmt::format("--tolerance: '{}' is not fixed or calibrated", tolerance));
-  if (!(multiple > 0)) throw UsageError("--multiple: must be > 0");
+  if (!(multiple > 0) || !std::isfinite(multiple))
+    throw UsageError(fmt::format("--multiple: {} (must be > 0 and finite)", multiple));
   o.tolerance.multiple = multiple;
   o.tolerance.tf32 = tf32;
   if (precision == "f32") o.oracle_precision = Precision::f32;
   else if (precision == "f64") o.oracle_precision = Precision::f64;
   else throw UsageError(fmt::format("--oracle-precision: '{}' is not f32 or f64", precision));
+}
+
+RunOptions CommonOptions::run_options() const {
+  RunOptions o;
+  if (threads < 0 || threads > kMaxThreads)
+    throw UsageError(fmt::format("--threads: {} (must be 0 to {}; 0 = one per core)", threads, kMaxThreads));
+  o.threads = threads;
+  apply_judge_options(tolerance, multiple, precision, tf32, o);
   if (!filter.empty()) {
     try {
       o.filter = std::regex(filter);

@@ -72,6 +72,11 @@ Suite load_suite_flag(const std::string& name_or_path);
 void bind_format_option(CLI::App* cmd, std::string& name);
 /// Adds `--tf32` (every kernel reads f32 dot operands as TF32; f32 outputs get tf32_limit()) to `cmd`.
 void bind_tf32_flag(CLI::App* cmd, bool& tf32);
+/// Sets `o`'s verdict options from the flags as given: `--tolerance` (fixed or calibrated), `--multiple`
+/// (> 0, finite), `--oracle-precision` (f32 or f64) and `--tf32`. Throws UsageError naming the flag and
+/// the reason. judge_flags() is its inverse: the flags a repro line carries.
+void apply_judge_options(const std::string& tolerance, double multiple, const std::string& precision, bool tf32,
+                         RunOptions& o);
 /// The format `name` writing to stdout. Throws UsageError naming --format and the known formats.
 std::unique_ptr<ReportFormat> stdout_format(const std::string& name, const FormatOptions& options = {});
 

@@ -87,6 +87,7 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   }
   RunSummary sum;
   sum.selftest = comparator_selftest();
+  sum.judge_flags = judge_flags(opt.tolerance, opt.oracle_precision);
   // The order below keeps this process free of a GPU context until its last child is forked: a fork after
   // CUDA initialisation cannot use the device (cudaErrorInitializationError in every isolated cell, issue
   // 17). So isolated kernels (plugins by default) run first, in children forked from a process that has

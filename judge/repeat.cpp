@@ -28,6 +28,7 @@ RunSummary combine_repeats(std::vector<RunSummary> runs, const std::vector<Kerne
   out.shard = runs[0].shard;
   out.planned = runs[0].planned;
   out.selftest = runs[0].selftest;
+  out.judge_flags = runs[0].judge_flags;
   for (const auto& run : runs)
     if (!run.selftest.passed) {
       out.selftest = run.selftest;

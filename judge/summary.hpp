@@ -41,6 +41,9 @@ struct RunSummary {
   bool stopped = false;
   /// Results the run planned (finished or not): results.size() unless `stopped`.
   std::size_t planned = 0;
+  /// judge_flags() of the options that decided these verdicts ("" for the defaults): appended to every
+  /// repro line a report prints, so the line reproduces the verdict under the same limits.
+  std::string judge_flags;
   /// 0 all pass (controls caught), 1 some cell failed or a kernel ran nothing, 3 instrument blind.
   int exit_code() const;
 };

@@ -36,7 +36,10 @@ void classify(const Case& c) {
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
   std::string line = fmt::format("pacheck repro '{}' --kernel {}", cell.id(), t.kernel->name());
   if (t.kernel->device() != PACHECK_DEVICE_CPU) line += fmt::format(" --device {}", t.device);
-  return line + plugin_flag(t.kernel->name());  // a plugin kernel's line loads its library again
+  line += plugin_flag(t.kernel->name());  // a plugin kernel's line loads its library again
+  // The verdict options the case was judged under (calibrated tolerance, f64 oracle, --tf32), if not the defaults.
+  const std::string flags = judge_flags(t.options.tolerance, t.options.oracle_precision);
+  return flags.empty() ? line : line + " " + flags;
 }
 
 /// Fails the current case: records the counterexample and throws RapidCheck's failure result (thrown

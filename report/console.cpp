@@ -106,7 +106,7 @@ class ConsoleFormat : public ReportFormat {
       const CellResult& r = *failures[i];
       std::string verdict(verdict_name(r.verdict));
       if (cell_outcome(s, r) == CellOutcome::missed) verdict += " (MISSED: negative control)";
-      out_ << fmt::format("  {:<17} {}\n", verdict, repro_command(r));
+      out_ << fmt::format("  {:<17} {}\n", verdict, repro_command(r, s.judge_flags));
     }
     if (failures.size() > kListedFailures)
       out_ << fmt::format("  ... and {} more (every failure is in report.json, or the rows of --only-failures)\n",

@@ -53,7 +53,7 @@ std::string cell_message(const RunSummary& s, const CellResult& r) {
                       : fmt::format("{}: {}", verdict_name(r.verdict), r.detail);
   if (has_output(r.verdict))
     m += fmt::format("\nrel_linf {} (limit {}, margin {})", sci(r.metrics.rel_linf), sci(r.limit), sci(r.margin));
-  return m + "\nrepro: " + repro_command(r);
+  return m + "\nrepro: " + repro_command(r, s.judge_flags);
 }
 
 class GithubFormat : public ReportFormat {

@@ -118,7 +118,7 @@ std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
     for (std::size_t i = 0; i < std::min(kShow, failing.size()); ++i) {
       const CellResult& r = *failing[i];
       const bool missed = cell_outcome(s, r) == CellOutcome::missed;
-      o << escape(repro_command(r))
+      o << escape(repro_command(r, s.judge_flags))
         << "   <span class=\"note\"># " << escape(missed ? "negative control MISSED (passed)" : std::string(verdict_name(r.verdict)))
         << (std::isfinite(r.metrics.rel_linf) && has_output(r.verdict) ? escape(fmt::format(", rel_linf {}", sci(r.metrics.rel_linf))) : "")
         << "</span>\n";

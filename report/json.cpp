@@ -44,6 +44,7 @@ nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std:
             {"vacuous", s.vacuous},
             {"verdicts", verdict_counts(s.verdicts)}}},
           {"selftest", {{"passed", s.selftest.passed}, {"lines", s.selftest.lines}}},
+          {"judge_flags", s.judge_flags},
           {"kernels", kernels},
           {"results", results}};
 }

@@ -47,6 +47,7 @@ std::pair<RunSummary, ReportMeta> summary_from_report(const nlohmann::json& repo
     const auto& st = report.at("selftest");
     s.selftest.passed = st.at("passed").get<bool>();
     s.selftest.lines = st.at("lines").get<std::vector<std::string>>();
+    s.judge_flags = report.value("judge_flags", std::string());  // absent in reports from before it
     for (const auto& r : report.at("results")) s.results.push_back(cell_result_from_json(r));
     std::vector<KernelRole> roles;
     for (const auto& k : report.at("kernels"))
@@ -116,6 +117,12 @@ std::pair<RunSummary, ReportMeta> merge_reports(const std::vector<MergeInput>& i
       else it->negative_control = it->negative_control || k.control != ControlOutcome::not_control;
     }
     if (std::find(devices.begin(), devices.end(), m.device) == devices.end()) devices.push_back(m.device);
+    // One set of verdict options per merged report: its repro lines carry them (RunSummary::judge_flags).
+    if (i == 0) out.judge_flags = s.judge_flags;
+    else if (s.judge_flags != out.judge_flags)
+      throw ReportError(fmt::format("merge: {} was judged with '{}' but {} with '{}': one merged report has one "
+                                    "tolerance, oracle precision and --tf32 (merge each kind apart)",
+                                    inputs[0].source, out.judge_flags, inputs[i].source, s.judge_flags));
     if (!s.selftest.passed && out.selftest.passed) {
       out.selftest = s.selftest;
     } else if (i == 0) {

@@ -84,11 +84,11 @@ class TapFormat : public ReportFormat {
           break;
         case CellOutcome::missed:
           out_ << fmt::format("not ok {} - {} (negative control MISSED)\n", ++n, what);
-          diagnostics(r, "negative control not caught: this cell must fail but passed (instrument blind)");
+          diagnostics(r, "negative control not caught: this cell must fail but passed (instrument blind)", s.judge_flags);
           break;
         case CellOutcome::failed:
           out_ << fmt::format("not ok {} - {}\n", ++n, what);
-          diagnostics(r, r.detail);
+          diagnostics(r, r.detail, s.judge_flags);
           break;
       }
     }
@@ -122,7 +122,7 @@ class TapFormat : public ReportFormat {
   }
 
   /// The YAML block under a failing cell's test point.
-  void diagnostics(const CellResult& r, const std::string& detail) {
+  void diagnostics(const CellResult& r, const std::string& detail, const std::string& judge_flags) {
     out_ << "  ---\n";
     out_ << "  verdict: " << yaml_string(std::string(verdict_name(r.verdict))) << "\n";
     out_ << "  detail: " << yaml_string(detail) << "\n";
@@ -132,7 +132,7 @@ class TapFormat : public ReportFormat {
       out_ << "  margin: " << yaml_number(r.margin) << "\n";
     }
     out_ << "  fault: " << yaml_string(r.fault) << "\n";
-    out_ << "  repro: " << yaml_string(repro_command(r)) << "\n";
+    out_ << "  repro: " << yaml_string(repro_command(r, judge_flags)) << "\n";
     out_ << "  ...\n";
   }
 

@@ -50,9 +50,9 @@ std::string plugin_flag(const std::string& kernel) {
   return path.empty() ? std::string() : " --plugin " + shell_quote(path);
 }
 
-std::string repro_command(const CellResult& r) {
-  return fmt::format("pacheck repro {} --kernel {}{}", shell_quote(r.cell_id), shell_quote(r.kernel),
-                     plugin_flag(r.kernel));
+std::string repro_command(const CellResult& r, const std::string& judge_flags) {
+  return fmt::format("pacheck repro {} --kernel {}{}{}{}", shell_quote(r.cell_id), shell_quote(r.kernel),
+                     plugin_flag(r.kernel), judge_flags.empty() ? "" : " ", judge_flags);
 }
 
 std::string exit_meaning(int code) {

@@ -28,8 +28,10 @@ std::string plugin_flag(const std::string& kernel);
 
 /// The command that reruns one cell with every metric and its worst elements:
 /// "pacheck repro 'h32/8 d128 ... clean' --kernel cpu.vector_v", with plugin_flag(r.kernel) appended for a
-/// plugin kernel ("... --kernel my.kernel --plugin build/libmy.so").
-std::string repro_command(const CellResult& r);
+/// plugin kernel ("... --kernel my.kernel --plugin build/libmy.so") and the run's `judge_flags`
+/// (RunSummary::judge_flags: "--tolerance calibrated --oracle-precision f64" and the like) last, so the
+/// line reproduces the verdict under the limits that gave it.
+std::string repro_command(const CellResult& r, const std::string& judge_flags);
 
 /// What exit code 0, 1 or 3 means, in one clause ("every cell passed and every negative control was
 /// caught"); "?" for any other code.

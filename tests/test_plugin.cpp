@@ -330,11 +330,11 @@ TEST(PluginCli, APluginCellsReproLineLoadsItsLibraryAndRuns) {
   CellResult r;
   r.kernel = "example.cpu_reference";
   r.cell_id = "h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail";
-  const std::string line = repro_command(r);
+  const std::string line = repro_command(r, "");
   EXPECT_EQ(line, "pacheck repro '" + r.cell_id + "' --kernel example.cpu_reference --plugin " + PACHECK_EXAMPLE_PLUGIN);
   CellResult builtin = r;
   builtin.kernel = "cpu.reference";
-  EXPECT_EQ(repro_command(builtin).find("--plugin"), std::string::npos) << repro_command(builtin);
+  EXPECT_EQ(repro_command(builtin, "").find("--plugin"), std::string::npos) << repro_command(builtin, "");
   const Cli pasted = pacheck_cli(line.substr(std::string("pacheck ").size()));
   EXPECT_EQ(pasted.rc, 0) << pasted.out << pasted.err;
   EXPECT_NE(pasted.out.find("kernel    example.cpu_reference on "), std::string::npos) << pasted.out;

@@ -19,6 +19,8 @@ Scenarios:
               finished results for --resume, which completes the run
   repeat      --repeat 3 runs each result 3 times and says whether any verdict differed; --repeat 0 and
               --repeat with --resume are refused (exit 2)
+  repro_flags the repro lines of a run, a report and fuzz under --tolerance calibrated --oracle-precision f64
+              carry those flags and reproduce the run's verdict and limit (without them, another limit)
   list_cells  `pacheck list cells --suite S [--kernel K] [--filter RE]`: one pasteable id per line, the ids a
               run of the same selection reports, in the same order; its options refused for other lists
 """
@@ -281,8 +283,60 @@ def scenario_list_cells(args, tmp):
     run(args, "list", "cells", "--kernel", "no.such.kernel", expect=2)
 
 
+JUDGE = ["--tolerance", "calibrated", "--oracle-precision", "f64"]
+JUDGE_TEXT = " ".join(JUDGE)
+
+
+def repro_limit(args, line):
+    """Runs a printed repro line (its 'pacheck' replaced by the binary under test): (verdict, limit text)."""
+    argv = shlex.split(line)
+    check(argv[:2] == ["pacheck", "repro"], f"not a repro line: {line}")
+    p = run(args, *argv[1:])
+    verdict = re.search(r"^verdict\s+(\S+)", p.stdout, re.M)
+    limit = re.search(r"^rel_linf\s+\S+\s+limit (\S+)\s+margin", p.stdout, re.M)
+    check(verdict and limit, f"repro printed no verdict or limit:\n{p.stdout[-1500:]}")
+    return verdict.group(1), limit.group(1)
+
+
+def scenario_repro_flags(args, tmp):
+    d = os.path.join(tmp, "cal")
+    sel = ["--suite", "boundary", "--kernel", "planted.exp2_no_log2e", "--filter", "ctx100 ", "-j2"]
+    p = run(args, "run", *sel, *JUDGE, "--report-dir", d, expect=1)
+    lines = [ln.split(None, 1)[1] for ln in p.stdout.splitlines() if " pacheck repro " in ln]
+    check(lines, f"no failure list:\n{p.stdout[-1500:]}")
+    check(all(ln.endswith(JUDGE_TEXT) for ln in lines), f"a repro line lacks '{JUDGE_TEXT}': {lines[0]}")
+    # The line reproduces the verdict and the limit of report.json; the same line without the flags judges
+    # under the default limits, a different one (so this test sees a line that drops them).
+    report = load(os.path.join(d, "report.json"))
+    check(report.get("judge_flags") == JUDGE_TEXT, f"report.json judge_flags: {report.get('judge_flags')!r}")
+    cell = shlex.split(lines[0])[2]
+    rec = next(r for r in report["results"] if r["cell"] == cell)
+    verdict, limit = repro_limit(args, lines[0])
+    check(verdict == rec["verdict"] and limit == f"{rec['limit']:.3e}",
+          f"repro gave {verdict} at limit {limit}, the run {rec['verdict']} at {rec['limit']:.3e}")
+    _, default_limit = repro_limit(args, lines[0][: -len(JUDGE_TEXT)])
+    check(default_limit != limit, f"the default limit equals the calibrated one ({limit}): this cell cannot tell")
+    # Every format with repro lines carries the flags; so do the re-rendered report and the fuzz replay line.
+    for fmt_name, marker in (("tap", "  repro: "), ("github", "repro: ")):
+        p = run(args, "run", *sel, *JUDGE, "--format", fmt_name, expect=1)
+        got = [ln for ln in p.stdout.replace("%0A", "\n").splitlines() if marker in ln]
+        check(got and all(JUDGE_TEXT in ln for ln in got), f"--format {fmt_name}: {got[:1]}")
+    run(args, "report", d, expect=0)
+    with open(os.path.join(d, "report.html")) as f:
+        check(JUDGE_TEXT in f.read(), "report.html's repro lines lack the flags after `pacheck report`")
+    p = run(args, "fuzz", "--kernel", "planted.exp2_no_log2e", "--property", "agreement", "--cases", "5",
+            "--seed", "1", *JUDGE)
+    fuzz_lines = [ln.strip().split(None, 1)[1] for ln in p.stdout.splitlines() if ln.strip().startswith("repro ")]
+    check(fuzz_lines and fuzz_lines[0].endswith(JUDGE_TEXT), f"fuzz repro line: {fuzz_lines[:1]}\n{p.stdout[-800:]}")
+    check(repro_limit(args, fuzz_lines[0])[0] == "fail", "the fuzz repro line does not reproduce the failure")
+    for bad, msg in ((["--tolerance", "loose"], "--tolerance: 'loose'"), (["--multiple", "0"], "--multiple: 0"),
+                     (["--oracle-precision", "f16"], "--oracle-precision: 'f16'")):
+        p = run(args, "repro", cell, "--kernel", "cpu.reference", *bad, expect=2)
+        check(msg in p.stdout, f"{bad}: {p.stdout[-300:]}")
+
+
 def main():
-    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells"]
+    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells", "repro_flags"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)
