@@ -441,6 +441,21 @@ TEST(Merge, DifferentVerdictsForOneCellAreAnError) {
   EXPECT_EQ(merge_reports({{"a", a}, {"b", b}}).first.results.size(), a["results"].size());
 }
 
+TEST(Merge, KeepsTheVerdictOptionsForItsReproLinesAndRefusesInputsJudgedDifferently) {
+  const Sharded sh;
+  nlohmann::json a = sh.shard(0, 2), b = sh.shard(1, 2);
+  a["judge_flags"] = b["judge_flags"] = "--tolerance calibrated";
+  EXPECT_EQ(merge_reports({{"a", a}, {"b", b}}).first.judge_flags, "--tolerance calibrated");
+  b["judge_flags"] = "";
+  try {
+    merge_reports({{"a", a}, {"b", b}});
+    FAIL() << "merged reports judged under different tolerances";
+  } catch (const ReportError& e) {
+    EXPECT_NE(std::string(e.what()).find("a was judged with '--tolerance calibrated' but b with ''"), std::string::npos)
+        << e.what();
+  }
+}
+
 /// A run of suite_of({1, 17, 33}) on a planted kernel `kernel` that declines ctx1 and throws `message` at
 /// ctx33, beside the negative control cpu.vector_v: exit 1 (two error cells, two declined, the control's
 /// expected failures caught).
