@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Browser check of report.html (issue 10): renders a real report in headless Chromium and fails unless
+# Browser check of report.html (issues 10 and 21): renders real reports in headless Chromium and fails unless
 #   1. the page, exactly as written, loads with no console message at all: the page has no script, so any
 #      message is the browser complaining (a blocked external load under the page's Content-Security-Policy,
 #      a parse problem);
-#   2. in a copy with a small probe script (and the CSP that would block it removed), every figure exists,
-#      each of its SVGs is laid out with a real size, holds drawn marks, text and two axes, and has a
-#      caption (figure 4 only when bench results were given);
+#   2. in a copy with the probe ci/report-probe.js (and the CSP that would block it removed), every figure
+#      exists with a caption, each of its SVGs is laid out with a real size, holds drawn marks, text and two
+#      axes, and is readable as laid out at 1280 px: no two text boxes overlap, no text is clipped by its svg
+#      or the page, every axis has tick labels, every legend entry names a series that is drawn, distinct
+#      context lengths are drawn apart, no text renders under 9 px, no figure is wider than the page unless
+#      it scrolls in a container, and the page does not scroll sideways (ci/report-probe.js says exactly);
 #   3. a full-page screenshot (PNG) is written, for a person to look at.
 #
 # Usage: ci/check-report-browser.sh [--pacheck BIN] [--html FILE [--expect-bench]] [OUT_DIR]
-#   --pacheck BIN  the pacheck binary (default: build/default/cli/pacheck); without --html the script runs
-#                  `pacheck run --suite tail-poison --kernel cpu.vector_v --kernel cpu.reference
-#                  --report-dir OUT_DIR/run` and a small `pacheck bench` A/B, and checks both pages
-#                  (OUT_DIR/run/report.html from --report-dir, and OUT_DIR/run/report-bench.html from
-#                  `pacheck report --bench`)
+#   --pacheck BIN  the pacheck binary (default: build/default/cli/pacheck); without --html the script checks
+#                  the reports of runs of every size the figures must hold up at (about 40 s of CPU on 2 cores):
+#                    one      1 result   (boundary, one clean cell, cpu.reference)
+#                    ten      10 results (boundary --filter ctx17, five kernels)
+#                    mid      64 results (tail-poison, cpu.vector_v and cpu.reference), and the same page with
+#                             a small `pacheck bench` A/B (report-bench, figure 4)
+#                    gate-wide  3,252 results: gate run once with cpu.reference, copied for 12 kernels, two
+#                             of them negative controls (ci/synth-report.py: real results, scaled metrics)
+#                    gate-deep  2,169 cells of one kernel: gate's 271 cells for 8 seeds, half of them at
+#                             shifted context lengths (100 distinct lengths), and a 64-sequence batch
+#                  Each page is OUT_DIR/NAME.html; the counts per figure are collected in OUT_DIR/summary.txt.
 #   --html FILE    check this page instead (what a failing check looks like: give it a broken page)
 #   OUT_DIR        default: a fresh temporary directory (kept, and named on the last line)
 # Exit: 0 checked and good, 1 a check failed, 77 Chromium is not installed (ctest reports a skip).
@@ -29,7 +38,7 @@ while [ $# -gt 0 ]; do
     --pacheck) pacheck="$2"; shift 2 ;;
     --html) html="$2"; shift 2 ;;
     --expect-bench) expect_bench=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     -*) echo "check-report-browser: unknown option '$1'" >&2; exit 2 ;;
     *) out="$1"; shift ;;
   esac
@@ -64,40 +73,6 @@ chrome() {
   return $rc
 }
 
-# The probe: for each expected figure, one line "OK ..." or what is wrong, plus the page height.
-probe_script() {
-  cat <<'EOF'
-<script>
-(function () {
-  var ids = PACHECK_IDS, lines = [];
-  ids.forEach(function (id) {
-    var el = document.getElementById(id);
-    if (!el) { lines.push('MISSING ' + id); return; }
-    if (!el.querySelector('figcaption') || el.querySelector('figcaption').textContent.indexOf('Good') < 0)
-      lines.push('NOCAPTION ' + id);
-    var svgs = el.querySelectorAll('svg');
-    if (!svgs.length) { lines.push('NOSVG ' + id); return; }
-    svgs.forEach(function (s) {
-      var r = s.getBoundingClientRect(), bb = s.getBBox();
-      var marks = s.querySelectorAll('rect, polyline, polygon, circle, line').length;
-      var texts = Array.prototype.filter.call(s.querySelectorAll('text'), function (t) {
-        return t.getComputedTextLength() > 0; }).length;
-      var axes = s.querySelectorAll('.x-axis').length > 0 && s.querySelectorAll('.y-axis').length > 0;
-      var ok = r.width >= 200 && r.height >= 80 && bb.width > 0 && bb.height > 0 && marks >= 8 && texts >= 4 && axes;
-      lines.push((ok ? 'OK ' : 'EMPTY ') + id + ' ' + s.id + ' ' + Math.round(r.width) + 'x' + Math.round(r.height) +
-                 ' marks=' + marks + ' texts=' + texts + ' axes=' + axes);
-    });
-  });
-  lines.push('HEIGHT ' + Math.ceil(document.documentElement.scrollHeight));
-  var pre = document.createElement('pre');
-  pre.id = 'pacheck-browser-check';
-  pre.textContent = '\n' + lines.join('\n') + '\n';
-  document.body.appendChild(pre);
-})();
-</script>
-EOF
-}
-
 # check_page FILE NAME WANT_BENCH: the three checks above on one page.
 check_page() {
   local page="$1" name="$2" want_bench="$3"
@@ -105,31 +80,36 @@ check_page() {
   [ "$want_bench" = 1 ] && ids="$ids"',"fig-bench-ratio"'
   ids="$ids]"
   if [ ! -s "$page" ]; then fail "$name: $page is missing or empty"; return; fi
+  echo "$name: $page"
 
-  # 2. the probe, in a copy of the page.
+  # 2. the probe, in a copy of the page (it can only run there: the page's CSP forbids scripts).
   local probe="$out/$name.probe.html"
-  grep -v 'http-equiv="Content-Security-Policy"' "$page" | sed 's#</body>#PACHECK_PROBE</body>#' >"$probe.tmp"
-  probe_script | sed "s#PACHECK_IDS#$ids#" >"$out/$name.probe.js"
-  python3 - "$probe.tmp" "$out/$name.probe.js" "$probe" <<'EOF'
+  python3 - "$page" "$root/ci/report-probe.js" "$ids" "$probe" <<'EOF'
 import sys
-page, script, out = sys.argv[1:4]
+page, script, ids, out = sys.argv[1:5]
 text = open(page, encoding='utf-8').read()
-text = text.replace('PACHECK_PROBE', open(script, encoding='utf-8').read(), 1)
+text = '\n'.join(l for l in text.split('\n') if 'http-equiv="Content-Security-Policy"' not in l)
+probe = '<script>window.PACHECK_IDS = ' + ids + ';</script>\n<script>\n' + open(script, encoding='utf-8').read() + '</script>\n'
+text = text.replace('</body>', probe + '</body>', 1) if '</body>' in text else text + probe
 open(out, 'w', encoding='utf-8').write(text)
 EOF
-  rm -f "$probe.tmp" "$out/$name.probe.js"
   chrome --window-size=1280,2000 --dump-dom "file://$probe" >"$out/$name.dom.html" 2>"$out/$name.probe.log" \
     || fail "$name: chromium --dump-dom exited $? (see $out/$name.probe.log)"
   local result
-  result="$(sed -n '/<pre id="pacheck-browser-check">/,/<\/pre>/p' "$out/$name.dom.html" | sed 's/<[^>]*>//g' | grep -v '^$')"
+  result="$(sed -n '/<pre id="pacheck-browser-check">/,/<\/pre>/p' "$out/$name.dom.html" | sed 's/<[^>]*>//g' \
+            | python3 -c 'import html, sys; sys.stdout.write(html.unescape(sys.stdin.read()))' | grep -v '^$')"
   if [ -z "$result" ]; then
     fail "$name: the probe did not run (no result in the DOM)"
   else
     echo "$result" | sed "s/^/  [$name] /"
-    echo "$result" | grep -Ev '^(OK|HEIGHT) ' | while read -r line; do echo "FAIL: $name: $line"; done
-    echo "$result" | grep -Eqv '^(OK|HEIGHT) ' && status=1
+    echo "$result" | grep -E '^(OK|BAD) fig' | sed "s/^/$name /" >>"$out/summary.txt"
+    local bad
+    bad="$(echo "$result" | grep -Ev '^(OK |HEIGHT |  )')"
+    if [ -n "$bad" ]; then
+      while read -r line; do fail "$name: $line"; done <<<"$bad"
+    fi
     for id in $(echo "$ids" | tr -d '[]"' | tr ',' ' '); do
-      echo "$result" | grep -q "^OK $id " || fail "$name: figure $id not drawn"
+      echo "$result" | grep -Eq "^(OK|BAD) $id " || fail "$name: figure $id not drawn"
     done
   fi
 
@@ -156,24 +136,47 @@ EOF
   fi
 }
 
+# run_case NAME ARGS...: `pacheck run ARGS --report-dir OUT_DIR/NAME`, which must exit 0 (every cell passes
+# and every negative control is caught: anything else is a broken build, not a page); the page is NAME.html.
+run_case() {
+  local name="$1"
+  shift
+  "$pacheck" run "$@" --threads 2 --quiet --report-dir "$out/$name" >"$out/$name.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || fail "pacheck run $* exited $rc (see $out/$name.log)"
+  cp "$out/$name/report.html" "$out/$name.html" 2>/dev/null || fail "$name: no report.html in $out/$name"
+}
+
+: >"$out/summary.txt"
 if [ -n "$html" ]; then
   check_page "$html" "$(basename "$html" .html)" "$expect_bench"
 else
   if [ ! -x "$pacheck" ]; then echo "FAIL: no pacheck binary at $pacheck (give --pacheck BIN)"; exit 1; fi
-  run="$out/run"
-  "$pacheck" run --suite tail-poison --kernel cpu.vector_v --kernel cpu.reference --report-dir "$run" --threads 2 \
-    >"$out/run.log" 2>&1
-  rc=$?
-  # 0: all cells pass and the negative control is caught. Anything else is a broken build, not a page.
-  [ "$rc" -eq 0 ] || fail "pacheck run exited $rc (see $out/run.log)"
+  run_case one --suite boundary --kernel cpu.reference --filter '^h16/8 d128 bs16 bf16 ctx17 vllm seed7 clean$'
+  run_case ten --suite boundary --filter ctx17 --kernel cpu.reference --kernel cpu.vector_v_masked --kernel cpu.split_kv \
+    --kernel cpu.online --kernel cpu.two_pass
+  run_case mid --suite tail-poison --kernel cpu.vector_v --kernel cpu.reference
   "$pacheck" bench --suite tail-poison --kernel cpu.vector_v --kernel cpu.vector_v_masked --filter 'd128 bs16 bf16' \
     --samples 3 --warmup 1 --min-sample-ms 0.2 --json "$out/bench.json" >"$out/bench.log" 2>&1 \
     || fail "pacheck bench exited $? (see $out/bench.log)"
-  "$pacheck" report "$run" --bench "$out/bench.json" --out "$run/report-bench.html" >>"$out/bench.log" 2>&1 \
-    || fail "pacheck report exited $? (see $out/bench.log)"
-  check_page "$run/report.html" report 0
-  check_page "$run/report-bench.html" report-bench 1
+  "$pacheck" report "$out/mid" --bench "$out/bench.json" --out "$out/report-bench.html" >>"$out/bench.log" 2>&1 \
+    || fail "pacheck report --bench exited $? (see $out/bench.log)"
+  # Gate-sized pages from one real gate run (ci/synth-report.py says what it copies and what it changes).
+  run_case gate-ref --suite gate --kernel cpu.reference
+  synth() {
+    local name="$1"
+    shift
+    python3 "$root/ci/synth-report.py" "$out/gate-ref/report.json" "$out/$name.json" "$@" >>"$out/synth.log" 2>&1 \
+      && "$pacheck" report "$out/$name.json" --out "$out/$name.html" >>"$out/synth.log" 2>&1 \
+      || fail "$name: synthesising or rendering its report failed (see $out/synth.log)"
+  }
+  synth gate-wide --kernels 12 --controls 2
+  synth gate-deep --seeds 8 --spread-lengths --long-batch
+  for name in one ten mid gate-wide gate-deep; do check_page "$out/$name.html" "$name" 0; done
+  check_page "$out/report-bench.html" report-bench 1
 fi
 
+echo "per figure (ci/report-probe.js says what each count is):"
+sed 's/^/  /' "$out/summary.txt"
 if [ "$status" -eq 0 ]; then echo "report browser check passed; output in $out"; else echo "report browser check FAILED; output in $out"; fi
 exit "$status"
