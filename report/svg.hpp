@@ -24,9 +24,11 @@ std::string escape(std::string_view raw);
 /// A number for an SVG coordinate: at most 2 decimals, trailing zeros dropped ("12.5", "3", "-0.25").
 std::string num(double v);
 
-/// Rough width in pixels of `text` in a sans-serif font of `font_px`: figures size their label columns
-/// with it (the report has no script to measure text, and a slight over-estimate only adds margin).
-double text_width(std::string_view text, double font_px);
+/// Width in CSS pixels of `text` set in DejaVu Sans (bold when `bold`: font-weight 600 and above) at
+/// `font_px`: figures size their label columns, cells and legends with it (the report has no script to
+/// measure text). DejaVu Sans is the widest font of the page's font list, so on other machines text comes
+/// out narrower, never wider; characters outside ASCII count as 0.84 em, about the widest symbol.
+double text_width(std::string_view text, double font_px, bool bold = false);
 
 // ---- colours --------------------------------------------------------------------------------------------
 
@@ -158,6 +160,24 @@ void axis_bottom(Writer& w, const Scale& x, double y, const std::vector<Tick>& t
 /// <g class="axis y-axis">. `grid_to` > x draws light grid lines from the axis to that column.
 void axis_left(Writer& w, const Scale& y, double x, const std::vector<Tick>& ticks, std::string_view label,
                double grid_to = 0);
+
+/// How a bottom axis of evenly spaced categories (band_axis()) writes its labels: `step` pixels apart,
+/// horizontal when they fit, else turned to read upwards, and when even that crowds them, only every
+/// `every`-th is written (every category keeps its tick mark). `height`: pixels below the axis line that the
+/// labels and the axis title take.
+struct BandAxis {
+  double step = 0;
+  bool vertical = false;
+  std::size_t every = 1;
+  double height = 0;
+};
+/// The BandAxis for `labels` (11 px text) `step` pixels apart.
+BandAxis band_axis(const std::vector<std::string>& labels, double step);
+/// Draws a bottom axis of evenly spaced categories at pixel row `y`, category i centred at x0 + (i + 0.5) *
+/// a.step: the axis line, a tick mark per category, the labels as `a` says and `label` below them, inside
+/// <g class="axis x-axis" data-categories="N"> where N is the number of labels written.
+void axis_bottom_bands(Writer& w, double x0, double y, const BandAxis& a, const std::vector<std::string>& labels,
+                       std::string_view label);
 
 /// A horizontal colour bar for a continuous palette: `colour(t)` for t from `t0` to `t1` left to right,
 /// with ticks at the given (t, label) positions and a title above, inside <g class="colorbar">.

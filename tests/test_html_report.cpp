@@ -422,6 +422,32 @@ TEST(Svg, ScalesMapDomainOntoRange) {
   EXPECT_THROW(svg::Scale::log10(0, 1, 0, 1), std::invalid_argument);
 }
 
+TEST(Svg, TextWidthCoversDejaVuSans) {
+  // DejaVu Sans (what Linux machines without the other fonts of the page draw with) sets digits at 0.636 em
+  // and capitals up to 0.99 em: an estimate below that let labels run into each other and off the figure.
+  EXPECT_GE(svg::text_width("4096", 11), 4 * 0.636 * 11 - 0.01);
+  EXPECT_GE(svg::text_width("W", 10), 9.8);
+  EXPECT_GT(svg::text_width("context (tokens)", 12, true), svg::text_width("context (tokens)", 12));
+  EXPECT_DOUBLE_EQ(svg::text_width("", 11), 0);
+}
+
+TEST(Svg, BandAxisTurnsAndThinsCrowdedLabels) {
+  const std::vector<std::string> few = {"17"}, gate = {"1", "15", "16", "17", "31", "32", "33", "64", "100", "127", "128", "129", "256",
+                                                      "685", "1000", "1008", "1024", "1030", "4090", "4096"};
+  EXPECT_FALSE(svg::band_axis(few, 300).vertical);
+  const svg::BandAxis g = svg::band_axis(gate, 21);
+  EXPECT_TRUE(g.vertical) << "4-digit labels do not fit 21 px side by side";
+  EXPECT_EQ(g.every, 1u) << "but every one fits turned upright";
+  std::vector<std::string> hundred;
+  for (int i = 0; i < 100; ++i) hundred.push_back(std::to_string(4000 + i));
+  EXPECT_EQ(svg::band_axis(hundred, 8).every, 2u);
+  svg::Writer w(900, 100, "t", "", "");
+  svg::axis_bottom_bands(w, 0, 10, svg::band_axis(hundred, 8), hundred, "x");
+  const std::string out = w.str();
+  EXPECT_NE(out.find("data-categories=\"50\""), std::string::npos);
+  EXPECT_EQ(count(out, "<line "), 101u) << "the axis line and a tick mark per category";
+}
+
 TEST(Svg, WriterEscapesAndClosesElements) {
   svg::Writer w(100, 50, "t", "a <title>", "d & \"desc\"");
   w.open("g", {{"class", "x\"y"}});
