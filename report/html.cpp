@@ -44,6 +44,8 @@ figcaption { max-width: 980px; color: #333; font-size: 14px; margin-top: 6px; }
 figcaption b { color: #000; }
 .note { color: #555; font-style: italic; }
 svg.chart { display: block; max-width: 100%; height: auto; margin: 8px 0; }
+.chart-scroll { overflow-x: auto; max-width: 100%; }
+.chart-scroll svg.chart { max-width: none; }
 svg.chart text { font-family: inherit; }
 svg.chart text:not([fill]) { fill: #222; }
 svg.chart .tick { font-size: 11px; }

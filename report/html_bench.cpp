@@ -125,7 +125,10 @@ std::string bench_figure(const BenchTable* bench) {
   const double legend_h = 58;
   const std::string panel = fmt::format("A = {},  B = {}", a, b);
   const std::string row_axis = "shape (heads, head size, block, dtype)", col_axis = "context length (tokens)";
-  const HeatLayout l = layout_heat({panel}, shapes, cols, row_axis, col_axis, 64, 24);
+  std::vector<std::string> col_text;
+  for (const auto& c : cols) col_text.push_back(abbreviate(ctx_label(c), 10.5, 150));
+  // Cell text is at most "12.34x!" in 10 px bold: 48 px holds it.
+  const HeatLayout l = layout_heat({panel}, shapes, col_text, row_axis, col_axis, 64, 24, 48);
   svg::Writer w(std::max(l.width, 560.0), legend_h + l.height, std::string(html_ids::kBenchRatio) + "-svg",
                 fmt::format("Time ratio {} / {} per shape and context length", a, b),
                 "Heat map: rows are shapes, columns context lengths; each cell is time(A) / time(B), purple when B is "
@@ -139,7 +142,7 @@ std::string bench_figure(const BenchTable* bench) {
   svg::colour_bar(w, 24, 22, 300, 12, -1, 1, [](double t) { return svg::diverging(t); }, ticks,
                   "time(A) / time(B), log scale: above 1 means B is faster");
   heat_panels(
-      w, l, legend_h, {panel}, shapes, cols, row_axis, col_axis,
+      w, l, legend_h, {panel}, shapes, col_text, row_axis, col_axis,
       [&](std::size_t, std::size_t r, std::size_t c) -> std::optional<HeatCell> {
         auto it = at.find(shapes[r] + '\n' + cols[c]);
         if (it == at.end()) return std::nullopt;
@@ -170,7 +173,7 @@ std::string bench_figure(const BenchTable* bench) {
         if (wrong) hc.title += "\n! a timed kernel failed its correctness check on this case";
         return hc;
       });
-  return figure(html_ids::kBenchRatio, "4. A/B time ratio per shape and context length", w.str(),
+  return figure(html_ids::kBenchRatio, "4. A/B time ratio per shape and context length", chart(w),
                 fmt::format("<b>A/B time ratio</b> from <code>pacheck bench</code> on {}: each cell is the median time of A ({}) "
                             "divided by the median time of B ({}), same binary, same inputs; rows are shapes, columns the "
                             "context length in tokens. Purple (above 1) means B is faster, orange (below 1) means A is; hover a "

@@ -134,11 +134,103 @@ std::string figure(const char* id, const std::string& heading, const std::string
                      escape(heading), body, caption);
 }
 
-double legend_swatch(svg::Writer& w, double x, double y, Rgb fill, const std::string& mark, const std::string& text) {
-  w.rect(x, y - 11, 26, 15, {{"fill", fill.hex()}, {"stroke", "#888"}, {"stroke-width", "0.5"}});
-  if (!mark.empty()) w.text(x + 13, y, mark, "middle", {{"class", "mark"}, {"fill", svg::text_on(fill).hex()}});
-  w.text(x + 31, y, text, "start", {{"class", "legend"}});
-  return x + 31 + svg::text_width(text, 11) + 16;
+std::function<void(svg::Writer&, double, double)> fill_swatch(Rgb fill, std::string mark) {
+  return [fill, mark](svg::Writer& w, double x, double y) {
+    w.rect(x, y, 26, 15, {{"fill", fill.hex()}, {"stroke", "#888"}, {"stroke-width", "0.5"}});
+    if (!mark.empty()) w.text(x + 13, y + 11, mark, "middle", {{"class", "mark"}, {"fill", svg::text_on(fill).hex()}});
+  };
+}
+
+namespace {
+constexpr double kLegendFont = 11, kLegendLine = 20, kSwatchGap = 31, kEntryGap = 16;
+double entry_width(const LegendEntry& e) { return kSwatchGap + svg::text_width(e.text, kLegendFont) + kEntryGap; }
+/// Top-left corners of the entries' swatches, relative to (x0, top of the first line).
+std::vector<std::pair<double, double>> legend_layout(const std::vector<LegendEntry>& entries, double x0, double width) {
+  std::vector<std::pair<double, double>> at;
+  double x = x0, y = 0;
+  for (const auto& e : entries) {
+    if (x > x0 && x + entry_width(e) - kEntryGap > width) {
+      x = x0;
+      y += kLegendLine;
+    }
+    at.push_back({x, y});
+    x += entry_width(e);
+  }
+  return at;
+}
+}  // namespace
+
+double legend_height(const std::vector<LegendEntry>& entries, double x0, double width) {
+  if (entries.empty()) return 0;
+  return legend_layout(entries, x0, width).back().second + kLegendLine;
+}
+
+void draw_legend(svg::Writer& w, const std::vector<LegendEntry>& entries, double x0, double top, double width) {
+  if (entries.empty()) return;
+  const auto at = legend_layout(entries, x0, width);
+  w.open("g", {{"class", "legend"}});
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto [x, y] = at[i];
+    w.open("g", {{"data-series", entries[i].series}});
+    entries[i].swatch(w, x, top + y + 2);
+    w.text(x + kSwatchGap, top + y + 13, entries[i].text, "start", {{"class", "legend"}});
+    w.close();
+  }
+  w.close();
+}
+
+std::string abbreviate(const std::string& text, double font_px, double max_px, bool bold) {
+  if (svg::text_width(text, font_px, bold) <= max_px) return text;
+  const std::string ellipsis = "\xE2\x80\xA6";
+  std::string cut = text;
+  while (!cut.empty() && svg::text_width(cut + ellipsis, font_px, bold) > max_px) {
+    cut.pop_back();
+    while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80) cut.pop_back();  // whole UTF-8 characters
+    if (!cut.empty() && static_cast<unsigned char>(cut.back()) >= 0xC0) cut.pop_back();
+  }
+  while (!cut.empty() && cut.back() == ' ') cut.pop_back();
+  return cut + ellipsis;
+}
+
+void fitted_text(svg::Writer& w, double x, double y, const std::string& text, double max_px, double font_px, bool bold,
+                 std::string_view anchor, svg::Attrs attrs) {
+  const std::string shown = abbreviate(text, font_px, max_px, bold);
+  if (shown == text) {
+    w.text(x, y, text, anchor, std::move(attrs));
+    return;
+  }
+  w.open("g", {{"class", "abbreviated"}});
+  w.title(text);
+  w.text(x, y, shown, anchor, std::move(attrs));
+  w.close();
+}
+
+std::string ctx_label(const std::string& ctx) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : ctx + ",") {
+    if (c != ',') {
+      cur += c;
+      continue;
+    }
+    parts.push_back(cur);
+    cur.clear();
+  }
+  std::string out;
+  for (std::size_t i = 0; i < parts.size();) {
+    std::size_t j = i;
+    while (j < parts.size() && parts[j] == parts[i]) ++j;
+    if (!out.empty()) out += ',';
+    out += parts[i];
+    if (j - i > 1) out += fmt::format("\xC3\x97{}", j - i);
+    i = j;
+  }
+  return out;
+}
+
+std::string chart(const svg::Writer& w) {
+  if (w.width() <= kPageWidth) return w.str();
+  return "<div class=\"chart-scroll\">" + w.str() + "</div>";
 }
 
 }  // namespace html

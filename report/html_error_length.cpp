@@ -1,5 +1,6 @@
 // report.html figure 2, error against context length per kernel: rel_linf of every shape, the min-max band
-// across shapes and the median, on a log length axis, with the tolerance limit (seed 000, figure 2).
+// across shapes and the median where shapes share a length, on an axis of the measured lengths in order, with
+// the tolerance limits (seed 000, figure 2).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -81,12 +82,18 @@ std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>
     return series_colour(static_cast<std::size_t>(std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin()));
   };
 
-  // Shared axes across panels, so kernels compare at a glance.
-  const auto [lmin, lmax] = std::minmax_element(lengths.begin(), lengths.end());
-  const auto [xd0, xd1] = svg::padded_log_domain(*lmin, *lmax);
-  std::vector<double> distinct_lengths(lengths.begin(), lengths.end());
+  // Shared axes across panels, so kernels compare at a glance. x: the measured lengths in order, evenly
+  // spaced (a log axis drew 4090 and 4096, or 15, 16 and 17, on one pixel: the lengths a suite pairs to
+  // tell a straddling block from an aligned one).
+  std::vector<int> distinct_lengths;
+  for (double l : lengths) distinct_lengths.push_back(static_cast<int>(l));
   std::sort(distinct_lengths.begin(), distinct_lengths.end());
   distinct_lengths.erase(std::unique(distinct_lengths.begin(), distinct_lengths.end()), distinct_lengths.end());
+  std::vector<std::string> length_labels;
+  for (int l : distinct_lengths) length_labels.push_back(std::to_string(l));
+  auto index_of = [&](int len) {
+    return static_cast<double>(std::lower_bound(distinct_lengths.begin(), distinct_lengths.end(), len) - distinct_lengths.begin());
+  };
   double vmin_pos = INFINITY, vmax = 0;
   for (double v : values) {
     if (v > 0) vmin_pos = std::min(vmin_pos, v);
@@ -97,136 +104,208 @@ std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>
   double yd0, yd1;
   if (log_y) std::tie(yd0, yd1) = svg::padded_log_domain(vmin_pos, vmax);
   else std::tie(yd0, yd1) = svg::nice_linear_domain(0, vmax > 0 ? vmax * 1.08 : 1e-3, true);
+  const std::vector<svg::Tick> y_ticks = log_y ? svg::log_ticks(yd0, yd1) : svg::linear_ticks(yd0, yd1, 5);
 
-  const double pw = 540, ph = 300, ml = 86, mr = 24, mt = 34, mb = 56;
-  const std::size_t per_row = 2;
+  // Panels: two per row when two fit the page; a panel gives each length 14 px (room for a label turned
+  // upright) up to the page's width, and at least 8 px (past the page's width: the figure scrolls).
+  double widest_y = 0;
+  for (const auto& t : y_ticks) widest_y = std::max(widest_y, svg::text_width(t.label, 11));
+  const double ml = std::max(70.0, widest_y + 48), mr = 16, mt = 30, plot_h = 214;
+  const double n = static_cast<double>(distinct_lengths.size());
+  const double pw = std::max({540.0, std::min(kPageWidth, ml + mr + n * 14), ml + mr + n * 8});
+  const std::size_t per_row = 2 * pw <= kPageWidth ? 2 : 1;
+  const double step = (pw - ml - mr) / n;
+  const svg::BandAxis x_axis = svg::band_axis(length_labels, step);
+  const double ph = mt + plot_h + x_axis.height + 14;
   const std::size_t nrows = (kernels.size() + per_row - 1) / per_row;
-  const double legend_h = 56;
   const double width = pw * static_cast<double>(std::min(per_row, kernels.size()));
-  const double height = legend_h + ph * static_cast<double>(nrows);
   const Rgb grey = svg::parse_hex("#555555"), nan_ink = svg::parse_hex("#d55e00");
 
-  svg::Writer w(std::max(width, 600.0), height, std::string(html_ids::kErrorVsLength) + "-svg",
-                "Relative L-infinity error against context length, per kernel",
-                "One panel per kernel, one colour per dtype: each shape's rel_linf at each context length (thin lines), "
-                "the min-max band across shapes (shaded), their median (bold) and the tolerance limit (dashed).");
-  // Legend: the dtype colours, then what each mark means (drawn in grey: it holds for every colour).
-  w.open("g", {{"class", "legend"}});
-  double lx = 4;
-  for (const auto& d : dtypes) {
-    w.rect(lx, 8, 26, 14, {{"fill", colour_of(d).hex()}});
-    w.text(lx + 31, 19, d, "start", {{"class", "legend"}});
-    lx += 31 + svg::text_width(d, 11) + 16;
+  // What each panel draws, per dtype: the worst-seed rel_linf of each shape at each length; where two or
+  // more shapes share a length, their min-max band and median; the tolerance limit.
+  struct Stats {
+    std::map<int, std::vector<double>> at_len;  // length -> values of the shapes there, sorted
+  };
+  auto stats_of = [](const DtypeSeries& ds) {
+    Stats st;
+    for (const auto& [shape, pts] : ds.by_shape)
+      for (const auto& [len, v] : pts) st.at_len[len].push_back(v);
+    for (auto& [len, vs] : st.at_len) std::sort(vs.begin(), vs.end());
+    return st;
+  };
+  // The key dtypes share a limit line by: one value at every length is a line across the panel, whatever
+  // lengths the dtype has; a limit that grows with the length (the fixed policy's fp32 accumulation term,
+  // calibrated limits) goes through its lengths.
+  auto limit_key = [](const DtypeSeries& ds) {
+    const bool constant = std::all_of(ds.limit_at.begin(), ds.limit_at.end(),
+                                      [&](const auto& e) { return e.second == ds.limit_at.begin()->second; });
+    return constant ? std::map<int, double>{{0, ds.limit_at.begin()->second}} : ds.limit_at;
+  };
+  bool any_band = false, any_limit = false, any_nonfinite = false, shared_limit = false;
+  for (const auto& k : kernels) {
+    const Series& se = per_kernel[k];
+    any_nonfinite = any_nonfinite || !se.nonfinite.empty();
+    std::set<std::map<int, double>> keys;
+    std::size_t with_limit = 0;
+    for (const auto& [d, ds] : se.by_dtype) {
+      if (!ds.limit_at.empty()) keys.insert(limit_key(ds)), ++with_limit;
+      for (const auto& [len, vs] : stats_of(ds).at_len) any_band = any_band || vs.size() >= 2;
+    }
+    any_limit = any_limit || with_limit > 0;
+    shared_limit = shared_limit || keys.size() < with_limit;
   }
-  lx = 4;
-  const double ly = 44;
-  w.rect(lx, ly - 11, 26, 14, {{"fill", grey.hex()}, {"fill-opacity", "0.2"}});
-  w.text(lx + 31, ly, "min\xE2\x80\x93max across shapes", "start", {{"class", "legend"}});
-  lx += 31 + svg::text_width("min-max across shapes", 11) + 16;
-  w.line(lx, ly - 4, lx + 26, ly - 4, {{"stroke", grey.hex()}, {"stroke-width", "2.6"}});
-  w.text(lx + 31, ly, "median of the shapes", "start", {{"class", "legend"}});
-  lx += 31 + svg::text_width("median of the shapes", 11) + 16;
-  w.line(lx, ly - 4, lx + 26, ly - 4, {{"stroke", grey.hex()}, {"stroke-opacity", "0.5"}, {"stroke-width", "1"}});
-  w.text(lx + 31, ly, "one shape (hover for its name)", "start", {{"class", "legend"}});
-  lx += 31 + svg::text_width("one shape (hover for its name)", 11) + 16;
-  w.line(lx, ly - 4, lx + 26, ly - 4, {{"stroke", grey.hex()}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"}});
-  w.text(lx + 31, ly, "tolerance limit of the dtype", "start", {{"class", "legend"}});
-  lx += 31 + svg::text_width("tolerance limit of the dtype", 11) + 16;
-  w.polygon({{lx + 13, ly + 2}, {lx + 6, ly - 11}, {lx + 20, ly - 11}}, {{"fill", nan_ink.hex()}});
-  w.text(lx + 31, ly, "NaN/Inf output", "start", {{"class", "legend"}});
-  w.close();
+
+  // Legend: the dtype colours, then what each kind of mark means (drawn in grey: it holds for every colour),
+  // only for marks some panel draws.
+  std::vector<LegendEntry> legend;
+  for (const auto& d : dtypes) legend.push_back({"dtype-" + d, d, fill_swatch(colour_of(d))});
+  legend.push_back({"shape", "one shape: its lengths joined (hover for its name)", [grey](svg::Writer& w, double x, double y) {
+                      w.line(x, y + 10, x + 26, y + 4, {{"stroke", grey.hex()}, {"stroke-opacity", "0.5"}});
+                      w.circle(x + 4, y + 9.5, 2.6, {{"fill", grey.hex()}});
+                      w.circle(x + 22, y + 5, 2.6, {{"fill", grey.hex()}});
+                    }});
+  if (any_band) {
+    legend.push_back({"band", "min\xE2\x80\x93max across shapes", [grey](svg::Writer& w, double x, double y) {
+                        w.rect(x, y, 26, 14, {{"fill", grey.hex()}, {"fill-opacity", "0.2"}});
+                      }});
+    legend.push_back({"median", "median of the shapes", [grey](svg::Writer& w, double x, double y) {
+                        w.line(x, y + 7, x + 26, y + 7, {{"stroke", grey.hex()}, {"stroke-width", "2.6"}});
+                        w.circle(x + 13, y + 7, 3.6, {{"fill", "#fff"}, {"stroke", grey.hex()}, {"stroke-width", "2"}});
+                      }});
+  }
+  if (any_limit)
+    legend.push_back({"limit", shared_limit ? "tolerance limit (grey: one that several dtypes share)" : "tolerance limit of the dtype", [grey](svg::Writer& w, double x, double y) {
+                        w.line(x, y + 7, x + 26, y + 7, {{"stroke", grey.hex()}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"}});
+                      }});
+  if (any_nonfinite)
+    legend.push_back({"nonfinite", "NaN/Inf output", [nan_ink](svg::Writer& w, double x, double y) {
+                        w.polygon({{x + 13, y + 13}, {x + 6, y}, {x + 20, y}}, {{"fill", nan_ink.hex()}});
+                      }});
+  const double legend_h = legend_height(legend, 4, width) + 12;
+  const double height = legend_h + ph * static_cast<double>(nrows);
+
+  svg::Writer w(width, height, std::string(html_ids::kErrorVsLength) + "-svg",
+                "Relative L-infinity error against context length, per kernel",
+                "One panel per kernel, one colour per dtype: each shape's rel_linf at each context length (points, joined "
+                "per shape), where shapes share a length the min-max band across them (shaded) and their median (bold), "
+                "and the tolerance limit (dashed). The context lengths are evenly spaced, in order.");
+  draw_legend(w, legend, 4, 4, width);
 
   for (std::size_t p = 0; p < kernels.size(); ++p) {
     const Series& se = per_kernel[kernels[p]];
     const double ox = pw * static_cast<double>(p % per_row), oy = legend_h + ph * static_cast<double>(p / per_row);
-    const svg::Scale x = svg::Scale::log10(xd0, xd1, ox + ml, ox + pw - mr);
-    const svg::Scale y = log_y ? svg::Scale::log10(yd0, yd1, oy + ph - mb, oy + mt) : svg::Scale::linear(yd0, yd1, oy + ph - mb, oy + mt);
+    const double px0 = ox + ml, px1 = ox + pw - mr, py0 = oy + mt, py1 = oy + mt + plot_h;
+    auto x = [&](int len) { return px0 + step * (index_of(len) + 0.5); };
+    const svg::Scale y = log_y ? svg::Scale::log10(yd0, yd1, py1, py0) : svg::Scale::linear(yd0, yd1, py1, py0);
     w.open("g", {{"class", "panel"}, {"data-kernel", kernels[p]}});
-    w.text(ox + ml, oy + mt - 12, fmt::format("{}  ({} shapes, {} clean cells)", kernels[p], se.shapes, se.cells), "start",
-           {{"class", "panel-title"}});
-    w.rect(ox + ml, oy + mt, pw - ml - mr, ph - mt - mb, {{"fill", "#fcfcfc"}, {"stroke", "#ddd"}});
-    axis_left(w, y, ox + ml, log_y ? svg::log_ticks(yd0, yd1) : svg::linear_ticks(yd0, yd1, 5),
-              std::string("rel_linf, unitless") + (log_y ? " (log scale)" : ""), ox + pw - mr);
-    axis_bottom(w, x, oy + ph - mb, svg::log_ticks(xd0, xd1, distinct_lengths), "context length (tokens, log scale)");
+    fitted_text(w, px0, py0 - 10, fmt::format("{}  ({} shape{}, {} clean cell{})", kernels[p], se.shapes, se.shapes == 1 ? "" : "s", se.cells,
+                                    se.cells == 1 ? "" : "s"), px1 - px0, 13,
+                true, "start", {{"class", "panel-title"}});
+    w.rect(px0, py0, px1 - px0, plot_h, {{"fill", "#fcfcfc"}, {"stroke", "#ddd"}});
+    axis_left(w, y, px0, y_ticks, std::string("rel_linf, unitless") + (log_y ? " (log scale)" : ""), px1);
+    svg::axis_bottom_bands(w, px0, py1, x_axis, length_labels, "context length (tokens, in order)");
+
+    // Tolerance limits: dtypes with the same limit share one line (grey), labelled once.
+    std::map<std::map<int, double>, std::vector<std::string>> limit_groups;
+    for (const auto& [dtype, ds] : se.by_dtype)
+      if (!ds.limit_at.empty()) limit_groups[limit_key(ds)].push_back(dtype);
+    std::vector<std::pair<double, double>> taken;  // vertical extents of the limit labels placed
+    for (const auto& [limits, group] : limit_groups) {
+      const std::string ink = group.size() == 1 ? colour_of(group.front()).hex() : grey.hex();
+      double lo = INFINITY, hi = 0;
+      for (const auto& [len, lim] : limits) lo = std::min(lo, lim), hi = std::max(hi, lim);
+      const std::string names = join(group, ", ");
+      const std::string value = lo == hi ? svg::tick_label(hi, true) : fmt::format("{} to {}", svg::tick_label(lo, true), svg::tick_label(hi, true));
+      w.open("g", {{"class", "limit-group"}, {"data-series", "limit"}});
+      w.title(fmt::format("tolerance limit of {}: rel_linf {}", names, lo == hi ? sci(hi) : fmt::format("{} to {}", sci(lo), sci(hi))));
+      double label_y;
+      if (lo == hi) {
+        label_y = std::clamp(y(hi), py0, py1);
+        w.line(px0, label_y, px1, label_y, {{"class", "limit"}, {"stroke", ink}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"}});
+      } else {
+        std::vector<std::pair<double, double>> path;
+        for (const auto& [len, lim] : limits) path.push_back({x(len), std::clamp(y(lim), py0, py1)});
+        w.polyline(path, {{"class", "limit"}, {"stroke", ink}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"}});
+        label_y = path.back().second;
+      }
+      // The label at the right end, above the line, else below it, else left out (the hover has it).
+      const std::string text = abbreviate(group.size() == 1 ? fmt::format("{} limit {}", group.front(), value)
+                                                            : fmt::format("limit {}: {} and {} more", value, group.front(), group.size() - 1),
+                                          11, (px1 - px0) * 0.6);
+      for (double base : {label_y - 4, label_y + 13}) {
+        const double top = base - 10, bottom = base + 3;
+        if (top < py0 + 1 || bottom > py1 - 1) continue;
+        if (std::any_of(taken.begin(), taken.end(), [&](const auto& t) { return top < t.second && bottom > t.first; })) continue;
+        taken.push_back({top, bottom});
+        w.text(px1 - 4, base, text, "end", {{"class", "tick limit-label"}, {"fill", ink}});
+        break;
+      }
+      w.close();
+    }
 
     for (const auto& [dtype, ds] : se.by_dtype) {
       const std::string ink = colour_of(dtype).hex();
-      // Band and median across the dtype's shapes at each length.
-      std::map<int, std::vector<double>> at_len;
-      for (const auto& [shape, pts] : ds.by_shape)
-        for (const auto& [len, v] : pts) at_len[len].push_back(v);
-      std::vector<std::pair<double, double>> upper, lower, median;
-      for (auto& [len, vs] : at_len) {
-        std::sort(vs.begin(), vs.end());
-        const double med = vs.size() % 2 ? vs[vs.size() / 2] : (vs[vs.size() / 2 - 1] + vs[vs.size() / 2]) / 2;
-        upper.push_back({x(len), y(vs.back())});
-        lower.push_back({x(len), y(vs.front())});
-        median.push_back({x(len), y(med)});
+      const Stats st = stats_of(ds);
+      w.open("g", {{"class", "dtype-series"}, {"data-dtype", dtype}, {"data-series", "dtype-" + dtype}});
+      // Band and median where two or more shapes share a length, in runs of such lengths.
+      std::vector<std::vector<int>> runs;
+      int prev = -1;
+      for (const auto& [len, vs] : st.at_len) {
+        if (vs.size() < 2) {
+          prev = -1;
+          continue;
+        }
+        if (prev < 0) runs.emplace_back();
+        runs.back().push_back(len);
+        prev = len;
       }
-      if (upper.size() == 1) {  // one length: widen the band into a visible bar
-        upper = {{upper[0].first - 5, upper[0].second}, {upper[0].first + 5, upper[0].second}};
-        lower = {{lower[0].first - 5, lower[0].second}, {lower[0].first + 5, lower[0].second}};
-      }
-      w.open("g", {{"class", "dtype-series"}, {"data-dtype", dtype}});
-      if (!upper.empty()) {
+      for (const auto& run : runs) {
+        std::vector<std::pair<double, double>> upper, lower, median;
+        for (int len : run) {
+          const auto& vs = st.at_len.at(len);
+          const double med = vs.size() % 2 ? vs[vs.size() / 2] : (vs[vs.size() / 2 - 1] + vs[vs.size() / 2]) / 2;
+          upper.push_back({x(len), y(vs.back())});
+          lower.push_back({x(len), y(vs.front())});
+          median.push_back({x(len), y(med)});
+        }
+        if (run.size() == 1) {  // one length: the band as a bar a third of a step wide
+          const double half = std::max(3.0, step / 6);
+          upper = {{upper[0].first - half, upper[0].second}, {upper[0].first + half, upper[0].second}};
+          lower = {{lower[0].first - half, lower[0].second}, {lower[0].first + half, lower[0].second}};
+        }
         std::vector<std::pair<double, double>> band = upper;
         band.insert(band.end(), lower.rbegin(), lower.rend());
-        w.open("g", {{"class", "band"}});
-        w.title(fmt::format("{}: min\xE2\x80\x93max of rel_linf across {} shape(s) at each length", dtype, ds.by_shape.size()));
+        w.open("g", {{"class", "band"}, {"data-series", "band"}});
+        w.title(fmt::format("{}: min\xE2\x80\x93max of rel_linf across the shapes at {} length(s)", dtype, run.size()));
         w.polygon(band, {{"fill", ink}, {"fill-opacity", "0.2"}, {"stroke", ink}, {"stroke-opacity", "0.35"}});
+        w.close();
+        w.open("g", {{"class", "median-group"}, {"data-series", "median"}});
+        if (median.size() > 1) w.polyline(median, {{"class", "median"}, {"stroke", ink}, {"stroke-width", "2.6"}});
+        for (std::size_t i = 0; i < median.size(); ++i)
+          w.circle(median[i].first, median[i].second, 3.6,
+                   {{"fill", "#fff"}, {"stroke", ink}, {"stroke-width", "2"}, {"data-x", std::to_string(run[i])}});
         w.close();
       }
       for (const auto& [shape, pts] : ds.by_shape) {
         std::vector<std::pair<double, double>> line;
         for (const auto& [len, v] : pts) line.push_back({x(len), y(v)});
-        w.open("g", {{"class", "series"}});
+        w.open("g", {{"class", "series"}, {"data-series", "shape"}});
         w.title(shape);
         if (line.size() > 1) w.polyline(line, {{"stroke", ink}, {"stroke-opacity", "0.5"}, {"stroke-width", "1"}});
         for (const auto& [len, v] : pts) {
-          w.open("g", {{"class", "point"}});
+          w.open("g", {{"class", "point"}, {"data-x", std::to_string(len)}});
           w.title(fmt::format("{} ctx{}: rel_linf {}", shape, len, sci(v)));
           w.circle(x(len), y(v), 2.6, {{"fill", ink}, {"fill-opacity", "0.7"}});
           w.close();
         }
         w.close();
       }
-      if (median.size() > 1) w.polyline(median, {{"class", "median"}, {"stroke", ink}, {"stroke-width", "2.6"}});
-      for (const auto& [mx, my] : median) w.circle(mx, my, 3.6, {{"fill", "#fff"}, {"stroke", ink}, {"stroke-width", "2"}});
-      // The dtype's tolerance limit, labelled just above the line at the right end, in the dtype's colour.
-      // One value at every length: a line across the panel. A limit that grows with the length (the fixed
-      // policy's fp32 accumulation term, or calibrated limits): a dashed line through (length, limit).
-      double lo = 0, hi = 0;
-      for (const auto& [len, lim] : ds.limit_at) {
-        lo = lo == 0 ? lim : std::min(lo, lim);
-        hi = std::max(hi, lim);
-      }
-      if (!ds.limit_at.empty() && lo == hi && y(hi) >= oy + mt - 1 && y(hi) <= oy + ph - mb + 1) {
-        const double py = y(hi);
-        w.open("g", {{"class", "limit-group"}});
-        w.title(fmt::format("tolerance limit of {}: rel_linf {}", dtype, sci(hi)));
-        w.line(ox + ml, py, ox + pw - mr, py, {{"class", "limit"}, {"stroke", ink}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"}});
-        w.text(ox + pw - mr - 4, py - 4, fmt::format("{} limit {}", dtype, svg::tick_label(hi, true)), "end",
-               {{"class", "tick"}, {"fill", ink}});
-        w.close();
-      } else if (lo != hi) {
-        std::vector<std::pair<double, double>> path;
-        for (const auto& [len, lim] : ds.limit_at)
-          path.push_back({x(len), std::clamp(y(lim), oy + mt, oy + ph - mb)});
-        w.open("g", {{"class", "limit-group"}});
-        w.title(fmt::format("tolerance limit of {} against length: rel_linf {} to {}", dtype, sci(lo), sci(hi)));
-        w.polyline(path, {{"class", "limit"}, {"stroke", ink}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 3"},
-                          {"fill", "none"}});
-        w.text(path.back().first - 4, path.back().second - 4,
-               fmt::format("{} limit {}", dtype, svg::tick_label(ds.limit_at.rbegin()->second, true)), "end",
-               {{"class", "tick"}, {"fill", ink}});
-        w.close();
-      }
       w.close();
     }
     // Clean cells that produced NaN/Inf: a triangle on the top edge at their length.
     for (const auto& [len, id] : se.nonfinite) {
-      const double tx = x(len), ty = oy + mt;
-      w.open("g", {{"class", "nonfinite"}});
+      const double tx = x(len), ty = py0;
+      w.open("g", {{"class", "nonfinite"}, {"data-series", "nonfinite"}, {"data-x", std::to_string(len)}});
       w.title(fmt::format("{}: NaN/Inf output on a clean cell", id));
       w.polygon({{tx, ty + 12}, {tx - 6, ty}, {tx + 6, ty}}, {{"fill", nan_ink.hex()}});
       w.close();
@@ -235,14 +314,16 @@ std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>
   }
   std::string caption =
       "<b>Error against context length.</b> Clean cells only; rel_linf is the largest absolute error over the largest "
-      "absolute reference value (unitless, against the fp32/f64 oracle computed from the pre-paging K/V). One colour per "
-      "dtype: thin lines are single shapes (worst seed), the shaded band spans the lowest to the highest shape at each "
-      "length and the bold line is their median; the dashed line is that dtype's tolerance limit; x is the longest "
-      "sequence of the batch in tokens. <b>Good:</b> each band flat and well under its own limit at every length "
-      "\xE2\x80\x94 a different accumulation order shows as a slight offset between kernels, not a rise. A band that "
-      "climbs with length means error grows with the sum; a triangle means a clean cell gave NaN/Inf.";
+      "absolute reference value (unitless, against the fp32/f64 oracle computed from the pre-paging K/V). x is the longest "
+      "sequence of the batch in tokens: every length measured, in order and evenly spaced (not to scale), so lengths a "
+      "suite pairs (4090 and 4096, 15, 16 and 17) stay apart. One colour per dtype: points are single shapes (worst "
+      "seed), joined per shape; where two or more shapes share a length, the shaded band spans the lowest to the highest "
+      "and the bold line is their median; the dashed line is the tolerance limit (grey where several dtypes share it; "
+      "hover it for which). <b>Good:</b> each dtype's points flat and well under its limit at every length "
+      "\xE2\x80\x94 a different accumulation order shows as a slight offset between kernels, not a rise. Points that "
+      "climb with length mean error grows with the sum; a triangle means a clean cell gave NaN/Inf.";
   if (has_zero) caption += " Cells with zero error sit on the bottom edge.";
-  return figure(html_ids::kErrorVsLength, "2. Error against context length", w.str(), caption);
+  return figure(html_ids::kErrorVsLength, "2. Error against context length", chart(w), caption);
 }
 
 }  // namespace pacheck::html

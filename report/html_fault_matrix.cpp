@@ -15,6 +15,9 @@ using svg::escape;
 
 namespace {
 
+/// The widest a context-length label may be before it is cut (its hover title keeps it whole).
+constexpr double kMaxCtxPx = 150;
+
 /// Columns go clean, K, V, K+V, then any other target.
 int target_rank(const std::string& t) {
   if (t == "clean") return 0;
@@ -97,87 +100,113 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
     rows = keep;
   }
 
-  // Geometry.
-  const double row_h = 18, group_gap = 7;
-  double group_w = 0, ctx_w = svg::text_width("context", 11), seed_w = 0;
-  for (const CellInfo* r : rows) {
-    group_w = std::max(group_w, svg::text_width(group_of(r), 11));
-    ctx_w = std::max(ctx_w, svg::text_width(r->ctx, 11));
+  // Geometry. Rows are grouped by dtype x heads; each group opens with a header line naming it, across the
+  // whole width (so a long group name never crowds the label column); the label column holds the context
+  // length, the seed when seeds vary, and whether the last block straddles.
+  constexpr double kRowFont = 11, kColFont = 10.5, kTitleFont = 13, kAxisFont = 12, kMarkFont = 10;
+  const double row_h = 18, group_h = 20;
+  double ctx_w = svg::text_width("context (tokens)", kAxisFont, true);
+  for (const CellInfo* r : rows) ctx_w = std::max(ctx_w, svg::text_width(abbreviate(ctx_label(r->ctx), kRowFont, kMaxCtxPx), kRowFont));
+  double seed_w = 0;
+  if (seeds.size() > 1) {
+    seed_w = svg::text_width("seed", kAxisFont, true);
+    for (const auto& sd : seeds) seed_w = std::max(seed_w, svg::text_width("seed " + sd, kRowFont));
+    seed_w += 10;
   }
-  // Each label column is at least as wide as its bold heading.
-  constexpr double kBold = 1.1;
-  group_w = std::max(group_w, svg::text_width("dtype \xC2\xB7 heads (GQA)", 12) * kBold);
-  ctx_w = std::max(ctx_w, svg::text_width("context (tokens)", 12) * kBold);
-  if (seeds.size() > 1) seed_w = 60;
-  const double straddle_w = std::max(svg::text_width("straddles", 11), svg::text_width("last block", 12) * kBold) + 10;
-  const double label_w = 10 + group_w + 12 + ctx_w + 10 + seed_w + straddle_w + 6;
+  const double straddle_w = std::max(svg::text_width("straddles", kRowFont), svg::text_width("last block", kAxisFont, true)) + 10;
+  const double label_w =
+      std::max(10 + ctx_w + 10 + seed_w + straddle_w, 10 + svg::text_width("rows: dtype \xC2\xB7 heads (GQA)", kAxisFont, true)) + 12;
   double widest_header = 0;
-  for (const auto& [f, fc] : faults) widest_header = std::max(widest_header, svg::text_width(f, 10.5));
-  const bool rotate = faults.size() > 6;
+  for (const auto& [f, fc] : faults) widest_header = std::max(widest_header, svg::text_width(f, kColFont));
+  // Cells: 38 px, narrower (down to what the widest verdict mark present needs) when that keeps one panel
+  // inside the page; column headers at 45 degrees once there are more than 6 columns or they are wider
+  // than a cell, and then the last header reaches past the grid by its width times cos 45.
+  double widest_mark = svg::text_width("ok", kMarkFont, true);
+  for (const CellInfo* c : cells) widest_mark = std::max(widest_mark, svg::text_width(style_of(c->r->verdict).mark, kMarkFont, true));
+  const double min_cell = std::max(22.0, widest_mark + 5);
   double cell_w = 38;
+  bool rotate = faults.size() > 6;
   if (!rotate)
     for (const auto& [f, fc] : faults)
-      cell_w = std::max(cell_w, std::max(svg::text_width(fc->poison, 10.5), svg::text_width(fc->target, 11)) + 10);
+      cell_w = std::max(cell_w, std::max(svg::text_width(fc->poison, kColFont), svg::text_width(fc->target, kColFont, true)) + 10);
+  if (cell_w > 60) {  // headers too wide for a cell: rotate them instead of widening every cell
+    rotate = true;
+    cell_w = 38;
+  }
+  const double n_cols = static_cast<double>(faults.size());
+
+  // What one panel takes beside the label column: its cells, the last header's reach past them, a gap.
+  auto panel_w = [&](double cw) {
+    double reach = 0;  // how far the rotated column headers reach past the last column's right edge
+    if (rotate)
+      for (std::size_t f = 0; f < faults.size(); ++f)
+        reach = std::max(reach, (static_cast<double>(f) + 0.5 - n_cols) * cw + svg::text_width(faults[f].first, kColFont) * 0.71);
+    return cw * n_cols + reach + 26;
+  };
+  while (cell_w > min_cell && label_w + panel_w(cell_w) > kPageWidth) cell_w = std::max(min_cell, cell_w - 1);
   // A panel's slot is as wide as its cells, its title and its axis title, whichever is widest, so narrow
   // matrices (one fault column) do not run their titles into the next panel.
-  double title_w = svg::text_width("poison target : value@region", 12) * 1.2;
-  for (const auto& k : kernels) title_w = std::max(title_w, svg::text_width(k + "  (negative control)", 13) * 1.2);
-  const double slot_w = std::max(cell_w * static_cast<double>(faults.size()), title_w) + 26;
+  double title_w = svg::text_width("poison target : value@region", kAxisFont, true);
+  for (const auto& k : kernels) title_w = std::max(title_w, svg::text_width(k + "  (negative control)", kTitleFont, true));
+  const double slot_w = std::max(panel_w(cell_w), title_w + 26);
   const auto per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - label_w) / slot_w));
-  const double header_h = (rotate ? widest_header * 0.72 + 12 : 34) + 20 /* panel title */ + 18 /* axis title */;
+  const double header_h = (rotate ? widest_header * 0.71 + 14 : 34) + 20 /* panel title */ + 18 /* axis title */;
   double rows_h = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    rows_h += row_h + (i > 0 && group_of(rows[i]) != group_of(rows[i - 1]) ? group_gap : 0);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows_h += row_h + (i == 0 || group_of(rows[i]) != group_of(rows[i - 1]) ? group_h : 0);
   const std::size_t blocks = (kernels.size() + per_block - 1) / per_block;
-  const double legend_h = 30, block_gap = 24, bottom = 12;
-  const double block_h = header_h + rows_h;
-  const double width = std::max(label_w + static_cast<double>(std::min(per_block, kernels.size())) * slot_w, 560.0);
-  const double height = legend_h + static_cast<double>(blocks) * (block_h + block_gap) + bottom;
-
   std::set<Verdict> present;
   bool any_expected = false;
   for (const CellInfo* c : cells) {
     present.insert(c->r->verdict);
     any_expected = any_expected || (c->r->expected_fail && is_negative_control(s, c->r->kernel));
   }
+  // Legend: the verdicts drawn, in a fixed order, and the outline that marks a negative control's expected
+  // failures when one is drawn.
+  std::vector<LegendEntry> legend;
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::biased, Verdict::poisoned, Verdict::overflow, Verdict::variant, Verdict::nondeterministic,
+                    Verdict::stateful, Verdict::unwritten, Verdict::oob_write, Verdict::input_mutated, Verdict::declined,
+                    Verdict::error, Verdict::crash, Verdict::timeout}) {
+    if (!present.count(v)) continue;
+    const VerdictStyle st = style_of(v);
+    legend.push_back({"verdict-" + std::string(verdict_name(v)), std::string(verdict_name(v)), fill_swatch(st.fill, st.mark)});
+  }
+  if (any_expected)
+    legend.push_back({"expected", "expected to fail (negative control)", [](svg::Writer& w, double x, double y) {
+                        w.rect(x, y, 26, 15, {{"fill", "#ffffff"}, {"stroke", "#111"}, {"stroke-width", "1.6"}, {"stroke-dasharray", "3 2"}});
+                      }});
+  const double content_w = label_w + static_cast<double>(std::min(per_block, kernels.size())) * slot_w;
+  const double width = std::max(content_w, 420.0);
+  const double legend_h = legend_height(legend, 4, width) + 10, block_gap = 24, bottom = 12;
+  const double block_h = header_h + rows_h;
+  const double height = legend_h + static_cast<double>(blocks) * (block_h + block_gap) + bottom;
+
   svg::Writer w(width, height, std::string(html_ids::kFaultMatrix) + "-" + suite,
                 fmt::format("Fault matrix of suite {}", suite),
                 fmt::format("Verdict per cell: rows are dtype, heads and context length (straddling or aligned), columns "
                             "the poison target and value, one panel per kernel ({}).",
                             join(kernels, ", ")));
-  // Legend: every verdict present (pass and the common failures always, so the key reads the same across
-  // reports), and the outline that marks a negative control's expected failures.
-  w.open("g", {{"class", "legend"}});
-  double lx = 4;
-  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::biased, Verdict::poisoned, Verdict::overflow, Verdict::variant, Verdict::nondeterministic,
-                    Verdict::stateful, Verdict::unwritten, Verdict::oob_write, Verdict::input_mutated, Verdict::declined,
-                    Verdict::error, Verdict::crash, Verdict::timeout}) {
-    if (!present.count(v) && v != Verdict::pass && v != Verdict::fail && v != Verdict::poisoned) continue;
-    const VerdictStyle st = style_of(v);
-    lx = legend_swatch(w, lx, 18, st.fill, st.mark, std::string(verdict_name(v)));
-  }
-  if (any_expected) {
-    w.rect(lx, 7, 26, 15, {{"fill", "#ffffff"}, {"stroke", "#111"}, {"stroke-width", "1.6"}, {"stroke-dasharray", "3 2"}});
-    w.text(lx + 31, 18, "expected to fail (negative control)", "start", {{"class", "legend"}});
-  }
-  w.close();
+  draw_legend(w, legend, 4, 4, width);
 
   for (std::size_t b = 0; b < blocks; ++b) {
     const double top = legend_h + static_cast<double>(b) * (block_h + block_gap);
     const double grid_top = top + header_h;
-    // Row labels (the y axis: dtype x heads groups, context length, straddling or aligned).
-    w.open("g", {{"class", "axis y-axis"}});
-    w.text(10, grid_top - 6, "dtype \xC2\xB7 heads (GQA)", "start", {{"class", "axis-label"}});
-    const double ctx_x = 10 + group_w + 12;
+    // Row labels (the y axis: dtype x heads groups, context length, seed, straddling or aligned).
+    w.open("g", {{"class", "axis y-axis"}, {"data-categories", std::to_string(rows.size())}});
+    w.text(10, grid_top - 24, "rows: dtype \xC2\xB7 heads (GQA)", "start", {{"class", "axis-label"}});
+    const double ctx_x = 10;
     w.text(ctx_x + ctx_w, grid_top - 6, "context (tokens)", "end", {{"class", "axis-label"}});
+    if (seed_w > 0) w.text(ctx_x + ctx_w + 10, grid_top - 6, "seed", "start", {{"class", "axis-label"}});
     w.text(ctx_x + ctx_w + 10 + seed_w, grid_top - 6, "last block", "start", {{"class", "axis-label"}});
     double y = grid_top;
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const CellInfo* r = rows[i];
-      const bool new_group = i == 0 || group_of(r) != group_of(rows[i - 1]);
-      if (new_group && i > 0) y += group_gap;
-      if (new_group) w.text(10, y + 13, group_of(r), "start", {{"class", "row-label"}, {"font-weight", "600"}});
-      w.text(ctx_x + ctx_w, y + 13, r->ctx, "end", {{"class", "row-label"}});
+      if (i == 0 || group_of(r) != group_of(rows[i - 1])) {
+        fitted_text(w, 10, y + 15, group_of(r), width - 20, kRowFont, true, "start",
+                    {{"class", "row-label group-label"}, {"font-weight", "600"}});
+        y += group_h;
+      }
+      const std::string ctx = ctx_label(r->ctx);
+      fitted_text(w, ctx_x + ctx_w, y + 13, ctx, kMaxCtxPx, kRowFont, false, "end", {{"class", "row-label"}});
       if (seed_w > 0) w.text(ctx_x + ctx_w + 10, y + 13, "seed " + r->seed, "start", {{"class", "row-label"}});
       w.text(ctx_x + ctx_w + 10 + seed_w, y + 13, r->r->straddle ? "straddles" : "aligned", "start",
              {{"class", "row-label"}, {"font-style", r->r->straddle ? "normal" : "italic"}, {"fill", r->r->straddle ? "#000" : "#555"}});
@@ -192,7 +221,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
       const bool control = is_negative_control(s, kernel);
       w.text(px, top + 14, kernel + (control ? "  (negative control)" : ""), "start", {{"class", "panel-title"}});
       // Column headers (the x axis: poison target and value@region).
-      w.open("g", {{"class", "axis x-axis"}});
+      w.open("g", {{"class", "axis x-axis"}, {"data-categories", std::to_string(faults.size())}});
       w.text(px, top + 32, "poison target : value@region", "start", {{"class", "axis-label"}});
       for (std::size_t f = 0; f < faults.size(); ++f) {
         const double cx = px + cell_w * (static_cast<double>(f) + 0.5);
@@ -203,14 +232,14 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
                  {{"class", "col-label"}, {"transform", fmt::format("rotate(-45 {} {})", svg::num(cx), svg::num(ty))}});
         } else {
           w.text(cx, grid_top - 20, fc->target, "middle", {{"class", "col-label"}, {"font-weight", "700"}});
-          w.text(cx, grid_top - 6, fc->poison, "middle", {{"class", "col-label"}});
+          if (!fc->poison.empty()) w.text(cx, grid_top - 6, fc->poison, "middle", {{"class", "col-label"}});
         }
       }
       w.close();
       double cy = grid_top;
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const CellInfo* row = rows[i];
-        if (i > 0 && group_of(row) != group_of(rows[i - 1])) cy += group_gap;
+        if (i == 0 || group_of(row) != group_of(rows[i - 1])) cy += group_h;
         for (std::size_t f = 0; f < faults.size(); ++f) {
           const double cx = px + cell_w * static_cast<double>(f);
           auto it = at.find(kernel + '\n' + row->row_key + '\n' + faults[f].first);
@@ -222,7 +251,8 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
           const CellResult& r = *it->second;
           const VerdictStyle st = style_of(r.verdict);
           const bool expected = r.expected_fail && control;
-          w.open("g", {{"class", "cell"}, {"data-verdict", std::string(verdict_name(r.verdict))}});
+          w.open("g", {{"class", "cell"}, {"data-verdict", std::string(verdict_name(r.verdict))},
+                       {"data-series", "verdict-" + std::string(verdict_name(r.verdict))}});
           w.title(fmt::format("{} | {}\nverdict: {}{}\nrel_linf {} (limit {}, margin {})\n{}", kernel, r.cell_id,
                               verdict_name(r.verdict),
                               expected ? (is_failure(r.verdict) ? " (expected: negative control caught)" : " (expected to fail: MISSED)")
@@ -232,7 +262,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
                  {{"class", "fill"}, {"fill", st.fill.hex()}, {"stroke", r.verdict == Verdict::declined ? "#999" : "none"}});
           if (expected)
             w.rect(cx + 2.5, cy + 2.5, cell_w - 5, row_h - 5,
-                   {{"fill", "none"}, {"stroke", "#111"}, {"stroke-width", "1.6"}, {"stroke-dasharray", "3 2"}});
+                   {{"fill", "none"}, {"stroke", "#111"}, {"stroke-width", "1.6"}, {"stroke-dasharray", "3 2"}, {"data-series", "expected"}});
           w.text(cx + cell_w / 2, cy + 12.5, st.mark, "middle", {{"class", "mark"}, {"fill", svg::text_on(st.fill).hex()}});
           w.close();
         }
@@ -241,7 +271,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
       w.close();
     }
   }
-  return w.str();
+  return chart(w);
 }
 
 }  // namespace
@@ -258,7 +288,8 @@ std::string fault_matrix_figure(const RunSummary& s, const std::vector<CellInfo>
   if (body.empty()) body = "<p class=\"note\">No cell results in this report.</p>";
   if (!note.empty()) body += "<p class=\"note\">" + escape(note) + "</p>";
   return figure(html_ids::kFaultMatrix, "1. Fault matrix: verdict per cell, by poison target and length", body,
-                "<b>Fault matrix.</b> One panel per kernel; rows are dtype \xC2\xB7 heads (GQA ratio) \xC2\xB7 context length in tokens, "
+                "<b>Fault matrix.</b> One panel per kernel; rows are context lengths in tokens under a line naming their dtype "
+                "\xC2\xB7 heads (GQA ratio) (and the head size, block size or options when those vary), "
                 "marked <i>straddles</i> when the last KV block is partly filled (the unwritten tail a kernel may read) or "
                 "<i>aligned</i> when it is full; columns are the poison target (K, V or both) and value@region. Colour and mark "
                 "give the verdict; hover a cell for its id, metrics and detail. <b>Good:</b> every cell of a kernel under test "

@@ -16,25 +16,38 @@ using svg::Rgb;
 
 HeatLayout layout_heat(const std::vector<std::string>& panels, const std::vector<std::string>& rows,
                        const std::vector<std::string>& cols, const std::string& row_axis, const std::string& col_axis,
-                       double cell_w, double cell_h) {
-  constexpr double kBold = 1.2;  // bold titles run wider than text_width's regular estimate
+                       double cell_w, double cell_h, double min_cell_w) {
+  constexpr double kRowFont = 11, kColFont = 10.5, kAxisFont = 12, kTitleFont = 13;
   HeatLayout l;
-  l.cell_w = cell_w;
   l.cell_h = cell_h;
-  double row_w = svg::text_width(row_axis, 12) * kBold;
-  for (const auto& r : rows) row_w = std::max(row_w, svg::text_width(r, 11));
-  l.label_w = row_w + 24;
+  for (const auto& r : rows) l.row_text_w = std::max(l.row_text_w, svg::text_width(r, kRowFont));
+  l.row_text_w = std::min(l.row_text_w, kMaxRowLabelPx);
+  l.label_w = std::max(l.row_text_w, svg::text_width(row_axis, kAxisFont, true)) + 24;
   double widest_col = 0;
-  for (const auto& c : cols) widest_col = std::max(widest_col, svg::text_width(c, 10.5));
-  l.rotate = widest_col > cell_w - 4;
-  l.header_h = 20 /* panel title */ + 16 /* axis title */ + (l.rotate ? widest_col * 0.72 + 8 : 16);
-  double title_w = svg::text_width(col_axis, 12) * kBold;
-  for (const auto& p : panels) title_w = std::max(title_w, svg::text_width(p, 13) * kBold);
-  l.slot_w = std::max(cell_w * static_cast<double>(cols.size()), title_w) + 24;
-  l.per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - l.label_w) / l.slot_w));
+  for (const auto& c : cols) widest_col = std::max(widest_col, svg::text_width(c, kColFont));
+  double title_w = svg::text_width(col_axis, kAxisFont, true);
+  for (const auto& p : panels) title_w = std::max(title_w, svg::text_width(p, kTitleFont, true));
+  const double n = static_cast<double>(cols.size());
+  constexpr double kGap = 24, kMargin = 4;  // between panels; after the last one
+  // One panel: its cells, the last column label's reach past them when labels are rotated, and a gap.
+  auto panel_w = [&](double cw, bool rotate) {
+    double reach = 0;  // how far the column labels reach past the last column's right edge
+    for (std::size_t c = 0; c < cols.size(); ++c) {
+      const double tw = svg::text_width(cols[c], kColFont);
+      reach = std::max(reach, (static_cast<double>(c) + 0.5 - n) * cw + (rotate ? tw * 0.71 : tw / 2));
+    }
+    return std::max(cw * n + reach, title_w) + kGap;
+  };
+  l.cell_w = cell_w;
+  while (l.cell_w > min_cell_w && l.label_w + panel_w(l.cell_w, widest_col > l.cell_w - 4) - kGap + kMargin > kPageWidth)
+    l.cell_w = std::max(min_cell_w, l.cell_w - 1);
+  l.rotate = widest_col > l.cell_w - 4;
+  l.header_h = 20 /* panel title */ + 16 /* axis title */ + (l.rotate ? widest_col * 0.71 + 10 : 16);
+  l.slot_w = panel_w(l.cell_w, l.rotate);
+  l.per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - l.label_w + kGap - kMargin) / l.slot_w));
   l.blocks = (panels.size() + l.per_block - 1) / l.per_block;
   l.block_h = l.header_h + cell_h * static_cast<double>(rows.size()) + 16;
-  l.width = l.label_w + static_cast<double>(std::min(l.per_block, panels.size())) * l.slot_w;
+  l.width = l.label_w + static_cast<double>(std::min(l.per_block, panels.size())) * l.slot_w - kGap + kMargin;
   l.height = static_cast<double>(l.blocks) * l.block_h;
   return l;
 }
@@ -46,16 +59,17 @@ void heat_panels(svg::Writer& w, const HeatLayout& l, double top, const std::vec
   for (std::size_t b = 0; b < l.blocks; ++b) {
     const double btop = top + static_cast<double>(b) * l.block_h;
     const double grid_top = btop + l.header_h;
-    w.open("g", {{"class", "axis y-axis"}});
+    w.open("g", {{"class", "axis y-axis"}, {"data-categories", std::to_string(rows.size())}});
     w.text(8, btop + 30, row_axis, "start", {{"class", "axis-label"}});
     for (std::size_t r = 0; r < rows.size(); ++r)
-      w.text(l.label_w - 8, grid_top + cell_h * static_cast<double>(r) + cell_h / 2 + 4, rows[r], "end", {{"class", "row-label"}});
+      fitted_text(w, l.label_w - 8, grid_top + cell_h * static_cast<double>(r) + cell_h / 2 + 4, rows[r], l.row_text_w, 11, false,
+                  "end", {{"class", "row-label"}});
     w.close();
     for (std::size_t p = b * l.per_block; p < std::min(panels.size(), (b + 1) * l.per_block); ++p) {
       const double px = l.label_w + static_cast<double>(p - b * l.per_block) * l.slot_w;
       w.open("g", {{"class", "panel"}, {"data-panel", panels[p]}});
       w.text(px, btop + 14, panels[p], "start", {{"class", "panel-title"}});
-      w.open("g", {{"class", "axis x-axis"}});
+      w.open("g", {{"class", "axis x-axis"}, {"data-categories", std::to_string(cols.size())}});
       w.text(px, btop + 30, col_axis, "start", {{"class", "axis-label"}});
       for (std::size_t c = 0; c < cols.size(); ++c) {
         const double cx = px + cell_w * (static_cast<double>(c) + 0.5), ty = grid_top - 5;
@@ -73,10 +87,13 @@ void heat_panels(svg::Writer& w, const HeatLayout& l, double top, const std::vec
             w.rect(x + 0.5, y + 0.5, cell_w - 1, cell_h - 1, {{"fill", "#f5f5f5"}});
             continue;
           }
-          w.open("g", {{"class", "cell"}});
+          svg::Attrs g = {{"class", "cell"}};
+          if (!hc->series.empty()) g.push_back({"data-series", hc->series});
+          w.open("g", g);
           w.title(hc->title);
-          w.rect(x + 0.5, y + 0.5, cell_w - 1, cell_h - 1,
-                 {{"class", "fill"}, {"fill", hc->fill}, {"stroke", hc->outline ? "#000" : "none"}, {"stroke-width", hc->outline ? "2.5" : "0"}});
+          svg::Attrs fill = {{"class", "fill"}, {"fill", hc->fill}, {"stroke", hc->outline ? "#000" : "none"}, {"stroke-width", hc->outline ? "2.5" : "0"}};
+          if (hc->outline && !hc->outline_series.empty()) fill.push_back({"data-series", hc->outline_series});
+          w.rect(x + 0.5, y + 0.5, cell_w - 1, cell_h - 1, fill);
           w.text(x + cell_w / 2, y + cell_h / 2 + 4, hc->text, "middle", {{"class", "mark"}, {"fill", hc->text_colour.hex()}});
           w.close();
         }
@@ -126,6 +143,8 @@ std::string margin_figure(const RunSummary& s, const std::vector<CellInfo>& cell
     if (in.empty()) continue;
     any = true;
     const std::vector<std::string> cols = length_columns(lens);
+    std::vector<std::string> col_text;
+    for (const auto& c : cols) col_text.push_back(abbreviate(ctx_label(c), 10.5, 150));
     const std::vector<std::string> kernels = kernels_in(s, in);
     constexpr std::size_t kMaxShapes = 80;
     std::string note;
@@ -133,11 +152,31 @@ std::string margin_figure(const RunSummary& s, const std::vector<CellInfo>& cell
       note = fmt::format("{} of {} shapes shown. ", kMaxShapes, shapes.size());
       shapes.resize(kMaxShapes);
     }
-    const double legend_h = 56;
+    bool any_nonfinite = false, any_failed = false;
+    for (const auto& [key, a] : acc) {
+      any_nonfinite = any_nonfinite || (a.worst < 0 && a.nonfinite);
+      any_failed = any_failed || a.failed;
+    }
     const std::string row_axis = "shape (heads, head size, block, dtype)", col_axis = "context length (tokens)";
-    const HeatLayout l = layout_heat(kernels, shapes, cols, row_axis, col_axis, 58, 20);
-    // The legend runs to ~610 px: never clip it on a narrow map.
-    svg::Writer w(std::max(l.width, 620.0), legend_h + l.height, std::string(html_ids::kMargin) + "-" + suite,
+    // Cell text is at most "0.12*" or "NaN" in 10 px bold: 36 px holds it.
+    const HeatLayout l = layout_heat(kernels, shapes, col_text, row_axis, col_axis, 58, 20, 36);
+    const std::string hatch = fmt::format("url(#{}-{})", kHatchId, suite);
+    // Legend: the colour bar, then the hatched and outlined cells when the map has any.
+    std::vector<LegendEntry> legend;
+    if (any_nonfinite)
+      legend.push_back({"nonfinite", "NaN/Inf output", [hatch](svg::Writer& w, double x, double y) {
+                          w.rect(x, y, 26, 14, {{"fill", hatch}, {"stroke", "#888"}});
+                        }});
+    if (any_failed)
+      legend.push_back({"failed", "failed (over the limit)", [](svg::Writer& w, double x, double y) {
+                          w.rect(x, y, 26, 14, {{"fill", svg::viridis(1).hex()}, {"stroke", "#000"}, {"stroke-width", "2.5"}});
+                        }});
+    const double bar_w = 260, bar_right = 12 + bar_w + 40;
+    const double width = std::max(l.width, bar_right + 10);
+    // Beside the colour bar when the entries fit there, else on lines below it.
+    const bool beside = legend_height(legend, bar_right, width) <= 20;
+    const double legend_h = 56 + (beside ? 0 : legend_height(legend, 12, width));
+    svg::Writer w(width, legend_h + l.height, std::string(html_ids::kMargin) + "-" + suite,
                   fmt::format("Margin (rel_linf / limit) per shape and context length, suite {}", suite),
                   "Heat map per kernel: rows are shapes, columns context lengths; colour is the worst margin over the "
                   "cell's poison cases and seeds (viridis, 0 to 1 = the limit).");
@@ -148,26 +187,23 @@ std::string margin_figure(const RunSummary& s, const std::vector<CellInfo>& cell
     w.line(0, 0, 0, 6, {{"stroke", "#999"}, {"stroke-width", "3"}});
     w.close();
     w.close();
-    svg::colour_bar(w, 12, 22, 260, 12, 0, 1, [](double t) { return svg::viridis(t); },
+    svg::colour_bar(w, 12, 22, bar_w, 12, 0, 1, [](double t) { return svg::viridis(t); },
                     {{0, "0"}, {0.25, "0.25"}, {0.5, "0.5"}, {0.75, "0.75"}, {1, "1 = limit"}},
                     "margin = rel_linf / limit (unitless)");
-    w.open("g", {{"class", "legend"}});
-    w.rect(300, 22, 26, 14, {{"fill", fmt::format("url(#{}-{})", kHatchId, suite)}, {"stroke", "#888"}});
-    w.text(331, 33, "NaN/Inf output", "start", {{"class", "legend"}});
-    w.rect(440, 22, 26, 14, {{"fill", svg::viridis(1).hex()}, {"stroke", "#000"}, {"stroke-width", "2.5"}});
-    w.text(471, 33, "failed (over the limit)", "start", {{"class", "legend"}});
-    w.close();
+    if (beside) draw_legend(w, legend, bar_right, 20, width);
+    else draw_legend(w, legend, 12, 56, width);
     heat_panels(
-        w, l, legend_h, kernels, shapes, cols, row_axis, col_axis,
+        w, l, legend_h, kernels, shapes, col_text, row_axis, col_axis,
         [&](std::size_t p, std::size_t r, std::size_t c) -> std::optional<HeatCell> {
           auto it = acc.find(kernels[p] + '\n' + shapes[r] + '\n' + cols[c]);
           if (it == acc.end()) return std::nullopt;
           const Acc& a = it->second;
           HeatCell hc;
           if (a.worst < 0 && a.nonfinite) {
-            hc.fill = fmt::format("url(#{}-{})", kHatchId, suite);
+            hc.fill = hatch;
             hc.text = "NaN";
             hc.text_colour = {17, 17, 17};
+            hc.series = "nonfinite";
           } else {
             const Rgb col = svg::viridis(std::min(a.worst, 1.0));
             hc.fill = col.hex();
@@ -176,12 +212,13 @@ std::string margin_figure(const RunSummary& s, const std::vector<CellInfo>& cell
             hc.text_colour = svg::text_on(col);
           }
           hc.outline = a.failed;
+          if (a.failed) hc.outline_series = "failed";
           hc.title = fmt::format("{} | {} ctx{}\nworst margin {} over {} cell(s){}{}\n{}", kernels[p], shapes[r], cols[c],
                                  a.worst < 0 ? "-" : fmt::format("{:.3f}", a.worst), a.n,
                                  a.nonfinite ? "; some gave NaN/Inf (*)" : "", a.failed ? "; FAILED" : "", a.worst_cell);
           return hc;
         });
-    body += fmt::format("<h3>Suite {}</h3>\n", escape(suite)) + w.str();
+    body += fmt::format("<h3>Suite {}</h3>\n", escape(suite)) + chart(w);
     if (!note.empty()) body += "<p class=\"note\">" + escape(note) + "</p>";
   }
   if (!any) body = "<p class=\"note\">No cell with an output in this report: nothing to map.</p>";

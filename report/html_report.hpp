@@ -3,12 +3,16 @@
 //   1. the fault matrix per suite and kernel: cells by poison target x straddling/aligned length x dtype x
 //      GQA ratio, coloured by verdict and marked with its name (seed 000, figure 4);
 //   2. error against context length per kernel: rel_linf of every shape, the min-max band across shapes
-//      and the median, on a log length axis, with the tolerance limit (seed 000, figure 2);
+//      and the median where shapes share a length, on an axis of the measured lengths in order, with the
+//      tolerance limits (seed 000, figure 2);
 //   3. a heat map per suite and kernel of the margin (rel_linf / limit) per shape x length;
 //   4. with `pacheck bench --json` results, the A/B time-ratio heat map, both times in each cell's hover
 //      title (seed 000, figure 1);
 //   5. the environment fingerprint, the comparator self-test, the negative controls and the repro command
 //      of every failing cell.
+// Every figure stays readable from 1 to thousands of results at 1280 px (ci/check-report-browser.sh measures
+// it in Chromium): legends name only what is drawn, long labels are cut with the whole text in a hover
+// title, and a figure too wide for the page scrolls sideways at full size rather than shrinking its text.
 // The html format of report/report.hpp's table writes this page (report/html.cpp); its figures live in
 // report/html_*.cpp (report/html_parts.hpp lists them).
 #pragma once

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <sstream>
 
 #include "report/html_report.hpp"
 #include "report/reports.hpp"
@@ -237,20 +239,21 @@ TEST_F(HtmlReport, FaultMatrixShowsTheNegativeControlsPattern) {
   EXPECT_NE(fig.find("<title>cpu.vector_v | h32/16 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail"), std::string::npos);
 }
 
-TEST_F(HtmlReport, ErrorFigureHasBandMedianLimitAndLogLengthAxis) {
+TEST_F(HtmlReport, ErrorFigureHasBandMedianLimitAndAnAxisOfTheMeasuredLengths) {
   const std::string fig = element(html, "figure", html_ids::kErrorVsLength);
   // One band, median and limit per kernel and dtype: bf16 and f16 errors differ several-fold, so a band
-  // across both would show the dtype rather than the kernel.
+  // across both would show the dtype rather than the kernel. Two shapes per dtype share both lengths.
   EXPECT_EQ(count(fig, "class=\"band\""), 4u);
   EXPECT_EQ(count(fig, "class=\"median\""), 4u);
   EXPECT_EQ(count(fig, "class=\"limit\""), 4u);
   EXPECT_EQ(count(fig, "data-dtype=\"bf16\""), 2u);
   EXPECT_NE(fig.find(">bf16 limit 1.6e-2<"), std::string::npos);
   EXPECT_NE(fig.find(">f16 limit 2e-3<"), std::string::npos);
-  EXPECT_NE(fig.find("context length (tokens, log scale)"), std::string::npos);
+  EXPECT_NE(fig.find("context length (tokens, in order)"), std::string::npos);
   EXPECT_NE(fig.find("rel_linf"), std::string::npos);
-  // Every measured length is a labelled tick (4090 and 4096 are too close to label both: the first stays).
+  // Both measured lengths are labelled (the log axis had room for 4090 only).
   EXPECT_NE(fig.find(">4090<"), std::string::npos);
+  EXPECT_NE(fig.find(">4096<"), std::string::npos);
   // One thin line per shape: 2 dtypes x 2 head configurations per kernel.
   EXPECT_EQ(count(fig, "class=\"series\""), 8u);
 }
@@ -330,6 +333,199 @@ TEST_F(HtmlReport, ReportDirectoryGetsTheSamePage) {
   auto rd = ReportDir::start(dir.string(), nlohmann::json{{"suite", "x"}});
   EXPECT_FALSE(fs::exists(dir / "report.html"));
   fs::remove_all(dir);
+}
+
+// ---- figures at the sizes of real suites (issue 21) -----------------------------------------------------
+
+/// A passing result of `kernel` for case `case_id` and `fault`, with error `rel` under `limit`.
+CellResult result_of(const std::string& suite, const std::string& kernel, const std::string& case_id, const std::string& fault,
+                     double limit, double rel, bool straddle = true) {
+  CellResult r;
+  r.suite = suite;
+  r.kernel = kernel;
+  r.case_id = case_id;
+  r.fault = fault;
+  r.cell_id = case_id + " " + fault;
+  r.straddle = straddle;
+  r.verdict = Verdict::pass;
+  r.metrics.rel_linf = rel;
+  r.metrics.max_abs = rel * 3;
+  r.limit = limit;
+  r.margin = rel / limit;
+  return r;
+}
+
+RunSummary summary_of(std::vector<CellResult> results, const std::vector<KernelRole>& roles) {
+  RunSummary s;
+  for (std::size_t i = 0; i < results.size(); ++i) results[i].index = static_cast<int>(i);
+  s.results = std::move(results);
+  s.selftest.passed = true;
+  summarize(s, roles);
+  return s;
+}
+
+/// Width and height of the first <svg> in `html` after `from`.
+std::pair<double, double> svg_size(const std::string& html, std::size_t from = 0) {
+  static const std::regex re(R"re(<svg id="[^"]+" class="chart" width="([0-9.]+)" height="([0-9.]+)")re");
+  std::smatch m;
+  const std::string rest = html.substr(from);
+  if (!std::regex_search(rest, m, re)) return {0, 0};
+  return {std::stod(m[1]), std::stod(m[2])};
+}
+
+/// The texts of the <text> elements of `fig` that carry `cls` among their classes.
+std::vector<std::string> texts_of_class(const std::string& fig, const std::string& cls) {
+  std::vector<std::string> out;
+  const std::regex re("<text [^>]*class=\"([^\"]*)\"[^>]*>([^<]*)</text>");
+  for (auto it = std::sregex_iterator(fig.begin(), fig.end(), re); it != std::sregex_iterator(); ++it) {
+    std::istringstream classes((*it)[1].str());
+    for (std::string c; classes >> c;)
+      if (c == cls) out.push_back((*it)[2]);
+  }
+  return out;
+}
+
+TEST(HtmlFigures, ErrorFigureDrawsEveryMeasuredLengthApartAndLabelsIt) {
+  // The lengths a suite pairs to tell a straddling block from an aligned one: on a log axis 15, 16 and 17
+  // (and 4090, 4096) fell on one pixel and all but one lost their label.
+  std::vector<CellResult> rs;
+  for (int len : {15, 16, 17, 4090, 4096})
+    rs.push_back(result_of("boundary", "cpu.reference", fmt::format("h16/8 d128 bs16 bf16 ctx{} vllm seed7", len), "clean", 1.953125e-2, 3e-3));
+  const std::string fig = element(html_report(summary_of(rs, {{"cpu.reference", false}}), meta_of()), "figure", html_ids::kErrorVsLength);
+  const std::regex point_re(R"re(ctx(\d+): rel_linf [^<]*</title><circle cx="([0-9.]+)")re");
+  std::map<int, double> cx;
+  for (auto it = std::sregex_iterator(fig.begin(), fig.end(), point_re); it != std::sregex_iterator(); ++it)
+    cx[std::stoi((*it)[1])] = std::stod((*it)[2]);
+  ASSERT_EQ(cx.size(), 5u);
+  for (auto a = cx.begin(), b = std::next(cx.begin()); b != cx.end(); ++a, ++b)
+    EXPECT_GE(b->second - a->second, 10) << "ctx" << a->first << " and ctx" << b->first << " drawn apart";
+  const auto ticks = texts_of_class(fig, "tick");
+  for (const char* len : {"15", "16", "17", "4090", "4096"})
+    EXPECT_NE(std::find(ticks.begin(), ticks.end(), len), ticks.end()) << "length " << len << " labelled";
+}
+
+TEST(HtmlFigures, ErrorFigureLegendNamesOnlyWhatItDraws) {
+  // One cell: one shape at one length. No band or median can be drawn, and no NaN: the legend must not
+  // promise them.
+  const RunSummary one = summary_of({result_of("boundary", "cpu.reference", "h16/8 d128 bs16 bf16 ctx17 vllm seed7", "clean", 1.953125e-2, 3e-3)},
+                                    {{"cpu.reference", false}});
+  const std::string fig = element(html_report(one, meta_of()), "figure", html_ids::kErrorVsLength);
+  ASSERT_FALSE(fig.empty());
+  for (const char* absent : {"min\xE2\x80\x93max across shapes", "median of the shapes", "NaN/Inf output"})
+    EXPECT_EQ(fig.find(std::string(">") + absent + "<"), std::string::npos) << absent;
+  // Every legend entry names a series that is drawn outside the legend.
+  const std::regex entry_re(R"re(<g data-series="([^"]+)">)re");
+  std::size_t entries = 0;
+  for (auto it = std::sregex_iterator(fig.begin(), fig.end(), entry_re); it != std::sregex_iterator(); ++it, ++entries)
+    EXPECT_GE(count(fig, "data-series=\"" + (*it)[1].str() + "\""), 2u) << (*it)[1] << " is in the legend but not drawn";
+  EXPECT_GE(entries, 3u) << "dtype, shape and limit entries";
+  // The fixture run has two shapes per length: band and median are drawn and named.
+  const std::string two = element(html_report(tail_poison_run(), meta_of()), "figure", html_ids::kErrorVsLength);
+  EXPECT_NE(two.find(">median of the shapes<"), std::string::npos);
+  EXPECT_GE(count(two, "data-series=\"band\""), 2u);
+}
+
+TEST(HtmlFigures, ErrorFigureLabelsASharedLimitOnce) {
+  // bf16 and the fp8 caches read with bf16 queries share bf16's limit: their labels were written on top of
+  // each other.
+  std::vector<CellResult> rs;
+  for (const std::string dtype : {"bf16", "fp8_e4m3fn q=bf16 o=bf16", "fp8_e5m2 q=bf16 o=bf16"})
+    for (int len : {1000, 1008})
+      rs.push_back(result_of("gate", "cpu.reference", fmt::format("h8/2 d128 bs16 {} ctx{} vllm seed7", dtype, len), "clean", 1.953125e-2, 3e-3));
+  const std::string fig = element(html_report(summary_of(rs, {{"cpu.reference", false}}), meta_of()), "figure", html_ids::kErrorVsLength);
+  EXPECT_EQ(count(fig, "class=\"limit\""), 1u) << "one line for the three dtypes";
+  const auto labels = texts_of_class(fig, "limit-label");
+  ASSERT_EQ(labels.size(), 1u);
+  EXPECT_EQ(labels[0], "limit 1.95e-2: bf16 and 2 more");
+  EXPECT_NE(fig.find("tolerance limit of bf16, fp8_e4m3fn q=bf16 o=bf16, fp8_e5m2 q=bf16 o=bf16: rel_linf"), std::string::npos)
+      << "the hover names them all";
+}
+
+/// A gate-sized run: `kernels` kernels x gate's 27 faults x 24 rows of 4 groups, every cell passing.
+RunSummary gate_sized_run(int kernels) {
+  const std::vector<std::string> faults = {
+      "clean", "K:nan@tail", "K:+inf@tail", "K:-inf@tail", "K:1e4@tail", "K:max@tail", "K:zero@tail", "V:nan@tail", "V:+inf@tail",
+      "V:-inf@tail", "V:1e4@tail", "V:max@tail", "V:zero@tail", "K+V:nan@tail", "K+V:nan@all", "K+V:+inf@tail", "K+V:-inf@tail",
+      "K+V:1e4@tail", "K+V:max@tail", "K+V:nan@unused", "K+V:+inf@unused", "K+V:max@unused", "K+V:nan@padding", "K+V:-inf@padding",
+      "K+V:max@padding", "K+V:1e4@all", "K+V:max@all"};
+  std::vector<CellResult> rs;
+  std::vector<KernelRole> roles;
+  for (int k = 0; k < kernels; ++k) {
+    const std::string kernel = fmt::format("cpu.kernel_number_{:02d}", k);
+    roles.push_back({kernel, false});
+    for (const std::string shape : {"h32/16 d128 bs16 bf16", "h8/2 d128 bs16 fp8_e4m3fnuz q=bf16 o=bf16 ks=0.3~3 vs=3~0.3", "h16/8 d128 bs32 f16",
+                                    "h28/4 d128 bs16 bf16"})
+      for (const std::string ctx : {"1", "15", "16", "17", "1030,33,517", "4096"})
+        for (const auto& f : faults)
+          rs.push_back(result_of("gate", kernel, fmt::format("{} ctx{} vllm seed7", shape, ctx), f, 1.953125e-2, 2e-3));
+  }
+  return summary_of(rs, roles);
+}
+
+TEST(HtmlFigures, GateSizedFaultMatrixFitsThePageWithItsHeaders) {
+  // 27 fault columns: the matrix was 1180 px wide (the page scaled it, and its text, down) and the last
+  // rotated headers ran past its right edge.
+  const std::string fig = element(html_report(gate_sized_run(3), meta_of()), "figure", html_ids::kFaultMatrix);
+  const auto [width, height] = svg_size(fig);
+  EXPECT_GT(width, 0);
+  EXPECT_LE(width, 1120) << "as wide as the page at most";
+  EXPECT_EQ(fig.find("chart-scroll"), std::string::npos) << "fits without scrolling";
+  const std::regex col_re(R"re(<text x="([0-9.]+)" y="[0-9.]+" class="col-label" transform="rotate\(-45[^"]*">([^<]*)</text>)re");
+  std::size_t cols = 0;
+  for (auto it = std::sregex_iterator(fig.begin(), fig.end(), col_re); it != std::sregex_iterator(); ++it, ++cols)
+    EXPECT_LE(std::stod((*it)[1]) + svg::text_width((*it)[2].str(), 10.5) * 0.71, width) << (*it)[2] << " reaches past the svg";
+  EXPECT_EQ(cols, 27u * 3);
+  // Long group names (the fp8 shape's options) are whole: they head their rows across the figure.
+  EXPECT_NE(fig.find(">fp8_e4m3fnuz q=bf16 o=bf16 \xC2\xB7 h8/2 (GQA 4) bs16 ks=0.3~3 vs=3~0.3<"), std::string::npos);
+  for (const auto& t : texts_of_class(fig, "group-label")) EXPECT_LE(svg::text_width(t, 11, true), width - 10) << t;
+}
+
+TEST(HtmlFigures, FaultMatrixLegendListsOnlyTheVerdictsDrawn) {
+  const std::string fig = element(html_report(gate_sized_run(1), meta_of()), "figure", html_ids::kFaultMatrix);
+  const auto legend = texts_of_class(fig, "legend");
+  EXPECT_EQ(legend, std::vector<std::string>{"pass"}) << "every cell passes: fail and poisoned are not drawn";
+  const std::string tp = element(html_report(tail_poison_run(), meta_of()), "figure", html_ids::kFaultMatrix);
+  EXPECT_EQ(texts_of_class(tp, "legend"), (std::vector<std::string>{"pass", "fail", "poisoned", "expected to fail (negative control)"}));
+}
+
+TEST(HtmlFigures, MarginMapWritesABatchOfEqualLengthsOnce) {
+  // The bandwidth suite's cells are batches of 64 sequences of 8192 tokens: the column label was the whole
+  // list, 320 characters, running off the figure.
+  std::string batch = "8192";
+  for (int i = 1; i < 64; ++i) batch += ",8192";
+  const RunSummary s = summary_of({result_of("bandwidth", "cpu.reference", "h32/8 d128 bs16 bf16 ctx" + batch + " vllm seed7", "clean", 1.953125e-2, 3e-3, false)},
+                                  {{"cpu.reference", false}});
+  const std::string page = html_report(s, meta_of());
+  const std::string fig = element(page, "figure", html_ids::kMargin);
+  EXPECT_EQ(texts_of_class(fig, "col-label"), std::vector<std::string>{"8192\xC3\x97" "64"});
+  const auto rows = texts_of_class(element(page, "figure", html_ids::kFaultMatrix), "row-label");
+  EXPECT_NE(std::find(rows.begin(), rows.end(), "8192\xC3\x97" "64"), rows.end());
+  for (const auto& r : rows) EXPECT_EQ(r.find("8192,8192"), std::string::npos) << r;
+}
+
+TEST(HtmlFigures, HeatMapsFitThePageOrScrollButNeverShrink) {
+  // Gate's 21 lengths with its long fp8 shapes fit the page; 100 lengths cannot, and scroll at full size
+  // instead of being scaled down to the page (which made their text 2.6 px).
+  auto margin_of = [](int lengths) {
+    std::vector<CellResult> rs;
+    for (const std::string shape : {"h32/16 d128 bs16 bf16", "h8/2 d128 bs16 fp8_e4m3fnuz q=bf16 o=bf16 ks=0.3~3 vs=3~0.3"})
+      for (int i = 0; i < lengths; ++i)
+        rs.push_back(result_of("gate", "cpu.reference", fmt::format("{} ctx{} vllm seed7", shape, 1 + 37 * i), "clean", 1.953125e-2, 3e-3));
+    return element(html_report(summary_of(rs, {{"cpu.reference", false}}), meta_of()), "figure", html_ids::kMargin);
+  };
+  const std::string gate = margin_of(21);
+  EXPECT_LE(svg_size(gate).first, 1120);
+  EXPECT_EQ(gate.find("chart-scroll"), std::string::npos);
+  EXPECT_NE(gate.find("data-categories=\"21\""), std::string::npos) << "every length is a labelled column";
+  const std::string wide = margin_of(100);
+  EXPECT_GT(svg_size(wide).first, 1120);
+  EXPECT_NE(wide.find("<div class=\"chart-scroll\"><svg "), std::string::npos);
+  const std::regex cell_re(R"re(<g class="cell"><title>[^<]*</title><rect x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)")re");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(wide, m, cell_re));
+  EXPECT_GE(std::stod(m[1]), 35) << "cells keep room for their text";
+  // The page lets a scrolling figure keep its size.
+  EXPECT_NE(html_report(tail_poison_run(), meta_of()).find(".chart-scroll svg.chart { max-width: none; }"), std::string::npos);
 }
 
 TEST(BenchTable, ReadsBenchJsonAndRejectsMalformed) {
