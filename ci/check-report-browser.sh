@@ -178,5 +178,6 @@ fi
 
 echo "per figure (ci/report-probe.js says what each count is):"
 sed 's/^/  /' "$out/summary.txt"
+echo "took ${SECONDS} s"
 if [ "$status" -eq 0 ]; then echo "report browser check passed; output in $out"; else echo "report browser check FAILED; output in $out"; fi
 exit "$status"
