@@ -30,7 +30,7 @@ struct FuzzOptions {
   int max_size = 100;
   bool no_shrink = false;
   std::string reproduce;
-  CommonOptions common;  ///< --plugin, --tolerance, --oracle-precision, as `pacheck run`
+  CommonOptions common;  ///< --plugin and the verdict flags (JudgeOptions), as `pacheck run`
 };
 
 int run_fuzz(FuzzOptions& o) {
@@ -141,8 +141,7 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-shrink", o->no_shrink, "report the first failing case as found, without shrinking");
   cmd->add_option("--reproduce", o->reproduce, "replay a failure from the reproduce string printed with it");
   cmd->add_option("--plugin", o->common.plugins, "kernel library to load (repeatable)");
-  cmd->add_option("--tolerance", o->common.tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
-  cmd->add_option("--oracle-precision", o->common.precision, "oracle precision: f32 or f64")->capture_default_str();
+  o->common.judge.bind(cmd);  // the verdict flags `run` takes, --multiple and --tf32 included
   cmd->callback([&ctx, o] { ctx.exit_code = run_fuzz(*o); });
 }
 #else

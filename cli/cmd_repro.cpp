@@ -20,12 +20,7 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   auto plugins = std::make_shared<std::vector<std::string>>();
   // The verdict options, as `run` takes them: a repro line printed by a run under non-default ones
   // carries them (judge_flags), so the cell is judged here under the same limit.
-  struct Judge {
-    std::string tolerance = "fixed", precision = "f32";
-    double multiple = Tolerance{}.multiple;
-    bool tf32 = false;
-  };
-  auto judge = std::make_shared<Judge>();
+  auto judge = std::make_shared<JudgeOptions>();
   cmd->add_option("cell", *cell_id, "cell id as printed by run, e.g. 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail'")->required();
   cmd->add_option("--kernel,-k", *kernel, "kernel: built-in, plugin (--plugin) or planted.* (the property tests' planted faults)")->required();
   cmd->add_option("--plugin", *plugins,
@@ -33,14 +28,10 @@ void add_repro_command(CLI::App& app, Context& ctx) {
                   "did; the cell runs in this process");
   cmd->add_option("--device,-d", *device, "cpu, cuda[:N] or hip[:N] (default: the kernel's device)");
   cmd->add_option("--top", *top, "worst elements to print")->capture_default_str();
-  cmd->add_option("--tolerance", judge->tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
-  cmd->add_option("--multiple", judge->multiple, "calibrated policy: allowed multiple of the emulation's error")
-      ->capture_default_str();
-  cmd->add_option("--oracle-precision", judge->precision, "oracle precision: f32 or f64")->capture_default_str();
-  bind_tf32_flag(cmd, judge->tf32);
+  judge->bind(cmd);
   cmd->callback([&ctx, cell_id, kernel, device, top, plugins, judge] {
     RunOptions ro;
-    apply_judge_options(judge->tolerance, judge->multiple, judge->precision, judge->tf32, ro);
+    judge->apply(ro);
     Cell cell;
     try {
       cell = parse_cell_id(*cell_id);

@@ -34,10 +34,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
                 "the outputs come from a runner with the planted V-tail fault (runner.py --bug v-tail): it must fail "
                 "the cells that poison the V tail, or the run is instrument blind (exit 3)");
   cmd->add_option("--threads,-j", common->threads, "CPU worker threads (default: all cores)");
-  cmd->add_option("--tolerance", common->tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
-  cmd->add_option("--multiple", common->multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
-  cmd->add_option("--oracle-precision", common->precision, "oracle precision: f32 or f64")->capture_default_str();
-  bind_tf32_flag(cmd, common->tf32);
+  common->judge.bind(cmd);
   cmd->callback([&ctx, o, common] {
     FormatOptions fo;
     fo.only_failures = o->only_failures;

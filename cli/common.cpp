@@ -109,10 +109,7 @@ void CommonOptions::bind(CLI::App* cmd) {
                   "isolated cells: seconds a cell may take, case generation included, before its child is killed "
                   "(verdict timeout)")
       ->capture_default_str();
-  cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
-  cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
-  cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
-  bind_tf32_flag(cmd, tf32);
+  judge.bind(cmd);
   cmd->add_option("--plugin", plugins, "load kernels from this shared library (repeatable; see include/pacheck/kernel_abi.h)");
 }
 
@@ -160,8 +157,14 @@ namespace {
 constexpr int kMaxThreads = 1024;
 }  // namespace
 
-void apply_judge_options(const std::string& tolerance, double multiple, const std::string& precision, bool tf32,
-                         RunOptions& o) {
+void JudgeOptions::bind(CLI::App* cmd) {
+  cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
+  cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
+  cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
+  bind_tf32_flag(cmd, tf32);
+}
+
+void JudgeOptions::apply(RunOptions& o) const {
   if (tolerance == "fixed") o.tolerance.policy = TolerancePolicy::fixed;
   else if (tolerance == "calibrated") o.tolerance.policy = TolerancePolicy::calibrated;
   else throw UsageError(fmt::format("--tolerance: '{}' is not fixed or calibrated", tolerance));
@@ -179,7 +182,7 @@ RunOptions CommonOptions::run_options() const {
   if (threads < 0 || threads > kMaxThreads)
     throw UsageError(fmt::format("--threads: {} (must be 0 to {}; 0 = one per core)", threads, kMaxThreads));
   o.threads = threads;
-  apply_judge_options(tolerance, multiple, precision, tf32, o);
+  judge.apply(o);
   if (!filter.empty()) {
     try {
       o.filter = std::regex(filter);

@@ -72,11 +72,18 @@ Suite load_suite_flag(const std::string& name_or_path);
 void bind_format_option(CLI::App* cmd, std::string& name);
 /// Adds `--tf32` (every kernel reads f32 dot operands as TF32; f32 outputs get tf32_limit()) to `cmd`.
 void bind_tf32_flag(CLI::App* cmd, bool& tf32);
-/// Sets `o`'s verdict options from the flags as given: `--tolerance` (fixed or calibrated), `--multiple`
-/// (> 0, finite), `--oracle-precision` (f32 or f64) and `--tf32`. Throws UsageError naming the flag and
-/// the reason. judge_flags() is its inverse: the flags a repro line carries.
-void apply_judge_options(const std::string& tolerance, double multiple, const std::string& precision, bool tf32,
-                         RunOptions& o);
+/// The flags that decide verdicts, bound alike on every command that judges cells (run, score, fuzz,
+/// repro): `--tolerance` (fixed or calibrated), `--multiple` (> 0, finite), `--oracle-precision` (f32 or
+/// f64) and `--tf32`. judge_flags() is the inverse of apply(): the flags a repro line carries.
+struct JudgeOptions {
+  std::string tolerance = "fixed";
+  double multiple = Tolerance{}.multiple;
+  std::string precision = "f32";
+  bool tf32 = false;
+  void bind(CLI::App* cmd);
+  /// Sets `o`'s tolerance and oracle precision; throws UsageError naming the flag and the reason.
+  void apply(RunOptions& o) const;
+};
 /// The format `name` writing to stdout. Throws UsageError naming --format and the known formats.
 std::unique_ptr<ReportFormat> stdout_format(const std::string& name, const FormatOptions& options = {});
 
@@ -108,10 +115,7 @@ struct CommonOptions {
   bool isolate = false;      ///< --isolate: every kernel's cells in child processes (plugin kernels always)
   bool no_isolate = false;   ///< --no-isolate: not even plugin kernels (debugging a plugin in-process)
   double cell_timeout = 60;  ///< --cell-timeout S: isolated cells, wall seconds before the child is killed
-  std::string tolerance = "fixed";
-  double multiple = 4.0;
-  bool tf32 = false;  ///< --tf32
-  std::string precision = "f32";
+  JudgeOptions judge;  ///< --tolerance, --multiple, --oracle-precision, --tf32
   std::vector<std::string> plugins;  ///< --plugin PATH (repeatable): kernel libraries to load
   void bind(CLI::App* cmd);
   /// Loads every --plugin library into Registry::global(); call before select_kernels. A bad library

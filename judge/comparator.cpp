@@ -170,8 +170,6 @@ std::vector<std::int64_t> differing_elements(const std::vector<double>& out, con
   return idx;
 }
 
-// Reasons for each number are in docs/TOLERANCE.md; u is the dtype's unit roundoff (half an ULP at the
-// bottom of a binade, relative): bf16 2^-8, f16 2^-11, f32 2^-24.
 std::string judge_flags(const Tolerance& tolerance, Precision oracle_precision) {
   std::string flags;
   auto add = [&](const std::string& f) { flags += (flags.empty() ? "" : " ") + f; };
@@ -184,6 +182,8 @@ std::string judge_flags(const Tolerance& tolerance, Precision oracle_precision) 
   return flags;
 }
 
+// Reasons for each number are in docs/TOLERANCE.md; u is the dtype's unit roundoff (half an ULP at the
+// bottom of a binade, relative): bf16 2^-8, f16 2^-11, f32 2^-24.
 double fixed_limit(DType out_dtype) {
   switch (out_dtype) {
     case DType::bf16: return 0x1.4p-6;  // 5u = 1.95e-2: output, probability and product rounding (3u) + 2u
