@@ -21,8 +21,8 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "layout the foreign kernel reads (vllm, nhd, hnd): unpinned cells use it, cells pinned to another "
                   "layout are skipped (default: vllm, as `run` resolves them)");
   cmd->add_option("--filter,-f", o->filter, "only cells whose id matches this regular expression");
-  cmd->add_option("--seed", o->seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
-  cmd->callback([&ctx, o] {
+  auto* seed_flag = cmd->add_option("--seed", o->seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
+  cmd->callback([&ctx, o, seed_flag] {
     ExportOptions eo;
     if (!o->layout.empty()) {
       try {
@@ -38,7 +38,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
         throw UsageError(fmt::format("--filter: '{}' is not a valid regular expression: {}", o->filter, e.what()));
       }
     }
-    eo.seed = parse_seed_flag(o->seed);
+    eo.seed = parse_seed_flag(o->seed, seed_flag->count() > 0);
     const Suite suite = load_suite_flag(o->suite);
     ExportSummary s;
     try {

@@ -25,7 +25,8 @@ struct FuzzOptions {
   std::string device;
   double budget = 0;
   int cases = 0;
-  std::string seed;  ///< --seed as given; parse_seed_flag checks it (empty: random)
+  std::string seed;  ///< --seed as given; parse_seed_flag checks it (not given: random)
+  bool seed_given = false;
   std::vector<std::string> properties;
   int max_size = 100;
   bool no_shrink = false;
@@ -59,7 +60,7 @@ int run_fuzz(FuzzOptions& o) {
   }
 
   prop::RunParams params;
-  const std::optional<std::uint64_t> seed = parse_seed_flag(o.seed);
+  const std::optional<std::uint64_t> seed = parse_seed_flag(o.seed, o.seed_given);
   params.seed = seed ? *seed : std::random_device{}();
   params.cases = o.cases > 0 ? o.cases : 100;
   params.budget_seconds = o.budget > 0 ? o.budget / static_cast<double>(props.size()) : 0;
@@ -129,7 +130,7 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
                      ->check(positive());
   auto* cases = cmd->add_option("--cases", o->cases, "cases per property (default 100)")->check(positive());
   budget->excludes(cases);
-  cmd->add_option("--seed", o->seed, "RapidCheck seed, 0 to 2^64 - 1 (default: random, printed)");
+  auto* seed_flag = cmd->add_option("--seed", o->seed, "RapidCheck seed, 0 to 2^64 - 1 (default: random, printed)");
   std::vector<std::string_view> names;
   for (const prop::PropertyInfo& p : prop::property_table()) names.push_back(p.name);
   cmd->add_option("--property,-p", o->properties,
@@ -142,7 +143,10 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--reproduce", o->reproduce, "replay a failure from the reproduce string printed with it");
   cmd->add_option("--plugin", o->common.plugins, "kernel library to load (repeatable)");
   o->common.judge.bind(cmd);  // the verdict flags `run` takes, --multiple and --tf32 included
-  cmd->callback([&ctx, o] { ctx.exit_code = run_fuzz(*o); });
+  cmd->callback([&ctx, o, seed_flag] {
+    o->seed_given = seed_flag->count() > 0;
+    ctx.exit_code = run_fuzz(*o);
+  });
 }
 #else
 // Built without RapidCheck (PACHECK_BUILD_TESTS=OFF): the subcommand exists and says why it cannot run.

@@ -196,9 +196,7 @@ RunOptions CommonOptions::run_options() const {
                                         : ""));
     }
   }
-  if (seed_option_ && seed_option_->count() > 0 && seed.empty())
-    throw UsageError("--seed: '' is not an unsigned 64-bit integer (leave --seed out to keep each cell's own seed)");
-  o.seed = parse_seed_flag(seed);
+  o.seed = parse_seed_flag(seed, seed_option_ && seed_option_->count() > 0);
   const Shard sh = resolve_shard(shard);
   o.shard_index = sh.index;
   o.shard_count = sh.count;
@@ -276,8 +274,10 @@ void write_output_file(const std::string& flag, const std::string& path, const s
   if (!out) throw UsageError(fmt::format("{}: cannot write '{}': {}", flag, path, std::strerror(errno)));
 }
 
-std::optional<std::uint64_t> parse_seed_flag(const std::string& text) {
-  if (text.empty()) return std::nullopt;
+std::optional<std::uint64_t> parse_seed_flag(const std::string& text, bool given) {
+  if (!given) return std::nullopt;
+  if (text.empty())
+    throw UsageError("--seed: '' is not an unsigned 64-bit integer (leave --seed out to keep the default)");
   try {
     return parse_seed(text);
   } catch (const CaseError& e) {

@@ -98,10 +98,10 @@ struct Shard {
 /// value, N < 1 or I outside [0, N).
 Shard resolve_shard(const std::string& flag);
 
-/// The value of a --seed flag: nullopt when `text` is empty (not given), else the seed, with the rule a cell
-/// id's "seedN" follows (decimal digits, [0, 2^64 - 1]). Throws UsageError naming --seed for anything else
-/// (a negative seed was silently ignored, a too-large one clamped to 2^63 - 1).
-std::optional<std::uint64_t> parse_seed_flag(const std::string& text);
+/// The value of a --seed flag: nullopt when the flag was not `given`, else the seed, with the rule a cell
+/// id's "seedN" follows (decimal digits, [0, 2^64 - 1]). Throws UsageError naming --seed for anything else,
+/// the empty text included (`--seed ''` was silently ignored; a negative seed too, a too-large one clamped).
+std::optional<std::uint64_t> parse_seed_flag(const std::string& text, bool given);
 
 /// Options shared by run-like commands (run, fuzz, bench), bound onto `cmd`.
 struct CommonOptions {

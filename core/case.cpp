@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "core/table.hpp"
@@ -236,39 +237,61 @@ Case parse_case_id(const std::string& id) {
       throw CaseError(field, e.what());
     }
   };
+  // The token each field was read from: a field given twice ("d64 d32", "seed7 seed9") is an error naming
+  // it, not "the last one wins".
+  std::map<std::string, std::string, std::less<>> seen;
+  auto once = [&](const char* field, std::string_view token) {
+    const auto [it, fresh] = seen.emplace(field, std::string(token));
+    if (!fresh)
+      throw CaseError(field, fmt::format("given twice ('{}' and '{}') in '{}'", it->second, token, id));
+  };
   while (in >> tok) {
     std::string_view t = tok;
     if (t.starts_with("h") && t.find('/') != std::string_view::npos) {
+      once("num_heads", t);
       auto slash = t.find('/');
       c.num_heads = to_int(t.substr(1, slash - 1), "num_heads");
       c.num_kv_heads = to_int(t.substr(slash + 1), "num_kv_heads");
       have_heads = true;
     } else if (t.starts_with("bs")) {
+      once("block_size", t);
       c.block_size = to_int(t.substr(2), "block_size");
     } else if (t.starts_with("d") && t.size() > 1 && std::isdigit(static_cast<unsigned char>(t[1]))) {
+      once("head_size", t);
       c.head_size = to_int(t.substr(1), "head_size");
     } else if (t.starts_with("ctx")) {
+      once("seq_lens", t);
       c.seq_lens.clear();
-      std::string_view rest = t.substr(3);
-      while (!rest.empty()) {
-        auto comma = rest.find(',');
-        c.seq_lens.push_back(to_int(rest.substr(0, comma), "seq_lens"));
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      const std::string_view lens = t.substr(3);
+      // Every comma separates two lengths: "ctx30," and "ctx,30" have an empty entry, not one length.
+      for (std::size_t start = 0; start <= lens.size();) {
+        const auto comma = std::min(lens.find(',', start), lens.size());
+        const std::string_view entry = lens.substr(start, comma - start);
+        if (entry.empty() && !lens.empty())
+          throw CaseError("seq_lens", fmt::format("entry {} of '{}' is empty (lengths are N[,N...])",
+                                                  c.seq_lens.size(), t));
+        if (!entry.empty()) c.seq_lens.push_back(to_int(entry, "seq_lens"));
+        start = comma + 1;
       }
       have_ctx = true;
     } else if (t.starts_with("seed")) {
+      once("seed", t);
       c.seed = parse_seed(t.substr(4));
     } else if (t.starts_with("q=")) {
+      once("q_dtype", t);
       c.q_dtype = dtype_of(t.substr(2), "q_dtype");
     } else if (t.starts_with("o=")) {
+      once("out_dtype", t);
       c.out_dtype = dtype_of(t.substr(2), "out_dtype");
     } else if (t.starts_with("dist=")) {
+      once("dist", t);
       try {
         c.dist = parse_dist(t.substr(5));
       } catch (const std::invalid_argument& e) {
         throw CaseError("dist", e.what());
       }
     } else if (t.starts_with("scale=")) {
+      once("scale", t);
       try {
         c.scale = std::stof(std::string(t.substr(6)));
       } catch (const std::exception&) {
@@ -276,29 +299,38 @@ Case parse_case_id(const std::string& id) {
       }
     } else if (t.starts_with("ks=") || t.starts_with("vs=")) {
       const char* field = t[0] == 'k' ? "k_scale" : "v_scale";
+      once(field, t);
       try {
         (t[0] == 'k' ? c.k_scale : c.v_scale) = KvScale::parse(t.substr(3));
       } catch (const std::invalid_argument& e) {
         throw CaseError(field, e.what());
       }
     } else if (t.starts_with("spare=")) {
+      once("spare_blocks", t);
       c.spare_blocks = to_int(t.substr(6), "spare_blocks");
     } else if (t.starts_with("padcols=")) {
+      once("padding_columns", t);
       c.padding_columns = to_int(t.substr(8), "padding_columns");
     } else if (t.starts_with("padto=")) {
+      once("padding_target", t);
       c.padding_target = to_int(t.substr(6), "padding_target");
     } else if (find_name(layout_table(), t)) {
+      once("layout", t);
       c.layout = parse_layout(t);
     } else {
       // The KV dtype token carries no prefix; anything else is an error.
+      DType kv{};
       try {
-        DType kv = parse_dtype(t);
+        kv = parse_dtype(t);
+      } catch (const std::invalid_argument&) {
+        throw CaseError("case id", fmt::format("unrecognised token '{}' in '{}'", t, id));
+      }
+      once("kv_dtype", t);
+      {
         bool q_same = c.q_dtype == c.kv_dtype, o_same = c.out_dtype == c.kv_dtype;
         c.kv_dtype = kv;
         if (q_same) c.q_dtype = kv;
         if (o_same) c.out_dtype = kv;
-      } catch (const std::invalid_argument&) {
-        throw CaseError("case id", fmt::format("unrecognised token '{}' in '{}'", t, id));
       }
     }
   }

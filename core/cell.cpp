@@ -2,18 +2,37 @@
 
 #include <fmt/format.h>
 
+#include <sstream>
 #include <stdexcept>
 
 namespace pacheck {
+
+namespace {
+/// True for a token of the fault's form (TARGET:POISON@REGION, clean, none): no case token has it.
+bool looks_like_fault(std::string_view t) {
+  return t == "clean" || t == "none" || (t.find(':') != std::string_view::npos && t.find('@') != std::string_view::npos);
+}
+}  // namespace
 
 Cell parse_cell_id(const std::string& id) {
   const auto sp = id.find_last_of(' ');
   if (sp == std::string::npos)
     throw std::invalid_argument(fmt::format("cell id '{}' has no fault part (e.g. '... seed7 V:nan@tail')", id));
+  const std::string fault_part = id.substr(sp + 1), case_part = id.substr(0, sp);
+  // A second fault token would otherwise be read as an unknown case token, or (last) win silently.
+  std::istringstream tokens(case_part);
+  for (std::string tok; tokens >> tok;) {
+    if (!looks_like_fault(tok)) continue;
+    if (looks_like_fault(fault_part))
+      throw std::invalid_argument(
+          fmt::format("cell id '{}': fault: given twice ('{}' and '{}'); a cell has one fault", id, tok, fault_part));
+    throw std::invalid_argument(
+        fmt::format("cell id '{}': fault: '{}' must be the last token, after the case", id, tok));
+  }
   Cell cell;
   try {
-    cell.fault = parse_fault(id.substr(sp + 1));
-    cell.c = parse_case_id(id.substr(0, sp));
+    cell.fault = parse_fault(fault_part);
+    cell.c = parse_case_id(case_part);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("cell id '{}': {}", id, e.what()));
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/case.hpp"
+#include "core/cell.hpp"
 
 namespace pacheck {
 namespace {
@@ -234,6 +235,64 @@ TEST(CaseId, OutOfRangeNumbersAreRejectedNotWrapped) {
   const Case big = parse_case_id("h1024/1024 d1024 bs65536 bf16 ctx16777216 nhd seed18446744073709551615");
   EXPECT_EQ(big.seq_lens, std::vector<int>{16777216});
   EXPECT_EQ(big.head_size, 1024);
+}
+
+// Issue 21: a field given twice ran with the last value ("d64 d32" ran d32, "seed7 seed9" seed9) and an empty
+// length ("ctx30,") was dropped; each is an error naming the field.
+TEST(CaseId, FieldGivenTwiceOrEmptyLengthIsRejected) {
+  auto error_of = [](const std::string& id) -> std::pair<std::string, std::string> {
+    try {
+      parse_case_id(id);
+    } catch (const CaseError& e) {
+      return {e.field, e.what()};
+    }
+    return {"", "no error"};
+  };
+  const std::string base = "h4/2 d64 bs16 bf16 ctx30 vllm seed7";
+  const std::pair<const char*, const char*> twice[] = {
+      {"d32", "head_size"}, {"seed9", "seed"}, {"h8/2", "num_heads"}, {"bs32", "block_size"},
+      {"ctx40", "seq_lens"}, {"f16", "kv_dtype"}, {"nhd", "layout"}, {"q=f32 q=f16", "q_dtype"},
+      {"o=f32 o=f16", "out_dtype"}, {"dist=normal dist=peaked", "dist"}, {"scale=0.5 scale=0.25", "scale"},
+      {"spare=2 spare=3", "spare_blocks"}, {"padcols=1 padcols=2", "padding_columns"},
+      {"padto=1 padto=2", "padding_target"}};
+  for (const auto& [extra, field] : twice) {
+    SCOPED_TRACE(extra);
+    const auto [f, what] = error_of(base + " " + extra);
+    EXPECT_EQ(f, field);
+    EXPECT_NE(what.find("given twice"), std::string::npos) << what;
+  }
+  EXPECT_EQ(error_of(base + " d32").second,
+            "head_size: given twice ('d64' and 'd32') in 'h4/2 d64 bs16 bf16 ctx30 vllm seed7 d32'");
+  const auto fp8 = error_of("h4/2 d64 bs16 fp8_e4m3fn ctx30 vllm seed7 ks=0.5 ks=0.25");
+  EXPECT_EQ(fp8.first, "k_scale") << fp8.second;
+  for (const char* ctx : {"ctx30,", "ctx,30", "ctx30,,40"}) {
+    SCOPED_TRACE(ctx);
+    const auto [f, what] = error_of(std::string("h4/2 d64 bs16 bf16 ") + ctx + " vllm seed7");
+    EXPECT_EQ(f, "seq_lens");
+    EXPECT_NE(what.find("is empty"), std::string::npos) << what;
+  }
+  EXPECT_EQ(error_of("h4/2 d64 bs16 bf16 ctx vllm seed7").first, "seq_lens");
+  EXPECT_EQ(parse_case_id("h4/2 d64 bs16 bf16 ctx30,40 vllm seed7").seq_lens, (std::vector<int>{30, 40}));
+}
+
+TEST(CellId, FaultGivenTwiceIsRejected) {
+  auto error_of = [](const std::string& id) -> std::string {
+    try {
+      parse_cell_id(id);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string base = "h4/2 d64 bs16 bf16 ctx30 vllm seed7";
+  EXPECT_NE(error_of(base + " V:nan@tail K:inf@tail").find("fault: given twice ('V:nan@tail' and 'K:inf@tail')"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + " clean V:nan@tail").find("fault: given twice"), std::string::npos);
+  EXPECT_NE(error_of("h4/2 d64 V:nan@tail bs16 bf16 ctx30 vllm seed7").find("fault: 'V:nan@tail' must be the last"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + " d32 clean").find("head_size: given twice"), std::string::npos);
+  const Cell ok = parse_cell_id(base + " V:nan@tail");
+  EXPECT_EQ(ok.id(), base + " V:nan@tail");
 }
 
 TEST(CaseNames, LayoutsAndDistributionsParse) {

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""CLI-level tests of hostile input and of the console's colour and progress lines (issue 21), run by ctest
+against the built pacheck binary.
+
+usage: test_input_cli.py SCENARIO --pacheck BIN --source ROOT [--plugin LIB]
+
+Scenarios:
+  cell_ids     `repro` refuses an id that gives a field twice (d64 d32, seed7 seed9), two faults or an empty
+               length (ctx30,), exit 2 naming the field; `--seed ''` is refused by run, export and fuzz
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_reports_cli import check, run  # noqa: E402
+
+
+def rejected(args, want, *cmd, env=None):
+    p = run(args, *cmd, env=env, expect=2, timeout=120)
+    check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-2000:]}")
+    return p
+
+
+def scenario_cell_ids(args, tmp):
+    repro = ["repro", "--kernel", "cpu.reference", "--device", "cpu"]
+    base = "h4/2 d64 bs16 bf16 ctx30 vllm seed7"
+    run(args, *repro, base + " V:nan@tail", expect=0, timeout=120)
+    for bad, want in [(base.replace("d64", "d64 d32"), "head_size: given twice ('d64' and 'd32')"),
+                      (base + " seed9", "seed: given twice ('seed7' and 'seed9')"),
+                      (base.replace("bf16", "bf16 f16"), "kv_dtype: given twice ('bf16' and 'f16')"),
+                      (base.replace("vllm", "vllm nhd"), "layout: given twice ('vllm' and 'nhd')"),
+                      (base.replace("ctx30", "ctx30,"), "seq_lens: entry 1 of 'ctx30,' is empty")]:
+        rejected(args, want, *repro, bad + " V:nan@tail")
+    rejected(args, "fault: given twice ('V:nan@tail' and 'K:inf@tail')", *repro, base + " V:nan@tail K:inf@tail")
+    want = "--seed: '' is not an unsigned 64-bit integer"
+    rejected(args, want, "run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--seed", "")
+    out = os.path.join(tmp, "exp")
+    rejected(args, want, "export", "--suite", "tail-poison", "--out", out, "--seed", "")
+    check(not os.path.exists(os.path.join(out, "manifest.json")), "export --seed '' wrote case files")
+    rejected(args, want, "fuzz", "--kernel", "cpu.reference", "--cases", "1", "--seed", "")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=[n[len("scenario_"):] for n in globals() if n.startswith("scenario_")])
+    ap.add_argument("--pacheck", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--plugin")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pacheck_cli_") as tmp:
+        globals()["scenario_" + args.scenario](args, tmp)
+    print(f"ok: {args.scenario}")
+
+
+if __name__ == "__main__":
+    main()
