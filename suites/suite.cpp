@@ -29,8 +29,16 @@ Cell SuiteCell::for_layouts(const std::vector<Layout>& kernel_layouts) const {
 }
 
 std::string suites_dir() {
-  if (const char* env = std::getenv("PACHECK_SUITES_DIR"); env && *env) return env;
   std::error_code ec;
+  // Set and empty is unset (as a shell's `PACHECK_SUITES_DIR= pacheck ...` means); set to anything that is
+  // not a directory is an error, not an empty list of suites.
+  if (const char* env = std::getenv("PACHECK_SUITES_DIR"); env && *env) {
+    if (std::filesystem::is_directory(env, ec)) return env;
+    const bool exists = std::filesystem::exists(std::filesystem::symlink_status(env, ec));
+    throw SuiteError(env, 0, "PACHECK_SUITES_DIR",
+                     exists ? "is not a directory (unset it, or set it to '', for the built-in suites)"
+                            : "does not exist (unset it, or set it to '', for the built-in suites)");
+  }
   if (std::filesystem::is_directory(PACHECK_SUITES_DIR, ec)) return PACHECK_SUITES_DIR;
   // A build carried to another machine (e.g. the GPU machine) finds the suites of the checkout it sits in:
   // walk up from the executable to the first folder holding suites/gate.toml.

@@ -44,7 +44,9 @@ struct Suite {
   std::vector<SuiteCell> cells;
 };
 
-/// Directory holding the built-in suites (suites/ of the source tree, or $PACHECK_SUITES_DIR).
+/// Directory holding the built-in suites: $PACHECK_SUITES_DIR when set and not empty, else suites/ of the
+/// source tree (or of the checkout the executable sits in). Throws SuiteError (field "PACHECK_SUITES_DIR")
+/// when the variable names something that does not exist or is not a directory.
 std::string suites_dir();
 /// Names of the built-in suites (files suites/*.toml), sorted.
 std::vector<std::string> list_suites();

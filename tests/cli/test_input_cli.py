@@ -7,6 +7,8 @@ usage: test_input_cli.py SCENARIO --pacheck BIN --source ROOT [--plugin LIB]
 Scenarios:
   cell_ids     `repro` refuses an id that gives a field twice (d64 d32, seed7 seed9), two faults or an empty
                length (ctx30,), exit 2 naming the field; `--seed ''` is refused by run, export and fuzz
+  suites_dir   PACHECK_SUITES_DIR='' means unset (the built-in suites); one that does not exist or is a file
+               is exit 2 naming the variable, for `list suites` (it listed nothing, exit 0) and `run`
 """
 import argparse
 import os
@@ -40,6 +42,26 @@ def scenario_cell_ids(args, tmp):
     rejected(args, want, "export", "--suite", "tail-poison", "--out", out, "--seed", "")
     check(not os.path.exists(os.path.join(out, "manifest.json")), "export --seed '' wrote case files")
     rejected(args, want, "fuzz", "--kernel", "cpu.reference", "--cases", "1", "--seed", "")
+
+
+def scenario_suites_dir(args, tmp):
+    builtin = run(args, "list", "suites", expect=0).stdout
+    check("tail-poison" in builtin, f"list suites: {builtin}")
+    empty = run(args, "list", "suites", env=dict(os.environ, PACHECK_SUITES_DIR=""), expect=0).stdout
+    check(empty == builtin, f"PACHECK_SUITES_DIR='' lists other suites than unset:\n{empty}")
+    a_file = os.path.join(tmp, "file")
+    open(a_file, "w").close()
+    for value, why in [(os.path.join(tmp, "nosuch"), "does not exist"), (a_file, "is not a directory")]:
+        env = dict(os.environ, PACHECK_SUITES_DIR=value)
+        for cmd in (["list", "suites"], ["run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison"]):
+            rejected(args, f"{value}: PACHECK_SUITES_DIR: {why}", *cmd, env=env)
+    own = os.path.join(tmp, "suites")
+    os.mkdir(own)
+    with open(os.path.join(own, "mine.toml"), "w") as f:
+        f.write('name = "mine"\ndescription = "one cell"\n[[cells]]\nheads = "4/2"\nhead_sizes = 64\n'
+                'block_sizes = 16\ndtypes = "bf16"\nseq_lens = [[30]]\n')
+    listed = run(args, "list", "suites", env=dict(os.environ, PACHECK_SUITES_DIR=own), expect=0).stdout
+    check(listed.split()[0] == "mine" and "tail-poison" not in listed, f"PACHECK_SUITES_DIR={own}: {listed}")
 
 
 def main():
