@@ -273,13 +273,14 @@ void add_run_command(CLI::App& app, Context& ctx) {
       std::fflush(stdout);
     }
     ReportMeta meta{suite.name, device, {}, identity};
-    if (reports || out->needs_environment()) {
+    if (reports || out->needs_environment() || !json_path->empty()) {
       std::vector<PluginFingerprint> plugins;
       for (const auto& p : loaded_plugins()) plugins.push_back({p.path, p.sha256});
       meta.environment = collect_environment(device, std::move(plugins));
     }
     out->run_ended(s, meta);
-    if (!json_path->empty()) write_output_file("--json", *json_path, to_json(s, suite.name, device).dump(1) + "\n");
+    // The --json file is report.json's document: the results with the same environment fingerprint and run.
+    if (!json_path->empty()) write_output_file("--json", *json_path, json_text(report_json(s, meta), 1) + "\n");
     ctx.exit_code = s.exit_code();
     if (reports) {
       try {

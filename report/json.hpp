@@ -10,12 +10,13 @@
 
 namespace pacheck {
 
-/// The whole run, as `--json FILE` writes it: {"pacheck": version, "suite", "device", "exit_code",
+/// The whole run (`pacheck score --json FILE`, `--format json`): {"pacheck": version, "suite", "device", "exit_code",
 /// "summary": {passed, failed, declined, caught, blind, vacuous, verdicts}, "selftest": {passed, lines},
 /// "kernels": [{kernel, passed, ..., vacuous, verdicts}...], "results": [to_json(CellResult)...]}. `verdicts`
 /// maps every verdict name of verdict_table() to its count of cells (0 included).
 nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std::string& device);
-/// report.json: to_json(RunSummary) with "environment", "run" and (merged reports) "merged_from" added.
+/// report.json and `pacheck run --json FILE`: to_json(RunSummary) with "environment" (the fingerprint of
+/// report/environment.hpp), "run" and (merged reports) "merged_from" added.
 nlohmann::json report_json(const RunSummary& s, const ReportMeta& meta);
 
 /// `j` as text (`indent` as nlohmann's dump()). Bytes that are not valid UTF-8 (plugin messages and device

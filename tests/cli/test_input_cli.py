@@ -9,8 +9,10 @@ Scenarios:
                length (ctx30,), exit 2 naming the field; `--seed ''` is refused by run, export and fuzz
   suites_dir   PACHECK_SUITES_DIR='' means unset (the built-in suites); one that does not exist or is a file
                is exit 2 naming the variable, for `list suites` (it listed nothing, exit 0) and `run`
+  json_env     `run --json FILE` carries report.json's environment fingerprint and run identity
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -62,6 +64,26 @@ def scenario_suites_dir(args, tmp):
                 'block_sizes = 16\ndtypes = "bf16"\nseq_lens = [[30]]\n')
     listed = run(args, "list", "suites", env=dict(os.environ, PACHECK_SUITES_DIR=own), expect=0).stdout
     check(listed.split()[0] == "mine" and "tail-poison" not in listed, f"PACHECK_SUITES_DIR={own}: {listed}")
+
+
+def scenario_json_env(args, tmp):
+    out, d = os.path.join(tmp, "r.json"), os.path.join(tmp, "reports")
+    run(args, "run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--filter", " bf16 ",
+        "--json", out, "--report-dir", d, expect=0)
+    with open(out) as f:
+        mine = json.load(f)
+    with open(os.path.join(d, "report.json")) as f:
+        report = json.load(f)
+    check("environment" in mine, f"--json has no environment: keys {sorted(mine)}")
+    check(mine["environment"] == report["environment"], f"--json environment {mine['environment']} != report.json's")
+    check(mine["environment"]["pacheck_version"] and mine["environment"]["compiler"], f"{mine['environment']}")
+    check(mine.get("run") == report["run"], "--json run identity differs from report.json's")
+    alone = os.path.join(tmp, "alone.json")  # without a report directory too
+    run(args, "run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--filter", " bf16 ",
+        "--json", alone, expect=0)
+    with open(alone) as f:
+        env = json.load(f).get("environment")
+    check(env and env["device"] == "cpu" and env["git_commit"], f"--json without --report-dir: environment {env}")
 
 
 def main():
