@@ -59,7 +59,10 @@ std::vector<std::string> list_suites();
 /// core/files.hpp's reason, without blocking or reading it.
 Suite load_suite(const std::string& name_or_path);
 
-/// Parses a suite from TOML text (`file` is used in error messages only).
+/// Parses a suite from TOML text (`file` is used in error messages only), as load_suite does a file's.
+/// Throws SuiteError, field "toml", for text that is not TOML -- including a non-ASCII character outside a
+/// string or comment, and one that starts the line after a line-ending backslash in a """ string (valid
+/// TOML, but the toml++ this builds with cannot read it without undefined behaviour).
 Suite parse_suite(const std::string& text, const std::string& file);
 
 }  // namespace pacheck

@@ -192,3 +192,32 @@ TEST(SuiteCells, NativeLayoutResolvesPerKernel) {
 
 }  // namespace
 }  // namespace pacheck
+
+// Found by tests/fuzz/fuzz_suite_toml under UBSan: toml++ 3.3's whitespace test reached
+// __builtin_unreachable() for these characters (undefined behaviour; the release build happened to give a
+// toml++ message). They are refused, naming the line, before toml++ sees them; inside strings and comments
+// they are kept.
+TEST(SuiteErrors, NonAsciiOutsideStringsIsRefusedBeforeTomlppSeesIt) {
+  EXPECT_EQ(error_of("name = \"x\"\n[\xcc\xa1\n"), "bad.toml:2: toml: non-ASCII byte 0xCC outside a string or comment");
+  EXPECT_EQ(error_of("name = \"x\" \xc3\xa9\n"), "bad.toml:1: toml: non-ASCII byte 0xC3 outside a string or comment");
+  EXPECT_EQ(error_of("name = \"x\"\ncells = [\xc3\xa9]\n"),
+            "bad.toml:2: toml: non-ASCII byte 0xC3 outside a string or comment");
+  EXPECT_NE(error_of("name = \"x\"\ndescription = \"\"\"a\\\n\n  \xc2\xa7\"\"\"\n")
+                .find("bad.toml:3: toml: non-ASCII byte 0xC2 right after a line-ending backslash"),
+            std::string::npos);
+  // Strings (all four kinds, with escaped and extra quotes) and comments may hold any UTF-8.
+  const Suite s = parse_suite("name = \"\xc3\xa9\\\"\" # \xc2\xa7 \"\n"
+                              "description = '''\xc3\xa9 '' \"\"\" \xcc\xa1'''\n"
+                              "[[cells]] # \xc3\xa9\n"
+                              "heads = [\"32/8\"] # '\n"
+                              "head_sizes = 128\nblock_sizes = 16\nseq_lens = [7]\n",
+                              "ok.toml");
+  EXPECT_EQ(s.name, "\xc3\xa9\"");
+  EXPECT_EQ(s.description, "\xc3\xa9 '' \"\"\" \xcc\xa1");
+  EXPECT_EQ(s.cells.size(), 1u);
+  EXPECT_EQ(parse_suite("name = \"x\"\ndescription = \"\"\"\"a\\\n  b\"\"\"\"\"\n[[cells]]\nheads = \"8/2\"\n"
+                        "head_sizes = 64\nblock_sizes = 16\nseq_lens = [3]\n",
+                        "ok.toml")
+                .description,
+            "\"ab\"\"");
+}
