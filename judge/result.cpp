@@ -1,6 +1,10 @@
 #include "judge/result.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <optional>
+#include <type_traits>
 #include <limits>
 #include <stdexcept>
 
@@ -14,6 +18,34 @@ nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlo
 double get_num(const nlohmann::json& j, const char* key) {
   const auto& v = j.at(key);
   return v.is_null() ? std::numeric_limits<double>::infinity() : v.get<double>();
+}
+/// j[key] as the integer type T (j.at(key), or `dflt` when absent and a default is given). nlohmann's get<T>
+/// of a float casts it unchecked (1e300 into an int is undefined behaviour) and wraps integers that do not
+/// fit: a value that is not a whole number within T's range throws std::runtime_error naming `key`.
+template <typename T>
+T get_int(const nlohmann::json& j, const char* key, std::optional<T> dflt = std::nullopt) {
+  if (dflt && !j.contains(key)) return *dflt;
+  const auto& v = j.at(key);
+  constexpr auto lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  bool ok = false;
+  if (v.is_number_unsigned()) {
+    ok = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi);
+  } else if (v.is_number_integer()) {
+    const std::int64_t x = v.get<std::int64_t>();
+    ok = x >= 0 ? static_cast<std::uint64_t>(x) <= static_cast<std::uint64_t>(hi)
+                : std::is_signed_v<T> && x >= static_cast<std::int64_t>(lo);
+  } else if (v.is_number_float()) {
+    // Whole and strictly inside the range as a double (2^63 and 2^64 themselves do not fit).
+    const double d = v.get<double>();
+    ok = std::isfinite(d) && d == std::trunc(d) && d >= static_cast<double>(lo) &&
+         d < 2.0 * static_cast<double>(hi / 2 + 1);
+  }
+  if (!ok)
+    throw std::runtime_error(
+        fmt::format("malformed cell result: '{}' is {}, not an integer in [{}, {}]", key, v.dump(), lo, hi));
+  if (v.is_number_float()) return static_cast<T>(v.get<double>());
+  if (v.is_number_unsigned()) return static_cast<T>(v.get<std::uint64_t>());
+  return static_cast<T>(v.get<std::int64_t>());
 }
 }  // namespace
 
@@ -72,23 +104,24 @@ CellResult cell_result_from_json(const nlohmann::json& j) {
     r.metrics.rel_linf = get_num(m, "rel_linf");
     r.metrics.nmse = get_num(m, "nmse");
     r.metrics.mean_abs = get_num(m, "mean_abs");
-    r.metrics.max_ulp = m.at("max_ulp").get<std::uint64_t>();
+    r.metrics.max_ulp = get_int<std::uint64_t>(m, "max_ulp");
     r.metrics.bitwise_equal_pct = m.at("bitwise_equal_pct").get<double>();
-    r.metrics.nan_count = m.at("nan").get<std::int64_t>();
-    r.metrics.inf_count = m.at("inf").get<std::int64_t>();
-    r.metrics.elements = m.at("elements").get<std::int64_t>();
+    r.metrics.nan_count = get_int<std::int64_t>(m, "nan");
+    r.metrics.inf_count = get_int<std::int64_t>(m, "inf");
+    r.metrics.elements = get_int<std::int64_t>(m, "elements");
     r.metrics.bias_ulp = m.value("bias_ulp", 0.0);  // absent from results written before the bias check
-    r.metrics.bias_elements = m.value("bias_elements", std::int64_t{0});
-    r.metrics.bias_toward = m.value("bias_toward", std::int64_t{0});
-    r.metrics.bias_away = m.value("bias_away", std::int64_t{0});
-    r.metrics.bias_rows_toward = m.value("bias_rows_toward", std::int64_t{0});
-    r.metrics.bias_rows_away = m.value("bias_rows_away", std::int64_t{0});
-    r.metrics.worst = {m.at("worst").at("seq").get<int>(), m.at("worst").at("head").get<int>(), m.at("worst").at("dim").get<int>()};
+    r.metrics.bias_elements = get_int<std::int64_t>(m, "bias_elements", 0);
+    r.metrics.bias_toward = get_int<std::int64_t>(m, "bias_toward", 0);
+    r.metrics.bias_away = get_int<std::int64_t>(m, "bias_away", 0);
+    r.metrics.bias_rows_toward = get_int<std::int64_t>(m, "bias_rows_toward", 0);
+    r.metrics.bias_rows_away = get_int<std::int64_t>(m, "bias_rows_away", 0);
+    const auto& w = m.at("worst");
+    r.metrics.worst = {get_int<int>(w, "seq"), get_int<int>(w, "head"), get_int<int>(w, "dim")};
     r.limit = get_num(j, "limit");
     r.margin = get_num(j, "margin");
-    r.variant_elements = j.at("variant_elements").get<std::int64_t>();
+    r.variant_elements = get_int<std::int64_t>(j, "variant_elements");
     r.seconds = j.at("seconds").get<double>();
-    r.index = j.value("index", -1);  // absent in reports written before merge/resume existed
+    r.index = get_int<int>(j, "index", -1);  // absent in reports written before merge/resume existed
     r.device = j.value("device", std::string());  // absent before --device cuda:all existed
     return r;
   } catch (const nlohmann::json::exception& e) {

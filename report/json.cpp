@@ -57,10 +57,6 @@ nlohmann::json report_json(const RunSummary& s, const ReportMeta& meta) {
   return j;
 }
 
-std::string json_text(const nlohmann::json& j, int indent) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 nlohmann::json read_json_file(const std::string& path) {
   std::string text;
   try {

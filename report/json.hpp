@@ -21,7 +21,10 @@ nlohmann::json report_json(const RunSummary& s, const ReportMeta& meta);
 
 /// `j` as text (`indent` as nlohmann's dump()). Bytes that are not valid UTF-8 (plugin messages and device
 /// strings may hold them, on which a plain dump() throws) are written as U+FFFD.
-std::string json_text(const nlohmann::json& j, int indent = -1);
+/// Inline, so report/results_log.cpp needs nothing else of this file (the results.jsonl fuzz target).
+inline std::string json_text(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 /// The most a report JSON file (report.json, run.json, a --json file, bench results) may hold when read.
 inline constexpr ReadLimit kReportJsonLimit{std::uint64_t{1} << 30, "a report JSON file"};
 

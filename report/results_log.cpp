@@ -12,9 +12,8 @@ namespace pacheck {
 std::string results_line(const CellResult& r) { return json_text(to_json(r)) + "\n"; }
 
 ResultsLog read_results_jsonl(const std::string& path) {
-  ResultsLog log;
   std::error_code ec;
-  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return log;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return {};
   std::string text;
   try {
     // Never through a link: results.jsonl is appended to next, and must be the report directory's own file.
@@ -22,6 +21,11 @@ ResultsLog read_results_jsonl(const std::string& path) {
   } catch (const FileError& e) {
     throw ReportError(e.what());
   }
+  return parse_results_jsonl(text, path);
+}
+
+ResultsLog parse_results_jsonl(const std::string& text, const std::string& path) {
+  ResultsLog log;
   std::size_t pos = 0;
   int line_no = 0;
   while (pos < text.size()) {

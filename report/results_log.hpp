@@ -30,5 +30,10 @@ inline constexpr ReadLimit kResultsLogLimit{std::uint64_t{1} << 30, "results.jso
 /// throws ReportError naming the file and line number. A missing file reads as empty; a symbolic link, a
 /// file that is not regular or one over kResultsLogLimit throws ReportError (core/files.hpp's reason).
 ResultsLog read_results_jsonl(const std::string& path);
+/// Parses the text of results.jsonl as read_results_jsonl does (`path` names the file in messages only):
+/// a last line without its newline is dropped (torn_tail), an empty line is skipped, and any other line
+/// that is not one cell result (judge/result.hpp's JSON) throws ReportError "PATH:LINE: malformed result
+/// line: REASON". Throws nothing else.
+ResultsLog parse_results_jsonl(const std::string& text, const std::string& path);
 
 }  // namespace pacheck

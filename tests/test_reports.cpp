@@ -21,9 +21,11 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "exec_fixtures.hpp"
 #include "report/report.hpp"
+#include "report/results_log.hpp"
 #include "report/reports.hpp"
 #include "report/text.hpp"
 
@@ -146,6 +148,46 @@ TEST(ResultsJsonl, TornLastLineIsDroppedAndCutOffOnResume) {
   log = read_results_jsonl(dir.file("results.jsonl"));
   EXPECT_FALSE(log.torn_tail);
   EXPECT_EQ(log.results.size(), s.results.size() + 1);  // the new line starts on a line of its own
+}
+
+// Found by tests/fuzz/fuzz_results_log under UBSan: integer fields were read with nlohmann's get<int>(),
+// which casts a float unchecked ("seq": 1e300 into an int is undefined behaviour) and wraps integers that do
+// not fit (-1 as max_ulp read as 2^64 - 1). Each is now a malformed line naming the key.
+TEST(ResultsJsonl, IntegerFieldsOutOfRangeAreMalformedLines) {
+  CellResult r;
+  r.suite = "s";
+  r.kernel = "k";
+  r.cell_id = "c clean";
+  const nlohmann::json good = to_json(r);
+  EXPECT_EQ(parse_results_jsonl(good.dump() + "\n", "r.jsonl").results.size(), 1u);
+  auto with = [&](const char* path, nlohmann::json v) {
+    nlohmann::json j = good;
+    j[nlohmann::json::json_pointer(path)] = v;
+    return j.dump() + "\n";
+  };
+  for (const auto& [path, value, key] : std::vector<std::tuple<const char*, nlohmann::json, const char*>>{
+           {"/metrics/worst/seq", 1e300, "'seq' is 1e+300"},
+           {"/metrics/worst/dim", 4294967296LL, "'dim' is 4294967296"},
+           {"/metrics/max_ulp", -1, "'max_ulp' is -1"},
+           {"/metrics/elements", 0.5, "'elements' is 0.5"},
+           {"/metrics/bias_toward", 1.8446744073709552e19, "'bias_toward' is 1.8446744073709552e+19"},
+           {"/index", "3", "'index' is \"3\""}}) {
+    try {
+      parse_results_jsonl(with(path, value), "r.jsonl");
+      ADD_FAILURE() << "read " << path << " = " << value.dump();
+    } catch (const ReportError& e) {
+      EXPECT_NE(std::string(e.what()).find("r.jsonl:1: malformed result line: malformed cell result: " + std::string(key)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Whole numbers written as floats are still read; absent optional keys keep their defaults.
+  nlohmann::json j = good;
+  j["metrics"]["worst"]["seq"] = 3.0;
+  j.erase("index");
+  const ResultsLog log = parse_results_jsonl(j.dump() + "\n", "r.jsonl");
+  EXPECT_EQ(log.results.at(0).metrics.worst.seq, 3);
+  EXPECT_EQ(log.results.at(0).index, -1);
 }
 
 TEST(ResultsJsonl, AMalformedLineInTheMiddleIsAnErrorNamingIt) {
