@@ -23,8 +23,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kFormatVersion = 1;
-constexpr const char* kFormat = "pacheck-cases";
+constexpr int kFormatVersion = kManifestFormatVersion;
+constexpr const char* kFormat = kManifestFormat;
 
 /// The safetensors tag of an element type, or nullopt when the format has none (fp8 e4m3fnuz: the format
 /// knows only the OCP fp8 encodings; caches of it are stored with kv_tag's U8). Mapped by name so the
@@ -477,16 +477,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     throw CaseFilesError(
         fmt::format("--cases: cannot read {} (is '{}' a directory written by pacheck export?)", e.what(), cases_dir));
   }
-  json m;
-  try {
-    m = json::parse(mtext);
-  } catch (const json::exception& e) {
-    throw CaseFilesError(fmt::format("{}: not valid JSON: {}", mpath, e.what()));
-  }
-  if (!m.is_object() || m.value("format", "") != kFormat)
-    throw CaseFilesError(fmt::format("{}: not a pacheck case manifest (format is not \"{}\")", mpath, kFormat));
-  if (field<int>(m, "format_version", mpath) != kFormatVersion)
-    throw CaseFilesError(fmt::format("{}: format_version {} (this pacheck reads {})", mpath, m["format_version"].dump(), kFormatVersion));
+  const Manifest m = parse_manifest(mtext, mpath);
   if (!outputs_dir.empty() && !fs::is_directory(outputs_dir))
     throw CaseFilesError(fmt::format("{}: no such directory (--outputs)", outputs_dir));
 
@@ -494,27 +485,13 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
   // SHA-256) would otherwise silently score outputs of different inputs.
   std::map<std::string, Output> outputs;         // call_key -> output
   std::map<std::string, json> geometry_of_file;  // files[i].file -> its geometry
-  const json files = field<json>(m, "files", mpath);
-  if (!files.is_array()) throw CaseFilesError(fmt::format("{}: 'files' is not an array", mpath));
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    const std::string where = fmt::format("{}: files[{}]", mpath, i);
-    const json& e = files[i];
-    if (!e.is_object()) throw CaseFilesError(fmt::format("{}: not a JSON object", where));
-    const auto file = field<std::string>(e, "file", where);
-    if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
-      throw CaseFilesError(fmt::format("{}: file '{}' is not a plain file name", where, file));
-    const auto sha = field<std::string>(e, "inputs_sha256", where);
-    const auto case_id = field<std::string>(e, "case", where);
-    const Case c = [&] {
-      try {
-        return parse_case_id(case_id);
-      } catch (const CaseError& err) {
-        throw CaseFilesError(fmt::format("{}: case: {}", where, err.what()));
-      }
-    }();
-    if (c.id() != case_id)
-      throw CaseFilesError(fmt::format("{}: case '{}' reads back as '{}' (written by another pacheck version?)", where,
-                                       case_id, c.id()));
+  for (const ManifestFile& mf : m.files) {
+    const std::string& where = mf.where;
+    const json& e = mf.entry;
+    const std::string& file = mf.file;
+    const std::string& sha = mf.inputs_sha256;
+    const std::string case_id = mf.c.id();
+    const Case& c = mf.c;
     const std::int64_t S = c.num_seqs(), H = c.num_heads, D = c.head_size;
     const std::string cpath = (fs::path(cases_dir) / file).string();
     std::string cbytes;
@@ -594,27 +571,19 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
   }
 
   Suite suite;
-  suite.name = field<std::string>(m, "suite", mpath);
+  suite.name = m.suite;
   suite.file = mpath;
-  const json cells = field<json>(m, "cells", mpath);
-  if (!cells.is_array()) throw CaseFilesError(fmt::format("{}: 'cells' is not an array", mpath));
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    const std::string where = fmt::format("{}: cells[{}]", mpath, i);
-    if (!cells[i].is_object()) throw CaseFilesError(fmt::format("{}: not a JSON object", where));
+  for (const ManifestCell& mc : m.cells) {
+    const std::string& where = mc.where;
     SuiteCell sc;
     sc.native_layout = false;  // the export fixed every layout
-    try {
-      sc.cell.c = parse_case_id(field<std::string>(cells[i], "case", where));
-      sc.cell.fault = parse_fault(field<std::string>(cells[i], "fault", where));
-    } catch (const std::invalid_argument& err) {
-      throw CaseFilesError(fmt::format("{}: {}", where, err.what()));
-    }
+    sc.cell = mc.cell;
     // A file is shared only by cells of one call: a cell whose case gives a kernel another call than the
     // file it claims would be judged against the wrong oracle (exports before files were keyed by call
     // shared files between geometries of identical bytes, e.g. h16/8 d256 and h32/16 d128).
     const json expected = geometry_of(call_of(sc.cell.c));
     for (const char* key : {"file", "baseline"}) {
-      const json f = field<json>(cells[i], key, where);
+      const json& f = key == std::string_view("file") ? mc.file : mc.baseline;
       if (f.is_null()) continue;
       const auto it = f.is_string() ? geometry_of_file.find(f.get<std::string>()) : geometry_of_file.end();
       if (it == geometry_of_file.end())

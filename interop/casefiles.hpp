@@ -57,15 +57,10 @@
 
 #include "core/files.hpp"
 #include "exec/runner.hpp"
+#include "interop/manifest.hpp"
 #include "suites/suite.hpp"
 
 namespace pacheck {
-
-/// A malformed or inconsistent case directory (manifest or exported input file). what() names the file and,
-/// where there is one, the entry or tensor.
-struct CaseFilesError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 /// The most manifest.json may hold when scored (about 300 bytes per cell).
 inline constexpr ReadLimit kManifestLimit{std::uint64_t{256} << 20, "a case-file manifest"};

@@ -1,6 +1,7 @@
 // Case files: the strict safetensors reader (every malformation gets an error naming the file and the
 // tensor, never a crash), export -> foreign runner -> score giving exactly `run`'s verdicts, and each
 // verdict score can give (variant across exported poison variants, unwritten, error) on planted outputs.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -435,6 +436,42 @@ TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
   EXPECT_THROW(score_cases(escape.string(), outs.string(), {}), CaseFilesError);
 
   EXPECT_THROW(score_cases(fresh_dir("empty").string(), outs.string(), {}), CaseFilesError);
+
+  // Found by tests/fuzz/fuzz_manifest: a "format" that is not a string escaped as nlohmann's
+  // "[json.exception.type_error.302] type must be string, but is number", naming neither file nor field
+  // (seen with pacheck score before the fix); a huge format_version was read through get<int>() (undefined
+  // behaviour under UBSan).
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"format": 1})", "manifest.json: not a pacheck case manifest (format is not \"pacheck-cases\")"},
+           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1)"},
+           {R"({"format": "pacheck-cases", "format_version": "1"})", "manifest.json: field 'format_version': must be a number, not \"1\""}}) {
+    const fs::path d = copy_cases("bad_format");
+    std::ofstream(d / "manifest.json") << text;
+    try {
+      score_cases(d.string(), outs.string(), {});
+      ADD_FAILURE() << "scored " << text;
+    } catch (const CaseFilesError& e) {
+      EXPECT_EQ(e.what(), (d / want).string()) << text;
+    }
+  }
+}
+
+// parse_manifest is what score_cases reads manifest.json with: an export's manifest reads back whole.
+TEST_F(CaseFiles, ParseManifestReadsAnExportsManifest) {
+  const json written = manifest(cases_);
+  const Manifest m = parse_manifest(written.dump(), "m.json");
+  EXPECT_EQ(m.suite, written["suite"]);
+  ASSERT_EQ(m.files.size(), written["files"].size());
+  ASSERT_EQ(m.cells.size(), written["cells"].size());
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    EXPECT_EQ(m.files[i].file, written["files"][i]["file"]);
+    EXPECT_EQ(m.files[i].c.id(), written["files"][i]["case"]);
+    EXPECT_EQ(m.files[i].where, fmt::format("m.json: files[{}]", i));
+  }
+  for (std::size_t i = 0; i < m.cells.size(); ++i) {
+    EXPECT_EQ(m.cells[i].cell.id(), written["cells"][i]["id"]);
+    EXPECT_EQ(m.cells[i].baseline, written["cells"][i]["baseline"]);
+  }
 }
 
 TEST(CaseFilesExport, KernelLayoutPinsUnpinnedCellsAndScoresLikeRun) {

@@ -1,0 +1,55 @@
+// manifest.json of a case directory (written by export_cases, read by score_cases): its parse and the
+// checks that need no other file. Checks against the exported input files stay in score_cases.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cell.hpp"
+
+namespace pacheck {
+
+/// A malformed or inconsistent case directory (manifest or exported input file). what() names the file and,
+/// where there is one, the entry or tensor.
+struct CaseFilesError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// manifest.json's "format" and "format_version" (interop/casefiles.hpp describes the fields).
+inline constexpr const char* kManifestFormat = "pacheck-cases";
+inline constexpr int kManifestFormatVersion = 1;
+
+/// One files[i] entry: a set of kernel inputs in the case directory.
+struct ManifestFile {
+  std::string where;          ///< "PATH: files[I]", for messages
+  std::string file;           ///< a plain file name (no '/', no "..") in the case directory
+  std::string inputs_sha256;  ///< as written (checked against the file by score_cases)
+  Case c;                     ///< the entry's "case", whose id() reads back exactly as written
+  nlohmann::json entry;       ///< the whole entry: the shape fields num_seqs ... strides are read from it
+};
+
+/// One cells[j] entry: a suite cell and the files holding its inputs and its clean baseline.
+struct ManifestCell {
+  std::string where;         ///< "PATH: cells[J]", for messages
+  Cell cell;                 ///< from the entry's "case" and "fault" (layout fixed by the export)
+  nlohmann::json file;       ///< "file" as written (score_cases checks that it names a files[i])
+  nlohmann::json baseline;   ///< "baseline" as written: null for a clean cell
+};
+
+/// manifest.json as read.
+struct Manifest {
+  std::string suite;                ///< the exported suite's name
+  std::vector<ManifestFile> files;  ///< in file order
+  std::vector<ManifestCell> cells;  ///< in file order
+};
+
+/// Parses manifest.json text (`path` is used in messages only): valid JSON, an object of format
+/// kManifestFormat and format_version kManifestFormatVersion, "files" and "cells" arrays of objects whose
+/// fields have the right types, plain file names, case ids that read back as written and faults that parse.
+/// Throws CaseFilesError naming `path`, the entry (files[I] / cells[J]) and the field; nothing else.
+Manifest parse_manifest(const std::string& text, const std::string& path);
+
+}  // namespace pacheck
