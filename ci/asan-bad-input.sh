@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The bad-input CLI scenarios under AddressSanitizer + UBSan (issue 21): builds pacheck and the planted
+# plugin with the asan preset (CMakePresets.json: RelWithDebInfo, -fsanitize=address,undefined, no CUDA),
+# then runs tests/cli/test_reports_cli.py's bad_input (out-of-range ids and flags, unknown kernels, devices
+# and suites, plugins dying on load) and input_files (/dev/zero, FIFOs, directories and oversized files as
+# every kind of input) against that binary. Fails when a scenario fails or when any process wrote a
+# sanitizer report (each goes to its own file under BUILD_DIR/sanitizer-logs, children included).
+# Usage: ci/asan-bad-input.sh (builds into build/asan, the preset's directory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=build/asan
+start=$(date +%s)
+# HIP objects are compile-checked by ci/hip-build.sh; the sanitizer build needs only the CPU binary.
+cmake --preset asan -DPACHECK_HIP=OFF >/dev/null
+cmake --build "$build" --target pacheck misbehaving
+built=$(date +%s)
+logs="$build/sanitizer-logs"
+rm -rf "$logs" && mkdir -p "$logs"
+# handle_segv=0: the planted plugin's deliberate SIGSEGV on load must stay a signal (the scenario checks
+# that pacheck names it), not become an ASan report; memory errors are still caught by instrumentation.
+export ASAN_OPTIONS="detect_leaks=1:handle_segv=0:log_path=$root/$logs/asan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$root/$logs/ubsan"
+status=0
+for scenario in bad_input input_files; do
+  echo "asan-bad-input.sh: $scenario"
+  python3 tests/cli/test_reports_cli.py "$scenario" --pacheck "$build/cli/pacheck" --source "$root" \
+    --plugin "$build/tests/libmisbehaving.so" || status=1
+done
+if compgen -G "$logs/*" >/dev/null; then
+  echo "asan-bad-input.sh: sanitizer reports:" >&2
+  for f in "$logs"/*; do echo "== $f" >&2; head -40 "$f" >&2; done
+  status=1
+fi
+end=$(date +%s)
+echo "asan-bad-input.sh: build $((built - start)) s, scenarios $((end - built)) s, $([ $status = 0 ] && echo passed || echo FAILED)"
+exit $status
