@@ -190,9 +190,6 @@ TEST(SuiteCells, NativeLayoutResolvesPerKernel) {
   EXPECT_EQ(pinned.cells[0].for_layouts(ref->layouts()).c.layout, Layout::hnd);
 }
 
-}  // namespace
-}  // namespace pacheck
-
 // Found by tests/fuzz/fuzz_suite_toml under UBSan: toml++ 3.3's whitespace test reached
 // __builtin_unreachable() for these characters (undefined behaviour; the release build happened to give a
 // toml++ message). They are refused, naming the line, before toml++ sees them; inside strings and comments
@@ -203,7 +200,7 @@ TEST(SuiteErrors, NonAsciiOutsideStringsIsRefusedBeforeTomlppSeesIt) {
   EXPECT_EQ(error_of("name = \"x\"\ncells = [\xc3\xa9]\n"),
             "bad.toml:2: toml: non-ASCII byte 0xC3 outside a string or comment");
   EXPECT_NE(error_of("name = \"x\"\ndescription = \"\"\"a\\\n\n  \xc2\xa7\"\"\"\n")
-                .find("bad.toml:3: toml: non-ASCII byte 0xC2 right after a line-ending backslash"),
+                .find("bad.toml:4: toml: non-ASCII byte 0xC2 right after a line-ending backslash"),
             std::string::npos);
   // Strings (all four kinds, with escaped and extra quotes) and comments may hold any UTF-8.
   const Suite s = parse_suite("name = \"\xc3\xa9\\\"\" # \xc2\xa7 \"\n"
@@ -221,3 +218,6 @@ TEST(SuiteErrors, NonAsciiOutsideStringsIsRefusedBeforeTomlppSeesIt) {
                 .description,
             "\"ab\"\"");
 }
+
+}  // namespace
+}  // namespace pacheck
