@@ -81,10 +81,19 @@ std::pair<int, std::string> unsafe_for_tomlpp(std::string_view t) {
   // Moves i past the closing `quote` of a string opened just before i; a multi-line one ends at the last
   // quote of a run of 3 to 5.
   auto skip_string = [&](char quote, bool multi) -> std::pair<int, std::string> {
+    const std::size_t begin = i;
+    // A one-line string that does not close on its line was no string to toml++ (never valid TOML):
+    // its bytes are checked as outside one.
+    auto unterminated = [&]() -> std::pair<int, std::string> {
+      for (std::size_t k = begin; k < i; ++k)
+        if (static_cast<unsigned char>(t[k]) >= 0x80)
+          return {line, fmt::format("non-ASCII byte {} in a string that does not end on its line", byte(k))};
+      return {0, ""};
+    };
     while (i < t.size()) {
       const char c = t[i];
       if (c == '\n') {
-        if (!multi) return {0, ""};  // unterminated: toml++ reports it
+        if (!multi) return unterminated();  // toml++ reports the rest
         ++line;
       }
       if (c == quote && (!multi || (at(i + 1) == quote && at(i + 2) == quote))) {
@@ -105,7 +114,7 @@ std::pair<int, std::string> unsafe_for_tomlpp(std::string_view t) {
       }
       ++i;
     }
-    return {0, ""};
+    return multi ? std::pair<int, std::string>{0, ""} : unterminated();
   };
   while (i < t.size()) {
     const char c = t[i];
