@@ -1,5 +1,6 @@
 #include "kernels/kernel.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -62,6 +63,17 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   a.k_scales_per_head = pc.k_per_head ? k_scales_per_head : nullptr;
   a.v_scales_per_head = pc.v_per_head ? v_scales_per_head : nullptr;
   a.stream = nullptr;
+  // Version 2: host-side lengths, and plain decode (no cell carries an attention variant yet).
+  a.seq_lens_host = pc.seq_lens.data();
+  a.max_seq_len = pc.seq_lens.empty() ? 0 : *std::max_element(pc.seq_lens.begin(), pc.seq_lens.end());
+  a.max_query_len = 1;
+  a.num_query_tokens = c.num_seqs();
+  a.query_start_loc = nullptr;
+  a.query_start_loc_host = nullptr;
+  a.sliding_window = 0;
+  a.logits_soft_cap = 0.0f;
+  a.alibi_slopes = nullptr;
+  a.sinks = nullptr;
   return a;
 }
 

@@ -128,7 +128,10 @@ void set_case_fields(AbiStruct& a, const Case& c) {
 /// needs the device copy of pc.k_scales / pc.v_scales ([num_kv_heads] fp32) in k_scales_per_head /
 /// v_scales_per_head, and then k_scale / v_scale are NaN, so a kernel that reads the scalar instead of
 /// the array it was given produces NaN rather than a plausible wrong answer. Throws std::invalid_argument
-/// when `pc` has per-head scales and the matching pointer is null.
+/// when `pc` has per-head scales and the matching pointer is null. ABI v2 fields: max_seq_len and
+/// seq_lens_host (= pc.seq_lens, host memory that must outlive the call) come from `pc`; the
+/// attention-variant fields are set to plain decode (one query token per sequence, no window, cap,
+/// ALiBi or sinks).
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head = nullptr,

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -24,6 +25,12 @@ namespace {
 // The ABI v1 descriptor ends with user_data: a plugin that says its struct is smaller was built against
 // something else, and reading past its end would read the plugin's stack.
 constexpr std::size_t kDescV1Size = offsetof(pacheck_kernel_desc, user_data) + sizeof(void*);
+// Version 2 appended `variants` and `scale_forms`.
+constexpr std::size_t kDescV2Size = offsetof(pacheck_kernel_desc, scale_forms) + sizeof(std::uint32_t);
+static_assert(kDescV2Size == sizeof(pacheck_kernel_desc), "a descriptor field was added: give it a version");
+
+/// The smallest descriptor a plugin of ABI `version` may pass (its version's full struct).
+std::size_t desc_size_of_version(std::uint32_t version) { return version >= 2 ? kDescV2Size : kDescV1Size; }
 constexpr std::size_t kMaxNameLength = 64;
 
 /// A descriptor as pacheck keeps it: copied, validated, owning its strings and arrays.
@@ -37,6 +44,8 @@ struct Desc {
   pacheck_supports_fn supports = nullptr;
   pacheck_run_fn run = nullptr;
   void* user_data = nullptr;
+  std::uint32_t variants = 0;     ///< PACHECK_VARIANT_* bits (0 for version-1 plugins)
+  std::uint32_t scale_forms = 0;  ///< PACHECK_SCALE_FORM_BIT bits; 0 = every form
 };
 
 /// The plugin writes C enums; an out-of-range value must be caught as a number, never loaded as an enum
@@ -105,12 +114,15 @@ std::vector<int> copy_positive(const std::int32_t* p, std::uint32_t n, const cha
   return {v.begin(), v.end()};
 }
 
-/// Validates and copies one descriptor. Throws InvalidField naming the field.
-Desc copy_desc(const pacheck_kernel_desc* d) {
+/// Validates and copies one descriptor of a plugin that declared ABI `abi_version`: fields of later
+/// versions are not read (they lie past the end of that version's struct). Throws InvalidField naming
+/// the field.
+Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
   if (!d) throw InvalidField("descriptor pointer is NULL");
-  if (d->struct_size < kDescV1Size)
-    throw InvalidField(fmt::format("struct_size {} is smaller than the ABI v1 pacheck_kernel_desc ({} bytes)",
-                                   d->struct_size, kDescV1Size));
+  const std::size_t need = desc_size_of_version(abi_version);
+  if (d->struct_size < need)
+    throw InvalidField(fmt::format("struct_size {} is smaller than the ABI v{} pacheck_kernel_desc ({} bytes)",
+                                   d->struct_size, abi_version, need));
   Desc out;
   if (!d->name) throw InvalidField("name is NULL");
   const std::size_t len = strnlen(d->name, kMaxNameLength + 1);
@@ -148,11 +160,38 @@ Desc copy_desc(const pacheck_kernel_desc* d) {
   out.supports = d->supports;
   out.run = d->run;
   out.user_data = d->user_data;
+  if (abi_version >= 2) {
+    if (d->variants & ~PACHECK_VARIANT_KNOWN)
+      throw InvalidField(fmt::format("variants: unknown bits 0x{:x} (known: 0x{:x})", d->variants & ~PACHECK_VARIANT_KNOWN,
+                                     PACHECK_VARIANT_KNOWN));
+    if (d->scale_forms & ~PACHECK_SCALE_FORMS_KNOWN)
+      throw InvalidField(fmt::format("scale_forms: unknown bits 0x{:x} (known: 0x{:x}, PACHECK_SCALE_FORM_BIT of "
+                                     "PER_TENSOR and PER_KV_HEAD)",
+                                     d->scale_forms & ~PACHECK_SCALE_FORMS_KNOWN, PACHECK_SCALE_FORMS_KNOWN));
+    out.variants = d->variants;
+    out.scale_forms = d->scale_forms;
+  }
   return out;
+}
+
+/// The scale form of one fp8 cache of case `c` as the ABI names it.
+pacheck_scale_form scale_form_of(const Case& c, const KvScale& s) {
+  if (!is_fp8(c.kv_dtype)) return PACHECK_SCALE_FORM_NONE;
+  return s.per_head() ? PACHECK_SCALE_FORM_PER_KV_HEAD : PACHECK_SCALE_FORM_PER_TENSOR;
+}
+
+const char* scale_form_words(pacheck_scale_form f) {
+  switch (f) {
+    case PACHECK_SCALE_FORM_NONE: return "none";
+    case PACHECK_SCALE_FORM_PER_TENSOR: return "per-tensor";
+    case PACHECK_SCALE_FORM_PER_KV_HEAD: return "per-KV-head";
+  }
+  return "?";
 }
 
 /// Registration state behind pacheck_registrar::host.
 struct Host {
+  std::uint32_t abi_version = PACHECK_ABI_VERSION;  ///< the plugin's declared version
   std::vector<Desc> descs;
   std::vector<std::string> errors;
   int calls = 0;
@@ -163,12 +202,12 @@ pacheck_status add_kernel_cb(pacheck_registrar* self, const pacheck_kernel_desc*
   auto* host = static_cast<Host*>(self->host);
   const int index = host->calls++;
   try {
-    host->descs.push_back(copy_desc(desc));
+    host->descs.push_back(copy_desc(desc, host->abi_version));
     return PACHECK_OK;
   } catch (const std::exception& e) {
     // Name the kernel when its name was readable, so the user can find the descriptor in their source.
     std::string who = fmt::format("kernel #{}", index);
-    if (desc && desc->struct_size >= kDescV1Size && desc->name) {
+    if (desc && desc->struct_size >= kDescV1Size && desc->name) {  // name is a v1 field
       const std::size_t len = strnlen(desc->name, kMaxNameLength + 1);
       if (len > 0 && len <= kMaxNameLength) who += fmt::format(" ('{}')", std::string(desc->name, len));
     }
@@ -227,15 +266,41 @@ class PluginKernel final : public Kernel {
       return Support::no(fmt::format("num_heads {} is not a multiple of num_kv_heads {}", c.num_heads, c.num_kv_heads));
     if (!listed(d_.gqa_ratios, c.gqa_ratio()))
       return Support::no(fmt::format("gqa ratio {}: the plugin lists {}", c.gqa_ratio(), ints(d_.gqa_ratios)));
+    const pacheck_scale_form kf = scale_form_of(c, c.k_scale), vf = scale_form_of(c, c.v_scale);
+    if (d_.scale_forms != 0) {
+      std::vector<std::string> forms;
+      for (auto f : {PACHECK_SCALE_FORM_PER_TENSOR, PACHECK_SCALE_FORM_PER_KV_HEAD})
+        if (d_.scale_forms & PACHECK_SCALE_FORM_BIT(f)) forms.emplace_back(scale_form_words(f));
+      for (auto [field, form] : {std::pair{"k_scale", kf}, std::pair{"v_scale", vf}})
+        if (form != PACHECK_SCALE_FORM_NONE && !(d_.scale_forms & PACHECK_SCALE_FORM_BIT(form)))
+          return Support::no(fmt::format("{}: {} scales; the plugin's scale_forms list {}", field,
+                                         scale_form_words(form), join_names(forms)));
+    }
     if (!d_.supports) return Support::yes();
 
     const std::vector<std::int32_t> lens(c.seq_lens.begin(), c.seq_lens.end());
+    const std::vector<std::int32_t> query_lens(lens.size(), 1);
+    const std::vector<float> ks = c.k_scale.resolve(c.num_kv_heads), vs = c.v_scale.resolve(c.num_kv_heads);
     pacheck_case_info info{};
     info.struct_size = sizeof info;
     set_case_fields(info, c);
     info.seq_lens = lens.data();
     info.max_seq_len = lens.empty() ? 0 : *std::max_element(lens.begin(), lens.end());
     info.scale = c.effective_scale();
+    constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+    info.k_scale_form = kf;
+    info.v_scale_form = vf;
+    info.k_scale = kf == PACHECK_SCALE_FORM_PER_KV_HEAD ? kNaN : kf == PACHECK_SCALE_FORM_NONE ? 1.0f : ks.at(0);
+    info.v_scale = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? kNaN : vf == PACHECK_SCALE_FORM_NONE ? 1.0f : vs.at(0);
+    info.k_scales_per_head = kf == PACHECK_SCALE_FORM_PER_KV_HEAD ? ks.data() : nullptr;
+    info.v_scales_per_head = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? vs.data() : nullptr;
+    // Cells with attention variants do not exist yet (issue 19): every case is plain decode.
+    info.max_query_len = 1;
+    info.query_lens = query_lens.data();
+    info.sliding_window = 0;
+    info.logits_soft_cap = 0.0f;
+    info.has_alibi = 0;
+    info.has_sinks = 0;
     char reason[PACHECK_MESSAGE_SIZE] = {};
     const std::int32_t st = enum_bits(d_.supports(d_.user_data, &info, reason, sizeof reason));
     reason[sizeof reason - 1] = '\0';
@@ -320,20 +385,21 @@ PluginInfo load_plugin(const std::string& path, Registry& reg) {
     throw PluginError(path, "missing symbol 'pacheck_plugin_abi_version' (write PACHECK_PLUGIN_DEFINE_ABI_VERSION; "
                             "once in the plugin, see include/pacheck/kernel_abi.h)");
   info.abi_version = *version;
-  if (info.abi_version != PACHECK_ABI_VERSION)
+  if (info.abi_version < PACHECK_ABI_MIN_VERSION || info.abi_version > PACHECK_ABI_VERSION)
     throw PluginError(path, fmt::format("wrong ABI version: the library was built for pacheck kernel ABI {}, this "
-                                        "pacheck speaks ABI {}; rebuild it against this pacheck's kernel_abi.h",
-                                        info.abi_version, PACHECK_ABI_VERSION));
+                                        "pacheck loads ABI {} to {}; rebuild it against this pacheck's kernel_abi.h",
+                                        info.abi_version, PACHECK_ABI_MIN_VERSION, PACHECK_ABI_VERSION));
   auto reg_fn = reinterpret_cast<pacheck_register_kernels_fn>(dlsym(lib.h, "pacheck_register_kernels"));
   if (!reg_fn)
     throw PluginError(path, "missing symbol 'pacheck_register_kernels' (export it with C linkage: "
                             "extern \"C\" in C++)");
 
   Host host;
+  host.abi_version = info.abi_version;
   char error[PACHECK_MESSAGE_SIZE] = {};
   pacheck_registrar r{};
   r.struct_size = sizeof r;
-  r.abi_version = PACHECK_ABI_VERSION;
+  r.abi_version = info.abi_version;
   r.add_kernel = add_kernel_cb;
   r.error = error;
   r.error_size = sizeof error;

@@ -56,7 +56,9 @@ TEST_P(PluginAbiError, RefusedNamingTheLibraryAndTheProblemWithNothingRegistered
 INSTANTIATE_TEST_SUITE_P(
     Plants, PluginAbiError,
     ::testing::Values(
-        AbiError{"wrong_abi", "wrong ABI version: the library was built for pacheck kernel ABI 999, this pacheck speaks ABI 1"},
+        AbiError{"wrong_abi", "wrong ABI version: the library was built for pacheck kernel ABI 999, this pacheck loads ABI 1 to 2"},
+        AbiError{"future_abi", "built for pacheck kernel ABI 3, this pacheck loads ABI 1 to 2"},
+        AbiError{"zero_abi", "built for pacheck kernel ABI 0, this pacheck loads ABI 1 to 2"},
         AbiError{"no_register", "missing symbol 'pacheck_register_kernels'"},
         AbiError{"no_version", "missing symbol 'pacheck_plugin_abi_version'"},
         AbiError{"dup_builtin", "duplicate kernel name 'cpu.reference': already registered by a built-in kernel"},
@@ -69,8 +71,11 @@ INSTANTIATE_TEST_SUITE_P(
         AbiError{"null_array", "head_sizes: NULL with num_head_sizes = 2"},
         AbiError{"bad_head_size", "head_sizes: 0 is not > 0"},
         AbiError{"bad_device", "device: 9 is not a pacheck_device value"},
-        AbiError{"small_struct", "struct_size 16 is smaller than the ABI v1 pacheck_kernel_desc"},
+        AbiError{"small_struct", "struct_size 16 is smaller than the ABI v2 pacheck_kernel_desc"},
+        AbiError{"v1_sized_desc", "is smaller than the ABI v2 pacheck_kernel_desc"},
         AbiError{"unknown_flag", "flags: unknown bits 0x80"},
+        AbiError{"unknown_variant", "kernel #0 ('plug.bad'): variants: unknown bits 0x40 (known: 0x1f)"},
+        AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known: 0x6"},
         AbiError{"null_desc", "descriptor pointer is NULL"},
         AbiError{"register_fails", "pacheck_register_kernels failed: planted: no device for this plugin"},
         AbiError{"no_kernels", "registered no kernel"}),
@@ -164,14 +169,14 @@ const CellResult& find(const RunSummary& s, const std::string& kernel, int head_
 TEST(Plugin, KernelsGetEveryVerdictThroughTheAdapter) {
   Registry reg = builtins();
   const PluginInfo info = load_plugin(plant("ok"), reg);
-  ASSERT_EQ(info.kernels.size(), 7u);
+  ASSERT_EQ(info.kernels.size(), 9u);
   // PACHECK_KERNEL_TF32 reaches Kernel::tf32_products (the judge then uses tf32_limit for f32 outputs).
   ASSERT_TRUE(reg.find("plug.tf32"));
   EXPECT_TRUE(reg.find("plug.tf32")->tf32_products());
   EXPECT_FALSE(reg.find("plug.error")->tf32_products());
   std::vector<KernelPtr> ks;
-  for (const auto& n : info.kernels)
-    if (n != "plug.tf32") ks.push_back(reg.find(n));
+  for (const auto& n : info.kernels)  // the ABI v2 kernels have tests of their own below
+    if (n != "plug.tf32" && n != "plug.v2_probe" && n != "plug.per_tensor_scales") ks.push_back(reg.find(n));
   RunOptions opt;
   opt.threads = 2;
   const RunSummary s = run_suite(small_suite(), ks, "cpu", opt);
@@ -212,6 +217,135 @@ TEST(Plugin, TheExampleKernelPassesTheTailPoisonMatrix) {
   for (const auto& r : s.results) EXPECT_EQ(r.verdict, Verdict::pass) << r.cell_id << ": " << r.detail;
   EXPECT_EQ(s.passed, 8);
   EXPECT_EQ(s.exit_code(), 0);
+}
+
+/// Cells of every scale form: bf16 (none), fp8 with one scale per cache (per-tensor) and with a range of
+/// per-KV-head scales, each clean and with NaN in the tail, at a straddling and an aligned length.
+Suite scale_form_suite() {
+  return parse_suite(R"(
+name = "plugin-scale-forms"
+description = "one cell group per fp8 scale form"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [37, 32]
+faults = ["clean", "V:nan@tail"]
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = ["q=bf16,kv=fp8_e4m3fn,o=bf16", "q=bf16,kv=fp8_e5m2,o=bf16"]
+seq_lens = [37, 32]
+faults = ["clean", "V:nan@tail"]
+k_scale = 0.5
+v_scale = 2.0
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+seq_lens = [37]
+faults = ["clean"]
+k_scale_range = [0.3, 3.0]
+v_scale = 2.0
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+seq_lens = [37]
+faults = ["clean"]
+k_scale = 0.5
+v_scale_range = [3.0, 0.3]
+)",
+                     "plugin-scale-forms.toml");
+}
+
+// ABI v2 (issue 17): plug.v2_probe checks in supports() and in run() every version-2 field against what
+// the header promises (host seq_lens equal to the device's, max_seq_len their maximum, the scale form and
+// values of each cache, plain-decode variant fields) and fails the call naming the field otherwise. Each
+// cell must therefore reach run() and end `fail` (the probe writes zeros), never `declined` or `error`.
+TEST(PluginAbiV2, EveryVersion2FieldReachesTheKernelAsDocumented) {
+  Registry reg = builtins();
+  load_plugin(plant("ok"), reg);
+  RunOptions opt;
+  opt.threads = 2;
+  const RunSummary s = run_suite(scale_form_suite(), {reg.find("plug.v2_probe")}, "cpu", opt);
+  ASSERT_EQ(s.results.size(), 14u);
+  for (const auto& r : s.results)
+    EXPECT_EQ(r.verdict, Verdict::fail) << r.cell_id << ": " << verdict_name(r.verdict) << ": " << r.detail;
+}
+
+// scale_forms: a kernel that takes one scale per cache declines per-KV-head cells in pacheck, with a reason
+// naming k_scale or v_scale, and runs every per-tensor and non-fp8 cell (v1 had no way to say it, so such
+// cells became `error`).
+TEST(PluginAbiV2, ScaleFormsDeclinePerHeadCellsNamingTheScale) {
+  Registry reg = builtins();
+  load_plugin(plant("ok"), reg);
+  RunOptions opt;
+  opt.threads = 2;
+  const RunSummary s = run_suite(scale_form_suite(), {reg.find("plug.per_tensor_scales")}, "cpu", opt);
+  ASSERT_EQ(s.results.size(), 14u);
+  int declined = 0;
+  for (const auto& r : s.results) {
+    const bool k_per_head = r.case_id.find("ks=0.3~3") != std::string::npos;
+    const bool v_per_head = r.case_id.find("vs=3~0.3") != std::string::npos;
+    if (k_per_head || v_per_head) {
+      ++declined;
+      EXPECT_EQ(r.verdict, Verdict::declined) << r.cell_id;
+      EXPECT_EQ(r.detail, std::string(k_per_head ? "k_scale" : "v_scale") +
+                              ": per-KV-head scales; the plugin's scale_forms list per-tensor")
+          << r.cell_id;
+    } else {
+      EXPECT_EQ(r.verdict, Verdict::fail) << r.cell_id << ": " << r.detail;  // zeros, judged
+    }
+  }
+  EXPECT_EQ(declined, 2);
+}
+
+// A plugin compiled against the frozen version-1 header (tests/plugins/abi_v1/) still loads, is treated
+// as version 1 (nothing past its v1 descriptor is read) and passes the tail-poison cells.
+TEST(PluginAbiV2, AVersion1PluginStillLoadsAndPasses) {
+  Registry reg = builtins();
+  const PluginInfo info = load_plugin(plant("v1_example"), reg);
+  EXPECT_EQ(info.abi_version, 1u);
+  ASSERT_EQ(info.kernels, std::vector<std::string>{"example.cpu_reference"});
+  RunOptions opt;
+  opt.threads = 2;
+  const RunSummary s = run_suite(small_suite(), {reg.find("example.cpu_reference")}, "cpu", opt);
+  ASSERT_EQ(s.results.size(), 8u);
+  for (const auto& r : s.results) EXPECT_EQ(r.verdict, Verdict::pass) << r.cell_id << ": " << r.detail;
+}
+
+// A C++ plugin built with -Wall -Wextra -Werror (tests/plugins/CMakeLists.txt; that it built at all is half
+// the test) loads and passes its f32 NHD cells, reading the v2 host seq_lens.
+TEST(PluginAbiV2, ACxxPluginBuiltWithoutWarningsLoadsAndPasses) {
+  Registry reg = builtins();
+  const PluginInfo info = load_plugin(plant("cxx"), reg);
+  EXPECT_EQ(info.abi_version, static_cast<std::uint32_t>(PACHECK_ABI_VERSION));
+  Suite suite = parse_suite(R"(
+name = "plugin-cxx"
+description = "f32 NHD"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "f32"
+layouts = "nhd"
+seq_lens = [37, 32, 300]
+faults = ["clean", "K+V:nan@tail", "K+V:nan@unused"]
+)",
+                            "plugin-cxx.toml");
+  RunOptions opt;
+  opt.threads = 2;
+  const RunSummary s = run_suite(suite, {reg.find("cxx.reference")}, "cpu", opt);
+  ASSERT_FALSE(s.results.empty());
+  for (const auto& r : s.results) EXPECT_EQ(r.verdict, Verdict::pass) << r.cell_id << ": " << r.detail;
+  // The strict C build of the example plugin loads too.
+  Registry other = builtins();
+  EXPECT_NO_THROW(load_plugin(plant("strict_c"), other));
 }
 
 struct Cli {

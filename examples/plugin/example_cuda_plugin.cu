@@ -118,8 +118,9 @@ pacheck_status fail(cudaError_t e, const char* what, char* error, size_t error_s
 
 pacheck_status run(void*, const pacheck_kernel_args* a, char* error, size_t error_size) {
   auto stream = static_cast<cudaStream_t>(a->stream);
-  // seq_lens lives on the device; the block table's width bounds every sequence's length.
-  const int64_t per_head = static_cast<int64_t>(a->max_blocks_per_seq) * a->block_size;
+  // Scratch for one row of probabilities per (sequence, head), sized from the host-side max_seq_len
+  // (ABI v2): no copy of the device's seq_lens back to the host, no synchronisation in the call.
+  const int64_t per_head = a->max_seq_len;
   float* scratch = nullptr;
   cudaError_t e = cudaMallocAsync(&scratch, sizeof(float) * per_head * a->num_seqs * a->num_heads, stream);
   if (e != cudaSuccess) return fail(e, "cudaMallocAsync(scratch)", error, error_size);

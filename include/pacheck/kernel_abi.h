@@ -1,5 +1,5 @@
 /*
- * pacheck kernel C ABI, version 1.
+ * pacheck kernel C ABI, version 2.
  *
  * The contract between pacheck and a paged-attention decode kernel. Built-in kernels and plugin kernels
  * (shared libraries loaded with `pacheck run --plugin lib.so`) are called through the same
@@ -21,6 +21,19 @@
  * Plugins export two symbols (see "Plugin registration" below): the data symbol
  * `pacheck_plugin_abi_version` (write `PACHECK_PLUGIN_DEFINE_ABI_VERSION;` once) and the function
  * `pacheck_register_kernels`, which describes each kernel with a `pacheck_kernel_desc`.
+ *
+ * Versions. Every struct only ever grows at its end, and each starts with its `struct_size`:
+ *   1  the first version.
+ *   2  pacheck_kernel_args: max_seq_len and a host copy of seq_lens (launchers size grids and shared memory
+ *      from them without copying seq_lens back), and the attention-variant fields (query_start_loc,
+ *      sliding_window, logits_soft_cap, alibi_slopes, sinks; see "Attention variants").
+ *      pacheck_case_info: the fp8 scale form and values of each cache, and the variant fields.
+ *      pacheck_kernel_desc: `variants` and `scale_forms`, what the kernel accepts of each.
+ *      Callers of each callback documented ("Calls pacheck makes into a plugin").
+ *      C++ plugins compile PACHECK_PLUGIN_DEFINE_ABI_VERSION without warnings.
+ * pacheck loads plugins of every version from PACHECK_ABI_MIN_VERSION to PACHECK_ABI_VERSION. A plugin
+ * built against version 1 keeps working unchanged: it is handed structs whose version-1 prefix is
+ * exactly what version 1 laid out, and pacheck reads nothing of its descriptor past the version-1 end.
  */
 #ifndef PACHECK_KERNEL_ABI_H
 #define PACHECK_KERNEL_ABI_H
@@ -32,7 +45,8 @@
 extern "C" {
 #endif
 
-#define PACHECK_ABI_VERSION 1
+#define PACHECK_ABI_VERSION 2
+#define PACHECK_ABI_MIN_VERSION 1 /* the oldest plugin ABI this header's pacheck still loads */
 
 /* Element types. Bit patterns: IEEE binary32 / binary16; bf16 = upper 16 bits of binary32;
  * fp8 (KV caches only, with bf16/f16/f32 query and output): E4M3FN and E5M2 as in the OCP 8-bit floating
@@ -67,6 +81,17 @@ typedef enum pacheck_device {
   PACHECK_DEVICE_HIP = 2
 } pacheck_device;
 
+/* How an fp8 cache's dequantisation scale is given (pacheck_case_info::k_scale_form / v_scale_form).
+ *   NONE:        the cache is not fp8 (k_scale / v_scale are 1 and unused);
+ *   PER_TENSOR:  one fp32 scale for the whole cache, in pacheck_kernel_args::k_scale / v_scale;
+ *   PER_KV_HEAD: [num_kv_heads] fp32 scales in pacheck_kernel_args::k_scales_per_head / v_scales_per_head,
+ *                and the scalar k_scale / v_scale is NaN. */
+typedef enum pacheck_scale_form {
+  PACHECK_SCALE_FORM_NONE = 0,
+  PACHECK_SCALE_FORM_PER_TENSOR = 1,
+  PACHECK_SCALE_FORM_PER_KV_HEAD = 2
+} pacheck_scale_form;
+
 typedef enum pacheck_status {
   PACHECK_OK = 0,
   PACHECK_DECLINED = 1, /* the kernel does not support this case; `error` holds the reason */
@@ -74,7 +99,8 @@ typedef enum pacheck_status {
 } pacheck_status;
 
 /* Arguments of one decode call. Sizes are element counts unless named *_bytes; strides are in elements
- * of the tensor's own dtype. */
+ * of the tensor's own dtype. Fields from `max_seq_len` on are version 2: pacheck always fills them, and a
+ * version-1 plugin simply never reads them. */
 typedef struct pacheck_kernel_args {
   uint32_t struct_size; /* sizeof(pacheck_kernel_args) as the caller built it */
 
@@ -124,7 +150,51 @@ typedef struct pacheck_kernel_args {
 
   /* cudaStream_t / hipStream_t for GPU kernels (NULL = default stream); NULL for CPU kernels. */
   void* stream;
+
+  /* ---- version 2 ---- */
+  int32_t max_seq_len;          /* largest entry of seq_lens (tokens), known on the host */
+  const int32_t* seq_lens_host; /* [num_seqs] int32 in host memory, the same values as seq_lens (for CPU
+                                   kernels it may be the same pointer); read-only, valid during `run` */
+
+  /* Query tokens per sequence (speculative decoding, chunked decode). max_query_len == 1 and
+   * query_start_loc == NULL mean one query token per sequence, as in version 1. Otherwise sequence s owns
+   * query rows query_start_loc[s] .. query_start_loc[s+1] - 1 (query_start_loc [num_seqs + 1] int32 on the
+   * kernel's device, query_start_loc[0] = 0, query_start_loc[num_seqs] = num_query_tokens; a host copy in
+   * query_start_loc_host), `query` and `out` are [num_query_tokens, num_heads, head_size] with
+   * q_stride_seq / out_stride_seq the stride of one query row, and the query tokens are the last
+   * query_len(s) tokens of the sequence's seq_lens[s] (vLLM's convention: seq_lens counts them). */
+  int32_t max_query_len;
+  int32_t num_query_tokens; /* rows of query and out: num_seqs when every sequence has one query token */
+  const int32_t* query_start_loc;
+  const int32_t* query_start_loc_host;
+
+  int32_t sliding_window; /* 0 = none; W > 0: see "Attention variants" */
+  float logits_soft_cap;  /* 0 = none; c > 0: see "Attention variants" */
+  /* [num_heads] fp32 on the kernel's device, or NULL = none: ALiBi slope of each query head. */
+  const float* alibi_slopes;
+  /* [num_heads] fp32 on the kernel's device, or NULL = none: sink logit of each query head. */
+  const float* sinks;
 } pacheck_kernel_args;
+
+/* ------------------------------------------------------------------------------------------------------
+ * Attention variants (version 2)
+ *
+ * For query head h of a query row at position p of its sequence (0-based; the only query token of a
+ * decode row has p = seq_lens[s] - 1) and a key at position j, the logit is computed in this order:
+ *   1. s = scale * (q . k_j)                                    (dequantised k for fp8 caches)
+ *   2. logit soft cap c > 0:   s = c * tanh(s / c)              (Gemma 2; vLLM's logits_soft_cap)
+ *   3. ALiBi:                  s = s + alibi_slopes[h] * (j - p)   (a penalty <= 0 for past keys; the
+ *                                                                   ALiBi paper, Press et al. 2022)
+ *   4. mask: key j takes part only when j <= p (causal, which matters only for rows with several query
+ *      tokens) and, with a sliding window W > 0, when p - j < W: the row sees its last W positions
+ *      including its own (vLLM's `sliding_window`; FlashAttention's window_size_left = W - 1).
+ *   5. out = sum_j softmax_j * v_j, where with sinks the softmax denominator also holds exp(sinks[h]):
+ *      out = sum_j e^{s_j - m} v_j / (e^{sinks[h] - m} + sum_j e^{s_j - m})   (a learned per-head logit
+ *      that takes probability mass but has no value row, as in gpt-oss).
+ * pacheck hands a kernel a non-default value of a variant only when the kernel's descriptor lists that
+ * variant in `variants` (and only from version 2); every other call has sliding_window 0, logits_soft_cap
+ * 0, alibi_slopes NULL, sinks NULL and one query token per sequence.
+ * ---------------------------------------------------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------------------
  * Plugin registration
@@ -134,24 +204,36 @@ typedef struct pacheck_kernel_args {
  *   pacheck_status pacheck_register_kernels(pacheck_registrar* registrar);
  * Loading it (`pacheck run --plugin path/to/lib.so`), pacheck
  *   1. dlopen()s the file with RTLD_NOW | RTLD_LOCAL, so an unresolved symbol fails the load, not a call;
- *   2. reads `pacheck_plugin_abi_version` and refuses the library unless it equals the PACHECK_ABI_VERSION
- *      pacheck was built with. This happens before any plugin code runs, because every struct below may
- *      change layout between versions and a mismatched call would read garbage;
+ *   2. reads `pacheck_plugin_abi_version` and refuses the library unless it lies between
+ *      PACHECK_ABI_MIN_VERSION and the PACHECK_ABI_VERSION pacheck was built with. This happens before any
+ *      plugin code runs: a plugin from a later version could lay its descriptor out in a way this pacheck
+ *      would misread;
  *   3. calls `pacheck_register_kernels` once, from one thread; it calls registrar->add_kernel once per
  *      kernel and returns PACHECK_OK (or PACHECK_ERROR with a message in registrar->error);
  *   4. validates every descriptor and adds the kernels to pacheck's registry all together or not at all.
- * Any problem -- file missing or not loadable, a missing symbol, a wrong ABI version, registration
+ * Any problem -- file missing or not loadable, a missing symbol, an ABI version outside
+ * PACHECK_ABI_MIN_VERSION .. PACHECK_ABI_VERSION, registration
  * failing or adding no kernel, a kernel name already taken (by a built-in, another plugin or the same one),
  * a NULL or out-of-range descriptor field -- is reported as "plugin 'PATH': PROBLEM" and the `pacheck`
  * command exits with code 2 having run nothing. A loaded plugin is never unloaded (no dlclose), so its
  * code and user data stay valid until the process exits.
  *
- * Calls pacheck makes into a plugin:
- *   - `supports`: from the main thread, before any cell runs, once per (cell, kernel).
+ * Calls pacheck makes into a plugin, and from where:
+ *   - `pacheck_register_kernels`: once per process that loads the library, from that process's main
+ *     thread, before anything else. Forked children inherit the registration and do not call it again.
+ *   - `supports`: before any cell runs, once per (cell, kernel), one call at a time, never concurrently with
+ *     `run`. In the pacheck process itself for in-process kernels; in a forked child process (one per
+ *     kernel, which then exits) for isolated kernels (`pacheck run --isolate`, the default for plugin GPU
+ *     kernels), and for in-process GPU kernels too when the run also forks isolated children. Do not
+ *     initialise a GPU runtime in `supports`: in the parent it would stop later forked children from using
+ *     the device. Decide from the case info alone.
  *   - `run` for CPU kernels: from several worker threads at once, each call with its own buffers, unless
- *     the descriptor sets PACHECK_KERNEL_NOT_THREAD_SAFE (then pacheck serialises the calls).
- *   - `run` for GPU kernels: from one thread, in order. Launch on args->stream; pacheck synchronises the
- *     stream after `run` returns, and a device error raised then becomes that cell's `error` verdict.
+ *     the descriptor sets PACHECK_KERNEL_NOT_THREAD_SAFE (then pacheck serialises the calls). Isolated CPU
+ *     kernels run in forked children (one case at a time per child, several children at once).
+ *   - `run` for GPU kernels: in process, from one thread per device, in order; isolated, from the main
+ *     thread of forked children (several at once, each with its own context and stream, cases in order
+ *     within each). Launch on args->stream; pacheck synchronises the stream after `run` returns, and a
+ *     device error raised then becomes that cell's `error` verdict.
  * ---------------------------------------------------------------------------------------------------- */
 
 /* Bits of pacheck_kernel_desc::flags. Any other bit set makes the descriptor invalid (so a plugin written
@@ -162,12 +244,30 @@ typedef struct pacheck_kernel_args {
                                                fp32 tl.dot): f32 outputs are judged against the TF32 limit */
 #define PACHECK_KERNEL_KNOWN_FLAGS 0x7u
 
+/* Bits of pacheck_kernel_desc::variants (version 2): the attention variants a kernel implements. A cell
+ * that needs a variant the kernel does not list is declined with a reason naming the field. Unknown bits
+ * make the descriptor invalid. */
+#define PACHECK_VARIANT_SLIDING_WINDOW 0x1u
+#define PACHECK_VARIANT_ALIBI 0x2u
+#define PACHECK_VARIANT_SOFT_CAP 0x4u
+#define PACHECK_VARIANT_SINKS 0x8u
+#define PACHECK_VARIANT_MULTI_QUERY 0x10u /* several query tokens per sequence (query_start_loc) */
+#define PACHECK_VARIANT_KNOWN 0x1Fu
+
+/* Bits of pacheck_kernel_desc::scale_forms (version 2): the fp8 scale forms a kernel takes. 0 means every
+ * form (as in version 1); otherwise an fp8 cell whose K or V scale form is not listed is declined with a
+ * reason naming k_scale or v_scale. Unknown bits make the descriptor invalid. */
+#define PACHECK_SCALE_FORM_BIT(form) (1u << (unsigned)(form))
+#define PACHECK_SCALE_FORMS_KNOWN \
+  (PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_TENSOR) | PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_KV_HEAD))
+
 /* Size in bytes of the `reason` and `error` buffers pacheck passes to callbacks, including the NUL.
  * Longer messages are cut; pacheck always terminates the buffer itself. */
 #define PACHECK_MESSAGE_SIZE 1024
 
 /* One case as `supports` sees it: shapes only, nothing is generated yet. Fields mean what the fields of the
- * same name in pacheck_kernel_args mean. */
+ * same name in pacheck_kernel_args mean. Fields from k_scale_form on are version 2 (a version-1 plugin
+ * never reads them; struct_size tells a plugin how much pacheck filled). */
 typedef struct pacheck_case_info {
   uint32_t struct_size; /* sizeof(pacheck_case_info) as pacheck built it */
   int32_t num_seqs, num_heads, num_kv_heads, head_size, block_size;
@@ -176,6 +276,18 @@ typedef struct pacheck_case_info {
   const int32_t* seq_lens; /* [num_seqs] int32, host memory owned by pacheck, valid during the call only */
   int32_t max_seq_len;     /* largest entry of seq_lens (tokens) */
   float scale;             /* softmax scale the call will use */
+
+  /* ---- version 2 ---- */
+  pacheck_scale_form k_scale_form, v_scale_form; /* NONE unless kv_dtype is an fp8 type */
+  float k_scale, v_scale; /* the per-tensor scales (1 for non-fp8 caches, NaN for PER_KV_HEAD) */
+  const float* k_scales_per_head; /* [num_kv_heads] fp32 host copies for PER_KV_HEAD, else NULL; valid */
+  const float* v_scales_per_head; /* during the call only */
+  int32_t max_query_len;          /* 1 for plain decode */
+  const int32_t* query_lens;      /* [num_seqs] int32 host: query tokens of each sequence (all 1 for decode) */
+  int32_t sliding_window;         /* 0 = none */
+  float logits_soft_cap;          /* 0 = none */
+  int32_t has_alibi;              /* 1 when the call will pass alibi_slopes */
+  int32_t has_sinks;              /* 1 when the call will pass sinks */
 } pacheck_case_info;
 
 /* Optional: may the kernel run this case? Return PACHECK_OK to run it, or PACHECK_DECLINED after writing a
@@ -203,7 +315,8 @@ typedef pacheck_status (*pacheck_run_fn)(void* user_data, const pacheck_kernel_a
  *     entry > 0; count 0 (pointer may then be NULL) means any value.
  * A count > 0 with a NULL pointer is invalid. */
 typedef struct pacheck_kernel_desc {
-  uint32_t struct_size;    /* sizeof(pacheck_kernel_desc) as the plugin built it; >= the v1 size */
+  uint32_t struct_size;    /* sizeof(pacheck_kernel_desc) as the plugin built it; at least the size of
+                              the descriptor of the version the plugin declares */
   const char* name;        /* required, unique across all kernels, 1..64 chars of [A-Za-z0-9._-],
                               e.g. "mylib.paged_decode_v2" */
   const char* description; /* optional one line (NULL = none) */
@@ -227,13 +340,18 @@ typedef struct pacheck_kernel_desc {
   pacheck_run_fn run;           /* required */
   void* user_data;              /* passed back to supports/run unchanged; owned by the plugin, must stay
                                    valid until the process exits */
+
+  /* ---- version 2 (read only from plugins that declare version 2 or later) ---- */
+  uint32_t variants;    /* PACHECK_VARIANT_* bits; 0 = plain decode only */
+  uint32_t scale_forms; /* PACHECK_SCALE_FORM_BIT(...) bits; 0 = every scale form */
 } pacheck_kernel_desc;
 
 /* What pacheck hands to pacheck_register_kernels. Owned by pacheck, valid during that call only. */
 typedef struct pacheck_registrar pacheck_registrar;
 struct pacheck_registrar {
   uint32_t struct_size; /* sizeof(pacheck_registrar) as pacheck built it */
-  uint32_t abi_version; /* PACHECK_ABI_VERSION of the loading pacheck (equal to the plugin's, see step 2) */
+  uint32_t abi_version; /* the version pacheck treats the plugin as: the plugin's own
+                           pacheck_plugin_abi_version (the loading pacheck may be newer) */
   /* Adds one kernel. Returns PACHECK_OK, or PACHECK_ERROR when the descriptor is invalid; pacheck then
    * refuses the whole library whatever pacheck_register_kernels returns, naming the kernel and field. */
   pacheck_status (*add_kernel)(pacheck_registrar* self, const pacheck_kernel_desc* desc);
@@ -255,9 +373,16 @@ PACHECK_PLUGIN_EXPORT pacheck_status pacheck_register_kernels(pacheck_registrar*
 typedef pacheck_status (*pacheck_register_kernels_fn)(pacheck_registrar* registrar);
 
 /* Write once at file scope in the plugin: defines pacheck_plugin_abi_version as the version the plugin
- * was compiled against. */
+ * was compiled against. In C++ the definition is given C linkage again (extern "C" with an initialiser
+ * is a definition), because a namespace-scope const has internal linkage there and GCC would warn that
+ * the visibility attribute is ignored. */
+#ifdef __cplusplus
+#define PACHECK_PLUGIN_DEFINE_ABI_VERSION \
+  extern "C" PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = PACHECK_ABI_VERSION
+#else
 #define PACHECK_PLUGIN_DEFINE_ABI_VERSION \
   PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = PACHECK_ABI_VERSION
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,266 @@
+/*
+ * pacheck kernel C ABI, version 1.
+ *
+ * The contract between pacheck and a paged-attention decode kernel. Built-in kernels and plugin kernels
+ * (shared libraries loaded with `pacheck run --plugin lib.so`) are called through the same
+ * `pacheck_kernel_args` struct, so a plugin gets every verdict, property and report a built-in gets.
+ *
+ * Operation (one decode step, one query token per sequence):
+ *   out[s, h, :] = softmax(scale * q[s, h, :] . K_s^T) . V_s
+ * where K_s, V_s are the first seq_lens[s] tokens of sequence s, found through block_tables[s, :], and
+ * query head h reads KV head h / (num_heads / num_kv_heads) (GQA; ratio = num_heads / num_kv_heads).
+ * Slots past seq_lens[s] in the final block, unused blocks and blocks named by block-table padding hold
+ * arbitrary bits (pacheck fills them with NaN, Inf or garbage on purpose): a kernel must not let them
+ * reach the output.
+ *
+ * Ownership: every pointer in pacheck_kernel_args is owned by pacheck and valid for the duration of the
+ * `run` call only. Pointers are device pointers for the descriptor's device (host pointers for CPU
+ * kernels). A kernel must not write anything but `out` (pacheck checksums the inputs and places guard
+ * regions around `out`). Kernels may allocate their own scratch memory and must free it.
+ *
+ * Plugins export two symbols (see "Plugin registration" below): the data symbol
+ * `pacheck_plugin_abi_version` (write `PACHECK_PLUGIN_DEFINE_ABI_VERSION;` once) and the function
+ * `pacheck_register_kernels`, which describes each kernel with a `pacheck_kernel_desc`.
+ */
+#ifndef PACHECK_KERNEL_ABI_H
+#define PACHECK_KERNEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PACHECK_ABI_VERSION 1
+
+/* Element types. Bit patterns: IEEE binary32 / binary16; bf16 = upper 16 bits of binary32;
+ * fp8 (KV caches only, with bf16/f16/f32 query and output): E4M3FN and E5M2 as in the OCP 8-bit floating
+ * point spec v1.0 (E4M3FN: NaN 0x7F/0xFF, no Inf, max 448; E5M2: IEEE-like with Inf, max 57344), and
+ * E4M3FNUZ, AMD's/Graphcore's variant (exponent bias 8, NaN 0x80 only, no -0, 0x7F = 240 is finite).
+ * docs/FP8.md has the table. */
+typedef enum pacheck_dtype {
+  PACHECK_DTYPE_F32 = 0,
+  PACHECK_DTYPE_F16 = 1,
+  PACHECK_DTYPE_BF16 = 2,
+  PACHECK_DTYPE_FP8_E4M3FN = 3,
+  PACHECK_DTYPE_FP8_E4M3FNUZ = 4,
+  PACHECK_DTYPE_FP8_E5M2 = 5
+} pacheck_dtype;
+
+/* Paged KV-cache layouts (shapes in elements, row-major, last index fastest):
+ *   VLLM: key_cache   [num_blocks, num_kv_heads, head_size / x, block_size, x], x = 16 / sizeof(elem)
+ *         value_cache [num_blocks, num_kv_heads, head_size, block_size]
+ *         (vLLM's CUDA/ROCm paged_attention_v1/v2 layout, csrc/attention/)
+ *   NHD:  key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_size]
+ *         (FlashAttention / FlashInfer "NHD")
+ *   HND:  key_cache, value_cache [num_blocks, num_kv_heads, block_size, head_size] (FlashInfer "HND") */
+typedef enum pacheck_layout {
+  PACHECK_LAYOUT_VLLM = 0,
+  PACHECK_LAYOUT_NHD = 1,
+  PACHECK_LAYOUT_HND = 2
+} pacheck_layout;
+
+typedef enum pacheck_device {
+  PACHECK_DEVICE_CPU = 0,
+  PACHECK_DEVICE_CUDA = 1,
+  PACHECK_DEVICE_HIP = 2
+} pacheck_device;
+
+typedef enum pacheck_status {
+  PACHECK_OK = 0,
+  PACHECK_DECLINED = 1, /* the kernel does not support this case; `error` holds the reason */
+  PACHECK_ERROR = 2     /* the kernel failed; `error` holds the message */
+} pacheck_status;
+
+/* Arguments of one decode call. Sizes are element counts unless named *_bytes; strides are in elements
+ * of the tensor's own dtype. */
+typedef struct pacheck_kernel_args {
+  uint32_t struct_size; /* sizeof(pacheck_kernel_args) as the caller built it */
+
+  /* Shapes. */
+  int32_t num_seqs;           /* number of sequences (one query token each) */
+  int32_t num_heads;          /* query heads */
+  int32_t num_kv_heads;       /* KV heads; num_heads % num_kv_heads == 0 */
+  int32_t head_size;          /* elements per head */
+  int32_t block_size;         /* tokens (slots) per KV block */
+  int32_t num_blocks;         /* physical blocks in the pool */
+  int32_t max_blocks_per_seq; /* columns of block_tables */
+  pacheck_layout layout;
+  pacheck_dtype q_dtype, kv_dtype, out_dtype;
+
+  /* query [num_seqs, num_heads, head_size]; element (s, h, d) at s*q_stride_seq + h*q_stride_head + d. */
+  const void* query;
+  int64_t q_stride_seq, q_stride_head;
+
+  /* Paged caches, shapes per `layout` above. k_strides / v_strides give the stride of each dimension of
+   * that shape (rank 5 for VLLM's key_cache, rank 4 otherwise; unused entries 0). */
+  const void* key_cache;
+  const void* value_cache;
+  int64_t k_strides[5];
+  int64_t v_strides[5];
+
+  /* block_tables [num_seqs, max_blocks_per_seq] int32: logical block j of sequence s lives in physical
+   * block block_tables[s * block_tables_stride + j]. Entries past ceil(seq_lens[s] / block_size) are
+   * padding: they hold a valid block id whose contents are not part of the sequence. */
+  const int32_t* block_tables;
+  int64_t block_tables_stride;
+  /* seq_lens [num_seqs] int32, each >= 1: tokens of context, including the current one. */
+  const int32_t* seq_lens;
+
+  /* out [num_seqs, num_heads, head_size] in out_dtype; element (s, h, d) at
+   * s*out_stride_seq + h*out_stride_head + d. pacheck fills it with NaN before the call. */
+  void* out;
+  int64_t out_stride_seq, out_stride_head;
+
+  float scale;   /* softmax scale applied to q.k (default 1/sqrt(head_size)) */
+  /* Dequantisation of an fp8 cache: key element = decode(code) * scale of its KV head, in fp32. */
+  float k_scale; /* dequantisation scale of the whole key cache (1 for f32/f16/bf16 caches) */
+  float v_scale; /* dequantisation scale of the whole value cache */
+  /* Optional per-KV-head scales [num_kv_heads] fp32 on the kernel's device (fp8); NULL means use k_scale /
+   * v_scale. When an array is given it replaces the scalar, and pacheck sets that scalar to NaN. */
+  const float* k_scales_per_head;
+  const float* v_scales_per_head;
+
+  /* cudaStream_t / hipStream_t for GPU kernels (NULL = default stream); NULL for CPU kernels. */
+  void* stream;
+} pacheck_kernel_args;
+
+/* ------------------------------------------------------------------------------------------------------
+ * Plugin registration
+ *
+ * A plugin is a shared library that exports
+ *   const uint32_t pacheck_plugin_abi_version;            (define it with PACHECK_PLUGIN_DEFINE_ABI_VERSION)
+ *   pacheck_status pacheck_register_kernels(pacheck_registrar* registrar);
+ * Loading it (`pacheck run --plugin path/to/lib.so`), pacheck
+ *   1. dlopen()s the file with RTLD_NOW | RTLD_LOCAL, so an unresolved symbol fails the load, not a call;
+ *   2. reads `pacheck_plugin_abi_version` and refuses the library unless it equals the PACHECK_ABI_VERSION
+ *      pacheck was built with. This happens before any plugin code runs, because every struct below may
+ *      change layout between versions and a mismatched call would read garbage;
+ *   3. calls `pacheck_register_kernels` once, from one thread; it calls registrar->add_kernel once per
+ *      kernel and returns PACHECK_OK (or PACHECK_ERROR with a message in registrar->error);
+ *   4. validates every descriptor and adds the kernels to pacheck's registry all together or not at all.
+ * Any problem -- file missing or not loadable, a missing symbol, a wrong ABI version, registration
+ * failing or adding no kernel, a kernel name already taken (by a built-in, another plugin or the same one),
+ * a NULL or out-of-range descriptor field -- is reported as "plugin 'PATH': PROBLEM" and the `pacheck`
+ * command exits with code 2 having run nothing. A loaded plugin is never unloaded (no dlclose), so its
+ * code and user data stay valid until the process exits.
+ *
+ * Calls pacheck makes into a plugin:
+ *   - `supports`: from the main thread, before any cell runs, once per (cell, kernel).
+ *   - `run` for CPU kernels: from several worker threads at once, each call with its own buffers, unless
+ *     the descriptor sets PACHECK_KERNEL_NOT_THREAD_SAFE (then pacheck serialises the calls).
+ *   - `run` for GPU kernels: from one thread, in order. Launch on args->stream; pacheck synchronises the
+ *     stream after `run` returns, and a device error raised then becomes that cell's `error` verdict.
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* Bits of pacheck_kernel_desc::flags. Any other bit set makes the descriptor invalid (so a plugin written
+ * for a later ABI with new flags is refused rather than silently misread). */
+#define PACHECK_KERNEL_NOT_THREAD_SAFE 0x1u /* never call `run` from two threads at once */
+#define PACHECK_KERNEL_BATCH_VARIANT 0x2u   /* a sequence's output may depend on the others of its batch */
+#define PACHECK_KERNEL_TF32 0x4u            /* dots read f32 operands as TF32 (tensor cores; Triton's default
+                                               fp32 tl.dot): f32 outputs are judged against the TF32 limit */
+#define PACHECK_KERNEL_KNOWN_FLAGS 0x7u
+
+/* Size in bytes of the `reason` and `error` buffers pacheck passes to callbacks, including the NUL.
+ * Longer messages are cut; pacheck always terminates the buffer itself. */
+#define PACHECK_MESSAGE_SIZE 1024
+
+/* One case as `supports` sees it: shapes only, nothing is generated yet. Fields mean what the fields of the
+ * same name in pacheck_kernel_args mean. */
+typedef struct pacheck_case_info {
+  uint32_t struct_size; /* sizeof(pacheck_case_info) as pacheck built it */
+  int32_t num_seqs, num_heads, num_kv_heads, head_size, block_size;
+  pacheck_layout layout;
+  pacheck_dtype q_dtype, kv_dtype, out_dtype;
+  const int32_t* seq_lens; /* [num_seqs] int32, host memory owned by pacheck, valid during the call only */
+  int32_t max_seq_len;     /* largest entry of seq_lens (tokens) */
+  float scale;             /* softmax scale the call will use */
+} pacheck_case_info;
+
+/* Optional: may the kernel run this case? Return PACHECK_OK to run it, or PACHECK_DECLINED after writing a
+ * reason naming the unsupported field ("head_size 96: only 64 and 128") into `reason` (reason_size bytes,
+ * NUL-terminated). A declined cell is reported as `declined` and is not a failure, but a kernel that
+ * declines every cell fails the run. PACHECK_ERROR is reported as a decline whose reason starts with
+ * "supports() failed:". Called only for cases that pass the descriptor's lists below. */
+typedef pacheck_status (*pacheck_supports_fn)(void* user_data, const pacheck_case_info* info, char* reason,
+                                              size_t reason_size);
+
+/* Runs one decode call (see pacheck_kernel_args for every pointer's shape, layout and ownership). Returns
+ * PACHECK_OK when `out` holds the result (for GPU kernels: when the work is launched on args->stream), or
+ * PACHECK_ERROR after writing a message into `error` (error_size bytes, NUL-terminated): the cell's verdict
+ * is then `error` with that message. PACHECK_DECLINED here is also an `error` (declining belongs in
+ * `supports`, before a cell counts as run); any other value is an `error` naming the value. */
+typedef pacheck_status (*pacheck_run_fn)(void* user_data, const pacheck_kernel_args* args, char* error,
+                                         size_t error_size);
+
+/* Describes one kernel. pacheck copies the descriptor, its strings and its arrays during add_kernel, so
+ * all of them may live on the plugin's stack. The support lists are checked before `supports` is called;
+ * a case outside them is declined with a reason naming the field.
+ *   - layouts, q_dtypes, kv_dtypes, out_dtypes: at least one entry each, valid enum values, no repeats.
+ *     layouts[0] is the preferred layout: suite cells that do not pin a layout run in it.
+ *   - head_sizes (elements), block_sizes (tokens per block), gqa_ratios (num_heads / num_kv_heads): each
+ *     entry > 0; count 0 (pointer may then be NULL) means any value.
+ * A count > 0 with a NULL pointer is invalid. */
+typedef struct pacheck_kernel_desc {
+  uint32_t struct_size;    /* sizeof(pacheck_kernel_desc) as the plugin built it; >= the v1 size */
+  const char* name;        /* required, unique across all kernels, 1..64 chars of [A-Za-z0-9._-],
+                              e.g. "mylib.paged_decode_v2" */
+  const char* description; /* optional one line (NULL = none) */
+  pacheck_device device;   /* where `run` expects its pointers */
+  uint32_t flags;          /* PACHECK_KERNEL_* bits */
+  const pacheck_layout* layouts;
+  uint32_t num_layouts;
+  const pacheck_dtype* q_dtypes;
+  uint32_t num_q_dtypes;
+  const pacheck_dtype* kv_dtypes;
+  uint32_t num_kv_dtypes;
+  const pacheck_dtype* out_dtypes;
+  uint32_t num_out_dtypes;
+  const int32_t* head_sizes;
+  uint32_t num_head_sizes;
+  const int32_t* block_sizes;
+  uint32_t num_block_sizes;
+  const int32_t* gqa_ratios;
+  uint32_t num_gqa_ratios;
+  pacheck_supports_fn supports; /* optional (NULL = every case inside the lists) */
+  pacheck_run_fn run;           /* required */
+  void* user_data;              /* passed back to supports/run unchanged; owned by the plugin, must stay
+                                   valid until the process exits */
+} pacheck_kernel_desc;
+
+/* What pacheck hands to pacheck_register_kernels. Owned by pacheck, valid during that call only. */
+typedef struct pacheck_registrar pacheck_registrar;
+struct pacheck_registrar {
+  uint32_t struct_size; /* sizeof(pacheck_registrar) as pacheck built it */
+  uint32_t abi_version; /* PACHECK_ABI_VERSION of the loading pacheck (equal to the plugin's, see step 2) */
+  /* Adds one kernel. Returns PACHECK_OK, or PACHECK_ERROR when the descriptor is invalid; pacheck then
+   * refuses the whole library whatever pacheck_register_kernels returns, naming the kernel and field. */
+  pacheck_status (*add_kernel)(pacheck_registrar* self, const pacheck_kernel_desc* desc);
+  char* error;       /* registration's own failure message goes here (NUL-terminated) ... */
+  size_t error_size; /* ... in at most this many bytes */
+  void* host;        /* pacheck's state; do not touch */
+};
+
+#if defined(_WIN32)
+#define PACHECK_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define PACHECK_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* The two symbols a plugin exports (declared here so the definitions get C linkage and default visibility
+ * even in a library built with -fvisibility=hidden). */
+PACHECK_PLUGIN_EXPORT extern const uint32_t pacheck_plugin_abi_version;
+PACHECK_PLUGIN_EXPORT pacheck_status pacheck_register_kernels(pacheck_registrar* registrar);
+typedef pacheck_status (*pacheck_register_kernels_fn)(pacheck_registrar* registrar);
+
+/* Write once at file scope in the plugin: defines pacheck_plugin_abi_version as the version the plugin
+ * was compiled against. */
+#define PACHECK_PLUGIN_DEFINE_ABI_VERSION \
+  PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = PACHECK_ABI_VERSION
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PACHECK_KERNEL_ABI_H */
