@@ -30,7 +30,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     if (bo->samples < 3 || bo->samples > 100000)
       throw UsageError(fmt::format("--samples: {} (must be 3 to 100000)", bo->samples));
     // Options bench shares with run but does not use: refused rather than silently ignored.
-    for (const char* unused : {"--seed", "--shard", "--isolate", "--no-isolate", "--cell-timeout"})
+    for (const char* unused : {"--seed", "--shard", "--isolate", "--no-isolate", "--cell-timeout", "--gpu-children"})
       if (cmd->count(unused) > 0)
         throw UsageError(fmt::format("{}: not used by bench (it times each clean cell of the suite as written, "
                                      "in this process)", unused));

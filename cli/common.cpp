@@ -109,6 +109,10 @@ void CommonOptions::bind(CLI::App* cmd) {
                   "isolated cells: seconds a cell may take, case generation included, before its child is killed "
                   "(verdict timeout)")
       ->capture_default_str();
+  cmd->add_option("--gpu-children", gpu_children,
+                  fmt::format("isolated GPU kernels: child processes per device at once, each preparing its own "
+                              "cases (default: the worker threads, at most {})",
+                              kIsolatedGpuLanesCap));
   judge.bind(cmd);
   cmd->add_option("--plugin", plugins, "load kernels from this shared library (repeatable; see include/pacheck/kernel_abi.h)");
 }
@@ -203,6 +207,9 @@ RunOptions CommonOptions::run_options() const {
   if (!(cell_timeout > 0) || !std::isfinite(cell_timeout))
     throw UsageError(fmt::format("--cell-timeout: {} s (must be > 0 and finite: a hung kernel must end)", cell_timeout));
   o.cell_timeout_s = cell_timeout;
+  if (gpu_children < 0 || gpu_children > 64)
+    throw UsageError(fmt::format("--gpu-children: {} (must be 1 to 64 child processes per device; 0 means the default)", gpu_children));
+  o.isolate_gpu_lanes = gpu_children;
   if (isolate) {
     o.isolate = [](const Kernel&) { return true; };
   } else if (!no_isolate) {

@@ -115,6 +115,7 @@ struct CommonOptions {
   bool isolate = false;      ///< --isolate: every kernel's cells in child processes (plugin kernels always)
   bool no_isolate = false;   ///< --no-isolate: not even plugin kernels (debugging a plugin in-process)
   double cell_timeout = 60;  ///< --cell-timeout S: isolated cells, wall seconds before the child is killed
+  int gpu_children = 0;      ///< --gpu-children N: isolated GPU child processes per device (0 = default)
   JudgeOptions judge;  ///< --tolerance, --multiple, --oracle-precision, --tf32
   std::vector<std::string> plugins;  ///< --plugin PATH (repeatable): kernel libraries to load
   void bind(CLI::App* cmd);

@@ -19,8 +19,9 @@ namespace pacheck {
 /// or hangs gives its job the verdict crash or timeout; a fatal kernel error restarts the child.
 ///   CPU: opt.isolate_lanes lanes (0: worker_threads(opt)); each case is prepared once in the parent and
 ///   inherited by a short-lived child per kernel (forking is cheap; the oracle is not).
-///   GPU: one lane per device of gpus.specs (lane L on gpus.specs[L]), running alongside the CPU lanes; a
-///   child per kernel kept across cases prepares each case itself (one device context per child).
+///   GPU: isolated_gpu_lanes(opt) lanes per device of gpus.specs (lane L on gpus.specs[L % devices]),
+///   running alongside the CPU lanes; in each lane a child per kernel kept across cases prepares each case
+///   itself (one device context per child), so the lanes of one device prepare in parallel.
 /// `kernels` are the run's (a child runs one of them only). `fresh` (the run's fresh-process server, forked
 /// before any child, or null) names the cause of faulted outputs that differ from their twin: the children
 /// send it their requests. Must run with no other thread inside a kernel and before this process opens a GPU

@@ -35,6 +35,9 @@ struct RunOptions {
   std::function<bool(const Kernel&)> isolate;
   double cell_timeout_s = 60;              ///< isolated cells: wall seconds before the child is killed
   int isolate_lanes = 0;                   ///< isolated CPU kernels: child processes at once; 0 = `threads`
+  /// Isolated GPU kernels: child processes per device at once (each with its own context, preparing its
+  /// own cases); 0 = isolated_gpu_lanes()'s default.
+  int isolate_gpu_lanes = 0;
   /// Results already measured (--resume), keyed by result_key(kernel, cell id): those cells are not run
   /// again and their results are neither re-emitted through on_result nor recomputed.
   std::unordered_map<std::string, CellResult> previous;
@@ -50,6 +53,17 @@ bool stop_requested(const RunOptions& opt);
 
 /// The CPU worker threads a run uses: opt.threads, or the hardware concurrency when it is 0; at least 1.
 int worker_threads(const RunOptions& opt);
+
+/// Most isolated GPU children per device by default. Each holds a device context (a few hundred MB of
+/// device memory) and one prepared case; eight were enough to bring `sweep`'s isolated plugin run near the
+/// in-process time on the H200 (docs/BENCHMARKS.md).
+inline constexpr int kIsolatedGpuLanesCap = 8;
+
+/// Isolated GPU children per device: opt.isolate_gpu_lanes, or min(worker_threads(opt),
+/// kIsolatedGpuLanesCap) when it is 0. Case preparation (generation, oracle, paging) is what an isolated
+/// GPU child spends most of its time on, so several children per device prepare cases in parallel while
+/// the device runs one kernel at a time from each.
+int isolated_gpu_lanes(const RunOptions& opt);
 
 /// True when `k`'s cells run in child processes (opt.isolate is set and selects it).
 bool runs_isolated(const RunOptions& opt, const Kernel& k);

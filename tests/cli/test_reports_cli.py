@@ -496,6 +496,8 @@ def scenario_bad_input(args, tmp):
     rejected("not a glob", *one, "--filter", "*d128")
     rejected("--cell-timeout: inf s (must be > 0 and finite", *one, "--cell-timeout", "inf")
     rejected("--threads: 100000 (must be 0 to 1024", *one, "--threads", "100000")
+    rejected("--gpu-children: 65 (must be 1 to 64", *one, "--gpu-children", "65")
+    rejected("--gpu-children: -1 (must be 1 to 64", *one, "--gpu-children", "-1")
     rejected("directory '" + os.path.join(tmp, "no", "dir") + "' does not exist", *one, "--json",
              os.path.join(tmp, "no", "dir", "r.json"))
     rejected("it is a directory", *one, "--json", tmp)
@@ -537,7 +539,7 @@ def scenario_bad_input(args, tmp):
     rejected("--json: cannot write", *bench, "--json", os.path.join(tmp, "no", "such", "dir", "b.json"))
     rejected("--filter: 'NOTHING' matches none of the", *bench, "--filter", "NOTHING")
     # Options bench would ignore are refused; a bench that times nothing leaves an earlier --json as it was.
-    for flag in (["--seed", "5"], ["--shard", "1/2"], ["--isolate"], ["--cell-timeout", "3"]):
+    for flag in (["--seed", "5"], ["--shard", "1/2"], ["--isolate"], ["--cell-timeout", "3"], ["--gpu-children", "2"]):
         rejected(f"{flag[0]}: not used by bench", *bench, *flag)
     rejected("--samples: 2000000000 (must be 3 to 100000)", *bench, "--samples", "2000000000")
     cpu_bench = [a for a in bench if a not in ("--device", "cpu")]
