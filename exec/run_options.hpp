@@ -55,9 +55,9 @@ bool stop_requested(const RunOptions& opt);
 int worker_threads(const RunOptions& opt);
 
 /// Most isolated GPU children per device by default. Each holds a device context (a few hundred MB of
-/// device memory) and one prepared case; eight were enough to bring `sweep`'s isolated plugin run near the
+/// device memory) and one prepared case; sixteen brought `sweep`'s isolated plugin run to the
 /// in-process time on the H200 (docs/BENCHMARKS.md).
-inline constexpr int kIsolatedGpuLanesCap = 8;
+inline constexpr int kIsolatedGpuLanesCap = 16;
 
 /// Isolated GPU children per device: opt.isolate_gpu_lanes, or min(worker_threads(opt),
 /// kIsolatedGpuLanesCap) when it is 0. Case preparation (generation, oracle, paging) is what an isolated
