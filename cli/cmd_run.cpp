@@ -169,6 +169,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();
     opts->check_selection(suite, kernels, ro);
+    check_memory(plan_memory(suite, kernels, ro), opts->memory.budget());
     // Pre-flight: a --json that cannot be written is found now, not after the run (and before the report
     // directory of an earlier run is replaced).
     if (!json_path->empty()) check_writable_file("--json", *json_path);

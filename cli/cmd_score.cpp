@@ -35,6 +35,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
                 "the cells that poison the V tail, or the run is instrument blind (exit 3)");
   cmd->add_option("--threads,-j", common->threads, "CPU worker threads (default: all cores)");
   common->judge.bind(cmd);
+  common->memory.bind(cmd);
   cmd->callback([&ctx, o, common] {
     FormatOptions fo;
     fo.only_failures = o->only_failures;
@@ -46,6 +47,10 @@ void add_score_command(CLI::App& app, Context& ctx) {
     so.kernel_name = o->kernel;
     so.negative_control = o->negative_control;
     so.run = common->run_options();
+    const MemoryBudget budget = common->memory.budget();
+    so.preflight = [&](const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& ro) {
+      check_memory(plan_memory(suite, kernels, ro), budget);
+    };
     // SIGINT/SIGTERM stop the scoring between cells, as they stop `run`.
     const InterruptHandler interrupts;
     so.run.stop = [] { return InterruptHandler::signal() != 0; };

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/plan.hpp"
 #include "exec/runner.hpp"
 #include "kernels/plugin.hpp"
 #include "report/report.hpp"
@@ -103,6 +104,30 @@ Shard resolve_shard(const std::string& flag);
 /// the empty text included (`--seed ''` was silently ignored; a negative seed too, a too-large one clamped).
 std::optional<std::uint64_t> parse_seed_flag(const std::string& text, bool given);
 
+/// The host memory budget of a run (--max-memory), in bytes, and where it came from.
+struct MemoryBudget {
+  double bytes = 0;
+  std::string source;  ///< "given", or "50% of RAM" / "50% of the cgroup limit"
+};
+/// Half of the physical RAM (sysconf), or of the cgroup's memory limit (/sys/fs/cgroup/memory.max, cgroup
+/// v1's memory/memory.limit_in_bytes) when that is lower.
+MemoryBudget default_memory_budget();
+
+/// `--max-memory SIZE` (bytes, or with a K, M, G, T suffix or KiB, MiB, GiB, TiB: powers of 1024; CLI11's
+/// AsSizeValue). bind() adds it to a command; budget() is the value given or default_memory_budget().
+struct MemoryFlag {
+  std::uint64_t bytes = 0;
+  CLI::Option* option = nullptr;
+  void bind(CLI::App* cmd);
+  MemoryBudget budget() const;
+};
+/// "38.2 GiB": `bytes` in the largest binary unit that keeps it >= 1.
+std::string format_bytes(double bytes);
+/// Pre-flight of a run's memory: throws UsageError (exit 2, before anything is generated) when the largest
+/// case of `m` times its concurrency exceeds `budget`, naming the cell, its estimate by part, the threads,
+/// the budget and how to raise it (--max-memory, or fewer --threads when one case would fit).
+void check_memory(const MemoryPlan& m, const MemoryBudget& budget);
+
 /// Options shared by run-like commands (run, fuzz, bench), bound onto `cmd`.
 struct CommonOptions {
   std::string suite = "gate";
@@ -117,6 +142,7 @@ struct CommonOptions {
   double cell_timeout = 60;  ///< --cell-timeout S: isolated cells, wall seconds before the child is killed
   JudgeOptions judge;  ///< --tolerance, --multiple, --oracle-precision, --tf32
   std::vector<std::string> plugins;  ///< --plugin PATH (repeatable): kernel libraries to load
+  MemoryFlag memory;  ///< --max-memory SIZE
   void bind(CLI::App* cmd);
   /// Loads every --plugin library into Registry::global(); call before select_kernels. A bad library
   /// throws UsageError naming it and the problem (exit 2, nothing run). Without --kernel the plugins'
