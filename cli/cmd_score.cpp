@@ -16,7 +16,7 @@ namespace pacheck::cli {
 void add_score_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("score", "judge a foreign runner's outputs for exported case files, like `run`");
   struct Opts {
-    std::string cases, outputs, json, kernel = "foreign", format = kDefaultFormat;
+    std::string cases, outputs, json, kernel = "foreign", format = kDefaultFormat, color = "auto";
     bool only_failures = false, negative_control = false, quiet = false;
   };
   auto o = std::make_shared<Opts>();
@@ -30,6 +30,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
                 "console: rows of failing cells only (not the caught cells of negative controls), then the summary "
                 "and the failure list");
   bind_format_option(cmd, o->format);
+  bind_color_option(cmd, o->color);
   cmd->add_flag("--negative-control", o->negative_control,
                 "the outputs come from a runner with the planted V-tail fault (runner.py --bug v-tail): it must fail "
                 "the cells that poison the V tail, or the run is instrument blind (exit 3)");
@@ -40,6 +41,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
     FormatOptions fo;
     fo.only_failures = o->only_failures;
     fo.quiet = o->quiet;
+    fo.color = resolve_color(o->color);
     const std::unique_ptr<ReportFormat> out = stdout_format(o->format, fo);
     // Pre-flight: an unwritable --json fails now, not after every output was scored.
     if (!o->json.empty()) check_writable_file("--json", o->json);

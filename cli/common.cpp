@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "core/files.hpp"
 #include "kernels/backend.hpp"
@@ -410,6 +411,22 @@ void bind_tf32_flag(CLI::App* cmd, bool& tf32) {
   cmd->add_flag("--tf32", tf32,
                 "the kernels read f32 dot operands as TF32 (Triton's default fp32 tl.dot on NVIDIA): f32 outputs are "
                 "judged against the TF32 limit (docs/TOLERANCE.md)");
+}
+
+void bind_color_option(CLI::App* cmd, std::string& mode) {
+  cmd->add_option("--color", mode,
+                  "console verdicts in colour: auto (when stdout is a terminal, NO_COLOR is unset or empty and TERM "
+                  "is not dumb), always (even with NO_COLOR set), never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+}
+
+bool resolve_color(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
+  return isatty(fileno(stdout)) && !(no_color && *no_color) && !(term && std::string_view(term) == "dumb");
 }
 
 void bind_format_option(CLI::App* cmd, std::string& name) {

@@ -71,6 +71,12 @@ Suite load_suite_flag(const std::string& name_or_path);
 
 /// Binds `--format NAME` onto `cmd`: which report format (report/report.hpp's table) stdout carries.
 void bind_format_option(CLI::App* cmd, std::string& name);
+/// Binds `--color auto|always|never` onto `cmd` (another value: exit 2 naming --color).
+void bind_color_option(CLI::App* cmd, std::string& mode);
+/// Whether the console colours its verdicts under `--color mode`: always yes, never no; auto only when
+/// stdout is a terminal, NO_COLOR is unset or empty (no-color.org) and TERM is not "dumb". An explicit
+/// `always` wins over NO_COLOR and TERM.
+bool resolve_color(const std::string& mode);
 /// Adds `--tf32` (every kernel reads f32 dot operands as TF32; f32 outputs get tf32_limit()) to `cmd`.
 void bind_tf32_flag(CLI::App* cmd, bool& tf32);
 /// The flags that decide verdicts, bound alike on every command that judges cells (run, score, fuzz,

@@ -8,9 +8,15 @@ Scenarios:
               at once, exit 2, naming the cell, its estimate, the budget and the flag to raise it, for run,
               bench, export and score; --max-memory 1K refuses the gate; a bad SIZE (1.5x, -1) is exit 2
               naming --max-memory; a budget that fits runs
+  color       --color always colours the verdict words (pass green, fail red), also with NO_COLOR set;
+              --color never, a piped auto and auto on a terminal with NO_COLOR=1 or TERM=dumb print no escape,
+              auto on a terminal does; --color maybe is exit 2 naming --color
 """
 import argparse
 import os
+import pty
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -83,8 +89,66 @@ def scenario_max_memory(args, tmp):
     check("--max-memory: cell 'h4/2 d32 bs16 f32 ctx17" in p.stdout, p.stdout)
 
 
+ESC = "\x1b["
+SMALL = ["run", "--suite", "isolation.toml", "--kernel", "cpu.reference", "--kernel", "planted.drop_last_token",
+         "--filter", "ctx17,"]
+
+
+def on_terminal(args, *cmd, env):
+    """stdout of pacheck CMD written to a pseudo-terminal (stdout is a tty), env as given."""
+    master, slave = pty.openpty()
+    print("+", " ".join([args.pacheck, *cmd]), "(stdout on a terminal)", flush=True)
+    p = subprocess.Popen([args.pacheck, *cmd], stdout=slave, stderr=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait()
+    os.close(master)
+    return out.decode(errors="replace")
+
+
+def scenario_color(args, tmp):
+    small = list(SMALL)
+    small[2] = os.path.join(args.source, "tests", "cli", "isolation.toml")
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    env["TERM"] = "xterm"
+    p = subprocess.run([args.pacheck, *small, "--color", "always"], stdout=subprocess.PIPE, text=True, env=env)
+    check(p.returncode == 1, f"exit {p.returncode}: {p.stdout}")
+    check(ESC + "32mpass" + ESC + "0m" in p.stdout, f"no green pass: {p.stdout!r}")
+    check(ESC + "1;31m" in p.stdout, f"no red failure: {p.stdout!r}")
+    # The columns after a coloured verdict stay where they were.
+    plain = subprocess.run([args.pacheck, *small, "--color", "never"], stdout=subprocess.PIPE, text=True, env=env).stdout
+    check(ESC not in plain, f"--color never printed an escape: {plain!r}")
+    stripped = re.sub(r"\x1b\[[0-9;]*m", "", p.stdout)
+    check([l for l in stripped.splitlines() if "ctx17" in l][:3] == [l for l in plain.splitlines() if "ctx17" in l][:3],
+          "colour moved the columns")
+    piped = subprocess.run([args.pacheck, *small], stdout=subprocess.PIPE, text=True, env=env).stdout
+    check(ESC not in piped, "auto coloured a pipe")
+    no_color = dict(env, NO_COLOR="1")
+    always = subprocess.run([args.pacheck, *small, "--color", "always"], stdout=subprocess.PIPE, text=True,
+                            env=no_color).stdout
+    check(ESC + "32mpass" in always, "--color always lost to NO_COLOR")
+    tty = on_terminal(args, *small, env=env)
+    check(ESC + "32mpass" in tty, f"auto on a terminal printed no colour: {tty[:400]!r}")
+    check(ESC + "32mpass" in on_terminal(args, *small, env=dict(env, NO_COLOR="")), "an empty NO_COLOR disabled colour")
+    check(ESC not in on_terminal(args, *small, env=no_color), "auto coloured with NO_COLOR=1")
+    check(ESC not in on_terminal(args, *small, env=dict(env, TERM="dumb")), "auto coloured with TERM=dumb")
+    p = run(args, *small, "--color", "maybe", expect=2)
+    check("--color" in p.stdout, p.stdout)
+    p = run(args, "score", "--cases", tmp, "--outputs", tmp, "--color", "maybe", expect=2)
+    check("--color" in p.stdout, p.stdout)
+
+
 def main():
-    scenarios = ["max_memory"]
+    scenarios = ["max_memory", "color"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)
