@@ -131,14 +131,11 @@ BenchResult run_bench(const Suite& suite, const std::vector<KernelPtr>& kernels,
   const std::size_t lookahead = std::clamp<std::size_t>(opt.prepare_threads > 0 ? static_cast<std::size_t>(opt.prepare_threads)
                                                                                : std::thread::hardware_concurrency(),
                                                         1, 16);
-  // Also bounded in host memory: a group's prepared data is estimated from its K/V element count (cache,
-  // fp32 pre-paging copies and the oracle inputs: about 12 bytes per element for 16-bit caches).
+  // Also bounded in host memory, by the estimate of what preparing and running each case takes.
   auto host_bytes = [&](const Group& g) {
-    std::int64_t tokens = 0;
-    for (int s = 0; s < g.c.num_seqs(); ++s) tokens += g.c.seq_lens[s];
-    return static_cast<double>(tokens) * g.c.num_kv_heads * g.c.head_size * 2 * (8.0 + dtype_size(g.c.kv_dtype));
+    return estimate_case_memory(g.c, opt.run.oracle_precision, opt.run.tolerance.policy == TolerancePolicy::calibrated).total();
   };
-  const double budget = static_cast<double>(opt.prepare_bytes);
+  const double budget = opt.prepare_bytes;
   std::vector<std::future<CaseData>> prepared(groups.size());
   std::size_t next = 0;
   double in_flight = 0;

@@ -27,7 +27,9 @@ struct BenchOptions {
   std::size_t rotate_bytes = 192u << 20;  ///< input copies rotate until they span this many bytes (> 3x a 60 MB L2)
   std::optional<std::regex> filter;  ///< keep cases whose id matches
   int prepare_threads = 0;           ///< cases prepared ahead on host threads (0: one per hardware thread, at most 16)
-  std::size_t prepare_bytes = std::size_t{16} << 30;  ///< host memory the cases prepared ahead may take (estimate)
+  /// Host memory the cases prepared ahead may take together (estimate_case_memory, exec/prepare.hpp); the
+  /// next case is always prepared, whatever its size.
+  double prepare_bytes = static_cast<double>(std::size_t{16} << 30);
   /// Called with each row as soon as it is complete (rows arrive in suite order), so a caller can print or
   /// save results of a long bench before it ends.
   std::function<void(const BenchRow&)> on_row;

@@ -46,6 +46,13 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     auto kernels = select_kernels(opts->kernels, device, opts->kernel_source());
     bo->run = opts->run_options();
     opts->check_selection(suite, kernels, bo->run);
+    // Cases are prepared ahead only while their estimates fit the budget together (bench/bench.hpp), so
+    // only a case that alone exceeds it is refused.
+    const MemoryBudget budget = opts->memory.budget();
+    MemoryPlan mem = plan_memory(suite, kernels, bo->run);
+    mem.concurrent = std::min(mem.concurrent, 1);
+    check_memory(mem, budget);
+    bo->prepare_bytes = budget.bytes;
     bo->filter = bo->run.filter;
     bo->prepare_threads = opts->threads;
     // CPU kernels are timed on the CPU even when a GPU is the default device.

@@ -13,6 +13,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
   struct Opts {
     std::string suite = "gate", out, layout, filter;
     std::string seed;
+    MemoryFlag memory;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--suite,-s", o->suite, "suite name (suites/NAME.toml) or path to a suite file")->capture_default_str();
@@ -22,6 +23,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "layout are skipped (default: vllm, as `run` resolves them)");
   cmd->add_option("--filter,-f", o->filter, "only cells whose id matches this regular expression");
   auto* seed_flag = cmd->add_option("--seed", o->seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
+  o->memory.bind(cmd);
   cmd->callback([&ctx, o, seed_flag] {
     ExportOptions eo;
     if (!o->layout.empty()) {
@@ -40,6 +42,17 @@ void add_export_command(CLI::App& app, Context& ctx) {
     }
     eo.seed = parse_seed_flag(o->seed, seed_flag->count() > 0);
     const Suite suite = load_suite_flag(o->suite);
+    const MemoryBudget budget = o->memory.budget();
+    // One case at a time, without an oracle: the largest case's estimate against the budget.
+    eo.preflight = [&](const std::vector<Cell>& cells) {
+      MemoryPlan m;
+      for (const auto& cell : cells) {
+        MemoryEstimate e = estimate_case_memory(cell.c);
+        e.oracle = 0;
+        if (m.cell_id.empty() || e.total() > m.per_case.total()) m = {cell.id(), e, 1, cells.size()};
+      }
+      check_memory(m, budget);
+    };
     ExportSummary s;
     try {
       s = export_cases(suite, o->out, eo);

@@ -127,6 +127,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto quiet = std::make_shared<bool>(false);
   auto fail_fast = std::make_shared<bool>(false);
   auto repeat = std::make_shared<int>(1);
+  auto color = std::make_shared<std::string>("auto");
   opts->bind(cmd);
   cmd->add_option("--report-dir", *report_dir,
                   fmt::format("write {} (one line per finished cell, as it finishes), {} into this directory, "
@@ -152,11 +153,13 @@ void add_run_command(CLI::App& app, Context& ctx) {
                   "when the last repeat ends")
       ->check(CLI::Range(1, 1000));
   bind_format_option(cmd, *format);
-  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, fail_fast, repeat] {
+  bind_color_option(cmd, *color);
+  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, fail_fast, repeat, color] {
     // Before anything is run or written: a bad --format must not empty an earlier run's report directory.
     FormatOptions fo;
     fo.only_failures = *only_failures;
     fo.quiet = *quiet;
+    fo.color = resolve_color(*color);
     const std::unique_ptr<ReportFormat> out = stdout_format(*format, fo);
     if (*repeat > 1 && !resume_dir->empty())
       throw UsageError("--repeat: not with --resume (the resumed cells ran once; a repeated run starts afresh)");
@@ -169,6 +172,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();
     opts->check_selection(suite, kernels, ro);
+    check_memory(plan_memory(suite, kernels, ro), opts->memory.budget());
     // Pre-flight: a --json that cannot be written is found now, not after the run (and before the report
     // directory of an earlier run is replaced).
     if (!json_path->empty()) check_writable_file("--json", *json_path);

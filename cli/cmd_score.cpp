@@ -16,7 +16,7 @@ namespace pacheck::cli {
 void add_score_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("score", "judge a foreign runner's outputs for exported case files, like `run`");
   struct Opts {
-    std::string cases, outputs, json, kernel = "foreign", format = kDefaultFormat;
+    std::string cases, outputs, json, kernel = "foreign", format = kDefaultFormat, color = "auto";
     bool only_failures = false, negative_control = false, quiet = false;
   };
   auto o = std::make_shared<Opts>();
@@ -30,15 +30,18 @@ void add_score_command(CLI::App& app, Context& ctx) {
                 "console: rows of failing cells only (not the caught cells of negative controls), then the summary "
                 "and the failure list");
   bind_format_option(cmd, o->format);
+  bind_color_option(cmd, o->color);
   cmd->add_flag("--negative-control", o->negative_control,
                 "the outputs come from a runner with the planted V-tail fault (runner.py --bug v-tail): it must fail "
                 "the cells that poison the V tail, or the run is instrument blind (exit 3)");
   cmd->add_option("--threads,-j", common->threads, "CPU worker threads (default: all cores)");
   common->judge.bind(cmd);
+  common->memory.bind(cmd);
   cmd->callback([&ctx, o, common] {
     FormatOptions fo;
     fo.only_failures = o->only_failures;
     fo.quiet = o->quiet;
+    fo.color = resolve_color(o->color);
     const std::unique_ptr<ReportFormat> out = stdout_format(o->format, fo);
     // Pre-flight: an unwritable --json fails now, not after every output was scored.
     if (!o->json.empty()) check_writable_file("--json", o->json);
@@ -46,6 +49,10 @@ void add_score_command(CLI::App& app, Context& ctx) {
     so.kernel_name = o->kernel;
     so.negative_control = o->negative_control;
     so.run = common->run_options();
+    const MemoryBudget budget = common->memory.budget();
+    so.preflight = [&](const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& ro) {
+      check_memory(plan_memory(suite, kernels, ro), budget);
+    };
     // SIGINT/SIGTERM stop the scoring between cells, as they stop `run`.
     const InterruptHandler interrupts;
     so.run.stop = [] { return InterruptHandler::signal() != 0; };

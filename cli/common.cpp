@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "core/files.hpp"
 #include "kernels/backend.hpp"
@@ -115,6 +116,83 @@ void CommonOptions::bind(CLI::App* cmd) {
                               kIsolatedGpuLanesCap));
   judge.bind(cmd);
   cmd->add_option("--plugin", plugins, "load kernels from this shared library (repeatable; see include/pacheck/kernel_abi.h)");
+  memory.bind(cmd);
+}
+
+namespace {
+/// The number in the first line of `path` (a cgroup memory limit), or nullopt when the file is absent,
+/// says "max" or holds no number.
+std::optional<double> cgroup_limit(const char* path) {
+  std::string text;
+  try {
+    text = read_regular_file(path, ReadLimit{4096, "a cgroup memory limit"});
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  double v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p == text.data() || v <= 0) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+MemoryBudget default_memory_budget() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double ram = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+  std::optional<double> cg = cgroup_limit("/sys/fs/cgroup/memory.max");
+  if (!cg) cg = cgroup_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+  if (cg && (ram == 0 || *cg < ram)) return {*cg / 2, "50% of the cgroup limit"};
+  if (ram == 0) return {std::numeric_limits<double>::infinity(), "unknown RAM: no limit"};
+  return {ram / 2, "50% of RAM"};
+}
+
+void MemoryFlag::bind(CLI::App* cmd) {
+  option = cmd->add_option("--max-memory", bytes,
+                           "host memory the run may take, from a per-case estimate before anything is generated: a "
+                           "case (times the cases prepared at once, one per --threads) that needs more is refused, "
+                           "exit 2. SIZE is bytes or with K, M, G, T (KiB ... TiB: powers of 1024) (default: 50% of "
+                           "RAM, or of the cgroup memory limit when lower)")
+               ->type_name("SIZE")
+               // AsSizeValue reads "-1" as 2^64 - 1 (no budget at all): a sign is refused first.
+               ->check(CLI::Validator(
+                   [](std::string& v) -> std::string {
+                     if (v.find_first_of("-+") != std::string::npos)
+                       return fmt::format("'{}' is not a size (bytes, or a number with K, M, G or T)", v);
+                     return {};
+                   },
+                   "SIZE"))
+               ->transform(CLI::AsSizeValue(false));
+}
+
+MemoryBudget MemoryFlag::budget() const {
+  if (option && option->count() > 0) return {static_cast<double>(bytes), "given"};
+  return default_memory_budget();
+}
+
+std::string format_bytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  std::size_t u = 0;
+  while (u + 1 < std::size(kUnits) && bytes >= 1024) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, kUnits[u]);
+}
+
+void check_memory(const MemoryPlan& m, const MemoryBudget& budget) {
+  if (m.cell_id.empty() || m.total() <= budget.bytes) return;
+  const MemoryEstimate& e = m.per_case;
+  const std::string parts = fmt::format(
+      "pre-paging Q/K/V {}, paged cache {}, per-cell copies {}, output {}, oracle {}; {} case{} at once", format_bytes(e.pre_paging),
+      format_bytes(e.paged_cache), format_bytes(e.cell_copies), format_bytes(e.output), format_bytes(e.oracle),
+      m.concurrent, m.concurrent == 1 ? "" : "s");
+  constexpr double kMiB = 1024.0 * 1024, kGiB = kMiB * 1024;
+  std::string fix = m.total() < kGiB ? fmt::format("pass --max-memory {:.0f}M", std::ceil(m.total() / kMiB))
+                                     : fmt::format("pass --max-memory {:.0f}G", std::ceil(m.total() / kGiB));
+  const auto fit = static_cast<int>(std::floor(budget.bytes / e.total()));
+  if (m.concurrent > 1 && fit >= 1) fix += fmt::format(" or --threads {}", fit);
+  throw UsageError(fmt::format("--max-memory: cell '{}' needs about {} ({}); --max-memory is {} ({}); {}", m.cell_id,
+                               format_bytes(m.total()), parts, format_bytes(budget.bytes), budget.source, fix));
 }
 
 std::vector<PluginInfo> load_plugin_flags(const std::vector<std::string>& plugins) {
@@ -340,6 +418,22 @@ void bind_tf32_flag(CLI::App* cmd, bool& tf32) {
   cmd->add_flag("--tf32", tf32,
                 "the kernels read f32 dot operands as TF32 (Triton's default fp32 tl.dot on NVIDIA): f32 outputs are "
                 "judged against the TF32 limit (docs/TOLERANCE.md)");
+}
+
+void bind_color_option(CLI::App* cmd, std::string& mode) {
+  cmd->add_option("--color", mode,
+                  "console verdicts in colour: auto (when stdout is a terminal, NO_COLOR is unset or empty and TERM "
+                  "is not dumb), always (even with NO_COLOR set), never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+}
+
+bool resolve_color(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
+  return isatty(fileno(stdout)) && !(no_color && *no_color) && !(term && std::string_view(term) == "dumb");
 }
 
 void bind_format_option(CLI::App* cmd, std::string& name) {

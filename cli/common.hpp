@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/plan.hpp"
 #include "exec/runner.hpp"
 #include "kernels/plugin.hpp"
 #include "report/report.hpp"
@@ -70,6 +71,12 @@ Suite load_suite_flag(const std::string& name_or_path);
 
 /// Binds `--format NAME` onto `cmd`: which report format (report/report.hpp's table) stdout carries.
 void bind_format_option(CLI::App* cmd, std::string& name);
+/// Binds `--color auto|always|never` onto `cmd` (another value: exit 2 naming --color).
+void bind_color_option(CLI::App* cmd, std::string& mode);
+/// Whether the console colours its verdicts under `--color mode`: always yes, never no; auto only when
+/// stdout is a terminal, NO_COLOR is unset or empty (no-color.org) and TERM is not "dumb". An explicit
+/// `always` wins over NO_COLOR and TERM.
+bool resolve_color(const std::string& mode);
 /// Adds `--tf32` (every kernel reads f32 dot operands as TF32; f32 outputs get tf32_limit()) to `cmd`.
 void bind_tf32_flag(CLI::App* cmd, bool& tf32);
 /// The flags that decide verdicts, bound alike on every command that judges cells (run, score, fuzz,
@@ -103,6 +110,30 @@ Shard resolve_shard(const std::string& flag);
 /// the empty text included (`--seed ''` was silently ignored; a negative seed too, a too-large one clamped).
 std::optional<std::uint64_t> parse_seed_flag(const std::string& text, bool given);
 
+/// The host memory budget of a run (--max-memory), in bytes, and where it came from.
+struct MemoryBudget {
+  double bytes = 0;
+  std::string source;  ///< "given", or "50% of RAM" / "50% of the cgroup limit"
+};
+/// Half of the physical RAM (sysconf), or of the cgroup's memory limit (/sys/fs/cgroup/memory.max, cgroup
+/// v1's memory/memory.limit_in_bytes) when that is lower.
+MemoryBudget default_memory_budget();
+
+/// `--max-memory SIZE` (bytes, or with a K, M, G, T suffix or KiB, MiB, GiB, TiB: powers of 1024; CLI11's
+/// AsSizeValue). bind() adds it to a command; budget() is the value given or default_memory_budget().
+struct MemoryFlag {
+  std::uint64_t bytes = 0;
+  CLI::Option* option = nullptr;
+  void bind(CLI::App* cmd);
+  MemoryBudget budget() const;
+};
+/// "38.2 GiB": `bytes` in the largest binary unit that keeps it >= 1.
+std::string format_bytes(double bytes);
+/// Pre-flight of a run's memory: throws UsageError (exit 2, before anything is generated) when the largest
+/// case of `m` times its concurrency exceeds `budget`, naming the cell, its estimate by part, the threads,
+/// the budget and how to raise it (--max-memory, or fewer --threads when one case would fit).
+void check_memory(const MemoryPlan& m, const MemoryBudget& budget);
+
 /// Options shared by run-like commands (run, fuzz, bench), bound onto `cmd`.
 struct CommonOptions {
   std::string suite = "gate";
@@ -118,6 +149,7 @@ struct CommonOptions {
   int gpu_children = 0;      ///< --gpu-children N: isolated GPU child processes per device (0 = default)
   JudgeOptions judge;  ///< --tolerance, --multiple, --oracle-precision, --tf32
   std::vector<std::string> plugins;  ///< --plugin PATH (repeatable): kernel libraries to load
+  MemoryFlag memory;  ///< --max-memory SIZE
   void bind(CLI::App* cmd);
   /// Loads every --plugin library into Registry::global(); call before select_kernels. A bad library
   /// throws UsageError naming it and the problem (exit 2, nothing run). Without --kernel the plugins'

@@ -112,6 +112,24 @@ std::size_t count_selected(const Suite& suite, const std::vector<KernelPtr>& ker
   return n;
 }
 
+MemoryPlan plan_memory(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt) {
+  MemoryPlan m;
+  std::unordered_set<std::string> cases;
+  const bool calibrated = opt.tolerance.policy == TolerancePolicy::calibrated;
+  for_each_candidate(suite, kernels, opt, [&](const KernelPtr& k, std::size_t, const Cell& cell, const std::string& id) {
+    if (opt.previous.count(result_key(k->name(), id))) return;
+    if (!cases.insert(cell.c.id()).second) return;
+    const MemoryEstimate e = estimate_case_memory(cell.c, opt.oracle_precision, calibrated);
+    if (m.cell_id.empty() || e.total() > m.per_case.total()) {
+      m.cell_id = id;
+      m.per_case = e;
+    }
+  });
+  m.cases = cases.size();
+  m.concurrent = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(worker_threads(opt), opt.isolate_lanes)), cases.size()));
+  return m;
+}
+
 std::unordered_set<std::string> selected_keys(const Suite& suite, const std::vector<KernelPtr>& kernels,
                                               const RunOptions& opt) {
   std::unordered_set<std::string> keys;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/cell.hpp"
+#include "exec/prepare.hpp"
 #include "exec/run_options.hpp"
 #include "judge/result.hpp"
 #include "kernels/kernel.hpp"
@@ -71,6 +72,19 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
 /// applied to the ids), resumed or not: 0 means the run would have nothing to do, which commands report
 /// as a usage error naming the flag before anything is run or written.
 std::size_t count_selected(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
+
+/// The host memory a run of `opt` needs at its peak, from the cases alone (nothing generated): the case of
+/// the selected, not resumed cells with the largest estimate_case_memory() (exec/prepare.hpp), times the
+/// cases prepared at once (min(max(worker_threads(opt), opt.isolate_lanes), distinct cases)).
+struct MemoryPlan {
+  std::string cell_id;      ///< a cell of the largest case (empty when nothing is selected)
+  MemoryEstimate per_case;  ///< that case's estimate
+  int concurrent = 0;       ///< cases prepared at once
+  std::size_t cases = 0;    ///< distinct cases selected
+  double total() const { return per_case.total() * concurrent; }
+};
+/// MemoryPlan of `suite` x `kernels` under `opt` (shard, filter, seed, previous, threads, precision).
+MemoryPlan plan_memory(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
 
 /// result_key(kernel, cell id) of every (kernel, cell) count_selected() counts: the cells a run of `opt`
 /// plans, resumed or not (--resume checks each line of results.jsonl against it).

@@ -1,5 +1,8 @@
 #include "exec/prepare.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "faults/inject.hpp"
 #include "judge/comparator.hpp"
 
@@ -21,6 +24,34 @@ CaseData prepare_case(const Case& c, const RunOptions& opt) {
     d.emulation_rel_linf = compare(emu, d.ref.out, c, c.out_dtype).rel_linf;
   }
   return d;
+}
+
+MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool calibrated) {
+  const double G = std::max(0, c.num_kv_heads), D = std::max(0, c.head_size), H = std::max(0, c.num_heads);
+  const double bs = std::max(1, c.block_size), seqs = c.num_seqs();
+  double tokens = 0, blocks = 0, longest_blocks = 0;
+  for (int len : c.seq_lens) {
+    const double l = std::max(0, len);
+    tokens += l;
+    const double b = std::ceil(l / bs);
+    blocks += b;
+    longest_blocks = std::max(longest_blocks, b);
+  }
+  const double E = tokens * G * D;
+  const double pool_blocks = blocks + std::max(0, c.spare_blocks);
+  const double P = pool_blocks * bs * G * D;
+  const double kv = static_cast<double>(dtype_size(c.kv_dtype));
+  const double N = seqs * H * D;
+  const double L = c.max_seq_len();
+  MemoryEstimate m;
+  m.pre_paging = 4 * N + 2 * 4 * E + (is_fp8(c.kv_dtype) ? 2 * E : 0);
+  m.paged_cache = 2 * P * kv + seqs * (longest_blocks + std::max(0, c.padding_columns)) * 4 + seqs * 4 +
+                  pool_blocks * bs + 2 * G * 4;
+  m.cell_copies = 5 * P * kv + 2 * N * static_cast<double>(dtype_size(c.q_dtype));
+  m.output = N * (static_cast<double>(dtype_size(c.out_dtype)) + 4 + 8 + 4) + 8192;
+  m.oracle = N * 8 + seqs * H * 8 + L * H * (precision == Precision::f64 ? 8 : 4) +
+             (precision == Precision::f64 ? 2 * L * G * D * 8 : 0) + (calibrated ? N * 8 + L * H * 4 : 0);
+  return m;
 }
 
 FaultedCache faulted_cache(const PagedCache& clean, const FaultSpec& fault) {

@@ -31,6 +31,33 @@ CaseData prepare_inputs(const Case& c);
 /// low-precision emulation's rel_linf against it.
 CaseData prepare_case(const Case& c, const RunOptions& opt);
 
+/// Host memory (bytes) one case takes while its cells run in this process, by part; computed from the Case
+/// alone, before anything is generated. With E = sum(seq_lens) * num_kv_heads * head_size (elements of
+/// each of K and V before paging), P = (sum of blocks_for(s) + spare_blocks) * block_size * num_kv_heads *
+/// head_size (elements of each pool, unused, tail and padding-target blocks included; the dedicated padding
+/// block is one of the spares), kv = dtype_size(kv_dtype), N = num_seqs * num_heads * head_size (output
+/// elements) and L = max_seq_len():
+///  - pre_paging  = 4 N + 8 E (fp32 Q, K and V) + 2 E for fp8 codes
+///  - paged_cache = 2 P kv + block tables (num_seqs * (longest blocks + padding_columns) * 4) + seq_lens
+///                  + slot map (P / (num_kv_heads * head_size) bytes) + scales
+///  - cell_copies = 2 P kv for the faulted copy of the cache, + 2 P kv for the backend's copies of the
+///                  inputs (host memory on the CPU backend), + P kv for the input check's download of one
+///                  pool, + 2 N * dtype_size(q_dtype) for the query bytes and their copy
+///  - output      = N * (dtype_size(out_dtype) + 4 + 8 + 4) + 8 KiB: the guarded output, RawRun bits and
+///                  values, the clean twin's bits
+///  - oracle      = N * 8 + num_seqs * num_heads * 8 (result as double) + L * num_heads * s (logits, s = 4
+///                  or 8 by precision) + for f64 2 * L * num_kv_heads * head_size * 8 (one sequence's K
+///                  and V as double) + for the calibrated policy N * 8 + L * num_heads * 4 (emulation)
+/// It counts every allocation pacheck makes for a case and a cell at once (the parts need not coexist, so
+/// it errs high), not a kernel's own scratch memory. Values are doubles: no overflow for any valid case.
+struct MemoryEstimate {
+  double pre_paging = 0, paged_cache = 0, cell_copies = 0, output = 0, oracle = 0;
+  double total() const { return pre_paging + paged_cache + cell_copies + output + oracle; }
+};
+/// The estimate above for case `c` judged with `precision` (the calibrated policy when `calibrated`).
+/// Never throws: an invalid case gets the estimate of its fields as they are (seq_lens below 1 count 0).
+MemoryEstimate estimate_case_memory(const Case& c, Precision precision = Precision::f32, bool calibrated = false);
+
 /// A copy of a clean paged cache with one fault written into it.
 struct FaultedCache {
   PagedCache cache;

@@ -305,10 +305,6 @@ std::string inputs_sha256(const pacheck_kernel_args& a) {
 
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt) {
   ExportSummary sum;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw CaseFilesError(fmt::format("{}: cannot create the directory: {}", dir, ec.message()));
-
   // Resolve cells as `run` would, then group them by case: each case is generated and paged once.
   std::vector<Cell> cells;
   for (const auto& sc : suite.cells) {
@@ -339,6 +335,19 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
   std::set<std::string> clean_cells;
   for (const auto& cell : cells)
     if (cell.fault.clean()) clean_cells.insert(cell.c.id());
+  if (opt.preflight) {
+    std::vector<Cell> firsts;  // one cell per case, in export order
+    for (const auto& id : case_order)
+      for (const auto& cell : cells)
+        if (cell.c.id() == id) {
+          firsts.push_back(cell);
+          break;
+        }
+    opt.preflight(firsts);
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw CaseFilesError(fmt::format("{}: cannot create the directory: {}", dir, ec.message()));
 
   auto backend = make_cpu_backend();
   json files = json::array();
@@ -602,6 +611,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
   RunOptions ro = opt.run;
   ro.filter.reset();
   ro.seed.reset();
+  if (opt.preflight) opt.preflight(suite, {kernel}, ro);
   return run_suite(suite, {kernel}, "cpu", ro);
 }
 

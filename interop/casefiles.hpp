@@ -51,6 +51,7 @@
 // foreign process; use the plugin ABI for those checks.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -73,6 +74,9 @@ struct ExportOptions {
   std::optional<Layout> kernel_layout;
   std::optional<std::regex> filter;   ///< keep cells whose id matches (as `run --filter`)
   std::optional<std::uint64_t> seed;  ///< overrides every cell's seed (as `run --seed`)
+  /// Called with one selected cell per case (export order) before the directory is created or any case
+  /// generated; may throw to refuse the export (the CLI's --max-memory check).
+  std::function<void(const std::vector<Cell>&)> preflight;
 };
 
 struct ExportSummary {
@@ -95,6 +99,9 @@ struct ScoreOptions {
   /// report it as a negative control that must fail exactly the cells poisons_v_tail() names.
   bool negative_control = false;
   RunOptions run;  ///< tolerance, oracle precision, threads (filter and seed are fixed by the export)
+  /// Called with the suite, kernel and options run_suite gets, after the export was read and before any
+  /// case is generated; may throw to refuse the run (the CLI's --max-memory check).
+  std::function<void(const Suite&, const std::vector<KernelPtr>&, const RunOptions&)> preflight;
 };
 
 /// Scores the outputs in `outputs_dir` against the export in `cases_dir`. Reads and checks the manifest and

@@ -23,13 +23,29 @@ std::string error_column(double v, const Metrics& m) {
   return fmt::format("{:.2e}", v);
 }
 
+/// `padded` (a verdict padded to its column) with its verdict word in the SGR colour of `outcome` (the
+/// padding after it left uncoloured), or as it is when `color` is false.
+std::string colored(const std::string& padded, CellOutcome outcome, bool color) {
+  if (!color) return padded;
+  const char* sgr = "";
+  switch (outcome) {
+    case CellOutcome::passed:
+    case CellOutcome::caught: sgr = "\033[32m"; break;
+    case CellOutcome::failed:
+    case CellOutcome::missed: sgr = "\033[1;31m"; break;
+    case CellOutcome::declined: sgr = "\033[33m"; break;
+  }
+  const std::size_t end = padded.find_last_not_of(' ') + 1;
+  return fmt::format("{}{}\033[0m{}", sgr, padded.substr(0, end), padded.substr(end));
+}
+
 /// Failures the closing list shows with their repro lines; the rest are counted.
 constexpr std::size_t kListedFailures = 100;
 
 class ConsoleFormat : public ReportFormat {
  public:
   ConsoleFormat(std::ostream& out, const FormatOptions& opt)
-      : out_(out), only_failures_(opt.only_failures), quiet_(opt.quiet) {}
+      : out_(out), only_failures_(opt.only_failures), quiet_(opt.quiet), color_(opt.color) {}
 
   void run_started(const RunStart& run) override {
     out_ << run.title << "\n";
@@ -52,13 +68,14 @@ class ConsoleFormat : public ReportFormat {
     if (outcome == CellOutcome::caught) verdict += " (caught)";
     if (outcome == CellOutcome::missed) verdict += " (MISSED)";
     const char* length = r.straddle ? "straddle" : "aligned";
+    const std::string shown = colored(fmt::format("{:<25}", verdict), outcome, color_);
     if (!has_output(r.verdict)) {
       // No output to measure: the reason follows the id as a shell comment, so a pasted line still works.
-      out_ << fmt::format("{:<24} {:<25} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}\n", r.kernel, verdict, "-", "-", "-", "-",
+      out_ << fmt::format("{:<24} {} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}\n", r.kernel, shown, "-", "-", "-", "-",
                           length, r.cell_id, r.detail.empty() ? "" : "  # " + r.detail);
     } else {
       const bool nonfinite = r.metrics.nan_count > 0 || r.metrics.inf_count > 0;
-      out_ << fmt::format("{:<24} {:<25} {:>9} {:>9} {:>9} {:>7} {:<8} {}\n", r.kernel, verdict,
+      out_ << fmt::format("{:<24} {} {:>9} {:>9} {:>9} {:>7} {:<8} {}\n", r.kernel, shown,
                           error_column(r.metrics.rel_linf, r.metrics), error_column(r.metrics.max_abs, r.metrics),
                           error_column(r.metrics.mean_abs, r.metrics),
                           nonfinite ? std::string("-") : fmt::format("{:.3f}", r.margin), length, r.cell_id);
@@ -105,8 +122,10 @@ class ConsoleFormat : public ReportFormat {
     for (std::size_t i = 0; i < failures.size() && i < kListedFailures; ++i) {
       const CellResult& r = *failures[i];
       std::string verdict(verdict_name(r.verdict));
-      if (cell_outcome(s, r) == CellOutcome::missed) verdict += " (MISSED: negative control)";
-      out_ << fmt::format("  {:<17} {}\n", verdict, repro_command(r, s.judge_flags));
+      const CellOutcome outcome = cell_outcome(s, r);
+      if (outcome == CellOutcome::missed) verdict += " (MISSED: negative control)";
+      out_ << fmt::format("  {} {}\n", colored(fmt::format("{:<17}", verdict), outcome, color_),
+                          repro_command(r, s.judge_flags));
     }
     if (failures.size() > kListedFailures)
       out_ << fmt::format("  ... and {} more (every failure is in report.json, or the rows of --only-failures)\n",
@@ -129,7 +148,7 @@ class ConsoleFormat : public ReportFormat {
   }
 
   std::ostream& out_;
-  bool only_failures_, quiet_;
+  bool only_failures_, quiet_, color_;
 };
 
 }  // namespace

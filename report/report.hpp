@@ -62,6 +62,9 @@ struct FormatOptions {
   /// --quiet: console rows of failing cells only (cell_outcome failed or missed: not the caught cells of
   /// negative controls), then the summary and the failure list.
   bool quiet = false;
+  /// --color: the console writes each row's and failure line's verdict in ANSI SGR colour by its
+  /// cell_outcome (passed and caught green, failed and missed red, declined yellow), padding kept.
+  bool color = false;
 };
 
 /// A report format: a few callbacks a run makes, in this order, from one thread at a time. Cells a resumed

@@ -558,8 +558,10 @@ def scenario_bad_input(args, tmp):
             f.write('name = "mixed"\ndescription = "one small case, one too big"\n[[cells]]\nheads = "8/2"\n'
                     'head_sizes = 64\nblock_sizes = 16\ndtypes = "bf16"\nseq_lens = [[1000], [16777216]]\n')
         out = os.path.join(tmp, "mixed.json")
+        # --max-memory 1T lets the big case past the memory pre-flight (which would refuse it, exit 2), so
+        # that its preparation fails under the address-space limit.
         cmd = [args.pacheck, "bench", "--device", "cpu", "--kernel", "cpu.reference", "--suite", suite, "--samples", "3",
-               "--json", out]
+               "--json", out, "--max-memory", "1T"]
         print("+", " ".join(cmd), flush=True)
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)))
