@@ -6,6 +6,7 @@
 // text, <title> hover and its small size). The figures need only rects, lines, paths and text.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -180,7 +181,9 @@ void axis_bottom_bands(Writer& w, double x0, double y, const BandAxis& a, const 
                        std::string_view label);
 
 /// A horizontal colour bar for a continuous palette: `colour(t)` for t from `t0` to `t1` left to right,
-/// with ticks at the given (t, label) positions and a title above, inside <g class="colorbar">.
+/// with ticks at the given (t, label) positions and a title above, inside <g class="colorbar">. Ticks are
+/// taken in the order given: one whose 11 px label would come within 4 px of a label already drawn is
+/// left out, so list the ticks that must show (the ends) first.
 template <class F>
 void colour_bar(Writer& w, double x, double y, double width, double height, double t0, double t1, F colour,
                 const std::vector<std::pair<double, std::string>>& ticks, std::string_view title) {
@@ -192,8 +195,14 @@ void colour_bar(Writer& w, double x, double y, double width, double height, doub
     w.rect(x + width * i / steps, y, width / steps + 0.6, height, {{"fill", colour(t).hex()}});
   }
   w.rect(x, y, width, height, {{"fill", "none"}, {"stroke", "#555"}, {"stroke-width", "0.5"}});
+  std::vector<std::pair<double, double>> drawn;  // left and right edge of each label written
   for (const auto& [t, label] : ticks) {
     const double px = x + width * (t - t0) / (t1 - t0);
+    const double half = text_width(label, 11) / 2;
+    if (std::any_of(drawn.begin(), drawn.end(),
+                    [&](const auto& d) { return px - half < d.second + 4 && px + half > d.first - 4; }))
+      continue;
+    drawn.push_back({px - half, px + half});
     w.line(px, y + height, px, y + height + 4, {{"stroke", "#555"}});
     w.text(px, y + height + 15, label, "middle", {{"class", "tick"}});
   }

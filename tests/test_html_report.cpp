@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -281,6 +282,35 @@ TEST_F(HtmlReport, BenchCellsCarryBothTimesOnHover) {
   EXPECT_EQ(with_both, 6u);
   EXPECT_NE(fig.find(">2.00\xC3\x97<"), std::string::npos) << "ratio written in the cell";
   EXPECT_NE(fig.find("above 1 means B is faster"), std::string::npos);
+}
+
+// The colour bar's tick labels come from measured times: 1 / max and max sit wherever the slowest cell
+// puts them. A 2.33x spread once put "0.43x" 27 px from "0.5x", overlapping in the browser check.
+TEST(BenchFigure, ColourBarTickLabelsNeverOverlapAndKeepTheEnds) {
+  const std::regex colorbar_re(R"re(<g class="colorbar">([\s\S]*?)</g>)re");
+  const std::regex tick_re(R"re(<text x="([0-9.]+)" y="[0-9.]+" class="tick" text-anchor="middle">([^<]*)</text>)re");
+  for (double spread : {2.0, 2.05, 2.33, 2.6, 3.0, 4.0, 16.0, 1000.0}) {
+    BenchTable t = bench_of();
+    t.rows[0].ratio = 1 / spread;
+    const std::string page = html_report(tail_poison_run(), meta_of(), &t);
+    const std::string fig = element(page, "figure", html_ids::kBenchRatio);
+    std::smatch bar;
+    ASSERT_TRUE(std::regex_search(fig, bar, colorbar_re)) << spread;
+    const std::string body = bar[1];
+    std::vector<std::pair<double, double>> boxes;
+    std::vector<std::string> labels;
+    for (auto it = std::sregex_iterator(body.begin(), body.end(), tick_re); it != std::sregex_iterator(); ++it) {
+      const double x = std::stod((*it)[1]), half = svg::text_width((*it)[2].str(), 11) / 2;
+      for (const auto& [l, r] : boxes) EXPECT_FALSE(x - half < r && x + half > l) << "spread " << spread << ": " << (*it)[2];
+      boxes.push_back({x - half, x + half});
+      labels.push_back((*it)[2]);
+    }
+    const std::string lo = fmt::format("{}\xC3\x97", svg::tick_label(std::round(100 / spread) / 100));
+    const std::string hi = fmt::format("{}\xC3\x97", svg::tick_label(std::round(spread * 100) / 100));
+    EXPECT_NE(std::find(labels.begin(), labels.end(), lo), labels.end()) << "spread " << spread << " lost " << lo;
+    EXPECT_NE(std::find(labels.begin(), labels.end(), hi), labels.end()) << "spread " << spread << " lost " << hi;
+    EXPECT_GE(labels.size(), 3u) << "spread " << spread;
+  }
 }
 
 TEST_F(HtmlReport, WithoutBenchTheSectionSaysHowToGetIt) {
