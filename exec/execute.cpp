@@ -75,7 +75,18 @@ Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, 
   };
   const bool clean = cell.fault.clean();
   try {
-    if (!clean && !twin.bits) twin.bits = once(data.cache).bits;
+    if (!clean && !twin.bits) {
+      // The clean twin's run is this cell's baseline: say so when it fails, or the message reads as the
+      // poisoned call's own (a replayed export names the twin's file, a plugin the twin's error).
+      try {
+        twin.bits = once(data.cache).bits;
+      } catch (const KernelError& err) {
+        throw KernelError(fmt::format("the clean twin '{}' (the same case, clean cache), which this cell is compared "
+                                      "against bitwise, could not run: {}",
+                                      Cell{cell.c, FaultSpec{}}.id(), err.what()),
+                          err.fatal);
+      }
+    }
     std::optional<FaultedCache> own;
     const FaultedCache* faulted = how.faulted;
     if (!clean && !faulted) faulted = &own.emplace(faulted_cache(data.cache, cell.fault));

@@ -391,6 +391,46 @@ TEST_F(CaseFiles, UnwrittenMissingAndMalformedOutputsGetTheirVerdicts) {
   EXPECT_EQ(s.exit_code(), 1);
 }
 
+// Issue 17: a poisoned cell whose own output exists but whose clean twin has none used to show only the
+// twin's "no output file" message, naming the twin's file as if it were the cell's own.
+TEST_F(CaseFiles, APoisonedCellWhoseCleanTwinHasNoOutputSaysItIsTheTwin) {
+  const json m = manifest(cases_);
+  std::string twin_file;
+  for (const auto& c : m["cells"])
+    if (!c["baseline"].is_null() && c["file"] != c["baseline"]) {
+      twin_file = c["baseline"];
+      break;
+    }
+  ASSERT_FALSE(twin_file.empty());
+  const fs::path outs = fresh_dir("no_twin");
+  run_foreign(cases_, outs);
+  fs::remove(outs / twin_file);
+  const RunSummary s = score(outs);
+  int own = 0, through_twin = 0;
+  for (const auto& c : m["cells"]) {
+    const CellResult* r = by_cell(s).at(c["id"]);
+    // The clean cell itself, and every poisoned cell of its case (a zero poison shares the twin's file).
+    const bool is_twin = c["file"] == twin_file && c["baseline"].is_null();
+    const bool uses_twin = !c["baseline"].is_null() && c["baseline"] == twin_file;
+    if (!is_twin && !uses_twin) {
+      EXPECT_EQ(r->verdict, Verdict::pass) << c["id"] << ": " << r->detail;
+      continue;
+    }
+    EXPECT_EQ(r->verdict, Verdict::error) << c["id"];
+    EXPECT_NE(r->detail.find((outs / twin_file).string() + ": no output file"), std::string::npos) << r->detail;
+    if (is_twin) {
+      ++own;
+      EXPECT_EQ(r->detail.find("clean twin"), std::string::npos) << c["id"] << ": " << r->detail;
+    } else {
+      ++through_twin;
+      EXPECT_EQ(r->detail.rfind("the clean twin '" + c["case"].get<std::string>() + " clean' (", 0), 0u)
+          << c["id"] << ": " << r->detail;
+    }
+  }
+  EXPECT_GE(own, 1);
+  EXPECT_GE(through_twin, 1);
+}
+
 TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
   const fs::path outs = fresh_dir("ok_outputs");
   run_foreign(cases_, outs);
