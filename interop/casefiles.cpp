@@ -413,19 +413,41 @@ namespace {
 struct Output {
   std::vector<std::uint8_t> bytes;  ///< [num_seqs, num_heads, head_size] in the case's out dtype
   std::string error;                ///< non-empty: the cells using it get verdict `error` with this
+  bool declined = false;            ///< the runner wrote a decline note for the file instead of an output
 };
+
+/// What the runner declined of one case: the cells of a case whose every file was declined are `declined`
+/// with the first file's reason; a case declined only in part is a runner error (its files are one call
+/// geometry, differing only in poisoned bytes, so a decline cannot depend on the file).
+struct CaseDecline {
+  int files = 0, declined = 0;
+  std::string reason;  ///< "declined by the runner: REASON (PATH)" of the first declined file
+};
+
+/// The first line of a decline note, without trailing blanks and carriage return; "no reason given" when
+/// empty.
+std::string decline_reason(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+  return line.empty() ? std::string("no reason given") : line;
+}
 
 /// Stands in for the foreign kernel: "runs" a call by copying the output the foreign runner computed for
 /// exactly this call (matched by call_key: geometry and input SHA-256), so run_suite judges it like any
 /// kernel's output.
 class ReplayKernel final : public Kernel {
  public:
-  ReplayKernel(std::string name, std::map<std::string, Output> outputs, bool control)
-      : name_(std::move(name)), outputs_(std::move(outputs)), control_(control) {}
+  ReplayKernel(std::string name, std::map<std::string, Output> outputs, std::map<std::string, CaseDecline> declines,
+               bool control)
+      : name_(std::move(name)), outputs_(std::move(outputs)), declines_(std::move(declines)), control_(control) {}
   std::string name() const override { return name_; }
   std::string description() const override { return "outputs of a foreign runner, replayed from case files"; }
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
-  Support supports(const Case&) const override { return Support::yes(); }
+  Support supports(const Case& c) const override {
+    const auto it = declines_.find(c.id());
+    if (it != declines_.end() && it->second.declined == it->second.files) return Support::no(it->second.reason);
+    return Support::yes();
+  }
   std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
     if (!control_) return std::nullopt;
     return std::function<bool(const Cell&)>(poisons_v_tail);
@@ -437,6 +459,15 @@ class ReplayKernel final : public Kernel {
                         "another pacheck version or edited?)");
     const Output& o = it->second;
     if (!o.error.empty()) throw KernelError(o.error);
+    if (o.declined) {
+      // supports() lets a case through only when the runner declined part of its files.
+      const auto d = declines_.find(case_of(a));
+      throw KernelError(fmt::format("{}, but the runner wrote outputs for {} other case file(s) of the same case: the "
+                                    "files of a case are one call (shapes, dtypes, scales), so a runner declines all "
+                                    "of them or none",
+                                    d != declines_.end() ? d->second.reason : "declined by the runner",
+                                    d != declines_.end() ? d->second.files - d->second.declined : 0));
+    }
     const std::size_t row = static_cast<std::size_t>(a.head_size) * dtype_size(static_cast<DType>(a.out_dtype));
     const std::size_t esz = dtype_size(static_cast<DType>(a.out_dtype));
     for (int s = 0; s < a.num_seqs; ++s)
@@ -445,9 +476,18 @@ class ReplayKernel final : public Kernel {
                     o.bytes.data() + (static_cast<std::size_t>(s) * a.num_heads + h) * row, row);
   }
 
+  /// Records the case id of each call key, so run() can name a partly declined case.
+  void set_cases(std::map<std::string, std::string> case_of_call) { case_of_call_ = std::move(case_of_call); }
+
  private:
+  std::string case_of(const pacheck_kernel_args& a) const {
+    const auto it = case_of_call_.find(call_key(geometry_of(a), inputs_sha256(a)));
+    return it == case_of_call_.end() ? std::string() : it->second;
+  }
   std::string name_;
   std::map<std::string, Output> outputs_;
+  std::map<std::string, CaseDecline> declines_;  ///< by case id
+  std::map<std::string, std::string> case_of_call_;
   bool control_;
 };
 
@@ -493,6 +533,8 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
   // Every exported input must still be what the manifest says it is: a replay keyed by call (geometry and
   // SHA-256) would otherwise silently score outputs of different inputs.
   std::map<std::string, Output> outputs;         // call_key -> output
+  std::map<std::string, CaseDecline> declines;   // case id -> what the runner declined of it
+  std::map<std::string, std::string> case_of_call;  // call_key -> case id
   std::map<std::string, json> geometry_of_file;  // files[i].file -> its geometry
   for (const ManifestFile& mf : m.files) {
     const std::string& where = mf.where;
@@ -554,8 +596,26 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
 
     Output o;
     const std::string opath = (fs::path(outputs_dir) / file).string();
+    const std::string dpath = opath + kDeclineSuffix;
     std::error_code ec;
-    if (!fs::exists(fs::symlink_status(opath, ec))) {
+    CaseDecline& cd = declines[case_id];
+    ++cd.files;
+    const bool has_output = fs::exists(fs::symlink_status(opath, ec));
+    if (fs::exists(fs::symlink_status(dpath, ec))) {
+      std::string note;
+      try {
+        note = read_regular_file(dpath, kDeclineNoteLimit);
+      } catch (const FileError& err) {
+        throw CaseFilesError(fmt::format("--outputs: decline note of {}: cannot read {}", where, err.what()));
+      }
+      if (has_output) {
+        o.error = fmt::format("{}: the runner wrote both an output and a decline note ({}) for {}: it must write one "
+                              "of them", opath, dpath, file);
+      } else {
+        o.declined = true;
+        if (cd.declined++ == 0) cd.reason = fmt::format("declined by the runner: {} ({})", decline_reason(note), dpath);
+      }
+    } else if (!has_output) {
       o.error = fmt::format("{}: no output file (the runner did not write one for {})", opath, file);
     } else {
       // An output holds one [S, H, D] tensor: anything much larger is not one, and is refused before it is
@@ -576,6 +636,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
         o.error = err.what();
       }
     }
+    case_of_call[call_key(geometry, sha)] = case_id;
     outputs[call_key(geometry, sha)] = std::move(o);
   }
 
@@ -607,7 +668,9 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     suite.cells.push_back(std::move(sc));
   }
   if (suite_name) *suite_name = suite.name;
-  auto kernel = std::make_shared<ReplayKernel>(opt.kernel_name, std::move(outputs), opt.negative_control);
+  auto kernel =
+      std::make_shared<ReplayKernel>(opt.kernel_name, std::move(outputs), std::move(declines), opt.negative_control);
+  kernel->set_cases(std::move(case_of_call));
   RunOptions ro = opt.run;
   ro.filter.reset();
   ro.seed.reset();

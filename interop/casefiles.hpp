@@ -45,7 +45,8 @@
 //   The manifest's fields are unchanged by the rule (format_version 1).
 //
 // A foreign runner writes, for each files[i], OUTPUTS/<same file name> holding one tensor "out" of
-// files[i].output's dtype and shape. `score_cases` replays those outputs through the ordinary runner, so
+// files[i].output's dtype and shape, or, for a call it cannot take, OUTPUTS/<same file name>.declined
+// holding the reason as text (kDeclineSuffix). `score_cases` replays those outputs through the ordinary runner, so
 // the verdicts, summaries, exit codes and reports are exactly those of `pacheck run`. What a replay cannot
 // observe: writes outside `out` (oob_write) and writes into the inputs (input_mutated) happen in the
 // foreign process; use the plugin ABI for those checks.
@@ -65,6 +66,12 @@ namespace pacheck {
 
 /// The most manifest.json may hold when scored (about 300 bytes per cell).
 inline constexpr ReadLimit kManifestLimit{std::uint64_t{256} << 20, "a case-file manifest"};
+
+/// A runner that cannot take a case file NNNN.safetensors writes OUTPUTS/NNNN.safetensors.declined instead
+/// of an output: UTF-8 text whose first line is the reason (at most kDeclineNoteLimit bytes). See
+/// score_cases for how declines are counted.
+inline constexpr const char* kDeclineSuffix = ".declined";
+inline constexpr ReadLimit kDeclineNoteLimit{4096, "a runner's decline note"};
 
 struct ExportOptions {
   /// Layout the foreign kernel reads. Cells that do not pin a layout are exported in it; when set, cells
@@ -111,7 +118,11 @@ struct ScoreOptions {
 /// its case makes; a manifest sharing one file between calls of different geometry (written by an export
 /// that keyed files by input bytes alone) is refused with "cells[J]: cell 'ID' claims file 'F', whose field
 /// 'NAME' is A but the cell's case gives a kernel B". An output file that is missing or malformed, or of
-/// the wrong dtype or shape, gives its cells the verdict `error` with the reader's message. Files that are
+/// the wrong dtype or shape, gives its cells the verdict `error` with the reader's message. A decline note
+/// (kDeclineSuffix) in place of an output declines the file: when every file of a case is declined, the
+/// case's cells are `declined` (neither pass nor fail, as a plugin's supports() saying no) with the detail
+/// "declined by the runner: REASON (PATH)"; when only some are, the declined files' cells are `error`
+/// (the files of a case are one call geometry); an output and a note for one file are `error` too. Files that are
 /// not regular (a FIFO, a directory, a device) or over their cap (kManifestLimit, kCaseFileLimit, and for
 /// an output its one tensor plus a header) throw CaseFilesError naming --cases or --outputs, the entry and
 /// the reason, without blocking or reading them. `suite_name` receives the exported suite's name.

@@ -431,6 +431,79 @@ TEST_F(CaseFiles, APoisonedCellWhoseCleanTwinHasNoOutputSaysItIsTheTwin) {
   EXPECT_GE(through_twin, 1);
 }
 
+// Issue 17: a runner had no way to say "declined": a missing output is `error` and fails the run. A decline
+// note in place of every output of a case declines its cells with the runner's reason; one for only part
+// of a case, or beside an output, is a runner error.
+TEST_F(CaseFiles, ADeclineNoteDeclinesAWholeCaseAndIsAnErrorOtherwise) {
+  const json m = manifest(cases_);
+  std::map<std::string, std::vector<std::string>> files_of_case;
+  for (const auto& e : m["files"]) files_of_case[e["case"]].push_back(e["file"]);
+  std::string whole, part;  // a case declined in full, and one with a file of several declined
+  for (const auto& [c, files] : files_of_case) {
+    if (whole.empty()) whole = c;
+    else if (part.empty() && files.size() > 1) part = c;
+  }
+  ASSERT_FALSE(part.empty());
+  const std::string both = files_of_case.rbegin()->first;  // a third case: an output and a note for one file
+  ASSERT_NE(both, whole);
+  ASSERT_NE(both, part);
+  const fs::path outs = fresh_dir("declines");
+  run_foreign(cases_, outs);
+  auto note = [&](const std::string& file, const std::string& text) { std::ofstream(outs / (file + ".declined")) << text; };
+  for (const auto& f : files_of_case[whole]) {
+    fs::remove(outs / f);
+    note(f, "kv_dtype bf16 not supported by this kernel\r\nsecond line ignored\n");
+  }
+  const std::string part_file = files_of_case[part].back();
+  fs::remove(outs / part_file);
+  note(part_file, "");
+  note(files_of_case[both].front(), "odd");
+  const RunSummary s = score(outs);
+  int declined = 0;
+  for (const auto& c : m["cells"]) {
+    const CellResult* r = by_cell(s).at(c["id"]);
+    const std::string cs = c["case"], f = c["file"], base = c["baseline"].is_null() ? f : c["baseline"].get<std::string>();
+    if (cs == whole) {
+      ++declined;
+      EXPECT_EQ(r->verdict, Verdict::declined) << c["id"];
+      EXPECT_EQ(r->detail, "declined by the runner: kv_dtype bf16 not supported by this kernel (" +
+                               (outs / files_of_case[whole].front()).string() + ".declined)")
+          << "the first declined file of the case names the reason";
+    } else if (cs == part && (f == part_file || base == part_file)) {
+      EXPECT_EQ(r->verdict, Verdict::error) << c["id"];
+      EXPECT_NE(r->detail.find("declined by the runner: no reason given"), std::string::npos) << r->detail;
+      EXPECT_NE(r->detail.find("declines all of them or none"), std::string::npos) << r->detail;
+    } else if (cs == both && (f == files_of_case[both].front() || base == files_of_case[both].front())) {
+      EXPECT_EQ(r->verdict, Verdict::error) << c["id"];
+      EXPECT_NE(r->detail.find("both an output and a decline note"), std::string::npos) << r->detail;
+    } else {
+      EXPECT_EQ(r->verdict, Verdict::pass) << c["id"] << ": " << r->detail;
+    }
+  }
+  EXPECT_GE(declined, 2);
+  EXPECT_EQ(s.declined, declined);
+  EXPECT_EQ(s.exit_code(), 1);  // the runner errors fail the run; the declines alone would not
+  // Declines alone: exit 0.
+  const fs::path only = fresh_dir("declines_only");
+  run_foreign(cases_, only);
+  for (const auto& f : files_of_case[whole]) {
+    fs::remove(only / f);
+    std::ofstream(only / (f + ".declined")) << "no\n";
+  }
+  const RunSummary s2 = score(only);
+  EXPECT_EQ(s2.declined, declined);
+  EXPECT_EQ(s2.exit_code(), 0);
+  // A note that is not a small regular file is an input error, named.
+  fs::remove(only / (files_of_case[whole][0] + ".declined"));
+  fs::create_directory(only / (files_of_case[whole][0] + ".declined"));
+  try {
+    score(only);
+    FAIL() << "a directory as a decline note was accepted";
+  } catch (const CaseFilesError& e) {
+    EXPECT_NE(std::string(e.what()).find("--outputs: decline note of"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
   const fs::path outs = fresh_dir("ok_outputs");
   run_foreign(cases_, outs);

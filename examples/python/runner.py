@@ -10,6 +10,8 @@ value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale; interop/casef
 layouts and strides), computes one paged decode-attention step over the PAGED cache -- it follows
 block_tables into the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
 OUTPUTS/<same file name> holding one tensor "out" [num_seqs, num_heads, head_size] in the case's out dtype.
+A call the kernel cannot take is declined instead: OUTPUTS/<same file name>.declined holding the reason as
+one line of text (`--decline-kv-dtype` shows it); `pacheck score` then reports the case's cells as declined.
 
 Backends: NumPy (always), PyTorch (`--backend torch`, on CUDA when available). To test your own kernel,
 replace `decode_attention` (see `triton_template` at the bottom): it receives the inputs as arrays and must
@@ -288,6 +290,10 @@ def main(argv=None):
     ap.add_argument("--outputs", required=True, help="directory to write one output file per case file into")
     ap.add_argument("--backend", choices=["numpy", "torch", "auto"], default="numpy")
     ap.add_argument("--bug", choices=["none", "v-tail"], default="none", help="plant a known kernel fault")
+    ap.add_argument("--decline-kv-dtype", action="append", default=[], metavar="DTYPE",
+                    help="decline case files whose kv_dtype is DTYPE (e.g. fp8_e4m3fnuz), as a kernel that cannot "
+                         "take it would: writes OUTPUTS/<file>.declined with the reason instead of an output; "
+                         "repeatable")
     args = ap.parse_args(argv)
 
     backend = args.backend
@@ -307,17 +313,30 @@ def main(argv=None):
         sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases v1 manifest")
     os.makedirs(args.outputs, exist_ok=True)
     bug = None if args.bug == "none" else args.bug
+    declined = 0
     for entry in manifest["files"]:
+        out_path = os.path.join(args.outputs, entry["output"]["file"])
+        if entry["kv_dtype"] in args.decline_kv_dtype:
+            # A call this kernel cannot take: say why instead of writing an output, and leave no stale output
+            # of an earlier run beside the note (pacheck score refuses both for one file).
+            if os.path.exists(out_path):
+                os.remove(out_path)
+            with open(out_path + ".declined", "w") as f:
+                f.write(f"kv_dtype {entry['kv_dtype']} is not supported (runner.py --decline-kv-dtype)\n")
+            declined += 1
+            continue
+        if os.path.exists(out_path + ".declined"):
+            os.remove(out_path + ".declined")
         t = read_safetensors(os.path.join(args.cases, entry["file"]))
         out_tag = entry["output"]["dtype"]
         result = compute(entry, t, bug)
         # A real kernel writes into the provided buffer; copying over it keeps that contract visible.
         buf = np.array(t["out"][1])
         buf[...] = from_float32(out_tag, result)
-        write_safetensors(os.path.join(args.outputs, entry["output"]["file"]), {"out": (out_tag, buf)},
+        write_safetensors(out_path, {"out": (out_tag, buf)},
                           {"runner": f"examples/python/runner.py ({backend})", "case": entry["case"]})
-    print(f"runner.py: wrote {len(manifest['files'])} outputs to {args.outputs} (backend {backend}"
-          f"{', planted bug ' + args.bug if bug else ''})")
+    print(f"runner.py: wrote {len(manifest['files']) - declined} outputs to {args.outputs} (backend {backend}"
+          f"{', planted bug ' + args.bug if bug else ''}{f', declined {declined} case files' if declined else ''})")
 
 
 def triton_template(entry, t):

@@ -2,7 +2,8 @@
 """ctest driver: export -> examples/python/runner.py -> score, against `pacheck run --kernel cpu.reference`.
 
 Passes when (1) the NumPy runner's outputs score exactly the verdicts cpu.reference gets on every exported
-cell, and (2) the same runner with the planted V-tail fault, scored as a negative control, is caught on
+cell, (2) declining the fp8_e4m3fnuz files (runner.py --decline-kv-dtype) makes exactly their cells
+`declined` with the runner's reason, and (3) the same runner with the planted V-tail fault, scored as a negative control, is caught on
 exactly the cells that fault must poison and passes the rest (score exit 0; exit 3 would be blind).
 Exits 77 (ctest: skipped) with the reason when NumPy is missing.
 """
@@ -61,6 +62,23 @@ def main():
           f"{len(ref) - len(scored)} cpu.reference cells not exported")
     if missing or differ or not poisoned_cells:
         sys.exit(f"FAILED: cells not in the reference run: {missing[:5]}; verdicts differ: {differ[:5]}")
+
+    # The decline channel: a runner that cannot take fp8_e4m3fnuz declines those files; score reports their
+    # cells as declined with the runner's reason, every other verdict unchanged, exit 0.
+    dec = os.path.join(a.work, "outputs-decline")
+    shutil.copytree(outs, dec)
+    run([py, a.runner, "--cases", cases, "--outputs", dec, "--decline-kv-dtype", "fp8_e4m3fnuz"], 0)
+    run([a.pacheck, "score", "--cases", cases, "--outputs", dec, "--only-failures", "--json",
+         os.path.join(a.work, "declined.json")], 0)
+    with open(os.path.join(a.work, "declined.json")) as f:
+        rows = {r["cell"]: r for r in json.load(f)["results"]}
+    fnuz = [c for c in rows if "fp8_e4m3fnuz" in c]
+    bad = [c for c in fnuz if rows[c]["verdict"] != "declined" or
+           "declined by the runner: kv_dtype fp8_e4m3fnuz is not supported" not in rows[c].get("detail", "")]
+    changed = [c for c in rows if c not in fnuz and rows[c]["verdict"] != scored[c]]
+    print(f"decline channel: {len(fnuz)} fp8_e4m3fnuz cells declined, {len(rows) - len(fnuz)} others unchanged")
+    if not fnuz or bad or changed:
+        sys.exit(f"FAILED: declined cells wrong: {bad[:3]} {[rows[c] for c in bad[:1]]}; others changed: {changed[:3]}")
 
     run([py, a.runner, "--cases", cases, "--outputs", bug, "--bug", "v-tail"], 0)
     out = run([a.pacheck, "score", "--cases", cases, "--outputs", bug, "--negative-control", "--only-failures"], 0)
