@@ -4,19 +4,23 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include "cli/common.hpp"
 #include "cli/interrupt.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
 #include "report/json.hpp"
+#include "report/report_dir.hpp"
+#include "report/run_identity.hpp"
 
 namespace pacheck::cli {
 
 void add_score_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("score", "judge a foreign runner's outputs for exported case files, like `run`");
   struct Opts {
-    std::string cases, outputs, json, kernel = "foreign", format = kDefaultFormat, color = "auto";
+    std::string cases, outputs, json, report_dir, kernel = "foreign", format = kDefaultFormat, color = "auto";
     bool only_failures = false, negative_control = false, quiet = false;
   };
   auto o = std::make_shared<Opts>();
@@ -25,6 +29,11 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--outputs", o->outputs, "directory holding one output safetensors per case file")->required();
   cmd->add_option("--kernel-name", o->kernel, "name to report the outputs under")->capture_default_str();
   cmd->add_option("--json", o->json, "write the full report (summary and every cell's metrics) to this JSON file");
+  cmd->add_option("--report-dir", o->report_dir,
+                  fmt::format("write {} (one line per scored cell, as it is scored), {} into this directory, as "
+                              "`run --report-dir` does (locked while score writes; an earlier run's reports there "
+                              "are replaced once the case files have been read)",
+                              kResultsLogFile, format_files_prose()));
   cmd->add_flag("--only-failures", o->only_failures, "console: print only cells that did not pass");
   cmd->add_flag("--quiet,-q", o->quiet,
                 "console: rows of failing cells only (not the caught cells of negative controls), then the summary "
@@ -50,8 +59,28 @@ void add_score_command(CLI::App& app, Context& ctx) {
     so.negative_control = o->negative_control;
     so.run = common->run_options();
     const MemoryBudget budget = common->memory.budget();
+    const std::string device = "cpu (replayed outputs)";
+    // The report directory is started only once the case files passed their checks (the pre-flight): a
+    // broken export must not replace an earlier run's reports.
+    std::optional<ReportDir> reports;
+    nlohmann::json identity;
     so.preflight = [&](const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& ro) {
       check_memory(plan_memory(suite, kernels, ro), budget);
+      std::vector<std::string> names;
+      for (const auto& k : kernels) names.push_back(k->name());
+      identity = run_identity(suite, names, device, ro, "");
+      identity["score"] = {{"cases", std::filesystem::absolute(o->cases).lexically_normal().string()},
+                           {"outputs", std::filesystem::absolute(o->outputs).lexically_normal().string()}};
+      if (!o->report_dir.empty()) {
+        try {
+          reports = ReportDir::start(o->report_dir, identity);
+        } catch (const ReportError& e) {
+          throw UsageError(e.what());
+        }
+      }
+    };
+    so.run.on_result = [&](const CellResult& r) {
+      if (reports) reports->append(r);  // first: a kill right after this cell must not lose it
     };
     // SIGINT/SIGTERM stop the scoring between cells, as they stop `run`.
     const InterruptHandler interrupts;
@@ -76,25 +105,39 @@ void add_score_command(CLI::App& app, Context& ctx) {
     } catch (const SafetensorsError& e) {
       throw UsageError(e.what());
     }
-    const std::string device = "cpu (replayed outputs)";
-    ReportMeta meta{suite, device, {}, nullptr};
+    ReportMeta meta{suite, device, {}, identity.is_null() ? nlohmann::json(nullptr) : identity};
     if (s.stopped) {
       // Only the console shows a stopped run's counts: a document format must not look like a whole run's.
       if (o->format == kDefaultFormat) out->run_ended(s, meta);
       std::fflush(stdout);
       const int sig = InterruptHandler::signal();
       fmt::print(o->format == kDefaultFormat ? stdout : stderr,
-                 "\npacheck: interrupted by {}: {} of {} results scored ({}); no further cell was started. score keeps "
-                 "no partial results and has no --resume: run the same command again\n",
+                 "\npacheck: interrupted by {}: {} of {} results scored ({}); no further cell was started. {}score "
+                 "has no --resume: run the same command again\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", group_digits(s.results.size()), group_digits(s.planned),
-                 verdict_counts_text(s.verdicts));
+                 verdict_counts_text(s.verdicts),
+                 reports ? fmt::format("The scored results are kept in {}; no reports were written. ",
+                                       (std::filesystem::path(reports->dir()) / kResultsLogFile).string())
+                         : std::string("score keeps no partial results without --report-dir; "));
       ctx.exit_code = InterruptHandler::exit_code(sig);
       return;
     }
-    if (out->needs_environment()) meta.environment = collect_environment("cpu");  // outputs are judged on the CPU
+    // Outputs are judged on the CPU.
+    if (reports || out->needs_environment()) meta.environment = collect_environment("cpu");
     out->run_ended(s, meta);
     if (!o->json.empty()) write_output_file("--json", o->json, to_json(s, suite, device).dump(1) + "\n");
     ctx.exit_code = s.exit_code();
+    if (reports) {
+      try {
+        reports->finish(s, meta);
+      } catch (const ReportError& e) {
+        // The verdicts exist but CI cannot read them: never let that pass as success.
+        fmt::print(stderr, "pacheck: error: {}\n", e.what());
+        ctx.exit_code = kUsage;
+        return;
+      }
+      fmt::print(o->format == kDefaultFormat ? stdout : stderr, "{}\n", reports_line(reports->dir()));
+    }
   });
 }
 

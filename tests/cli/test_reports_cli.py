@@ -24,6 +24,8 @@ Scenarios:
   preflight    unwritable --json (run, score) refused before the first cell, reports left as they were
   lock         a second run into a report directory in use fails at once, naming the holder
   resume_check --resume checks each results.jsonl line against the plan (foreign, duplicate, malformed)
+  score_reports score --report-dir writes run's reports for replayed outputs; decline notes; a broken export
+               leaves an earlier report directory alone
 """
 import argparse
 import json
@@ -822,6 +824,59 @@ def scenario_preflight(args, tmp):
           f"temporary files left: {os.listdir(tmp)}")
 
 
+def write_zero_output(path, entry):
+    """A foreign runner's output file for manifest entry `entry`, written without NumPy: one tensor "out" of
+    the entry's output dtype and shape, all zero bytes (a wrong answer: every such cell fails)."""
+    out = entry["output"]
+    size = {"F32": 4, "F16": 2, "BF16": 2}[out["dtype"]]
+    n = size
+    for d in out["shape"]:
+        n *= d
+    header = json.dumps({"out": {"dtype": out["dtype"], "shape": out["shape"], "data_offsets": [0, n]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + bytes(n))
+
+
+def scenario_score_reports(args, tmp):
+    """`score --report-dir` (issue 17): the reports of `run --report-dir` for replayed outputs, results.jsonl
+    written as cells are scored, report.json agreeing with `score --json`, readable by `pacheck report`; a
+    runner's decline note counted as declined; a broken export refused (exit 2) before an earlier report
+    directory is touched. Before: score had no --report-dir."""
+    cases, outs, d = (os.path.join(tmp, n) for n in ("cases", "outs", "reports"))
+    run(args, "export", "--suite", "tail-poison", "--filter", " bf16 ", "--out", cases, expect=0)
+    os.makedirs(outs)
+    files = load(os.path.join(cases, "manifest.json"))["files"]
+    for e in files:
+        if e["case"] != files[0]["case"]:
+            write_zero_output(os.path.join(outs, e["output"]["file"]), e)
+        else:  # every file of one case declined: its cells are declined
+            with open(os.path.join(outs, e["output"]["file"] + ".declined"), "w") as f:
+                f.write("this runner takes no such call\n")
+    j = os.path.join(tmp, "score.json")
+    p = run(args, "score", "--cases", cases, "--outputs", outs, "--report-dir", d, "--json", j, expect=1)
+    closing = f"reports in {d}: results.jsonl report.json junit.xml summary.md report.html\n"
+    check(p.stdout.endswith(closing), f"closing line is not {closing!r}: {p.stdout[-300:]!r}")
+    report = check_reports_dir(d)
+    check(os.path.isfile(os.path.join(d, "report.html")), f"{d}: no report.html")
+    scored = load(j)
+    key = lambda r: (r["cell"], r["verdict"], r["detail"])
+    check(sorted(map(key, report["results"])) == sorted(map(key, scored["results"])),
+          "report.json and score --json disagree")
+    declined = [r for r in report["results"] if r["verdict"] == "declined"]
+    check(declined and all("declined by the runner: this runner takes no such call" in r["detail"] for r in declined),
+          f"the decline note did not decline its case's cells: {declined[:2]}")
+    check(report["summary"]["declined"] == len(declined), "summary.declined does not count the declines")
+    run_json = load(os.path.join(d, "run.json"))
+    check(run_json.get("score", {}).get("cases") == os.path.abspath(cases), f"run.json lacks the score inputs: {run_json}")
+    run(args, "report", d, expect=0)
+    # A broken export is refused before the report directory is started: the earlier reports stay.
+    before = snapshot(d)
+    os.remove(os.path.join(cases, "manifest.json"))
+    refused(args, "--cases: cannot read", "score", "--cases", cases, "--outputs", outs, "--report-dir", d)
+    check(snapshot(d) == before, "a refused score changed the earlier reports")
+
+
 def scenario_lock(args, tmp):
     """Two runs into one report directory (issue 21): the second fails at once (exit 2) naming the directory
     and the holder's pid, and changes nothing there; so do --resume and merge --out into it. The lock goes
@@ -893,7 +948,8 @@ def scenario_resume_check(args, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest",
-                                         "symlinks", "input_files", "preflight", "lock", "resume_check"])
+                                         "symlinks", "input_files", "preflight", "lock", "resume_check",
+                                         "score_reports"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
