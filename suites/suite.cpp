@@ -72,8 +72,19 @@ struct SuiteNotFound : SuiteError {
 /// UBSan (marzer/tomlplusplus issues 190 and 295) -- for many non-ASCII characters where it looks for
 /// whitespace: anywhere outside a string or comment (never valid TOML: keys and whitespace are ASCII) and,
 /// inside a basic string, as the character right after a backslash (never a valid escape) or, in a multi-line
-/// one, as the first character after a line-ending backslash (valid TOML, refused here). Strings and comments are otherwise left as they are.
+/// one, as the first character after a line-ending backslash (valid TOML, refused here); and any control
+/// character but tab, LF and CR (never valid TOML). Strings and comments are otherwise left as they are.
 std::pair<int, std::string> unsafe_for_tomlpp(std::string_view t) {
+  // TOML permits no control character but tab and the line ends anywhere, in strings and comments
+  // included: refusing them first keeps toml++ from reading past a NUL (the fuzzer's third crash: a NUL in
+  // an unclosed `"""`, then U+034C) and is exact, since no valid suite file holds one.
+  for (std::size_t k = 0, line = 1; k < t.size(); ++k) {
+    const auto b = static_cast<unsigned char>(t[k]);
+    if (b == '\n') ++line;
+    if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7F)
+      return {static_cast<int>(line),
+              fmt::format("control character 0x{:02X} (TOML allows none but tab and line ends)", b)};
+  }
   int line = 1;
   std::size_t i = 0;
   auto at = [&](std::size_t k) { return k < t.size() ? t[k] : '\0'; };

@@ -210,6 +210,11 @@ TEST(SuiteErrors, NonAsciiOutsideStringsIsRefusedBeforeTomlppSeesIt) {
   // (the long fuzz run's second crash: an odd run of backslashes, then U+FCFF, in an unclosed `"""`).
   EXPECT_EQ(error_of("namion = \"\"\"\nE]]\nfau\\\\\\\\\\\\\\\xef\xb3\xbf" "65524\xff\xff]\n"),
             "bad.toml:3: toml: non-ASCII byte 0xEF right after a backslash (not a TOML escape)");
+  // A NUL in an unclosed `"""`, then U+034C: the 10^6 fuzz run's third crash (2026-12-04). Control
+  // characters are never valid TOML.
+  EXPECT_EQ(error_of(std::string("iptn = [[[[[[[[+[\"\"\"\0[[[[[[[[0\xcd\x8c\x8b\x95\n", 35)),
+            "bad.toml:1: toml: control character 0x00 (TOML allows none but tab and line ends)");
+  EXPECT_EQ(error_of("name = \"x\"\n# a \x7f comment\n"), "bad.toml:2: toml: control character 0x7F (TOML allows none but tab and line ends)");
   EXPECT_EQ(error_of("name = \"a\\\xc3\xa9\"\n"), "bad.toml:1: toml: non-ASCII byte 0xC3 right after a backslash (not a TOML escape)");
   // Strings (all four kinds, with escaped and extra quotes) and comments may hold any UTF-8.
   const Suite s = parse_suite("name = \"\xc3\xa9\\\"\" # \xc2\xa7 \"\n"
