@@ -2,6 +2,8 @@
 // in Python, Triton or any language pacheck cannot call (interop/casefiles.hpp describes the format).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/common.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
@@ -13,6 +15,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
   struct Opts {
     std::string suite = "gate", out, layout, filter;
     std::string seed;
+    int threads = 0;
     MemoryFlag memory;
   };
   auto o = std::make_shared<Opts>();
@@ -23,6 +26,10 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "layout are skipped (default: vllm, as `run` resolves them)");
   cmd->add_option("--filter,-f", o->filter, "only cells whose id matches this regular expression");
   auto* seed_flag = cmd->add_option("--seed", o->seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
+  cmd->add_option("--threads,-j", o->threads,
+                  "cases generated and written at once (default: all cores); the files and manifest are the same "
+                  "for every value")
+      ->check(CLI::Range(0, 1024));
   o->memory.bind(cmd);
   cmd->callback([&ctx, o, seed_flag] {
     ExportOptions eo;
@@ -41,15 +48,19 @@ void add_export_command(CLI::App& app, Context& ctx) {
       }
     }
     eo.seed = parse_seed_flag(o->seed, seed_flag->count() > 0);
+    eo.threads = o->threads;
     const Suite suite = load_suite_flag(o->suite);
     const MemoryBudget budget = o->memory.budget();
-    // One case at a time, without an oracle: the largest case's estimate against the budget.
+    // --threads cases at a time, without an oracle: the largest case's estimate times that against the budget.
     eo.preflight = [&](const std::vector<Cell>& cells) {
+      RunOptions threads;
+      threads.threads = o->threads;
+      const int concurrent = std::max(1, std::min<int>(worker_threads(threads), static_cast<int>(cells.size())));
       MemoryPlan m;
       for (const auto& cell : cells) {
         MemoryEstimate e = estimate_case_memory(cell.c);
         e.oracle = 0;
-        if (m.cell_id.empty() || e.total() > m.per_case.total()) m = {cell.id(), e, 1, cells.size()};
+        if (m.cell_id.empty() || e.total() > m.per_case.total()) m = {cell.id(), e, concurrent, cells.size()};
       }
       check_memory(m, budget);
     };

@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -349,32 +353,99 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
   fs::create_directories(dir, ec);
   if (ec) throw CaseFilesError(fmt::format("{}: cannot create the directory: {}", dir, ec.message()));
 
-  auto backend = make_cpu_backend();
+  // Phase 1, in parallel over cases: generate each case once, capture every fault's call, and write each
+  // call that differs from the case's earlier ones to a temporary file. Phase 2, in case order: number the
+  // files as a serial export would (a call met again in a later case shares the earlier file), so the
+  // manifest and file names do not depend on the thread count.
+  struct Captured {
+    std::string key;          ///< call_key: geometry and input SHA-256
+    std::string temp;         ///< its temporary file, empty when an earlier fault of the case made the same call
+    json entry;               ///< manifest entry (file names set in phase 2)
+    bool clean = false;
+  };
+  std::vector<std::vector<Captured>> captured(case_order.size());
+  const int threads = std::min<int>(static_cast<int>(std::max<std::size_t>(case_order.size(), 1)),
+                                    opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  std::exception_ptr error;
+  auto remove_temps = [&] {
+    for (const auto& per_case : captured)
+      for (const auto& k : per_case)
+        if (!k.temp.empty()) fs::remove(fs::path(dir) / k.temp, ec);
+  };
+  auto worker = [&] {
+    auto backend = make_cpu_backend();
+    for (std::size_t ci; !failed && (ci = next++) < case_order.size();) {
+      try {
+        const auto& [c, faults] = groups.at(case_order[ci]);
+        const CaseData data = prepare_inputs(c);  // no oracle: the export compares nothing
+        const json expected = geometry_of(call_of(c));
+        std::vector<Captured>& out = captured[ci];
+        for (std::size_t fi = 0; fi < faults.size(); ++fi) {
+          const FaultSpec& f = faults[fi];
+          CaptureKernel cap;
+          run_kernel_once(cap, *backend, data, faulted_cache(data.cache, f).cache);
+          const std::string sha = cap.sha();
+          const json geometry = geometry_of(cap.args);
+          if (const auto d = first_difference(geometry, expected))
+            throw std::logic_error(fmt::format("export: cell '{}' gave the kernel {} {} but call_of predicts {}: "
+                                               "score would refuse this export (interop/casefiles.cpp)",
+                                               Cell{c, f}.id(), d->field, d->a, d->b));
+          Captured k{call_key(geometry, sha), "", json(), f.clean()};
+          if (std::none_of(out.begin(), out.end(), [&](const Captured& o) { return o.key == k.key; })) {
+            k.temp = fmt::format(".export-{}-{}.safetensors.tmp", ci, fi);
+            k.entry = write_case_file(dir, k.temp, c, f, cap, sha);
+          }
+          out.push_back(std::move(k));
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  {
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+  }
+  if (error) {
+    remove_temps();
+    std::rethrow_exception(error);
+  }
+
   json files = json::array();
   std::map<std::string, std::string> file_of_call;     // call_key -> file
   std::map<std::string, std::string> file_of_variant;  // cell id -> file
-  for (const auto& id : case_order) {
-    const auto& [c, faults] = groups.at(id);
-    const CaseData data = prepare_inputs(c);  // no oracle: the export compares nothing
-    const json expected = geometry_of(call_of(c));
-    for (const auto& f : faults) {
-      CaptureKernel cap;
-      run_kernel_once(cap, *backend, data, faulted_cache(data.cache, f).cache);
-      const std::string sha = cap.sha();
-      const json geometry = geometry_of(cap.args);
-      if (const auto d = first_difference(geometry, expected))
-        throw std::logic_error(fmt::format("export: cell '{}' gave the kernel {} {} but call_of predicts {}: "
-                                           "score would refuse this export (interop/casefiles.cpp)",
-                                           Cell{c, f}.id(), d->field, d->a, d->b));
-      auto it = file_of_call.find(call_key(geometry, sha));
-      if (it == file_of_call.end()) {
-        const std::string file = fmt::format("{:04}.safetensors", files.size());
-        files.push_back(write_case_file(dir, file, c, f, cap, sha));
-        it = file_of_call.emplace(call_key(geometry, sha), file).first;
-        if (f.clean() && !clean_cells.count(id)) ++sum.baselines;
+  try {
+    for (std::size_t ci = 0; ci < case_order.size(); ++ci) {
+      const auto& [c, faults] = groups.at(case_order[ci]);
+      for (std::size_t fi = 0; fi < faults.size(); ++fi) {
+        Captured& k = captured[ci][fi];
+        auto it = file_of_call.find(k.key);
+        if (it == file_of_call.end()) {
+          const std::string file = fmt::format("{:04}.safetensors", files.size());
+          fs::rename(fs::path(dir) / k.temp, fs::path(dir) / file);
+          k.temp.clear();
+          k.entry["file"] = file;
+          k.entry["output"]["file"] = file;
+          files.push_back(std::move(k.entry));
+          it = file_of_call.emplace(k.key, file).first;
+          if (k.clean && !clean_cells.count(case_order[ci])) ++sum.baselines;
+        } else if (!k.temp.empty()) {
+          fs::remove(fs::path(dir) / k.temp);  // the same call as an earlier case's: its file serves
+          k.temp.clear();
+        }
+        file_of_variant[Cell{c, faults[fi]}.id()] = it->second;
       }
-      file_of_variant[Cell{c, f}.id()] = it->second;
     }
+  } catch (const fs::filesystem_error& e) {
+    remove_temps();
+    throw CaseFilesError(fmt::format("--out: cannot name a case file in {}: {}", dir, e.what()));
   }
 
   json jcells = json::array();

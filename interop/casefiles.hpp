@@ -81,6 +81,9 @@ struct ExportOptions {
   std::optional<Layout> kernel_layout;
   std::optional<std::regex> filter;   ///< keep cells whose id matches (as `run --filter`)
   std::optional<std::uint64_t> seed;  ///< overrides every cell's seed (as `run --seed`)
+  /// Cases generated and written at once; 0 = the hardware concurrency. The files, their names and the
+  /// manifest are the same for every value (numbered in case order after all are written).
+  int threads = 0;
   /// Called with one selected cell per case (export order) before the directory is created or any case
   /// generated; may throw to refuse the export (the CLI's --max-memory check).
   std::function<void(const std::vector<Cell>&)> preflight;
@@ -95,8 +98,9 @@ struct ExportSummary {
   std::string manifest;    ///< path of manifest.json
 };
 
-/// Exports `suite` into `dir` (created if needed). Every file is written through a temporary file renamed
-/// into place, so a symbolic link planted in `dir` is replaced, never written through. Throws
+/// Exports `suite` into `dir` (created if needed), opt.threads cases at a time. Every file is written
+/// through a temporary file renamed into place, so a symbolic link planted in `dir` is replaced, never
+/// written through; on an error the temporary files of the export are removed. Throws
 /// CaseFilesError / SafetensorsError on I/O errors and CaseError for an invalid case.
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt);
 

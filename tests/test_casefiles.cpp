@@ -587,6 +587,49 @@ TEST_F(CaseFiles, ParseManifestReadsAnExportsManifest) {
   }
 }
 
+// Issue 17: export was single-threaded. Cases are now generated in parallel and numbered in case order
+// afterwards: every thread count writes the same manifest and the same bytes under the same names, and
+// leaves no temporary file.
+TEST(CaseFilesExport, ParallelExportWritesTheSameFilesAsSerial) {
+  const Suite suite = parse_suite(R"(
+name = "parallel-export"
+[[cells]]
+heads = ["8/2", "4/4"]
+head_sizes = 64
+block_sizes = [16, 32]
+dtypes = ["bf16", "f16"]
+seq_lens = [[37, 5], [32], 100]
+faults = ["clean", "V:nan@tail", "K+V:+inf@all", "V:zero@tail"]
+)",
+                                  "parallel-export.toml");
+  auto export_with = [&](int threads) {
+    const fs::path d = fresh_dir("parallel_" + std::to_string(threads));
+    ExportOptions eo;
+    eo.threads = threads;
+    const ExportSummary s = export_cases(suite, d.string(), eo);
+    std::map<std::string, std::string> bytes;
+    for (const auto& e : fs::directory_iterator(d)) {
+      std::ifstream in(e.path(), std::ios::binary);
+      bytes[e.path().filename().string()] = std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    return std::make_pair(s, bytes);
+  };
+  const auto [serial, serial_files] = export_with(1);
+  EXPECT_EQ(serial.cells, 96);
+  for (int threads : {2, 5}) {
+    const auto [par, par_files] = export_with(threads);
+    EXPECT_EQ(par.files, serial.files) << threads;
+    EXPECT_EQ(par.baselines, serial.baselines) << threads;
+    ASSERT_EQ(par_files.size(), serial_files.size()) << threads;
+    for (const auto& [name, b] : serial_files) {
+      ASSERT_TRUE(par_files.count(name)) << name << " missing with " << threads << " threads";
+      // The manifest names the directory nowhere, so it too must be byte-identical.
+      EXPECT_TRUE(par_files.at(name) == b) << name << " differs with " << threads << " threads";
+    }
+    for (const auto& [name, b] : par_files) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+  }
+}
+
 TEST(CaseFilesExport, KernelLayoutPinsUnpinnedCellsAndScoresLikeRun) {
   const fs::path cases = fresh_dir("hnd"), outs = fresh_dir("hnd_out");
   ExportOptions eo;
