@@ -132,20 +132,31 @@ std::pair<int, std::string> unsafe_for_tomlpp(std::string_view t) {
     }
     return multi ? std::pair<int, std::string>{0, ""} : unterminated();
   };
+  // The last character before i on its line that is not a blank (0 at a line's start). A quote opens a string
+  // only where TOML lets a key or value begin -- at a line's start or after `=`, `[`, `,`, `{` or `.` --
+  // as toml++ reads it: one inside a bare token (`105-27T07:x"s`) is no string to toml++, which then scans
+  // the bytes after it with its whitespace test (the fuzzer's fourth crash). Valid TOML has no other quote.
+  char prev = 0;
   while (i < t.size()) {
     const char c = t[i];
     if (c == '\n') {
       ++line;
       ++i;
+      prev = 0;
     } else if (c == '#') {
       while (i < t.size() && t[i] != '\n') ++i;
-    } else if (c == '"' || c == '\'') {
+    } else if ((c == '"' || c == '\'') &&
+               (prev == 0 || prev == '=' || prev == '[' || prev == ',' || prev == '{' || prev == '.')) {
       const bool multi = at(i + 1) == c && at(i + 2) == c;
       i += multi ? 3 : 1;
       if (auto bad = skip_string(c, multi); bad.first) return bad;
+      prev = c;
+    } else if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
     } else if (static_cast<unsigned char>(c) >= 0x80) {
       return {line, fmt::format("non-ASCII byte {} outside a string or comment", byte(i))};
     } else {
+      prev = c;
       ++i;
     }
   }
