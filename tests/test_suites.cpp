@@ -17,6 +17,23 @@ TEST(BuiltinSuites, AllLoadWithExpectedCounts) {
   EXPECT_EQ(load_suite("tail-poison").cells.size(), 32u);  // 2 dtypes x 2 ratios x 4 faults x 2 lengths
   EXPECT_EQ(load_suite("sweep").cells.size(), 60u);        // 5 shapes x 6 lengths x {aligned, straddling}
   EXPECT_EQ(load_suite("boundary").cells.size(), 48u);
+  // Issue 17: a kernel that takes one fp8 scale per cache must have fp8 cells it can run: per encoding,
+  // per-tensor cells with NaN in the K and in the V tail at a straddling length, and their aligned twin.
+  {
+    const Suite fp8 = load_suite("fp8");
+    for (const char* enc : {"fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2"})
+      for (const char* fault : {"K:nan@tail", "V:nan@tail"})
+        for (bool straddle : {true, false}) {
+          int n = 0;
+          for (const auto& sc : fp8.cells) {
+            const Case& c = sc.cell.c;
+            if (dtype_name(c.kv_dtype) == enc && !c.k_scale.per_head() && !c.v_scale.per_head() &&
+                sc.cell.fault.id() == fault && c.straddles() == straddle)
+              ++n;
+          }
+          EXPECT_GE(n, 1) << enc << " " << fault << (straddle ? " straddling" : " aligned");
+        }
+  }
   const Suite gate = load_suite("gate");
   EXPECT_GT(gate.cells.size(), 32u + 48u);
   for (const auto& n : names) EXPECT_NO_THROW(load_suite(n)) << n;
