@@ -88,7 +88,13 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
   std::vector<Answer> out;
   for (const auto& sel : selected) {
     if (!in_child(sel)) {
-      out.push_back({sel.kernel->supports(sel.cell.c), {}});
+      Support s;
+      try {
+        s = sel.kernel->supports(sel.cell.c);
+      } catch (const std::exception& e) {
+        s = Support::error(std::string("supports() failed: ") + e.what());
+      }
+      out.push_back({s, {}});
       continue;
     }
     Asked& a = asked.at(sel.kernel);
@@ -150,8 +156,9 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
     const Answer& a = answers[i];
     if (!a.failure.empty() || !a.support.ok) {
       CellResult& r = p.results[sel.result_index];
-      r = a.failure.empty() ? unrun_result(sel.cell, k, Verdict::declined, a.support.reason)
-                            : unrun_result(sel.cell, k, Verdict::error, a.failure);
+      r = !a.failure.empty()   ? unrun_result(sel.cell, k, Verdict::error, a.failure)
+          : a.support.failed ? unrun_result(sel.cell, k, Verdict::error, a.support.reason)
+                             : unrun_result(sel.cell, k, Verdict::declined, a.support.reason);
       r.suite = suite.name;
       r.index = sel.index;
       p.settled.push_back(sel.result_index);
@@ -183,9 +190,9 @@ std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const 
           try {
             s = k.supports(cell->c);
           } catch (const std::exception& e) {
-            s = Support::no(std::string("supports() failed: ") + e.what());
+            s = Support::error(std::string("supports() failed: ") + e.what());
           }
-          out.push_back({s.ok, s.reason});
+          out.push_back({s.ok, s.reason, s.failed});
         }
         return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       },
@@ -193,7 +200,7 @@ std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const 
   std::vector<Support> supports;
   try {
     if (answer)
-      for (const auto& a : nlohmann::json::parse(*answer)) supports.push_back({a.at(0).get<bool>(), a.at(1).get<std::string>()});
+      for (const auto& a : nlohmann::json::parse(*answer)) supports.push_back({a.at(0).get<bool>(), a.at(1).get<std::string>(), a.at(2).get<bool>()});
   } catch (const std::exception&) {
     supports.clear();
   }

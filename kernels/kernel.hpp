@@ -31,12 +31,16 @@
 
 namespace pacheck {
 
-/// Answer to "can you run this case?": ok, or declined with a reason naming the unsupported field.
+/// Answer to "can you run this case?": ok, declined with a reason naming the unsupported field, or failed:
+/// the kernel could not answer (a plugin's supports() returned PACHECK_ERROR or an unknown status, or
+/// threw), which makes the cell `error` -- a failing check must not pass as a quiet decline.
 struct Support {
   bool ok = true;
   std::string reason;
+  bool failed = false;  ///< !ok because the question itself failed: verdict error, not declined
   static Support yes() { return {}; }
   static Support no(std::string why) { return {false, std::move(why)}; }
+  static Support error(std::string why) { return {false, std::move(why), true}; }
 };
 
 /// A kernel failed while running (bad launch, device error, plugin returned PACHECK_ERROR).

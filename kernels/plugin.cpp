@@ -123,6 +123,20 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
   if (d->struct_size < need)
     throw InvalidField(fmt::format("struct_size {} is smaller than the ABI v{} pacheck_kernel_desc ({} bytes)",
                                    d->struct_size, abi_version, need));
+  // Larger than any descriptor this pacheck knows: not a descriptor of the declared version (a garbage
+  // size, or a later header's struct under an older version number).
+  if (d->struct_size > kDescV2Size)
+    throw InvalidField(fmt::format("struct_size {} is larger than any pacheck_kernel_desc this pacheck knows (ABI v{}: "
+                                   "{} bytes): set it to sizeof(pacheck_kernel_desc) of the header the plugin declares",
+                                   d->struct_size, PACHECK_ABI_VERSION, kDescV2Size));
+  // Built against the version-2 header but declaring version 1: the v2 fields are there, and a plugin that
+  // sets them means them; ignoring them silently would e.g. turn declined per-head fp8 cells into errors.
+  if (abi_version < 2 && d->struct_size >= kDescV2Size && (d->variants != 0 || d->scale_forms != 0))
+    throw InvalidField(fmt::format("the library declares ABI version 1 but sets {} = 0x{:x}, a version-2 field that "
+                                   "version 1 ignores: declare version 2 (PACHECK_PLUGIN_DEFINE_ABI_VERSION) or leave "
+                                   "it 0",
+                                   d->scale_forms != 0 ? "scale_forms" : "variants",
+                                   d->scale_forms != 0 ? d->scale_forms : d->variants));
   Desc out;
   if (!d->name) throw InvalidField("name is NULL");
   const std::size_t len = strnlen(d->name, kMaxNameLength + 1);
@@ -307,8 +321,10 @@ class PluginKernel final : public Kernel {
     const std::string why = reason[0] ? reason : "(no reason given)";
     if (st == PACHECK_OK) return Support::yes();
     if (st == PACHECK_DECLINED) return Support::no(why);
-    if (st == PACHECK_ERROR) return Support::no("supports() failed: " + why);
-    return Support::no(fmt::format("supports() failed: returned unknown status {}", st));
+    if (st == PACHECK_ERROR) return Support::error("supports() failed: " + why);
+    return Support::error(fmt::format("supports() failed: returned unknown status {} (expected PACHECK_OK, "
+                                      "PACHECK_DECLINED or PACHECK_ERROR)",
+                                      st));
   }
 
   void run(const pacheck_kernel_args& args) const override {

@@ -73,6 +73,8 @@ INSTANTIATE_TEST_SUITE_P(
         AbiError{"bad_device", "device: 9 is not a pacheck_device value"},
         AbiError{"small_struct", "struct_size 16 is smaller than the ABI v2 pacheck_kernel_desc"},
         AbiError{"v1_sized_desc", "is smaller than the ABI v2 pacheck_kernel_desc"},
+        AbiError{"oversized_struct", "struct_size 100000 is larger than any pacheck_kernel_desc this pacheck knows"},
+        AbiError{"v1_with_v2_fields", "declares ABI version 1 but sets scale_forms = 0x2, a version-2 field"},
         AbiError{"unknown_flag", "flags: unknown bits 0x80"},
         AbiError{"unknown_variant", "kernel #0 ('plug.bad'): variants: unknown bits 0x40 (known: 0x1f)"},
         AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known: 0x6"},
@@ -80,6 +82,15 @@ INSTANTIATE_TEST_SUITE_P(
         AbiError{"register_fails", "pacheck_register_kernels failed: planted: no device for this plugin"},
         AbiError{"no_kernels", "registered no kernel"}),
     [](const ::testing::TestParamInfo<AbiError>& i) { return std::string(i.param.plant); });
+
+// Declaring version 1 with the version-2 header is fine while no version-2 field is set: the plugin loads
+// and runs as a version-1 plugin.
+TEST(Plugin, Version1DeclaredWithTheVersion2StructLoads) {
+  Registry reg = builtins();
+  const PluginInfo info = load_plugin(plant("v1_with_v2_size"), reg);
+  EXPECT_EQ(info.abi_version, 1u);
+  EXPECT_EQ(info.kernels, std::vector<std::string>{"plug.bad"});
+}
 
 TEST(Plugin, MissingFileAndNonLibraryAreRefused) {
   Registry reg = builtins();
@@ -169,14 +180,15 @@ const CellResult& find(const RunSummary& s, const std::string& kernel, int head_
 TEST(Plugin, KernelsGetEveryVerdictThroughTheAdapter) {
   Registry reg = builtins();
   const PluginInfo info = load_plugin(plant("ok"), reg);
-  ASSERT_EQ(info.kernels.size(), 9u);
+  ASSERT_EQ(info.kernels.size(), 10u);
   // PACHECK_KERNEL_TF32 reaches Kernel::tf32_products (the judge then uses tf32_limit for f32 outputs).
   ASSERT_TRUE(reg.find("plug.tf32"));
   EXPECT_TRUE(reg.find("plug.tf32")->tf32_products());
   EXPECT_FALSE(reg.find("plug.error")->tf32_products());
   std::vector<KernelPtr> ks;
   for (const auto& n : info.kernels)  // the ABI v2 kernels have tests of their own below
-    if (n != "plug.tf32" && n != "plug.v2_probe" && n != "plug.per_tensor_scales") ks.push_back(reg.find(n));
+    if (n != "plug.tf32" && n != "plug.v2_probe" && n != "plug.per_tensor_scales" && n != "plug.supports_fails")
+      ks.push_back(reg.find(n));
   RunOptions opt;
   opt.threads = 2;
   const RunSummary s = run_suite(small_suite(), ks, "cpu", opt);
@@ -195,6 +207,21 @@ TEST(Plugin, KernelsGetEveryVerdictThroughTheAdapter) {
   const CellResult& by_list = find(s, "plug.picky", 128, 37, true);
   EXPECT_EQ(by_list.verdict, Verdict::declined);
   EXPECT_EQ(by_list.detail, "head_size 128: the plugin lists 64");
+  // supports() that cannot answer: `error`, never a quiet decline (helper-25's finding, issue 17), in
+  // process and when asked in a child process for an isolated kernel.
+  for (bool isolated : {false, true}) {
+    RunOptions o = opt;
+    if (isolated) o.isolate = [](const Kernel&) { return true; };
+    const RunSummary sf = run_suite(small_suite(), {reg.find("plug.supports_fails")}, "cpu", o);
+    const CellResult& long_cell = find(sf, "plug.supports_fails", 64, 300, true);
+    EXPECT_EQ(long_cell.verdict, Verdict::error) << isolated;
+    EXPECT_EQ(long_cell.detail, "supports() failed: planted: cannot query the device") << isolated;
+    const CellResult& short_cell = find(sf, "plug.supports_fails", 64, 37, true);
+    EXPECT_EQ(short_cell.verdict, Verdict::error) << isolated;
+    EXPECT_NE(short_cell.detail.find("supports() failed: returned unknown status 9"), std::string::npos) << short_cell.detail;
+    EXPECT_EQ(sf.declined, 0) << isolated;
+    EXPECT_EQ(sf.exit_code(), 1) << isolated;
+  }
   const CellResult& by_callback = find(s, "plug.picky", 64, 300, true);
   EXPECT_EQ(by_callback.verdict, Verdict::declined);
   EXPECT_EQ(by_callback.detail, "planted: max_seq_len 300 > 100");

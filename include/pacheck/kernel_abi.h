@@ -293,8 +293,10 @@ typedef struct pacheck_case_info {
 /* Optional: may the kernel run this case? Return PACHECK_OK to run it, or PACHECK_DECLINED after writing a
  * reason naming the unsupported field ("head_size 96: only 64 and 128") into `reason` (reason_size bytes,
  * NUL-terminated). A declined cell is reported as `declined` and is not a failure, but a kernel that
- * declines every cell fails the run. PACHECK_ERROR is reported as a decline whose reason starts with
- * "supports() failed:". Called only for cases that pass the descriptor's lists below. */
+ * declines every cell fails the run. PACHECK_ERROR (the kernel could not tell), or any other value, makes
+ * the cell `error` with the detail "supports() failed: REASON" (or naming the unknown value): it fails the
+ * run, where version-2 pacheck before this rule reported it as a decline. Called only for cases that pass
+ * the descriptor's lists below. */
 typedef pacheck_status (*pacheck_supports_fn)(void* user_data, const pacheck_case_info* info, char* reason,
                                               size_t reason_size);
 

@@ -11,7 +11,9 @@
  *   PLANT_DUP_SELF       registers "plug.twice" twice
  *   PLANT_NULL_NAME, PLANT_BAD_NAME, PLANT_NULL_RUN, PLANT_BAD_LAYOUT, PLANT_EMPTY_DTYPES, PLANT_NULL_ARRAY,
  *   PLANT_BAD_HEAD_SIZE, PLANT_BAD_DEVICE, PLANT_SMALL_STRUCT, PLANT_UNKNOWN_FLAG, PLANT_NULL_DESC,
- *   PLANT_UNKNOWN_VARIANT, PLANT_UNKNOWN_SCALE_FORM, PLANT_V1_SIZED_DESC
+ *   PLANT_UNKNOWN_VARIANT, PLANT_UNKNOWN_SCALE_FORM, PLANT_V1_SIZED_DESC, PLANT_OVERSIZED_STRUCT (struct_size
+ *   100000), PLANT_V1_WITH_V2_FIELDS (declares ABI 1, sets scale_forms)
+ *   PLANT_V1_WITH_V2_SIZE valid: declares ABI 1 with the v2 struct, no v2 field set
  *                        one invalid descriptor field each (the last: a version-2 plugin passing a
  *                        descriptor of the version-1 size)
  *   PLANT_REGISTER_FAILS pacheck_register_kernels returns PACHECK_ERROR with a message
@@ -29,6 +31,8 @@ PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = 999;
 PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = PACHECK_ABI_VERSION + 1;
 #elif defined(PLANT_ZERO_ABI)
 PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = 0;
+#elif defined(PLANT_V1_WITH_V2_FIELDS) || defined(PLANT_V1_WITH_V2_SIZE)
+PACHECK_PLUGIN_EXPORT const uint32_t pacheck_plugin_abi_version = 1;
 #elif !defined(PLANT_NO_VERSION)
 PACHECK_PLUGIN_DEFINE_ABI_VERSION;
 #endif
@@ -90,9 +94,16 @@ static pacheck_status supports_short_only(void* u, const pacheck_case_info* c, c
   return PACHECK_OK;
 }
 
+/* plug.supports_fails: supports() cannot answer: PACHECK_ERROR past 100 tokens, an unknown status below. */
+static pacheck_status supports_fails(void* u, const pacheck_case_info* c, char* reason, size_t n) {
+  (void)u;
+  if (c->max_seq_len > 100) return snprintf(reason, n, "planted: cannot query the device"), PACHECK_ERROR;
+  return (pacheck_status)9;
+}
+
 /* plug.v2_probe: checks every version-2 field pacheck fills, in supports() and in run(). A field that is
- * not as the header promises makes the call fail with a message naming it, so the test sees `declined`
- * ("supports() failed: ...") or `error` instead of the `fail` of the zeros written otherwise. */
+ * not as the header promises makes the call fail with a message naming it, so the test sees `error`
+ * ("supports() failed: ...", or run's message) instead of the `fail` of the zeros written otherwise. */
 static pacheck_status probe_supports(void* u, const pacheck_case_info* c, char* reason, size_t n) {
   (void)u;
   int32_t i, longest = 0;
@@ -187,6 +198,9 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   d.num_kv_dtypes = 5;
   d.supports = probe_supports;
   r->add_kernel(r, &d);
+  base(&d, "plug.supports_fails", run_zeros);
+  d.supports = supports_fails;
+  r->add_kernel(r, &d);
   base(&d, "plug.per_tensor_scales", run_zeros); /* takes one fp8 scale per cache, never an array */
   d.kv_dtypes = kv_with_fp8;
   d.num_kv_dtypes = 5;
@@ -247,6 +261,14 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   d.scale_forms = PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_NONE);
 #elif defined(PLANT_V1_SIZED_DESC)
   d.struct_size = (uint32_t)(offsetof(pacheck_kernel_desc, user_data) + sizeof(void*));
+#elif defined(PLANT_OVERSIZED_STRUCT)
+  d.struct_size = 100000;
+#elif defined(PLANT_V1_WITH_V2_FIELDS)
+  d.scale_forms = PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_TENSOR);
+#elif defined(PLANT_V1_WITH_V2_SIZE)
+  /* Declares version 1 with the v2 header's struct but no v2 field set: loads, as a v1 plugin. */
+  r->add_kernel(r, &d);
+  return PACHECK_OK;
 #endif
   /* Registration "succeeds": pacheck must refuse the library on the add_kernel error alone. */
   r->add_kernel(r, &d);
