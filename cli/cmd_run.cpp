@@ -128,6 +128,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto fail_fast = std::make_shared<bool>(false);
   auto repeat = std::make_shared<int>(1);
   auto color = std::make_shared<std::string>("auto");
+  auto with_controls = std::make_shared<bool>(false);
   opts->bind(cmd);
   cmd->add_option("--report-dir", *report_dir,
                   fmt::format("write {} (one line per finished cell, as it finishes), {} into this directory, "
@@ -152,9 +153,13 @@ void add_run_command(CLI::App& app, Context& ctx) {
                   "repeat is reported as that failure (exit 1); not with --resume, and results.jsonl is written "
                   "when the last repeat ends")
       ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--with-controls", *with_controls,
+                "also run every built-in negative control of the device (a --plugin's kernels alone are the selection "
+                "otherwise): the evidence `pacheck verify` needs that the checks can fail on this device");
   bind_format_option(cmd, *format);
   bind_color_option(cmd, *color);
-  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, fail_fast, repeat, color] {
+  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, fail_fast, repeat, color,
+                 with_controls] {
     // Before anything is run or written: a bad --format must not empty an earlier run's report directory.
     FormatOptions fo;
     fo.only_failures = *only_failures;
@@ -168,6 +173,11 @@ void add_run_command(CLI::App& app, Context& ctx) {
     check_device_form(device);
     const Suite suite = load_suite_flag(opts->suite);
     auto kernels = select_kernels(opts->kernels, device, opts->kernel_source());
+    if (*with_controls)
+      for (const auto& k : Registry::global().all())
+        if (k->is_negative_control() && (k->device() == PACHECK_DEVICE_CPU) == (device == "cpu") &&
+            std::find(kernels.begin(), kernels.end(), k) == kernels.end())
+          kernels.push_back(k);
     // A default device was found by resolve_device (itself a probe): only a named one is opened here.
     if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();
@@ -288,7 +298,9 @@ void add_run_command(CLI::App& app, Context& ctx) {
     ctx.exit_code = s.exit_code();
     if (reports) {
       try {
-        reports->finish(s, meta);
+        EvidenceInputs evidence{suite_digest(suite), {}};
+        for (const auto& k : kernels) evidence.kernels.push_back({k->name(), k->layouts(), k->is_negative_control()});
+        reports->finish(s, meta, &evidence);
       } catch (const ReportError& e) {
         // The verdicts exist but CI cannot read them: never let that pass as success.
         fmt::print(stderr, "pacheck: error: {}\n", e.what());

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add_bench_command(app, ctx);
   add_report_command(app, ctx);
   add_merge_command(app, ctx);
+  add_verify_command(app, ctx);
   app.require_subcommand(1, 1);
   // `pacheck` alone runs the default job: `run` on the gate suite on the default device.
   std::vector<const char*> args(argv, argv + argc);

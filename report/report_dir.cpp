@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/files.hpp"
+#include "report/evidence.hpp"
 #include "report/json.hpp"
 #include "report/results_log.hpp"
 
@@ -46,11 +47,13 @@ int open_results(const std::string& dir, bool fresh) {
 /// A directory holds report.json only once its run finished: remove the final reports of an earlier run
 /// before results of a new (or resumed) one are appended.
 void remove_final_reports(const std::string& dir) {
-  for (const FormatInfo& f : format_table()) {
-    if (!f.file) continue;
+  std::vector<const char*> files{kEvidenceFile};  // first: an evidence.json never outlives the files it lists
+  for (const FormatInfo& f : format_table())
+    if (f.file) files.push_back(f.file);
+  for (const char* file : files) {
     std::error_code ec;
-    fs::remove(path_in(dir, f.file), ec);
-    if (ec) throw ReportError(fmt::format("cannot remove '{}': {}", path_in(dir, f.file), ec.message()));
+    fs::remove(path_in(dir, file), ec);
+    if (ec) throw ReportError(fmt::format("cannot remove '{}': {}", path_in(dir, file), ec.message()));
   }
 }
 
@@ -257,9 +260,10 @@ void ReportDir::append(const CellResult& r) {
   }
 }
 
-void ReportDir::finish(const RunSummary& s, const ReportMeta& meta) {
+void ReportDir::finish(const RunSummary& s, const ReportMeta& meta, const EvidenceInputs* evidence) {
   if (!append_error_.empty()) throw ReportError(append_error_);
   write_final_reports(dir_, s, meta);
+  if (evidence) write_evidence(dir_, s, meta, *evidence);
 }
 
 void write_reports(const std::string& dir, const RunSummary& s, const ReportMeta& meta) {
@@ -267,6 +271,9 @@ void write_reports(const std::string& dir, const RunSummary& s, const ReportMeta
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw ReportError(fmt::format("cannot create directory '{}'", dir));
   const ReportDirLock lock(dir);
+  // A merged directory has no evidence (no one run's suite and kernels): an earlier run's must not stay.
+  std::error_code rm;
+  fs::remove(path_in(dir, kEvidenceFile), rm);
   std::string lines;
   for (const auto& r : s.results) lines += results_line(r);
   write_atomically(path_in(dir, kResultsLogFile), lines);

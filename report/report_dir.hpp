@@ -1,6 +1,7 @@
 // A report directory (--report-dir, `pacheck merge --out`): results.jsonl and run.json (report/report.hpp's
 // kResultsLogFile, kRunFile), then, when the run ends, the file of every format of the table that has one
-// (report.json, junit.xml, summary.md, report.html), each written to a temporary file renamed into place.
+// (report.json, junit.xml, summary.md, report.html) and last evidence.json (report/evidence.hpp), each written
+// to a temporary file renamed into place.
 // No file is ever written through a symbolic link: a file replaced (the reports, run.json, a fresh
 // results.jsonl) replaces a link planted at its name, and results.jsonl continued by --resume must be the
 // directory's own regular file. A run holds the directory's lock (kLockFile) from start to end.
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "report/evidence.hpp"
 #include "report/report.hpp"
 
 namespace pacheck {
@@ -96,9 +98,10 @@ class ReportDir {
   /// lost machine, is the case this guards). Never throws (it runs on worker threads); a failure is kept
   /// and thrown by finish().
   void append(const CellResult& r);
-  /// Writes the file of every format that has one (report.json last). Throws ReportError for any write
-  /// failure, including an earlier append() failure.
-  void finish(const RunSummary& s, const ReportMeta& meta);
+  /// Writes the file of every format that has one (report.json last), then, given `evidence`, evidence.json
+  /// (report/evidence.hpp: every file's SHA-256, the suite's digest, controls, self-test) after them all.
+  /// Throws ReportError for any write failure, including an earlier append() failure.
+  void finish(const RunSummary& s, const ReportMeta& meta, const EvidenceInputs* evidence = nullptr);
   const std::string& dir() const { return dir_; }
   /// Why an append() failed ("cannot append to 'DIR/results.jsonl': No space left on device"); empty while
   /// none has. A stopped run, which never calls finish(), reports it from here.

@@ -163,7 +163,7 @@ def check_stdout_formats(args, tmp, d, report):
         listed[name] = None if file == "(stdout)" else file
     check({"console", "json", "junit", "markdown", "html", "tap", "github"} <= set(listed), f"list formats: {listed}")
     files = sorted(f for f in listed.values() if f)
-    check(sorted(f for f in os.listdir(d) if f not in ("results.jsonl", "run.json", ".pacheck.lock")) == files,
+    check(sorted(f for f in os.listdir(d) if f not in ("results.jsonl", "run.json", "evidence.json", ".pacheck.lock")) == files,
           f"{d} holds {sorted(os.listdir(d))}, the formats' files are {files}")
     # tap: one point per cell and per run check; this run passes, so every point is ok.
     p = run_stdout(args, "run", *sel, "--format", "tap", "--report-dir", os.path.join(tmp, "tap"), expect=0)

@@ -1,0 +1,31 @@
+// pacheck verify DIR: checks a report directory someone else produced (on hardware the kernel author may
+// not have) against the evidence.json its run wrote: file hashes, the suite's cells, the plugin, the
+// negative controls on that device, the self-test. docs/VALIDATING.md walks through the exchange.
+#include <fmt/format.h>
+
+#include "cli/common.hpp"
+#include "report/evidence.hpp"
+
+namespace pacheck::cli {
+
+void add_verify_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "verify", "check a report directory another machine produced: file hashes, suite cells, plugin SHA-256, "
+                "negative controls caught on its device, self-test (exit codes 10-17 per failure: docs/VALIDATING.md)");
+  auto req = std::make_shared<VerifyRequest>();
+  cmd->add_option("dir", req->dir, "report directory of a finished `pacheck run --report-dir` (with its evidence.json)")
+      ->required();
+  cmd->add_option("--suite,-s", req->suite,
+                  "the suite the run must be of, resolved by this pacheck (default: the suite the evidence names)");
+  cmd->add_option("--plugin", req->plugin, "the plugin library the run must have loaded (compared by SHA-256)");
+  cmd->add_option("--device-expect", req->device_expect,
+                  "text the run's device description must contain (\"NVIDIA H200\", \"driver 13.0\")");
+  cmd->callback([&ctx, req] {
+    const VerifyOutcome out = verify_report_dir(*req);
+    if (out.code == kVerified) fmt::print("{}\n", out.line);
+    else fmt::print(stderr, "pacheck: {}\n", out.line);
+    ctx.exit_code = out.code;
+  });
+}
+
+}  // namespace pacheck::cli

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""CLI-level tests of evidence.json and `pacheck verify` (issue 17 item 6), run by ctest against the built binary.
+
+usage: test_verify_cli.py SCENARIO --pacheck BIN --source ROOT [--plugin LIB] [--example-plugin LIB]
+
+Scenarios:
+  verify_real    a real run's report directory (a small suite file, and the built-in tail-poison suite by name)
+                 verifies: exit 0 and one line naming the suite, the results, the device, 0 failed, the controls
+                 caught and the self-test; evidence.json is the last file written and lists every report file;
+                 --device-expect that the description lacks is exit 17; a missing DIR is exit 2
+  verify_tamper  one byte changed in results.jsonl or report.json (exit 11) or in evidence.json (exit 10), a
+                 result line deleted or added (11; 13 when the manifest is rewritten to match), a file added
+                 (11), evidence.json removed (10), results.jsonl a link or FIFO (11), another suite claimed
+                 (--suite tail-poison, an edited suite file: 12), a filtered run (12), a run without negative
+                 controls (15), a control's caught cell turned into a pass and every count rewritten (15), a
+                 failed self-test written into report.json and the manifest (16)
+  verify_plugin  a plugin run with --with-controls verifies with --plugin LIB (exit 0) and without it (the hash
+                 reported, not checked); another library, the library with one byte appended, and --plugin on a
+                 run that loaded none are exit 14; a plugin run without --with-controls has no control (15)
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_reports_cli import check, run  # noqa: E402
+
+SMALL_SUITE = """name = "evidence-small"
+description = "a few cells for the evidence tests: V tail NaN caught by cpu.vector_v at the straddling length"
+
+[[cells]]
+heads = "4/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [17, 32]
+faults = ["clean", "K:nan@tail", "V:nan@tail", "K+V:nan@tail"]
+"""
+
+KERNELS = ["--kernel", "cpu.reference", "--kernel", "cpu.vector_v"]
+
+
+def dump(obj):
+    """JSON text as pacheck writes evidence.json (nlohmann's dump(1): sorted keys, one space of indent)."""
+    return json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False)
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def forge(d, edit=None):
+    """What a forger with the directory can do: rewrite evidence.json so that it lists the files as they are now
+    (after `edit(evidence)`, if given), with a matching evidence_sha256."""
+    path = os.path.join(d, "evidence.json")
+    ev = json.loads(read(path))
+    for f in ev["files"]:
+        data = read(os.path.join(d, f["name"]))
+        f["bytes"], f["sha256"] = len(data), sha256(data)
+    if edit:
+        edit(ev)
+    ev.pop("evidence_sha256")
+    ev["evidence_sha256"] = sha256(dump(ev).encode())
+    write(path, (dump(ev) + "\n").encode())
+
+
+def suite_file(tmp, text=SMALL_SUITE, name="small.toml"):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def real_run(args, d, *sel, expect=0):
+    run(args, "run", "--device", "cpu", *sel, "-j2", "--report-dir", d, expect=expect, timeout=600)
+    check(os.path.exists(os.path.join(d, "evidence.json")), f"{d} holds no evidence.json: {sorted(os.listdir(d))}")
+
+
+def verify(args, d, *extra, expect, says=()):
+    p = run(args, "verify", d, *extra, expect=expect)
+    lines = [l for l in p.stdout.splitlines() if l.strip()]
+    check(len(lines) == 1, f"verify printed {len(lines)} lines, want one:\n{p.stdout}")
+    for want in (says if isinstance(says, (list, tuple)) else [says]):
+        check(want in p.stdout, f"verify {d} {' '.join(extra)}: {want!r} not in {p.stdout!r}")
+    return lines[0]
+
+
+def copy(src, tmp, name):
+    dst = os.path.join(tmp, name)
+    shutil.copytree(src, dst, symlinks=True)
+    lock = os.path.join(dst, ".pacheck.lock")
+    if os.path.exists(lock):
+        os.remove(lock)
+    return dst
+
+
+def scenario_verify_real(args, tmp):
+    suite = suite_file(tmp)
+    d = os.path.join(tmp, "small")
+    real_run(args, d, "--suite", suite, *KERNELS)
+    ev_path = os.path.join(d, "evidence.json")
+    text = read(ev_path).decode()
+    ev = json.loads(text)
+    check(text == dump(ev) + "\n", "evidence.json is not nlohmann's dump(1): the forger of verify_tamper would be wrong")
+    listed = [f["name"] for f in ev["files"]]
+    check(set(listed) == set(os.listdir(d)) - {"evidence.json", ".pacheck.lock"},
+          f"evidence.json lists {listed}, the directory holds {sorted(os.listdir(d))}")
+    newest = max(listed, key=lambda f: os.stat(os.path.join(d, f)).st_mtime_ns)
+    check(os.stat(ev_path).st_mtime_ns >= os.stat(os.path.join(d, newest)).st_mtime_ns,
+          "evidence.json was not written last")
+    check(ev["suite"]["name"] == "evidence-small" and ev["suite"]["cells"] == 8 and ev["results"] == 16, str(ev["suite"]))
+    ctl = {c["kernel"]: c for c in ev["controls"]}
+    check(list(ctl) == ["cpu.vector_v"] and ctl["cpu.vector_v"]["planted"] == 2 and ctl["cpu.vector_v"]["caught"] == 2
+          and ctl["cpu.vector_v"]["devices"] == ["cpu"], f"controls: {ev['controls']}")
+    check(ev["selftest"]["passed"] is True and ev["device"]["spec"] == "cpu" and ev["pacheck"]["version"], str(ev))
+    desc = ev["device"]["description"]
+    line = verify(args, d, "--suite", suite, expect=0,
+                  says=["verified: suite evidence-small (8 cells, sha256 " + ev["suite"]["sha256"][:8],
+                        "16 results", "no plugin", f"on {desc} (cpu)", ": 0 failed, controls 2/2 caught, self-test passed"])
+    print(line)
+    verify(args, d, "--suite", suite, "--device-expect", desc[: max(3, len(desc) // 2)], expect=0, says="verified:")
+    verify(args, d, "--suite", suite, "--device-expect", "NVIDIA H200", expect=17,
+           says=["device.description", "does not contain --device-expect 'NVIDIA H200'"])
+    # Without --suite, the suite the evidence names: this one is a file, not a built-in suite.
+    verify(args, d, expect=12, says="'evidence-small' is no suite this pacheck knows")
+    verify(args, os.path.join(tmp, "nosuch"), expect=2, says="not a directory")
+    # A built-in suite by name, as docs/VALIDATING.md's exchange uses it.
+    t = os.path.join(tmp, "tail")
+    real_run(args, t, "--suite", "tail-poison", *KERNELS)
+    verify(args, t, expect=0, says=["verified: suite tail-poison (32 cells", "64 results", "controls 8/8 caught"])
+    verify(args, t, "--suite", "tail-poison", expect=0, says="verified:")
+
+
+def scenario_verify_tamper(args, tmp):
+    suite = suite_file(tmp)
+    base = os.path.join(tmp, "base")
+    real_run(args, base, "--suite", suite, *KERNELS)
+    S = ["--suite", suite]
+    verify(args, base, *S, expect=0, says="verified:")
+    n = [0]
+
+    def fresh():
+        n[0] += 1
+        return copy(base, tmp, f"t{n[0]}")
+
+    # One byte of results.jsonl, report.json.
+    d = fresh()
+    p = os.path.join(d, "results.jsonl")
+    data = read(p)
+    i = data.index(b'"verdict":"pass"') + len(b'"verdict":"')
+    write(p, data[:i] + b"f" + data[i + 1:])
+    verify(args, d, *S, expect=11, says=["results.jsonl: sha256", "changed after the run"])
+    d = fresh()
+    p = os.path.join(d, "report.json")
+    data = read(p)
+    write(p, data.replace(b'"passed": ', b'"passed": 9', 1))
+    verify(args, d, *S, expect=11, says=["report.json:", "bytes, evidence.json lists", "changed after the run"])
+    d = fresh()
+    p = os.path.join(d, "report.json")
+    data = bytearray(read(p))
+    data[len(data) // 2] ^= 0x01
+    write(p, bytes(data))
+    verify(args, d, *S, expect=11, says=["report.json: sha256"])
+    # One byte of evidence.json: a digit of a listed hash, a count, white space.
+    for old, new, why in ((b'"sha256": "', b'"sha256": "0', "evidence_sha256 does not match"),
+                          (b'"results": 16', b'"results": 15', "evidence_sha256 does not match"),
+                          (b'"files": [', b'"files":  [', "not byte for byte")):
+        d = fresh()
+        p = os.path.join(d, "evidence.json")
+        data = read(p)
+        check(old in data, f"{old!r} not in evidence.json")
+        if new.startswith(b'"sha256": "0'):
+            i = data.index(old) + len(old)
+            data = data[:i] + (b"1" if data[i:i + 1] == b"0" else b"0") + data[i + 1:]
+        else:
+            data = data.replace(old, new, 1)
+        write(p, data)
+        verify(args, d, *S, expect=10, says=["evidence.json", why])
+    d = fresh()
+    write(os.path.join(d, "evidence.json"), b"{")
+    verify(args, d, *S, expect=10, says="not valid JSON")
+    d = fresh()
+    os.remove(os.path.join(d, "evidence.json"))
+    verify(args, d, *S, expect=10, says=["evidence.json: missing"])
+
+    # A result line deleted, then the same with the manifest rewritten to match.
+    lines_of = lambda d: read(os.path.join(d, "results.jsonl")).splitlines(keepends=True)
+    d = fresh()
+    lines = lines_of(d)
+    write(os.path.join(d, "results.jsonl"), b"".join(lines[:3] + lines[4:]))
+    verify(args, d, *S, expect=11, says="results.jsonl: ")
+    forge(d)
+    verify(args, d, *S, expect=13, says=["results.jsonl: no result for", "1 of 16 results missing"])
+    # A line added: a second result for a cell, a cell the suite does not hold.
+    d = fresh()
+    lines = lines_of(d)
+    write(os.path.join(d, "results.jsonl"), b"".join(lines + [lines[0]]))
+    verify(args, d, *S, expect=11, says="results.jsonl: ")
+    forge(d)
+    verify(args, d, *S, expect=13, says=["results.jsonl:17: a second result for", "(the first is line 1)"])
+    d = fresh()
+    lines = lines_of(d)
+    extra = json.loads(lines[0])
+    extra["cell"] = extra["cell"].replace("ctx17", "ctx18")
+    write(os.path.join(d, "results.jsonl"), b"".join(lines + [(json.dumps(extra) + "\n").encode()]))
+    forge(d)
+    verify(args, d, *S, expect=13, says=["results.jsonl:17:", "ctx18", "is not a cell of suite 'evidence-small'"])
+    # A file the evidence does not list.
+    d = fresh()
+    write(os.path.join(d, "extra.jsonl"), b"{}\n")
+    verify(args, d, *S, expect=11, says=["extra.jsonl: not listed in evidence.json"])
+    # results.jsonl a link (to an identical copy) or a FIFO: refused by the capped reader, not followed.
+    d = fresh()
+    p = os.path.join(d, "results.jsonl")
+    shutil.copy(p, os.path.join(tmp, "outside.jsonl"))
+    os.remove(p)
+    os.symlink(os.path.join(tmp, "outside.jsonl"), p)
+    verify(args, d, *S, expect=11, says=["results.jsonl", "symbolic link"])
+    d = fresh()
+    p = os.path.join(d, "results.jsonl")
+    os.remove(p)
+    os.mkfifo(p)
+    verify(args, d, *S, expect=11, says=["results.jsonl", "not a regular file (a FIFO)"])
+
+    # Another suite claimed: a built-in one, and this suite's file with one cell fewer.
+    verify(args, base, "--suite", "tail-poison", expect=12,
+           says=["the run is of suite 'evidence-small' (8 cells", "--suite tail-poison resolves to 'tail-poison' (32 cells",
+                 "not the same cells"])
+    fewer = suite_file(tmp, SMALL_SUITE.replace('"K+V:nan@tail"', ""), "fewer.toml")
+    verify(args, base, "--suite", fewer, expect=12, says=["(6 cells", "not the same cells"])
+    verify(args, base, "--suite", os.path.join(tmp, "nosuch.toml"), expect=2, says="--suite:")
+    # A filtered run, a run without a negative control.
+    d = os.path.join(tmp, "filtered")
+    real_run(args, d, "--suite", suite, *KERNELS, "--filter", "ctx17 ")
+    verify(args, d, *S, expect=12, says=["run.json: filter 'ctx17 '", "leaves cells of the suite out"])
+    d = os.path.join(tmp, "nocontrol")
+    real_run(args, d, "--suite", suite, "--kernel", "cpu.reference")
+    verify(args, d, *S, expect=15, says=["no negative control was caught on the run's device cpu (none ran)",
+                                         "--with-controls"])
+
+    # A forger who turns a caught cell of the control into a pass and rewrites every count: blind, exit 15.
+    d = fresh()
+    lines = lines_of(d)
+    for k, l in enumerate(lines):
+        r = json.loads(l)
+        if r["kernel"] == "cpu.vector_v" and r["expected_fail"]:
+            r["verdict"] = "pass"
+            lines[k] = (json.dumps(r) + "\n").encode()
+            break
+    write(os.path.join(d, "results.jsonl"), b"".join(lines))
+    rp = os.path.join(d, "report.json")
+    report = json.loads(read(rp))
+    report["summary"]["caught"] -= 1
+    write(rp, dump(report).encode())
+
+    def fewer_caught(ev):
+        ev["summary"]["caught"] -= 1
+    forge(d, fewer_caught)
+    verify(args, d, *S, expect=15, says=["negative control cpu.vector_v caught 1 of its 2 planted cells", "blind"])
+    # A failed self-test written into report.json and the manifest: exit 16.
+    d = fresh()
+    rp = os.path.join(d, "report.json")
+    report = json.loads(read(rp))
+    report["selftest"]["passed"] = False
+    write(rp, dump(report).encode())
+
+    def failed_selftest(ev):
+        ev["selftest"]["passed"] = False
+    forge(d, failed_selftest)
+    verify(args, d, *S, expect=16, says="the comparator self-test failed")
+    # The forger's rewrite alone (no edit) verifies: hashes show consistency, not authenticity.
+    d = fresh()
+    forge(d)
+    verify(args, d, *S, expect=0, says="verified:")
+
+
+def scenario_verify_plugin(args, tmp):
+    check(args.example_plugin and os.path.exists(args.example_plugin), f"--example-plugin {args.example_plugin}")
+    suite = suite_file(tmp)
+    S = ["--suite", suite]
+    d = os.path.join(tmp, "plugin")
+    real_run(args, d, *S, "--plugin", args.example_plugin, "--with-controls")
+    ev = json.loads(read(os.path.join(d, "evidence.json")))
+    lib_sha = sha256(read(args.example_plugin))
+    check([p["sha256"] for p in ev["plugins"]] == [lib_sha], f"plugins: {ev['plugins']}")
+    names = [k["name"] for k in ev["kernels"]]
+    check(any(k["negative_control"] for k in ev["kernels"]) and len(names) >= 2, f"kernels: {ev['kernels']}")
+    verify(args, d, *S, "--plugin", args.example_plugin, expect=0,
+           says=[f"plugin sha256 {lib_sha[:8]}.. (= --plugin)", "controls "])
+    verify(args, d, *S, expect=0, says=f"plugin sha256 {lib_sha[:8]}.. (not checked: no --plugin)")
+    verify(args, d, *S, "--plugin", args.plugin, expect=14, says=["--plugin", "not the library that ran"])
+    changed = os.path.join(tmp, "changed.so")
+    write(changed, read(args.example_plugin) + b"\0")
+    verify(args, d, *S, "--plugin", changed, expect=14, says=["not the library that ran", lib_sha[:8]])
+    verify(args, d, *S, "--plugin", os.path.join(tmp, "nosuch.so"), expect=2, says="--plugin:")
+    # The plugin's kernels alone: no control ran, so nothing shows the checks can fail on this device.
+    d2 = os.path.join(tmp, "plugin_only")
+    real_run(args, d2, *S, "--plugin", args.example_plugin)
+    verify(args, d2, *S, "--plugin", args.example_plugin, expect=15, says="no negative control")
+    # --plugin against a run that loaded none.
+    d3 = os.path.join(tmp, "builtin")
+    real_run(args, d3, *S, *KERNELS)
+    verify(args, d3, *S, "--plugin", args.example_plugin, expect=14, says="the run loaded no plugin")
+
+
+def main():
+    scenarios = ["verify_real", "verify_tamper", "verify_plugin"]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=scenarios)
+    ap.add_argument("--pacheck", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--plugin")
+    ap.add_argument("--example-plugin")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pacheck_verify_") as tmp:
+        globals()["scenario_" + args.scenario](args, tmp)
+    print(f"ok: {args.scenario}")
+
+
+if __name__ == "__main__":
+    main()
