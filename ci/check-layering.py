@@ -31,6 +31,7 @@ STAGES = [
     "interop",     # safetensors case files: export, score
     "bench",       # timing
     "properties",  # generators, metamorphic properties, planted kernels
+    "cells",       # one cell at a time for test frameworks: pacheck::cells, pacheck::gtest
     "cli",         # the pacheck command
 ]
 # Folders outside the pipeline that may include any stage (they test or demonstrate it).

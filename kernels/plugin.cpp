@@ -369,47 +369,11 @@ struct Handle {
   }
 };
 
-}  // namespace
-
-PluginInfo load_plugin(const std::string& path, Registry& reg) {
-  namespace fs = std::filesystem;
-  // dlopen searches LD_LIBRARY_PATH and the system for a bare file name; a test tool should load exactly
-  // the file the user named.
-  const std::string open_path = path.find('/') == std::string::npos ? "./" + path : path;
-  std::error_code ec;
-  if (!fs::exists(open_path, ec)) throw PluginError(path, "no such file");
-  if (!fs::is_regular_file(open_path, ec)) throw PluginError(path, "not a regular file");
-
-  PluginInfo info;
-  info.path = path;
-  info.resolved_path = fs::canonical(open_path, ec).string();
-  if (ec) info.resolved_path = fs::absolute(open_path).string();
-  try {
-    info.sha256 = sha256_file(open_path);
-  } catch (const std::exception& e) {
-    throw PluginError(path, e.what());
-  }
-
-  dlerror();
-  Handle lib{dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL)};
-  if (!lib.h) {
-    const char* why = dlerror();
-    throw PluginError(path, fmt::format("cannot load: {}", why ? why : "dlopen failed"));
-  }
-  const auto* version = static_cast<const std::uint32_t*>(dlsym(lib.h, "pacheck_plugin_abi_version"));
-  if (!version)
-    throw PluginError(path, "missing symbol 'pacheck_plugin_abi_version' (write PACHECK_PLUGIN_DEFINE_ABI_VERSION; "
-                            "once in the plugin, see include/pacheck/kernel_abi.h)");
-  info.abi_version = *version;
-  if (info.abi_version < PACHECK_ABI_MIN_VERSION || info.abi_version > PACHECK_ABI_VERSION)
-    throw PluginError(path, fmt::format("wrong ABI version: the library was built for pacheck kernel ABI {}, this "
-                                        "pacheck loads ABI {} to {}; rebuild it against this pacheck's kernel_abi.h",
-                                        info.abi_version, PACHECK_ABI_MIN_VERSION, PACHECK_ABI_VERSION));
-  auto reg_fn = reinterpret_cast<pacheck_register_kernels_fn>(dlsym(lib.h, "pacheck_register_kernels"));
-  if (!reg_fn)
-    throw PluginError(path, "missing symbol 'pacheck_register_kernels' (export it with C linkage: "
-                            "extern \"C\" in C++)");
-
+/// Calls `reg_fn` with a registrar for a plugin of version info.abi_version, validates what it registered and
+/// adds the kernels to `reg` (all or none), recording each kernel's owner as info.path; fills info.kernels.
+/// Throws PluginError (library info.path) as load_plugin documents.
+void add_registered_kernels(PluginInfo& info, pacheck_register_kernels_fn reg_fn, Registry& reg) {
+  const std::string& path = info.path;
   Host host;
   host.abi_version = info.abi_version;
   char error[PACHECK_MESSAGE_SIZE] = {};
@@ -456,8 +420,72 @@ PluginInfo load_plugin(const std::string& path, Registry& reg) {
     L.owner[d.name] = path;
     reg.add(std::make_shared<PluginKernel>(std::move(d), path));
   }
-  lib.h = nullptr;  // registered: keep the code loaded for the life of the process
+}
+
+/// Records a registered library in loaded_plugins().
+void record_loaded(const PluginInfo& info) {
+  Loaded& L = loaded();
+  std::lock_guard<std::mutex> lock(L.mu);
   L.infos.push_back(info);
+}
+
+}  // namespace
+
+PluginInfo load_plugin(const std::string& path, Registry& reg) {
+  namespace fs = std::filesystem;
+  // dlopen searches LD_LIBRARY_PATH and the system for a bare file name; a test tool should load exactly
+  // the file the user named.
+  const std::string open_path = path.find('/') == std::string::npos ? "./" + path : path;
+  std::error_code ec;
+  if (!fs::exists(open_path, ec)) throw PluginError(path, "no such file");
+  if (!fs::is_regular_file(open_path, ec)) throw PluginError(path, "not a regular file");
+
+  PluginInfo info;
+  info.path = path;
+  info.resolved_path = fs::canonical(open_path, ec).string();
+  if (ec) info.resolved_path = fs::absolute(open_path).string();
+  try {
+    info.sha256 = sha256_file(open_path);
+  } catch (const std::exception& e) {
+    throw PluginError(path, e.what());
+  }
+
+  dlerror();
+  Handle lib{dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL)};
+  if (!lib.h) {
+    const char* why = dlerror();
+    throw PluginError(path, fmt::format("cannot load: {}", why ? why : "dlopen failed"));
+  }
+  const auto* version = static_cast<const std::uint32_t*>(dlsym(lib.h, "pacheck_plugin_abi_version"));
+  if (!version)
+    throw PluginError(path, "missing symbol 'pacheck_plugin_abi_version' (write PACHECK_PLUGIN_DEFINE_ABI_VERSION; "
+                            "once in the plugin, see include/pacheck/kernel_abi.h)");
+  info.abi_version = *version;
+  if (info.abi_version < PACHECK_ABI_MIN_VERSION || info.abi_version > PACHECK_ABI_VERSION)
+    throw PluginError(path, fmt::format("wrong ABI version: the library was built for pacheck kernel ABI {}, this "
+                                        "pacheck loads ABI {} to {}; rebuild it against this pacheck's kernel_abi.h",
+                                        info.abi_version, PACHECK_ABI_MIN_VERSION, PACHECK_ABI_VERSION));
+  auto reg_fn = reinterpret_cast<pacheck_register_kernels_fn>(dlsym(lib.h, "pacheck_register_kernels"));
+  if (!reg_fn)
+    throw PluginError(path, "missing symbol 'pacheck_register_kernels' (export it with C linkage: "
+                            "extern \"C\" in C++)");
+
+  add_registered_kernels(info, reg_fn, reg);
+  lib.h = nullptr;  // registered: keep the code loaded for the life of the process
+  record_loaded(info);
+  return info;
+}
+
+PluginInfo add_linked_kernels(const std::string& label, pacheck_register_kernels_fn reg_fn, std::uint32_t abi_version,
+                              Registry& reg) {
+  if (!reg_fn) throw PluginError(label, "the registration function is NULL");
+  if (abi_version < PACHECK_ABI_MIN_VERSION || abi_version > PACHECK_ABI_VERSION)
+    throw PluginError(label, fmt::format("wrong ABI version {}: this pacheck takes ABI {} to {}", abi_version,
+                                         PACHECK_ABI_MIN_VERSION, PACHECK_ABI_VERSION));
+  PluginInfo info;
+  info.path = label;
+  info.abi_version = abi_version;
+  add_registered_kernels(info, reg_fn, reg);
   return info;
 }
 
@@ -474,9 +502,11 @@ std::vector<PluginInfo> loaded_plugins() {
 }
 
 std::string plugin_path_of(const std::string& kernel) {
-  for (const PluginInfo& p : loaded_plugins())
-    if (std::find(p.kernels.begin(), p.kernels.end(), kernel) != p.kernels.end()) return p.path;
-  return {};
+  // The owner map covers linked kernels (add_linked_kernels) as well as loaded libraries.
+  Loaded& L = loaded();
+  std::lock_guard<std::mutex> lock(L.mu);
+  auto it = L.owner.find(kernel);
+  return it == L.owner.end() ? std::string() : it->second;
 }
 
 }  // namespace pacheck

@@ -37,6 +37,16 @@ struct PluginInfo {
 /// kernel name already in `reg` or registered twice by the library.
 PluginInfo load_plugin(const std::string& path, Registry& reg);
 
+/// Registers the kernels of a registration function linked into this process (a kernel's own test binary,
+/// include/pacheck/gtest.hpp) exactly as load_plugin registers a library's, without dlopen: the same
+/// registrar, descriptor validation, all-or-none and duplicate-name rules. `label` stands for the library in
+/// messages and is what plugin_path_of() gives for these kernels (so printed repro lines carry
+/// `--plugin LABEL`: pass the path of a plugin built from the same code). `abi_version` is the
+/// pacheck_plugin_abi_version the code was compiled with. Not listed by loaded_plugins() (there is no file
+/// to hash). Throws PluginError as load_plugin does, and for a NULL `reg_fn` or a version out of range.
+PluginInfo add_linked_kernels(const std::string& label, pacheck_register_kernels_fn reg_fn, std::uint32_t abi_version,
+                              Registry& reg = Registry::global());
+
 /// Loads each path in order with load_plugin; stops at the first error (kernels of earlier libraries stay
 /// registered; the CLI exits at once anyway). Returns the infos of the libraries loaded by this call.
 std::vector<PluginInfo> load_plugins(const std::vector<std::string>& paths, Registry& reg = Registry::global());

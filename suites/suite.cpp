@@ -2,6 +2,7 @@
 
 #include "core/files.hpp"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
@@ -30,6 +31,18 @@ Cell SuiteCell::for_layouts(const std::vector<Layout>& kernel_layouts) const {
   return out;
 }
 
+namespace {
+
+/// The file (executable or shared library) this code was loaded from, or "" when it cannot be told.
+std::filesystem::path installed_module_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&installed_module_path), &info) && info.dli_fname && *info.dli_fname)
+    return info.dli_fname;
+  return {};
+}
+
+}  // namespace
+
 std::string suites_dir() {
   std::error_code ec;
   // Set and empty is unset (as a shell's `PACHECK_SUITES_DIR= pacheck ...` means); set to anything that is
@@ -40,6 +53,16 @@ std::string suites_dir() {
     throw SuiteError(env, 0, "PACHECK_SUITES_DIR",
                      exists ? "is not a directory (unset it, or set it to '', for the built-in suites)"
                             : "does not exist (unset it, or set it to '', for the built-in suites)");
+  }
+  // An installed pacheck (`cmake --install`, docs/DESIGN.md) finds the suites installed beside it, wherever
+  // the prefix was moved: PREFIX/share/pacheck/suites seen from PREFIX/bin/pacheck (the executable) or from
+  // PREFIX/lib/libpacheck_cells.so (the library a kernel's gtest binary links, wherever that binary lives).
+  // This comes before the compiled-in source tree, which an installed copy must not depend on.
+  for (const std::filesystem::path& file : {installed_module_path(), std::filesystem::path("/proc/self/exe")}) {
+    auto bin = std::filesystem::canonical(file, ec).parent_path();
+    if (ec || bin.empty()) continue;
+    const auto installed = bin.parent_path() / "share" / "pacheck" / "suites";
+    if (std::filesystem::exists(installed / "gate.toml", ec)) return installed.string();
   }
   if (std::filesystem::is_directory(PACHECK_SUITES_DIR, ec)) return PACHECK_SUITES_DIR;
   // A build carried to another machine (e.g. the GPU machine) finds the suites of the checkout it sits in:

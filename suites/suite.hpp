@@ -44,8 +44,10 @@ struct Suite {
   std::vector<SuiteCell> cells;
 };
 
-/// Directory holding the built-in suites: $PACHECK_SUITES_DIR when set and not empty, else suites/ of the
-/// source tree (or of the checkout the executable sits in). Throws SuiteError (field "PACHECK_SUITES_DIR")
+/// Directory holding the built-in suites: $PACHECK_SUITES_DIR when set and not empty; else, for an installed
+/// pacheck, PREFIX/share/pacheck/suites next to the PREFIX/bin or PREFIX/lib that holds the executable or
+/// the library this code is linked into (found from the file itself, so a moved prefix still works); else
+/// suites/ of the source tree (or of the checkout the executable sits in). Throws SuiteError (field "PACHECK_SUITES_DIR")
 /// when the variable names something that does not exist or is not a directory.
 std::string suites_dir();
 /// Names of the built-in suites (files suites/*.toml), sorted.

@@ -1,0 +1,126 @@
+// pacheck::gtest (include/pacheck/gtest.hpp): each cell of a suite registered as one GoogleTest test over
+// pacheck::cells. Only registration and reporting live here; the cell runs in pacheck/cells.hpp's run_cell.
+#include "pacheck/gtest.hpp"
+
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+namespace pacheck::gtest {
+
+namespace {
+
+std::string sanitized(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    const unsigned char u = static_cast<unsigned char>(ch);
+    out += (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') ? ch : '_';
+  }
+  return out;
+}
+
+/// One cell on one kernel as a test.
+class CellTest : public testing::Test {
+ public:
+  CellTest(std::string suite, std::string kernel, std::string cell_id, std::string device)
+      : suite_(std::move(suite)), kernel_(std::move(kernel)), cell_id_(std::move(cell_id)), device_(std::move(device)) {}
+
+  void TestBody() override {
+    RecordProperty("cell_id", cell_id_);
+    RecordProperty("kernel", kernel_);
+    RecordProperty("suite", suite_);
+    cells::CellRun r;
+    try {
+      r = cells::run_cell(suite_, kernel_, cell_id_, device_);
+    } catch (const std::exception& e) {
+      FAIL() << "cell '" << cell_id_ << "' on " << kernel_ << ": pacheck could not run it: " << e.what();
+    }
+    RecordProperty("verdict", r.verdict);
+    if (r.declined) GTEST_SKIP() << kernel_ << " declines '" << r.cell_id << "': " << r.detail;
+    if (r.failed)
+      ADD_FAILURE() << "cell '" << r.cell_id << "' on " << kernel_ << ": verdict " << r.verdict
+                    << (r.detail.empty() ? "" : " (" + r.detail + ")") << "\n"
+                    << r.metrics << (r.metrics.empty() || r.metrics.back() == '\n' ? "" : "\n") << "repro: " << r.repro;
+  }
+
+ private:
+  std::string suite_, kernel_, cell_id_, device_;
+};
+
+/// The comparator self-test and the negative controls on one suite, before any test runs.
+class InstrumentEnvironment : public testing::Environment {
+ public:
+  explicit InstrumentEnvironment(std::string suite) : suite_(std::move(suite)) {}
+  void SetUp() override {
+    cells::InstrumentCheck c;
+    try {
+      c = cells::check_instrument(suite_);
+    } catch (const std::exception& e) {
+      FAIL() << "pacheck instrument check on suite '" << suite_ << "' could not run: " << e.what();
+    }
+    if (c.blind) FAIL() << "pacheck is blind on suite '" << suite_ << "' (instrument check failed):\n" << c.summary;
+  }
+
+ private:
+  std::string suite_;
+};
+
+/// Kernels already registered with pacheck, by registration function or plugin path (a second
+/// register_suite for another suite reuses them rather than registering the names twice).
+std::map<std::pair<const void*, std::string>, std::vector<std::string>>& registered() {
+  static std::map<std::pair<const void*, std::string>, std::vector<std::string>> m;
+  return m;
+}
+
+int register_kernels(const std::string& suite, const std::vector<std::string>& kernels, const Options& opt) {
+  static std::set<std::string> checked;  // suites whose instrument Environment was added
+  std::vector<std::string> chosen;
+  for (const auto& k : kernels)
+    if (opt.kernel.empty() || k == opt.kernel) chosen.push_back(k);
+  if (chosen.empty())
+    throw std::runtime_error("pacheck::gtest::register_suite: kernel '" + opt.kernel + "' is not among the registered kernels");
+  if (opt.check_instrument && checked.insert(suite).second)
+    testing::AddGlobalTestEnvironment(new InstrumentEnvironment(suite));
+  int n = 0;
+  for (const auto& kernel : chosen) {
+    const std::string group = test_suite_name(suite, kernels.size() > 1 ? kernel : "");
+    std::set<std::string> names;
+    for (const auto& id : cells::cell_ids(suite, kernel)) {
+      std::string name = cells::test_name_of(id);
+      for (int k = 2; !names.insert(name).second; ++k) name = cells::test_name_of(id) + "_" + std::to_string(k);
+      const std::string device = opt.device;
+      testing::RegisterTest(group.c_str(), name.c_str(), nullptr, id.c_str(), __FILE__, __LINE__,
+                            [suite, kernel, id, device]() -> testing::Test* { return new CellTest(suite, kernel, id, device); });
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string test_suite_name(const std::string& suite, const std::string& kernel) {
+  // A suite given as a path names its tests by the file's stem.
+  std::string stem = suite;
+  if (const auto slash = stem.rfind('/'); slash != std::string::npos) stem = stem.substr(slash + 1);
+  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".toml") == 0) stem.resize(stem.size() - 5);
+  return kernel.empty() ? sanitized(stem) : sanitized(stem) + "/" + sanitized(kernel);
+}
+
+int register_suite(const std::string& suite, pacheck_register_kernels_fn register_kernels_fn, const Options& opt) {
+  auto key = std::make_pair(reinterpret_cast<const void*>(register_kernels_fn), std::string());
+  auto it = registered().find(key);
+  if (it == registered().end())
+    it = registered().emplace(key, cells::add_linked_kernels(register_kernels_fn, opt.repro_plugin)).first;
+  return register_kernels(suite, it->second, opt);
+}
+
+int register_suite_from_plugin(const std::string& suite, const std::string& plugin_path, const Options& opt) {
+  auto key = std::make_pair(static_cast<const void*>(nullptr), plugin_path);
+  auto it = registered().find(key);
+  if (it == registered().end()) it = registered().emplace(key, cells::add_plugin(plugin_path)).first;
+  return register_kernels(suite, it->second, opt);
+}
+
+}  // namespace pacheck::gtest

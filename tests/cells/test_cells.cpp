@@ -1,0 +1,167 @@
+// pacheck::gtest through a kernel's own gtest binary (cells_fixture, the planted kernel cells.tail_v): the
+// tests it registers are the cells `pacheck list cells` prints, and the planted fault fails exactly its
+// straddling V cells with a non-finite poison, each failure carrying the exact id and the repro line.
+#include <gtest/gtest.h>
+#include <pugixml.hpp>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pacheck/cells.hpp"
+
+namespace {
+
+/// Runs a shell command; returns its exit status and stdout.
+std::pair<int, std::string> capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, out};
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) v.push_back(l);
+  return v;
+}
+
+std::string fixture(const std::string& suite, const std::string& args, bool check = false) {
+  return "PACHECK_FIXTURE_SUITE=" + suite + (check ? "" : " PACHECK_FIXTURE_NO_CHECK=1") + " '" PACHECK_CELLS_FIXTURE "' " +
+         args;
+}
+
+std::vector<std::string> list_cells(const std::string& suite) {
+  auto [rc, out] = capture(std::string("'" PACHECK_BINARY "' list cells --suite ") + suite +
+                           " --kernel cells.tail_v --plugin '" PACHECK_TAIL_V_PLUGIN "'");
+  EXPECT_EQ(rc, 0) << out;
+  return lines_of(out);
+}
+
+/// The cells cells.tail_v must fail: a non-finite poison (nan, +inf, -inf) in V (V or K+V) written where the
+/// kernel reads it (region tail or all), in a case where some sequence straddles a block.
+bool planted_fails(const std::string& id) {
+  std::istringstream in(id);
+  std::vector<std::string> tok;
+  for (std::string t; in >> t;) tok.push_back(t);
+  int bs = 0;
+  std::vector<int> lens;
+  for (const auto& t : tok) {
+    if (t.rfind("bs", 0) == 0) bs = std::stoi(t.substr(2));
+    if (t.rfind("ctx", 0) == 0) {
+      std::istringstream l(t.substr(3));
+      for (std::string n; std::getline(l, n, ',');) lens.push_back(std::stoi(n));
+    }
+  }
+  const std::string& fault = tok.back();
+  const auto colon = fault.find(':'), at = fault.find('@');
+  if (colon == std::string::npos || at == std::string::npos) return false;  // "clean"
+  const std::string target = fault.substr(0, colon), poison = fault.substr(colon + 1, at - colon - 1),
+                    region = fault.substr(at + 1);
+  bool straddle = false;
+  for (int n : lens) straddle = straddle || (bs > 0 && n % bs != 0);
+  return target.find('V') != std::string::npos && (poison == "nan" || poison == "+inf" || poison == "-inf") &&
+         (region == "tail" || region == "all") && straddle;
+}
+
+/// `--gtest_list_tests` of the fixture: (test suite, test name, GetParam() text = the cell id) in order.
+struct Listed {
+  std::string group, name, id;
+};
+std::vector<Listed> listed_tests(const std::string& suite) {
+  auto [rc, out] = capture(fixture(suite, "--gtest_list_tests"));
+  EXPECT_EQ(rc, 0) << out;
+  std::vector<Listed> v;
+  std::string group;
+  for (const auto& l : lines_of(out)) {
+    if (l[0] != ' ') {
+      group = l.substr(0, l.find('.'));
+      continue;
+    }
+    const auto hash = l.find("  # GetParam() = ");
+    Listed t{group, l.substr(2, hash == std::string::npos ? std::string::npos : hash - 2), ""};
+    if (hash != std::string::npos) t.id = l.substr(hash + 17);
+    v.push_back(t);
+  }
+  return v;
+}
+
+class RegisteredNames : public testing::TestWithParam<std::string> {};
+
+TEST_P(RegisteredNames, AreTheCellsOfListCellsOneTestEach) {
+  const std::string suite = GetParam();
+  const std::vector<std::string> ids = list_cells(suite);
+  const std::vector<Listed> tests = listed_tests(suite);
+  ASSERT_FALSE(ids.empty());
+  ASSERT_EQ(tests.size(), ids.size()) << "one test per cell of `pacheck list cells --suite " << suite << "`";
+  std::set<std::string> names;
+  std::string group = suite;
+  for (char& c : group)
+    if (c == '-') c = '_';
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(tests[i].group, group);
+    EXPECT_EQ(tests[i].id, ids[i]) << "test " << i << " carries the exact cell id";
+    EXPECT_EQ(tests[i].name.rfind(pacheck::cells::test_name_of(ids[i]), 0), 0u) << ids[i];
+    EXPECT_TRUE(names.insert(tests[i].name).second) << "duplicate test name " << tests[i].name;
+    EXPECT_EQ(tests[i].name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"),
+              std::string::npos)
+        << tests[i].name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Suites, RegisteredNames, testing::Values("tail-poison", "gate", "boundary"));
+
+TEST(CellsGtest, FilterRunsTheOneCellItNames) {
+  const std::vector<Listed> tests = listed_tests("tail-poison");
+  ASSERT_FALSE(tests.empty());
+  const Listed& t = tests.back();
+  auto [rc, out] = capture(fixture("tail-poison", "--gtest_brief=0 --gtest_filter='" + t.group + "." + t.name + "'"));
+  EXPECT_NE(out.find("1 test from 1 test suite ran"), std::string::npos) << out;
+}
+
+TEST(CellsGtest, PlantedTailFaultFailsExactlyItsStraddlingVCells) {
+  const std::string xml = PACHECK_CELLS_WORK "/tail_v.xml";
+  std::remove(xml.c_str());
+  // With the instrument Environment (comparator self-test, negative controls on tail-poison): it must pass.
+  auto [rc, out] = capture(fixture("tail-poison", "--gtest_output=xml:'" + xml + "'", true));
+  EXPECT_EQ(rc, 1) << out;
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_file(xml.c_str())) << xml << "\n" << out;
+  std::set<std::string> failed, expected, all;
+  for (const std::string& id : list_cells("tail-poison")) {
+    all.insert(id);
+    if (planted_fails(id)) expected.insert(id);
+  }
+  int cases = 0;
+  for (auto tc : doc.select_nodes("//testcase")) {
+    ++cases;
+    const pugi::xml_node n = tc.node();
+    std::string id = n.select_node("properties/property[@name='cell_id']").node().attribute("value").value();
+    if (id.empty()) id = n.attribute("cell_id").value();  // older GoogleTest: properties as attributes
+    EXPECT_EQ(id, n.attribute("value_param").value());
+    EXPECT_TRUE(all.count(id)) << id;
+    if (auto f = n.child("failure")) {
+      failed.insert(id);
+      const std::string msg = f.attribute("message").value();
+      EXPECT_NE(msg.find("cell '" + id + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("repro: pacheck repro"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("--plugin"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("worst"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(cases, static_cast<int>(all.size()));
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(failed, expected);
+}
+
+}  // namespace
