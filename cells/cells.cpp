@@ -114,9 +114,7 @@ InstrumentCheck check_instrument(const std::string& suite) {
   // pacheck's CPU negative controls on the cells of the suite where each one's planted fault must show
   // (a control that has none in this suite is not exercised, as in a run).
   const Suite& s = suite_named(suite);
-  std::vector<KernelPtr> controls;
-  for (const auto& k : Registry::global().all())
-    if (k->is_negative_control() && k->device() == PACHECK_DEVICE_CPU) controls.push_back(k);
+  const std::vector<KernelPtr> controls = Registry::global().negative_controls(PACHECK_DEVICE_CPU);
   Suite planted = s;
   planted.cells.clear();
   for (const SuiteCell& c : s.cells)

@@ -173,11 +173,13 @@ void add_run_command(CLI::App& app, Context& ctx) {
     check_device_form(device);
     const Suite suite = load_suite_flag(opts->suite);
     auto kernels = select_kernels(opts->kernels, device, opts->kernel_source());
-    if (*with_controls)
-      for (const auto& k : Registry::global().all())
-        if (k->is_negative_control() && (k->device() == PACHECK_DEVICE_CPU) == (device == "cpu") &&
-            std::find(kernels.begin(), kernels.end(), k) == kernels.end())
-          kernels.push_back(k);
+    if (*with_controls) {
+      const pacheck_device kind = device == "cpu"                 ? PACHECK_DEVICE_CPU
+                                  : device.rfind("hip", 0) == 0 ? PACHECK_DEVICE_HIP
+                                                                : PACHECK_DEVICE_CUDA;
+      for (const auto& k : Registry::global().negative_controls(kind))
+        if (std::find(kernels.begin(), kernels.end(), k) == kernels.end()) kernels.push_back(k);
+    }
     // A default device was found by resolve_device (itself a probe): only a named one is opened here.
     if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();

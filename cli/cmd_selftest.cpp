@@ -40,9 +40,7 @@ void add_selftest_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = kBlind;
       return;
     }
-    std::vector<KernelPtr> controls;
-    for (const auto& k : Registry::global().all())
-      if (k->is_negative_control() && k->device() == PACHECK_DEVICE_CPU) controls.push_back(k);
+    const std::vector<KernelPtr> controls = Registry::global().negative_controls(PACHECK_DEVICE_CPU);
     std::map<std::string, ControlTally> tally;
     for (const auto& k : controls) tally[k->name()];
     bool blind = false;

@@ -508,9 +508,14 @@ std::string decline_reason(const std::string& text) {
 /// kernel's output.
 class ReplayKernel final : public Kernel {
  public:
+  /// `outputs` by call key; `declines` by case id; `case_of_call` the case id of each call key.
   ReplayKernel(std::string name, std::map<std::string, Output> outputs, std::map<std::string, CaseDecline> declines,
-               bool control)
-      : name_(std::move(name)), outputs_(std::move(outputs)), declines_(std::move(declines)), control_(control) {}
+               std::map<std::string, std::string> case_of_call, bool control)
+      : name_(std::move(name)),
+        outputs_(std::move(outputs)),
+        declines_(std::move(declines)),
+        case_of_call_(std::move(case_of_call)),
+        control_(control) {}
   std::string name() const override { return name_; }
   std::string description() const override { return "outputs of a foreign runner, replayed from case files"; }
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
@@ -546,9 +551,6 @@ class ReplayKernel final : public Kernel {
         std::memcpy(static_cast<std::uint8_t*>(a.out) + (s * a.out_stride_seq + h * a.out_stride_head) * esz,
                     o.bytes.data() + (static_cast<std::size_t>(s) * a.num_heads + h) * row, row);
   }
-
-  /// Records the case id of each call key, so run() can name a partly declined case.
-  void set_cases(std::map<std::string, std::string> case_of_call) { case_of_call_ = std::move(case_of_call); }
 
  private:
   std::string case_of(const pacheck_kernel_args& a) const {
@@ -739,9 +741,8 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     suite.cells.push_back(std::move(sc));
   }
   if (suite_name) *suite_name = suite.name;
-  auto kernel =
-      std::make_shared<ReplayKernel>(opt.kernel_name, std::move(outputs), std::move(declines), opt.negative_control);
-  kernel->set_cases(std::move(case_of_call));
+  auto kernel = std::make_shared<ReplayKernel>(opt.kernel_name, std::move(outputs), std::move(declines),
+                                               std::move(case_of_call), opt.negative_control);
   RunOptions ro = opt.run;
   ro.filter.reset();
   ro.seed.reset();

@@ -30,6 +30,13 @@ KernelPtr Registry::find(const std::string& name) const {
   return nullptr;
 }
 
+std::vector<KernelPtr> Registry::negative_controls(pacheck_device device) const {
+  std::vector<KernelPtr> out;
+  for (const auto& k : kernels_)
+    if (k->is_negative_control() && k->device() == device) out.push_back(k);
+  return out;
+}
+
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head,

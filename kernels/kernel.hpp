@@ -93,6 +93,9 @@ class Registry {
   /// The kernel named `name`, or nullptr.
   KernelPtr find(const std::string& name) const;
   const std::vector<KernelPtr>& all() const { return kernels_; }
+  /// The negative controls (Kernel::is_negative_control) of device `device`, in registration order: what
+  /// selftest, `run --with-controls` and the GoogleTest instrument check run to show the checks can fail.
+  std::vector<KernelPtr> negative_controls(pacheck_device device) const;
 
  private:
   std::vector<KernelPtr> kernels_;
