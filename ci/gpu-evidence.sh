@@ -5,7 +5,12 @@
 #
 # Usage: ci/gpu-evidence.sh BUILD_DIR OUT_DIR [STEP...]
 #   BUILD_DIR holds cli/pacheck and tests/test_gpu_kernels built with -DCMAKE_CUDA_ARCHITECTURES=90.
-#   STEP is any of: tests gbench suites fp8 isolate fuzz bench multi (default: all, in that order).
+#   STEP is any of: tests gbench suites fp8 isolate fuzz bench multi (default: all, in that order), or the
+#   plugin-path steps, run only when named: plugin (sweep with examples/plugin's CUDA plugin in process and
+#   isolated, twice each, wall times), verify (the docs/VALIDATING.md exchange on gate: run --with-controls,
+#   then pacheck verify; its report directory comes back as evidence.tar.gz), export (sweep exported with
+#   -j 1 and -j 16, wall times, the two trees compared byte for byte), kernelrepo (examples/kernel-repo's
+#   CUDA plugin, built against an installed prefix, through gate and tail-poison; KREPO_PLUGIN names it).
 # Every result is written to OUT_DIR as the step finishes (so a run cut short keeps the steps it finished),
 # in at most 8 flat files, as the device tool returns them: summary.txt (one block per step), tests.log,
 # gbench.log, suites.log, bench.log, fuzz.log, other.log, reports.tar.gz (JSON/JSONL reports of every
@@ -28,11 +33,13 @@ pack() { tar czf "$out/reports.tar.gz" -C "$work" . 2>/dev/null; }
 run() {
   local log="$1" n="$2"; shift 2
   echo "\$ $*" >> "$out/$log"
-  local t0=$SECONDS
+  local t0 t1
+  t0=$(date +%s.%N)
   timeout "$to" "$@" > "$work/last.log" 2>&1
   local rc=$?
+  t1=$(date +%s.%N)
   cat "$work/last.log" >> "$out/$log"
-  echo "exit $rc after $((SECONDS - t0)) s: $*" | tee -a "$out/summary.txt"
+  echo "exit $rc after $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s: $*" | tee -a "$out/summary.txt"
   [ "$n" -gt 0 ] && tail -n "$n" "$work/last.log" >> "$out/summary.txt"
   pack
   return 0
@@ -86,7 +93,42 @@ for step in $steps; do
       run other.log 12 "$P" run --suite "$root/suites/tail-poison.toml" "${gpu[@]}" --device cuda:all --report-dir "$work/multi"
       run other.log 12 "$P" run --suite "$root/suites/tail-poison.toml" "${gpu[@]}" --device cuda:all --isolate \
         --report-dir "$work/multi-isolate" ;;
-    *) echo "unknown step '$step' (tests gbench suites fp8 isolate fuzz bench multi)" | tee -a "$out/summary.txt"; exit 2 ;;
+    plugin)
+      cuplug="$build/examples/plugin/libpacheck_example_cuda_plugin.so"
+      for rep in 1 2; do
+        say "sweep, CUDA plugin in process (run $rep)"
+        run other.log 3 "$P" run --suite "$root/suites/sweep.toml" --plugin "$cuplug" --device cuda:0 --no-isolate \
+          --report-dir "$work/plugin-inproc-$rep"
+        say "sweep, CUDA plugin isolated (default children, run $rep)"
+        run other.log 3 "$P" run --suite "$root/suites/sweep.toml" --plugin "$cuplug" --device cuda:0 \
+          --report-dir "$work/plugin-isolated-$rep"
+      done ;;
+    verify)
+      cuplug="$build/examples/plugin/libpacheck_example_cuda_plugin.so"
+      say "validation exchange: run --with-controls on gate, then verify"
+      run other.log 6 "$P" run --plugin "$cuplug" --with-controls --suite gate --device cuda:0 --report-dir "$work/ev"
+      run other.log 3 "$P" verify "$work/ev" --suite gate --plugin "$cuplug" --device-expect "H200"
+      tar czf "$out/evidence.tar.gz" -C "$work" ev ;;
+    export)
+      for j in 1 16; do
+        say "export sweep -j $j"
+        rm -rf "/tmp/pacheck-export-$j"
+        run other.log 2 "$P" export --suite "$root/suites/sweep.toml" -j "$j" --out "/tmp/pacheck-export-$j"
+        du -sh "/tmp/pacheck-export-$j" | tee -a "$out/summary.txt"
+      done
+      if diff -r -q /tmp/pacheck-export-1 /tmp/pacheck-export-16 > /dev/null; then
+        echo "export: -j 1 and -j 16 trees are byte-identical" | tee -a "$out/summary.txt"
+      else
+        echo "export: -j 1 and -j 16 trees DIFFER" | tee -a "$out/summary.txt"
+      fi
+      rm -rf /tmp/pacheck-export-1 /tmp/pacheck-export-16 ;;
+    kernelrepo)
+      for s in gate tail-poison; do
+        say "kernel-repo CUDA plugin, suite $s"
+        run other.log 6 "$P" run --suite "$s" --plugin "${KREPO_PLUGIN:?KREPO_PLUGIN names the built plugin}" \
+          --device cuda:0 --report-dir "$work/krepo-$s"
+      done ;;
+    *) echo "unknown step '$step' (tests gbench suites fp8 isolate fuzz bench multi plugin verify export kernelrepo)" | tee -a "$out/summary.txt"; exit 2 ;;
   esac
 done
 say "done"
