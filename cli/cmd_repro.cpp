@@ -3,9 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
+#include <set>
 
 #include "cli/common.hpp"
+#include "exec/isolate.hpp"
+#include "report/text.hpp"
 
 
 namespace pacheck::cli {
@@ -21,15 +25,26 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   // The verdict options, as `run` takes them: a repro line printed by a run under non-default ones
   // carries them (judge_flags), so the cell is judged here under the same limit.
   auto judge = std::make_shared<JudgeOptions>();
+  auto isolate = std::make_shared<bool>(false);
+  auto no_isolate = std::make_shared<bool>(false);
+  auto cell_timeout = std::make_shared<double>(60);
   cmd->add_option("cell", *cell_id, "cell id as printed by run, e.g. 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail'")->required();
   cmd->add_option("--kernel,-k", *kernel, "kernel: built-in, plugin (--plugin) or planted.* (the property tests' planted faults)")->required();
   cmd->add_option("--plugin", *plugins,
                   "load kernels from this shared library first (repeatable), as the run that printed the repro line "
-                  "did; the cell runs in this process");
+                  "did");
   cmd->add_option("--device,-d", *device, "cpu, cuda[:N] or hip[:N] (default: the kernel's device)");
   cmd->add_option("--top", *top, "worst elements to print")->capture_default_str();
+  auto* iso = cmd->add_flag("--isolate", *isolate,
+                            "run the cell in a child process (the default for plugin kernels, as in `run`): a crash "
+                            "or hang is reported as the verdict crash or timeout instead of ending pacheck");
+  cmd->add_flag("--no-isolate", *no_isolate, "run a plugin kernel in this process too (to debug it: a crash then ends pacheck)")
+      ->excludes(iso);
+  cmd->add_option("--cell-timeout", *cell_timeout, "isolated cell: seconds before its child is killed (verdict timeout)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0).description("seconds, more than 0 and at most 86400"));
   judge->bind(cmd);
-  cmd->callback([&ctx, cell_id, kernel, device, top, plugins, judge] {
+  cmd->callback([&ctx, cell_id, kernel, device, top, plugins, judge, isolate, no_isolate, cell_timeout] {
     RunOptions ro;
     judge->apply(ro);
     Cell cell;
@@ -42,48 +57,79 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     const KernelPtr k = find_named_kernel(*kernel);
     const std::string dev =
         k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);
-    Support sup = k->supports(cell.c);
-    if (!sup.ok) {
-      fmt::print("{} declines {}: {}\n", k->name(), cell.id(), sup.reason);
-      ctx.exit_code = kFail;
-      return;
-    }
-    auto backend = open_backend(dev);
-    CaseData data;
-    auto [r, raw] = run_cell(cell, *k, *backend, ro, &data);
-    const Metrics& m = r.metrics;
-    fmt::print("cell      {}\nkernel    {} on {}\nverdict   {}{}\n", r.cell_id, r.kernel, backend->description(),
-               verdict_name(r.verdict), r.detail.empty() ? "" : "  (" + r.detail + ")");
-    if (r.verdict == Verdict::error) {  // the kernel or backend failed: no output to show
-      ctx.exit_code = kFail;
-      return;
-    }
-    fmt::print("rel_linf  {:.6e}   limit {:.3e}   margin {:.3f}\nmax_abs   {:.6e}   mean_abs {:.6e}   nmse {:.6e}\n", m.rel_linf,
-               r.limit, r.margin, m.max_abs, m.mean_abs, m.nmse);
-    fmt::print("max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n",
-               m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct,
-               m.nan_count, m.inf_count, m.elements);
-    if (m.bias_elements)
-      fmt::print("bias      {:+.4f} ULP signed mean over {} elements that need rounding ({} toward zero, {} away)\n",
-                 m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away);
-    if (r.variant_elements) fmt::print("twin      {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
-    // Worst elements by |out - ref|, non-finite first.
-    std::vector<std::size_t> idx(raw.out.size());
-    std::iota(idx.begin(), idx.end(), 0);
-    auto err = [&](std::size_t i) {
-      const double o = raw.out[i], ref = data.ref.out[i];
-      return std::isfinite(o) ? std::abs(o - ref) : INFINITY;
+    // Everything the cell prints, and the exit code: made here, or in a child process when isolated.
+    auto body = [&](std::string& text) -> int {
+      auto o = std::back_inserter(text);
+      Support sup = k->supports(cell.c);
+      if (!sup.ok) {
+        fmt::format_to(o, "{} declines {}: {}\n", k->name(), cell.id(), sup.reason);
+        return kFail;
+      }
+      auto backend = open_backend(dev);
+      CaseData data;
+      auto [r, raw] = run_cell(cell, *k, *backend, ro, &data);
+      const Metrics& m = r.metrics;
+      fmt::format_to(o, "cell      {}\nkernel    {} on {}\nverdict   {}{}\n", r.cell_id, r.kernel, backend->description(),
+                 verdict_name(r.verdict), r.detail.empty() ? "" : "  (" + r.detail + ")");
+      if (r.verdict == Verdict::error) {  // the kernel or backend failed: no output to show
+        return kFail;
+      }
+      // rel_linf, max_abs, mean_abs and nmse are taken over finite pairs: "nan"/"inf" when there are others.
+      auto e6 = [&](double v) { return unless_nonfinite(m, fmt::format("{:.6e}", v)); };
+      fmt::format_to(o, "rel_linf  {}   limit {:.3e}   margin {:.3f}\nmax_abs   {}   mean_abs {}   nmse {}\n",
+                     e6(m.rel_linf), r.limit, r.margin, e6(m.max_abs), e6(m.mean_abs), e6(m.nmse));
+      fmt::format_to(o, "max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n",
+                 m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct,
+                 m.nan_count, m.inf_count, m.elements);
+      if (m.bias_elements)
+        fmt::format_to(o, "bias      {:+.4f} ULP signed mean over {} elements that need rounding ({} toward zero, {} away)\n",
+                   m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away);
+      if (r.variant_elements) fmt::format_to(o, "twin      {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
+      // Worst elements by |out - ref|, non-finite first.
+      std::vector<std::size_t> idx(raw.out.size());
+      std::iota(idx.begin(), idx.end(), 0);
+      auto err = [&](std::size_t i) {
+        const double v = raw.out[i], ref = data.ref.out[i];
+        return std::isfinite(v) ? std::abs(v - ref) : INFINITY;
+      };
+      const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(*top, 0)), idx.size());
+      std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(), [&](auto a, auto b) { return err(a) > err(b); });
+      fmt::format_to(o, "\n{:>5} {:>5} {:>5} {:>14} {:>14} {:>11}\n", "seq", "head", "dim", "out", "oracle", "|diff|");
+      const int D = cell.c.head_size, H = cell.c.num_heads;
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t i = idx[j];
+        fmt::format_to(o, "{:>5} {:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", i / (H * D), (i / D) % H, i % D, raw.out[i],
+                   data.ref.out[i], err(i));
+      }
+      return is_failure(r.verdict) ? kFail : kPass;
     };
-    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(*top, 0)), idx.size());
-    std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(), [&](auto a, auto b) { return err(a) > err(b); });
-    fmt::print("\n{:>5} {:>5} {:>5} {:>14} {:>14} {:>11}\n", "seq", "head", "dim", "out", "oracle", "|diff|");
-    const int D = cell.c.head_size, H = cell.c.num_heads;
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::size_t i = idx[j];
-      fmt::print("{:>5} {:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", i / (H * D), (i / D) % H, i % D, raw.out[i],
-                 data.ref.out[i], err(i));
+    std::set<std::string> foreign;
+    for (const auto& p : loaded_plugins()) foreign.insert(p.kernels.begin(), p.kernels.end());
+    const bool isolated = *isolate || (!*no_isolate && foreign.count(k->name()) > 0);
+    if (!isolated) {
+      std::string text;
+      ctx.exit_code = body(text);
+      fmt::print("{}", text);
+      return;
     }
-    ctx.exit_code = is_failure(r.verdict) ? kFail : kPass;
+    // The first character carries the exit code back from the child.
+    const ChildAnswer a = ask_child_process(
+        [&] {
+          std::string text;
+          const int rc = body(text);
+          return std::string(1, static_cast<char>('0' + rc)) + text;
+        },
+        *cell_timeout);
+    if (a.answered && !a.text.empty()) {
+      ctx.exit_code = a.text[0] - '0';
+      fmt::print("{}", a.text.substr(1));
+      return;
+    }
+    const bool hung = a.text.rfind("timeout", 0) == 0;
+    fmt::print("cell      {}\nkernel    {} on {} (in a child process)\nverdict   {}  ({}; `--no-isolate` runs it in this "
+               "process, under a debugger)\n",
+               cell.id(), k->name(), dev, hung ? "timeout" : "crash", a.text);
+    ctx.exit_code = kFail;
   });
 }
 

@@ -191,7 +191,11 @@ void add_run_command(CLI::App& app, Context& ctx) {
     std::optional<ReportDir> reports;
     std::vector<std::string> kernel_names;
     for (const auto& k : kernels) kernel_names.push_back(k->name());
-    const nlohmann::json identity = run_identity(suite, kernel_names, device, ro, opts->filter);
+    nlohmann::json identity = run_identity(suite, kernel_names, device, ro, opts->filter);
+    // The plugins' SHA-256 (only when some are loaded, so earlier runs without plugins still resume): a
+    // library rebuilt between a stop and --resume is other code under the same kernel names, and its results
+    // must not be mixed with the first build's.
+    for (const auto& p : loaded_plugins()) identity["plugin_sha256"].push_back(p.sha256);
     try {
       if (!resume_dir->empty()) {
         if (!report_dir->empty() && std::filesystem::weakly_canonical(*report_dir) != std::filesystem::weakly_canonical(*resume_dir))

@@ -11,7 +11,7 @@ namespace pacheck::cli {
 void add_verify_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "verify", "check a report directory another machine produced: file hashes, suite cells, plugin SHA-256, "
-                "negative controls caught on its device, self-test (exit codes 10-17 per failure: docs/VALIDATING.md)");
+                "negative controls caught on its device, self-test (exit codes 10-18 per failure: docs/VALIDATING.md)");
   auto req = std::make_shared<VerifyRequest>();
   cmd->add_option("dir", req->dir, "report directory of a finished `pacheck run --report-dir` (with its evidence.json)")
       ->required();
@@ -19,7 +19,15 @@ void add_verify_command(CLI::App& app, Context& ctx) {
                   "the suite the run must be of, resolved by this pacheck (default: the suite the evidence names)");
   cmd->add_option("--plugin", req->plugin, "the plugin library the run must have loaded (compared by SHA-256)");
   cmd->add_option("--device-expect", req->device_expect,
-                  "text the run's device description must contain (\"NVIDIA H200\", \"driver 13.0\")");
+                  "text the run's device description must contain (\"NVIDIA H200\", \"driver 13.0\")")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v.empty() ? std::string("an empty text is in every description (an unset variable?)") : std::string();
+          },
+          "TEXT", "not empty"));
+  cmd->add_flag("--require-pass", req->require_pass,
+                "also exit 18 when the evidence verifies but the run failed a cell: for a CI gate on the kernel, "
+                "not only on the evidence (without it the failed count is reported and the exit code is 0)");
   cmd->callback([&ctx, req] {
     const VerifyOutcome out = verify_report_dir(*req);
     if (out.code == kVerified) fmt::print("{}\n", out.line);

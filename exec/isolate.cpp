@@ -85,7 +85,7 @@ ConnectedChild fork_connected_child(int type, const std::function<void(int fd)>&
   const pid_t parent = ::getpid();
   pid_t pid;
   {
-    std::lock_guard<std::mutex> lock(fork_mutex());
+    std::unique_lock<std::mutex> lock(fork_mutex());
     if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0) {
       out.why = fmt::format("socketpair failed: {}", std::strerror(errno));
       return out;
@@ -94,6 +94,9 @@ ConnectedChild fork_connected_child(int type, const std::function<void(int fd)>&
     std::fflush(nullptr);
     pid = ::fork();
     if (pid == 0) {
+      // The child's copy of the lock is held by its one thread (this one): released, or a child that forks
+      // in turn (an isolated `repro` naming the cause of a difference in fresh processes) waits forever.
+      lock.unlock();
       setup_forked_child(parent);
       ::close(sv[0]);
       body(sv[1]);

@@ -15,13 +15,8 @@ namespace pacheck {
 
 namespace {
 
-/// One error column of a row: "nan" or "inf" when the output holds such elements (the metrics are taken
-/// over finite pairs only, so a number there would read as a small error), else the value.
-std::string error_column(double v, const Metrics& m) {
-  if (m.nan_count > 0) return "nan";
-  if (m.inf_count > 0) return "inf";
-  return fmt::format("{:.2e}", v);
-}
+/// One error column of a row (text.hpp's unless_nonfinite).
+std::string error_column(double v, const Metrics& m) { return unless_nonfinite(m, fmt::format("{:.2e}", v)); }
 
 /// `padded` (a verdict padded to its column) with its verdict word in the SGR colour of `outcome` (the
 /// padding after it left uncoloured), or as it is when `color` is false.

@@ -340,6 +340,7 @@ VerifyOutcome verify(const VerifyRequest& req) {
   if (ev_results != log.results.size())
     fail(kVerifyResults, fmt::format("{} results: {}, but {} holds {}", ev_path, ev_results, results_path, log.results.size()));
   int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0;
+  std::string first_failed;  // "KERNEL 'CELL' (VERDICT)" of the first failed result, for --require-pass
   struct ControlCount {
     int planted = 0, caught = 0;
     std::set<std::string> devices;
@@ -349,7 +350,10 @@ VerifyOutcome verify(const VerifyRequest& req) {
     const EvidenceKernel& k = kernels[planned.at(result_key(r.kernel, r.cell_id))];
     switch (cell_outcome(r, k.negative_control)) {
       case CellOutcome::passed: ++passed; break;
-      case CellOutcome::failed: ++failed; break;
+      case CellOutcome::failed:
+        ++failed;
+        if (first_failed.empty()) first_failed = fmt::format("{} '{}' ({})", r.kernel, r.cell_id, verdict_name(r.verdict));
+        break;
       case CellOutcome::declined: ++declined; break;
       case CellOutcome::caught: ++caught; break;
       case CellOutcome::missed: ++missed; break;
@@ -442,6 +446,12 @@ VerifyOutcome verify(const VerifyRequest& req) {
   if (!req.device_expect.empty() && description.find(req.device_expect) == std::string::npos)
     fail(kVerifyDevice, fmt::format("{} device.description: '{}' does not contain --device-expect '{}'", ev_path,
                                     description, req.device_expect));
+
+  // 9. The kernels' own result, when the caller gates on it (the evidence is sound by now).
+  if (req.require_pass && failed > 0)
+    fail(kVerifyFailed, fmt::format("{}: the evidence verifies, but the run failed {} cell{} (--require-pass); the "
+                                    "first: {}",
+                                    results_path, failed, failed == 1 ? "" : "s", first_failed));
 
   const nlohmann::json& ver = object_field(ev, "pacheck", ev_path);
   VerifyOutcome out;

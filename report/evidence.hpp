@@ -79,6 +79,7 @@ enum VerifyExit : int {
   kVerifyControls = 15,  ///< no negative control was caught on the run's device, or one missed
   kVerifySelftest = 16,  ///< the comparator self-test failed
   kVerifyDevice = 17,    ///< --device-expect TEXT is not in the run's device description
+  kVerifyFailed = 18,    ///< --require-pass: the evidence verifies, but the run's kernels failed some cell
 };
 
 /// What `pacheck verify DIR` was asked to check.
@@ -87,6 +88,7 @@ struct VerifyRequest {
   std::string suite;          ///< --suite: "" = the suite the evidence names, resolved by this pacheck
   std::string plugin;         ///< --plugin LIB: "" = the plugin hash is reported, not checked
   std::string device_expect;  ///< --device-expect TEXT: "" = not checked
+  bool require_pass = false;  ///< --require-pass: a run with a failed cell is exit 18 (a missed control is 15)
 };
 
 /// verify's answer: the exit code and one line. Verified: "verified: suite gate (271 cells, sha256 1a2b..;
@@ -102,7 +104,7 @@ struct VerifyOutcome {
 /// against the suite as this pacheck resolves it, and no --filter or --shard; one result with a verdict
 /// per (kernel, cell) of the suite in results.jsonl, run.json agreeing, counts agreeing with report.json;
 /// the plugin's SHA-256 against --plugin; the negative controls caught on the run's device kind, none
-/// missed; the self-test; --device-expect. The first failing check decides the outcome. Inputs are read
+/// missed; the self-test; --device-expect; with --require-pass, no failed cell. The first failing check decides the outcome. Inputs are read
 /// with core/files.hpp's read_regular_file (capped, no FIFO, no symbolic link). Never throws.
 VerifyOutcome verify_report_dir(const VerifyRequest& req);
 

@@ -200,7 +200,8 @@ ReportDir ReportDir::resume(const std::string& dir, const nlohmann::json& run, c
     std::string why;
     for (const auto& d : diff) why += (why.empty() ? "" : "; ") + d;
     throw ReportError(fmt::format(
-        "--resume: '{}' holds a different run ({}); give the same suite, kernels, device and options", dir, why));
+        "--resume: '{}' holds a different run ({}); give the same suite, kernels, plugin builds, device and options",
+        dir, why));
   }
   const std::string results = path_in(dir, kResultsLogFile);
   ResultsLog log;

@@ -66,14 +66,26 @@ std::string exit_meaning(int code) {
 
 std::string outcome_word(int code) { return code == 0 ? "PASS" : code == 3 ? "BLIND" : "FAIL"; }
 
+std::string unless_nonfinite(const Metrics& m, const std::string& formatted) {
+  if (m.nan_count > 0) return "nan";
+  if (m.inf_count > 0) return "inf";
+  return formatted;
+}
+
 std::string metrics_text(const CellResult& r) {
   const Metrics& m = r.metrics;
+  const std::string bias = m.bias_elements == 0
+                               ? std::string("not measured (no element needs rounding, or not a 16-bit output)")
+                               : fmt::format("{:+.4f} over {} ({} toward zero, {} away)", m.bias_ulp, m.bias_elements,
+                                             m.bias_toward, m.bias_away);
   return fmt::format(
       "verdict: {}\ndetail: {}\nrel_linf: {}\nlimit: {}\nmargin: {}\nmax_abs: {}\nnmse: {}\nmax_ulp: {}\n"
-      "bitwise_equal_pct: {:.4f}\nbias_ulp: {:+.4f} over {} ({} toward zero, {} away)\nnan: {}\ninf: {}\n"
+      "bitwise_equal_pct: {:.4f}\nbias_ulp: {}\nnan: {}\ninf: {}\n"
       "variant_elements: {}\nworst: (seq {}, head {}, dim {})\nexpected_fail: {}",
-      verdict_name(r.verdict), r.detail, sci(m.rel_linf), sci(r.limit), sci(r.margin), sci(m.max_abs), sci(m.nmse),
-      m.max_ulp, m.bitwise_equal_pct, m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away, m.nan_count,
+      verdict_name(r.verdict), r.detail, unless_nonfinite(m, sci(m.rel_linf)), sci(r.limit), sci(r.margin),
+      unless_nonfinite(m, sci(m.max_abs)), unless_nonfinite(m, sci(m.nmse)),
+      m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct, bias,
+      m.nan_count,
       m.inf_count, r.variant_elements, m.worst.seq, m.worst.head,
       m.worst.dim, r.expected_fail);
 }

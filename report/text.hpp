@@ -13,6 +13,11 @@ namespace pacheck {
 /// A metric for reports: "1.234e-03" (3 decimals in scientific notation), "nan", "inf" or "-inf".
 std::string sci(double v);
 
+/// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse): "nan" or
+/// "inf" when the output holds such elements, since a number there would read as a small error; else
+/// `formatted`, the value as the caller prints it.
+std::string unless_nonfinite(const Metrics& m, const std::string& formatted);
+
 /// `s` with every byte that is not part of a valid UTF-8 sequence replaced by '?' (plugin messages and
 /// device strings come from outside pacheck).
 std::string valid_utf8(const std::string& s);

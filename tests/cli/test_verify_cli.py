@@ -17,6 +17,13 @@ Scenarios:
   verify_plugin  a plugin run with --with-controls verifies with --plugin LIB (exit 0) and without it (the hash
                  reported, not checked); another library, the library with one byte appended, and --plugin on a
                  run that loaded none are exit 14; a plugin run without --with-controls has no control (15)
+  verify_require_pass  --require-pass: a run whose plugin kernel failed a cell verifies (0) without it and is exit 18
+                 naming the first failed cell with it; a passing run is 0 with it; --device-expect '' is exit 2
+  resume_rebuilt_plugin  --resume with the plugin library rebuilt (same path and kernel names, other bytes) since
+                 the stop is refused (exit 2, naming plugin_sha256), so one report never mixes two builds
+  repro_isolated  the repro line of a crashing plugin cell reports verdict crash (exit 1) instead of killing pacheck;
+                 a hanging one is timeout under --cell-timeout; the all-NaN output of a tail fault prints
+                 max_abs nan, not 0
 """
 import argparse
 import hashlib
@@ -317,8 +324,59 @@ def scenario_verify_plugin(args, tmp):
     verify(args, d3, *S, "--plugin", args.example_plugin, expect=14, says="the run loaded no plugin")
 
 
+def isolation_suite(args):
+    return os.path.join(args.source, "tests", "cli", "isolation.toml")
+
+
+def scenario_verify_require_pass(args, tmp):
+    S = ["--suite", isolation_suite(args)]
+    d = os.path.join(tmp, "failing")
+    # planted.oob_write writes past its output on the ctx33 cell: one failed cell; cpu.vector_v (added by
+    # --with-controls) is caught on the V:nan@tail cells at 17 tokens.
+    real_run(args, d, *S, "--plugin", args.plugin, "--kernel", "planted.oob_write", "--with-controls", expect=1)
+    verify(args, d, *S, "--plugin", args.plugin, expect=0, says="1 failed")
+    p = run(args, "verify", d, *S, "--plugin", args.plugin, "--require-pass", expect=18)
+    check("--require-pass" in p.stdout and "planted.oob_write" in p.stdout and "ctx33" in p.stdout,
+          f"--require-pass does not name the failed cell:\n{p.stdout}")
+    ok = os.path.join(tmp, "passing")
+    real_run(args, ok, *S, "--plugin", args.plugin, "--kernel", "planted.ok", "--with-controls")
+    verify(args, ok, *S, "--plugin", args.plugin, "--require-pass", expect=0, says="0 failed")
+    p = run(args, "verify", ok, *S, "--device-expect", "", expect=2)
+    check("--device-expect" in p.stdout, f"an empty --device-expect is not refused by name:\n{p.stdout}")
+
+
+def scenario_resume_rebuilt_plugin(args, tmp):
+    lib = os.path.join(tmp, "libkernel.so")
+    shutil.copy(args.example_plugin, lib)
+    S = ["--suite", suite_file(tmp), "--plugin", lib, "--device", "cpu", "-j2"]
+    d = os.path.join(tmp, "run")
+    run(args, "run", *S, "--report-dir", d, expect=0)
+    run(args, "run", *S, "--resume", d, expect=0)  # the same build resumes (nothing left to run)
+    write(lib, read(args.example_plugin) + b"\0")  # rebuilt: other bytes under the same path and names
+    p = run(args, "run", *S, "--resume", d, expect=2)
+    check("plugin_sha256" in p.stdout and "plugin builds" in p.stdout,
+          f"a rebuilt plugin is not named as the reason:\n{p.stdout}")
+
+
+def scenario_repro_isolated(args, tmp):
+    crash_cell = "h4/2 d32 bs16 f32 ctx33 nhd seed7 clean"
+    p = run(args, "repro", crash_cell, "--kernel", "planted.segfault", "--plugin", args.plugin, expect=1)
+    check("verdict   crash" in p.stdout and "SIGSEGV" in p.stdout, f"repro of a crashing plugin cell:\n{p.stdout}")
+    p = run(args, "repro", crash_cell, "--kernel", "planted.hang", "--plugin", args.plugin, "--cell-timeout", "1", expect=1)
+    check("verdict   timeout" in p.stdout, f"repro of a hanging plugin cell:\n{p.stdout}")
+    # An isolated repro prints what an in-process one does.
+    ok_cell = "h4/2 d32 bs16 f32 ctx17 nhd seed7 clean"
+    a = run(args, "repro", ok_cell, "--kernel", "planted.ok", "--plugin", args.plugin, expect=0).stdout
+    b = run(args, "repro", ok_cell, "--kernel", "planted.ok", "--plugin", args.plugin, "--no-isolate", expect=0).stdout
+    check(a == b and "verdict   pass" in a, f"isolated and in-process repro differ:\n{a}\n---\n{b}")
+    # A tail fault's NaN output: the metrics over finite pairs read "nan", never a small number.
+    p = run(args, "repro", "h4/2 d32 bs16 f32 ctx17 nhd seed7 V:nan@tail", "--kernel", "cpu.vector_v", expect=1)
+    check("max_abs   nan" in p.stdout and "rel_linf  nan" in p.stdout, f"all-NaN metrics:\n{p.stdout}")
+
+
 def main():
-    scenarios = ["verify_real", "verify_tamper", "verify_plugin"]
+    scenarios = ["verify_real", "verify_tamper", "verify_plugin", "verify_require_pass", "resume_rebuilt_plugin",
+                 "repro_isolated"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)
