@@ -27,9 +27,9 @@ void RunControlFlags::bind(CLI::App* cmd, const std::string& fail_fast_notes, co
       ->check(CLI::Range(1, 1000));
   progress_option = cmd->add_option(
       "--progress-interval", progress_interval,
-      fmt::format("print a [progress] line on stderr every SECONDS while the run runs (results finished of the "
-                  "total, the cells running now, the time elapsed); 0 = none (default: {:g} when stderr is not a "
-                  "terminal, 0 when it is: the live line shows progress there)",
+      fmt::format("print a [progress] line on stderr every SECONDS (> 0) while the run runs (results finished of "
+                  "the total, the cells running now, the time elapsed); 'off' = none (default: {:g} when stderr is "
+                  "not a terminal, off when it is: the live line shows progress there)",
                   kDefaultProgressInterval));
   progress_option->type_name("SECONDS");
 }
@@ -37,12 +37,14 @@ void RunControlFlags::bind(CLI::App* cmd, const std::string& fail_fast_notes, co
 double RunControlFlags::progress_seconds(bool stderr_tty) const {
   if (!progress_option || progress_option->count() == 0) return stderr_tty ? 0 : kDefaultProgressInterval;
   const std::string& v = progress_interval;
+  if (v == "off") return 0;
   double x = 0;
   const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
   if (v.empty() || ec != std::errc() || p != v.data() + v.size())
-    throw UsageError(fmt::format("--progress-interval: '{}' is not a number of seconds", v));
-  if (!std::isfinite(x) || x < 0)
-    throw UsageError(fmt::format("--progress-interval: '{}' (must be a finite number of seconds >= 0; 0 = no "
+    throw UsageError(fmt::format("--progress-interval: '{}' is not a number of seconds (or 'off')", v));
+  // 0 is refused rather than read as "off": an interval of no time is no interval, and 'off' says what it does.
+  if (!std::isfinite(x) || x <= 0)
+    throw UsageError(fmt::format("--progress-interval: '{}' is not a finite number of seconds > 0 (use 'off' for no "
                                  "[progress] lines)",
                                  v));
   return x;

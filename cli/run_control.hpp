@@ -35,9 +35,10 @@ struct RunControlFlags {
   /// Adds the three flags to `cmd`; `fail_fast_notes` and `repeat_notes` end the help of --fail-fast and
   /// --repeat (what the command does with its report directory, what a flag does not combine with).
   void bind(CLI::App* cmd, const std::string& fail_fast_notes, const std::string& repeat_notes);
-  /// The interval in seconds (0 = no [progress] lines): the value given, else kDefaultProgressInterval when
-  /// `stderr_tty` is false and 0 when it is true (the live line shows progress there). Throws UsageError
-  /// naming --progress-interval for a value that is not a number, NaN, infinite or negative.
+  /// The interval in seconds (0 = no [progress] lines): the value given ('off' gives 0), else
+  /// kDefaultProgressInterval when `stderr_tty` is false and 0 when it is true (the live line shows progress
+  /// there). Throws UsageError naming --progress-interval for a value that is not 'off' or a number, NaN,
+  /// infinite, zero or negative.
   double progress_seconds(bool stderr_tty) const;
 };
 
