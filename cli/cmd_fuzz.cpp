@@ -59,6 +59,9 @@ int run_fuzz(FuzzOptions& o) {
     throw UsageError(fmt::format("cannot fuzz {}: {}", kernel->name(), e.what()));
   }
 
+  const MemoryBudget budget = o.common.memory.budget();
+  target.max_case_bytes = budget.bytes;
+
   prop::RunParams params;
   const std::optional<std::uint64_t> seed = parse_seed_flag(o.seed, o.seed_given);
   params.seed = seed ? *seed : std::random_device{}();
@@ -70,7 +73,8 @@ int run_fuzz(FuzzOptions& o) {
 
   const std::string how = params.budget_seconds > 0 ? fmt::format("{:.1f} s per property", params.budget_seconds)
                                                     : fmt::format("{} cases per property", params.cases);
-  fmt::print("pacheck fuzz: {} on {}, seed {}, {}\n", kernel->name(), target.device, params.seed, how);
+  fmt::print("pacheck fuzz: {} on {}, seed {}, {}; a case over --max-memory {} ({}) is discarded\n", kernel->name(),
+             target.device, params.seed, how, format_bytes(budget.bytes), budget.source);
   if (kernel->is_negative_control())
     fmt::print("{} is a negative control: a failing property here is its planted fault being caught\n", kernel->name());
   fmt::print("\n{:<18} {:<7} {:>6} {:>8}  {}\n", "property", "result", "cases", "seconds", "coverage");
@@ -79,8 +83,12 @@ int run_fuzz(FuzzOptions& o) {
   int failed = 0;
   for (prop::Property p : props) {
     const prop::PropertyRun run = prop::run_property(p, target, params);
+    std::string coverage = prop::tag_summary(run.distribution);
+    if (run.over_memory > 0)
+      coverage += fmt::format("{}{} case{} over --max-memory discarded", coverage.empty() ? "" : ", ",
+                              run.over_memory, run.over_memory == 1 ? "" : "s");
     fmt::print("{:<18} {:<7} {:>6} {:>8.1f}  {}\n", prop::property_name(p), run.passed ? "held" : "FAILED", run.cases,
-               run.seconds, prop::tag_summary(run.distribution));
+               run.seconds, coverage);
     if (!run.passed) {
       ++failed;
       if (run.counterexample) {
@@ -93,6 +101,10 @@ int run_fuzz(FuzzOptions& o) {
                    plugin_flag(kernel->name()), prop::property_name(p), run.reproduce);
       } else {
         fmt::print("  {}\n", run.message);
+        if (run.over_memory > 0)
+          fmt::print("  {} generated case{} did not fit --max-memory {} ({}): raise it, or lower --max-size\n",
+                     run.over_memory, run.over_memory == 1 ? "" : "s", format_bytes(budget.bytes),
+                     budget.source);
       }
     }
     std::fflush(stdout);
@@ -143,6 +155,10 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--reproduce", o->reproduce, "replay a failure from the reproduce string printed with it");
   cmd->add_option("--plugin", o->common.plugins, "kernel library to load (repeatable)");
   o->common.judge.bind(cmd);  // the verdict flags `run` takes, --multiple and --tf32 included
+  o->common.memory.bind(cmd,
+                        "host memory one generated case may take, from its estimate before anything of it is "
+                        "generated (as run's --max-memory): a case that needs more is discarded (not run, not a "
+                        "failure) and counted in the property's coverage line");
   cmd->callback([&ctx, o, seed_flag] {
     o->seed_given = seed_flag->count() > 0;
     ctx.exit_code = run_fuzz(*o);

@@ -12,6 +12,7 @@
 
 #include "cli/common.hpp"
 #include "cli/interrupt.hpp"
+#include "cli/run_control.hpp"
 #include "exec/isolate.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
@@ -63,20 +64,9 @@ std::string selection_text(const Suite& suite, std::size_t kernels, std::size_t 
   return fmt::format("suite {}: {} results (of {})", suite.name, group_digits(selected), of);
 }
 
-/// The first failing result of a --fail-fast run (RunOptions::on_result sets it, one call at a time).
-struct FirstFailure {
-  std::atomic<bool> seen{false};
-  std::string text;  ///< "cpu.vector_v 'h32/8 ... V:nan@tail' (poisoned)"
-};
-
-/// What a run that stopped early prints after its rows: why it stopped, what finished, and how to complete
-/// it (the --resume command, or how to get a report directory for one).
-void print_stopped(std::FILE* to, const RunSummary& s, int sig, const FirstFailure& first, const ReportDir* reports,
-                   int repeat) {
-  const std::string why = sig ? fmt::format("interrupted by {}", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : signal_description(sig))
-                              : fmt::format("stopped early (--fail-fast) after the first failure, {}", first.text);
-  fmt::print(to, "\npacheck: {}: {} of {} results finished ({}); no further cell was started\n", why,
-             group_digits(s.results.size()), group_digits(s.planned), verdict_counts_text(s.verdicts));
+/// What a stopped run prints after RunControl::print_stopped's line: how to complete it (the --resume
+/// command, or how to get a report directory for one).
+void print_resume_hint(std::FILE* to, const ReportDir* reports, int repeat) {
   if (repeat > 1)
     fmt::print(to, "pacheck: a --repeat run is not resumable (its results are combined at the end): run it again\n");
   else if (reports && !reports->append_error().empty())
@@ -92,28 +82,6 @@ void print_stopped(std::FILE* to, const RunSummary& s, int sig, const FirstFailu
   std::fflush(to);
 }
 
-/// The lines --repeat adds before the summary: how often each result ran and every one whose verdict
-/// differed, with its verdicts in repeat order and the repro line.
-void print_repeats(std::FILE* to, int repeat, std::size_t results, const std::vector<RepeatDifference>& diffs,
-                   const std::string& judge_flags) {
-  fmt::print(to, "\n--repeat {}: each of {} results ran {} times; ", repeat, group_digits(results), repeat);
-  if (diffs.empty()) {
-    fmt::print(to, "every verdict was the same each time\n");
-    return;
-  }
-  fmt::print(to, "{} gave different verdicts (flaky):\n", diffs.size());
-  for (const auto& d : diffs) {
-    std::string verdicts;
-    for (std::size_t k = 0; k < d.verdicts.size(); ++k) verdicts += (k ? ", " : "") + std::string(verdict_name(d.verdicts[k]));
-    CellResult r;
-    r.kernel = d.kernel;
-    r.cell_id = d.cell_id;
-    fmt::print(to, "  {} [{}]{}\n    {}\n", d.kernel, verdicts,
-               d.outcome_differs ? fmt::format(" -> reported as repeat {}'s failure", d.recorded + 1) : "",
-               repro_command(r, judge_flags));
-  }
-}
-
 }  // namespace
 
 void add_run_command(CLI::App& app, Context& ctx) {
@@ -125,8 +93,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto resume_dir = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>(kDefaultFormat);
   auto quiet = std::make_shared<bool>(false);
-  auto fail_fast = std::make_shared<bool>(false);
-  auto repeat = std::make_shared<int>(1);
+  auto control = std::make_shared<RunControlFlags>();
   auto color = std::make_shared<std::string>("auto");
   auto with_controls = std::make_shared<bool>(false);
   opts->bind(cmd);
@@ -144,21 +111,14 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--quiet,-q", *quiet,
                 "console: rows of failing cells only (not the caught cells of negative controls), then the summary "
                 "and the failure list");
-  cmd->add_flag("--fail-fast", *fail_fast,
-                "stop after the first failing result: no further cell starts, exit 1 as for a failure; no reports "
-                "are written and a --report-dir is left for --resume, as a stopped run's");
-  cmd->add_option("--repeat", *repeat,
-                  "run the whole selection N times in this process, for flake hunting: rows are the first repeat's, "
-                  "each result whose verdict differs between repeats is listed, and a result that fails in any "
-                  "repeat is reported as that failure (exit 1); not with --resume, and results.jsonl is written "
-                  "when the last repeat ends")
-      ->check(CLI::Range(1, 1000));
+  control->bind(cmd, " and a --report-dir is left for --resume, as a stopped run's",
+                "; not with --resume, and results.jsonl is written when the last repeat ends");
   cmd->add_flag("--with-controls", *with_controls,
                 "also run every built-in negative control of the device (a --plugin's kernels alone are the selection "
                 "otherwise): the evidence `pacheck verify` needs that the checks can fail on this device");
   bind_format_option(cmd, *format);
   bind_color_option(cmd, *color);
-  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, fail_fast, repeat, color,
+  cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, control, color,
                  with_controls] {
     // Before anything is run or written: a bad --format must not empty an earlier run's report directory.
     FormatOptions fo;
@@ -166,8 +126,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
     fo.quiet = *quiet;
     fo.color = resolve_color(*color);
     const std::unique_ptr<ReportFormat> out = stdout_format(*format, fo);
-    if (*repeat > 1 && !resume_dir->empty())
+    if (control->repeat > 1 && !resume_dir->empty())
       throw UsageError("--repeat: not with --resume (the resumed cells ran once; a repeated run starts afresh)");
+    const bool tty = isatty(fileno(stderr));
+    control->progress_seconds(tty);  // a bad --progress-interval: exit 2 before any report is replaced
     opts->load_plugins();
     const std::string device = resolve_device(opts->device);
     check_device_form(device);
@@ -212,13 +174,12 @@ void add_run_command(CLI::App& app, Context& ctx) {
     } catch (const ReportError& e) {
       throw UsageError(e.what());
     }
-    const bool tty = isatty(fileno(stderr));
     RunStart start;
     start.title = fmt::format("pacheck {} | {} | device {} | kernels:", pacheck_version(),
                               selection_text(suite, kernels.size(), count_selected(suite, kernels, ro)), device);
     for (const auto& k : kernels) start.title += " " + k->name();
     if (ro.shard_count > 1) start.title += fmt::format(" | shard {}/{}", ro.shard_index, ro.shard_count);
-    if (*repeat > 1) start.title += fmt::format(" | --repeat {}", *repeat);
+    if (control->repeat > 1) start.title += fmt::format(" | --repeat {}", control->repeat);
     if (reports && !resume_dir->empty()) {
       start.notes.push_back(fmt::format("resuming {}: {} finished cells in {} are not run again", reports->dir(),
                                         ro.previous.size(), kResultsLogFile));
@@ -234,62 +195,40 @@ void add_run_command(CLI::App& app, Context& ctx) {
         if (*format != kDefaultFormat) fmt::print(stderr, "pacheck: warning: {}\n", note);
       }
     }
+    // Checked before the run starts: a bad --progress-interval is exit 2 with nothing run.
+    RunControl control_run(*control, tty);
     out->run_started(start);
     // SIGINT/SIGTERM and --fail-fast stop the run between cells (exec/run_options.hpp's RunOptions::stop).
     const InterruptHandler interrupts;
-    FirstFailure first_failure;
-    ro.stop = [&first_failure] { return InterruptHandler::signal() != 0 || first_failure.seen.load(); };
-    int current_repeat = 0;
     ro.on_result = [&](const CellResult& r) {
-      // First: a kill right after this cell must not lose it. A repeated run's results are combined first.
-      if (reports && *repeat == 1) reports->append(r);
-      const CellOutcome o = cell_outcome(r, r.expected_fail);
-      if (*fail_fast && !first_failure.seen && (o == CellOutcome::failed || o == CellOutcome::missed)) {
-        first_failure.text = fmt::format("{} '{}' ({})", r.kernel, r.cell_id, verdict_name(r.verdict));
-        first_failure.seen = true;
-      }
+      // A kill right after this cell must not lose it. A repeated run's results are combined first.
+      if (reports && control->repeat == 1) reports->append(r);
     };
-    ro.on_result_in_order = [&](const CellResult& r) {
-      if (current_repeat > 0) return;  // rows are the first repeat's
-      if (tty) fmt::print(stderr, "\r\033[K");
-      out->cell_finished(r);
-    };
-    if (tty)
-      ro.on_progress = [&](int done, int total) {
-        if (*repeat > 1) fmt::print(stderr, "\r[repeat {}/{}] [{}/{}] cells", current_repeat + 1, *repeat, done, total);
-        else fmt::print(stderr, "\r[{}/{}] cells", done, total);
-      };
+    ro.on_result_in_order = [&](const CellResult& r) { out->cell_finished(r); };
+    control_run.attach(ro);
+    std::vector<KernelRole> roles;
+    for (const auto& k : kernels) roles.push_back({k->name(), k->is_negative_control()});
     RunSummary s;
-    std::vector<RunSummary> repeats;
     try {
-      for (current_repeat = 0; current_repeat < *repeat; ++current_repeat) {
-        s = run_suite(suite, kernels, device, ro);
-        if (s.stopped) break;
-        if (*repeat > 1) repeats.push_back(std::move(s));
-      }
+      s = control_run.run([&] { return run_suite(suite, kernels, device, ro); }, roles);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
-    if (tty) fmt::print(stderr, "\r\033[K");
     std::FILE* notes = *format == kDefaultFormat ? stdout : stderr;
-    if (s.stopped) {
+    if (control_run.stopped()) {
       // Only the console shows a stopped run's counts: a document format must not look like a whole run's.
       if (*format == kDefaultFormat) out->run_ended(s, ReportMeta{suite.name, device, {}, identity});
       std::fflush(stdout);
-      const int sig = InterruptHandler::signal();
-      print_stopped(notes, s, sig, first_failure, reports ? &*reports : nullptr, *repeat);
-      ctx.exit_code = sig ? InterruptHandler::exit_code(sig) : std::max<int>(kFail, s.exit_code());
+      control_run.print_stopped(notes, s);
+      print_resume_hint(notes, reports ? &*reports : nullptr, control->repeat);
+      ctx.exit_code = control_run.stopped_exit_code(s);
       return;
     }
-    if (*repeat > 1) {
-      std::vector<KernelRole> roles;
-      for (const auto& k : kernels) roles.push_back({k->name(), k->is_negative_control()});
-      std::vector<RepeatDifference> diffs;
-      s = combine_repeats(std::move(repeats), roles, &diffs);
+    if (control->repeat > 1) {
       if (reports)
         for (const auto& r : s.results) reports->append(r);
-      if (*format == kDefaultFormat) print_repeats(stdout, *repeat, s.results.size(), diffs, s.judge_flags);
-      else if (!diffs.empty()) print_repeats(stderr, *repeat, s.results.size(), diffs, s.judge_flags);
+      if (*format == kDefaultFormat) control_run.print_repeats(stdout, s);
+      else if (!control_run.differences().empty()) control_run.print_repeats(stderr, s);
       std::fflush(stdout);
     }
     ReportMeta meta{suite.name, device, {}, identity};

@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <optional>
 
+#include <unistd.h>
+
 #include "cli/common.hpp"
 #include "cli/interrupt.hpp"
+#include "cli/run_control.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
 #include "report/json.hpp"
@@ -25,6 +28,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
   };
   auto o = std::make_shared<Opts>();
   auto common = std::make_shared<CommonOptions>();  // for the tolerance flags only
+  auto control = std::make_shared<RunControlFlags>();
   cmd->add_option("--cases", o->cases, "directory written by `pacheck export`")->required();
   cmd->add_option("--outputs", o->outputs, "directory holding one output safetensors per case file")->required();
   cmd->add_option("--kernel-name", o->kernel, "name to report the outputs under")->capture_default_str();
@@ -46,12 +50,16 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--threads,-j", common->threads, "CPU worker threads (default: all cores)");
   common->judge.bind(cmd);
   common->memory.bind(cmd);
-  cmd->callback([&ctx, o, common] {
+  control->bind(cmd, "; a --report-dir keeps the scored results in " + std::string(kResultsLogFile),
+                "; results.jsonl is written when the last repeat ends");
+  cmd->callback([&ctx, o, common, control] {
     FormatOptions fo;
     fo.only_failures = o->only_failures;
     fo.quiet = o->quiet;
     fo.color = resolve_color(o->color);
     const std::unique_ptr<ReportFormat> out = stdout_format(o->format, fo);
+    const bool tty = isatty(fileno(stderr)) != 0;
+    control->progress_seconds(tty);  // a bad --progress-interval: exit 2 before anything is read or written
     // Pre-flight: an unwritable --json fails now, not after every output was scored.
     if (!o->json.empty()) check_writable_file("--json", o->json);
     ScoreOptions so;
@@ -73,54 +81,72 @@ void add_score_command(CLI::App& app, Context& ctx) {
                            {"outputs", std::filesystem::absolute(o->outputs).lexically_normal().string()}};
       if (!o->report_dir.empty()) {
         try {
-          reports = ReportDir::start(o->report_dir, identity);
+          // Once: each repeat of --repeat N passes the pre-flight again, into the one directory.
+          if (!reports) reports = ReportDir::start(o->report_dir, identity);
         } catch (const ReportError& e) {
           throw UsageError(e.what());
         }
       }
     };
     so.run.on_result = [&](const CellResult& r) {
-      if (reports) reports->append(r);  // first: a kill right after this cell must not lose it
+      // First: a kill right after this cell must not lose it. A repeated score's results are combined first.
+      if (reports && control->repeat == 1) reports->append(r);
     };
-    // SIGINT/SIGTERM stop the scoring between cells, as they stop `run`.
+    // SIGINT/SIGTERM and --fail-fast stop the scoring between cells, --repeat N scores N times, and
+    // --progress-interval reports while it runs: as on `run` (cli/run_control.hpp).
+    RunControl control_run(*control, tty);
     const InterruptHandler interrupts;
-    so.run.stop = [] { return InterruptHandler::signal() != 0; };
     // The table starts with the first result, so a bad case directory prints only its error. Rows come in
     // plan order, whatever the thread count.
     bool started = false;
     so.run.on_result_in_order = [&](const CellResult& r) {
       if (!started) {
-        out->run_started(
-            {fmt::format("pacheck {} | score {} against {}", pacheck_version(), o->outputs, o->cases), {}});
+        std::string title = fmt::format("pacheck {} | score {} against {}", pacheck_version(), o->outputs, o->cases);
+        if (control->repeat > 1) title += fmt::format(" | --repeat {}", control->repeat);
+        out->run_started({title, {}});
         started = true;
       }
       out->cell_finished(r);
     };
+    control_run.attach(so.run);
     std::string suite;
     RunSummary s;
     try {
-      s = score_cases(o->cases, o->outputs, so, &suite);
+      s = control_run.run([&] { return score_cases(o->cases, o->outputs, so, &suite); },
+                          {{o->kernel, o->negative_control}});
     } catch (const CaseFilesError& e) {
       throw UsageError(e.what());
     } catch (const SafetensorsError& e) {
       throw UsageError(e.what());
     }
     ReportMeta meta{suite, device, {}, identity.is_null() ? nlohmann::json(nullptr) : identity};
-    if (s.stopped) {
+    std::FILE* notes = o->format == kDefaultFormat ? stdout : stderr;
+    if (control_run.stopped()) {
       // Only the console shows a stopped run's counts: a document format must not look like a whole run's.
       if (o->format == kDefaultFormat) out->run_ended(s, meta);
       std::fflush(stdout);
-      const int sig = InterruptHandler::signal();
-      fmt::print(o->format == kDefaultFormat ? stdout : stderr,
-                 "\npacheck: interrupted by {}: {} of {} results scored ({}); no further cell was started. {}score "
-                 "has no --resume: run the same command again\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM", group_digits(s.results.size()), group_digits(s.planned),
-                 verdict_counts_text(s.verdicts),
-                 reports ? fmt::format("The scored results are kept in {}; no reports were written. ",
-                                       (std::filesystem::path(reports->dir()) / kResultsLogFile).string())
-                         : std::string("score keeps no partial results without --report-dir; "));
-      ctx.exit_code = InterruptHandler::exit_code(sig);
+      control_run.print_stopped(notes, s);
+      if (control->repeat > 1)
+        fmt::print(notes, "pacheck: {}a --repeat score is combined at the end: run the same command again\n",
+                   reports ? "no results were kept and no reports were written; " : "");
+      else if (reports)
+        fmt::print(notes, "pacheck: the scored results are kept in {}; no reports were written. score has no "
+                          "--resume: run the same command again\n",
+                   (std::filesystem::path(reports->dir()) / kResultsLogFile).string());
+      else
+        fmt::print(notes, "pacheck: score keeps no partial results without --report-dir and has no --resume: run the "
+                          "same command again\n");
+      std::fflush(notes);
+      ctx.exit_code = control_run.stopped_exit_code(s);
       return;
+    }
+    if (control->repeat > 1) {
+      // A repeated score's results are combined first, then logged.
+      if (reports)
+        for (const auto& r : s.results) reports->append(r);
+      if (o->format == kDefaultFormat) control_run.print_repeats(stdout, s);
+      else if (!control_run.differences().empty()) control_run.print_repeats(stderr, s);
+      std::fflush(stdout);
     }
     // Outputs are judged on the CPU.
     if (reports || out->needs_environment()) meta.environment = collect_environment("cpu");

@@ -146,12 +146,14 @@ MemoryBudget default_memory_budget() {
   return {ram / 2, "50% of RAM"};
 }
 
-void MemoryFlag::bind(CLI::App* cmd) {
+void MemoryFlag::bind(CLI::App* cmd, const std::string& help) {
   option = cmd->add_option("--max-memory", bytes,
-                           "host memory the run may take, from a per-case estimate before anything is generated: a "
-                           "case (times the cases prepared at once, one per --threads) that needs more is refused, "
-                           "exit 2. SIZE is bytes or with K, M, G, T (KiB ... TiB: powers of 1024) (default: 50% of "
-                           "RAM, or of the cgroup memory limit when lower)")
+                           (help.empty() ? std::string("host memory the run may take, from a per-case estimate before "
+                                                       "anything is generated: a case (times the cases prepared at "
+                                                       "once, one per --threads) that needs more is refused, exit 2")
+                                         : help) +
+                               ". SIZE is bytes or with K, M, G, T (KiB ... TiB: powers of 1024) (default: 50% of "
+                               "RAM, or of the cgroup memory limit when lower)")
                ->type_name("SIZE")
                // AsSizeValue reads "-1" as 2^64 - 1 (no budget at all): a sign is refused first.
                ->check(CLI::Validator(

@@ -120,11 +120,12 @@ struct MemoryBudget {
 MemoryBudget default_memory_budget();
 
 /// `--max-memory SIZE` (bytes, or with a K, M, G, T suffix or KiB, MiB, GiB, TiB: powers of 1024; CLI11's
-/// AsSizeValue). bind() adds it to a command; budget() is the value given or default_memory_budget().
+/// AsSizeValue). bind() adds it to a command (`help`: what the budget does there; empty: run's refusal of a
+/// case that does not fit); budget() is the value given or default_memory_budget().
 struct MemoryFlag {
   std::uint64_t bytes = 0;
   CLI::Option* option = nullptr;
-  void bind(CLI::App* cmd);
+  void bind(CLI::App* cmd, const std::string& help = "");
   MemoryBudget budget() const;
 };
 /// "38.2 GiB": `bytes` in the largest binary unit that keeps it >= 1.

@@ -27,6 +27,8 @@ struct PoolDevice {
 void run_item(const WorkItem& item, const PoolDevice& dev, Plan& plan, const RunOptions& opt, const EmitResult& emit,
               const FreshProcesses* fresh) {
   if (stop_requested(opt)) return;
+  if (opt.on_started)
+    for (const auto& j : item.jobs) opt.on_started(j.kernel->name(), j.cell.id());
   std::optional<CaseData> data;
   try {
     data = prepare_case(item.c, opt);

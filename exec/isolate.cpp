@@ -205,6 +205,7 @@ CellResult run_one(Child& c, int group, int lane, std::size_t job, const Isolati
                    const IsolationHooks& hooks, bool* cancelled = nullptr) {
   const auto t0 = Clock::now();
   const std::string cmd = std::to_string(job) + "\n";
+  if (hooks.started) hooks.started(job);
   for (int attempt = 0;; ++attempt) {
     if (!c.alive()) {
       const std::string why = spawn(c, group, lane, hooks);

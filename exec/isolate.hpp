@@ -46,6 +46,9 @@ struct IsolationHooks {
   std::function<CellResult(std::size_t job, Verdict v, const std::string& detail, double seconds)> lost;
   /// Runs in the parent as each job finishes, one call at a time (never concurrently).
   std::function<void(std::size_t job, CellResult& r)> done;
+  /// Optional. Runs in the parent, in the lane's thread (lanes call it concurrently), as job `job` is about
+  /// to be sent to its child: the job has started.
+  std::function<void(std::size_t job)> started;
 };
 
 struct IsolationOptions {

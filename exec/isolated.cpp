@@ -122,6 +122,11 @@ void run_isolated_items(Plan& plan, const std::vector<KernelPtr>& kernels, const
     r.index = j.index;
     return r;
   };
+  if (opt.on_started)
+    common.started = [&](std::size_t job) {
+      const Job& j = plan.job(table.refs.at(job));
+      opt.on_started(j.kernel->name(), j.cell.id());
+    };
   common.done = [&](std::size_t job, CellResult& r) {
     CellResult& slot = plan.results[plan.job(table.refs.at(job)).result_index];
     slot = std::move(r);

@@ -30,6 +30,16 @@ struct RunOptions {
   /// passed on follow in plan order before run_suite returns. Called after on_result for the same result.
   std::function<void(const CellResult&)> on_result_in_order;
   std::function<void(int done, int total)> on_progress;
+  /// Called once, after planning and before any cell runs (from run_suite's thread): `total` results are
+  /// planned and `done` of them are already settled (resumed from --resume). For a reporter that shows the
+  /// total before the first result finishes (`--progress-interval`).
+  std::function<void(int done, int total)> on_planned;
+  /// Called when work on a result begins, from the thread doing it (several threads at once: must be
+  /// thread-safe), with the kernel's name and the cell id its result will carry. In-process, for every job of
+  /// a case as the case's preparation starts (its cells then run one after another); isolated, as the job is
+  /// sent to its child. A result settled while planning, resumed, or lost before its child started gets no
+  /// call. on_result follows for the same (kernel, cell id) unless the run stops first.
+  std::function<void(const std::string& kernel, const std::string& cell_id)> on_started;
   /// Kernels whose cells run in child processes (exec/isolate.hpp); empty = none. A crash or hang then
   /// becomes the cell's verdict (crash, timeout) instead of ending the run.
   std::function<bool(const Kernel&)> isolate;

@@ -102,6 +102,7 @@ RunSummary run_suite(const Suite& suite, const std::vector<KernelPtr>& kernels, 
   Plan plan = plan_run(suite, kernels, opt);
 
   Progress progress(suite, opt, plan);
+  if (opt.on_planned) opt.on_planned(static_cast<int>(plan.resumed.size()), static_cast<int>(plan.results.size()));
   const EmitResult emit = [&](CellResult& r) { progress(r); };
   for (std::size_t i : plan.settled) emit(plan.results[i]);  // live table and results.jsonl see them first
   const FreshProcesses* server = fresh ? &*fresh : nullptr;

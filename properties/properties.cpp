@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/table.hpp"
+#include "exec/prepare.hpp"
 #include "faults/inject.hpp"
 #include "judge/comparator.hpp"
 #include "report/text.hpp"
@@ -56,10 +57,26 @@ std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
   throw rc::detail::CaseResult(rc::detail::CaseResult::Type::Failure, cx.message);
 }
 
+/// Generated cases discarded by admit() in this thread's current run_property (PropertyRun::over_memory).
+thread_local int t_over_memory = 0;
+
+/// Discards the RapidCheck case (RC_DISCARD, not a failure) and counts it when `c`'s host memory estimate
+/// exceeds t.max_case_bytes (0: no budget).
+void admit(const KernelUnderTest& t, const Case& c) {
+  if (t.max_case_bytes <= 0) return;
+  const double need = estimate_case_memory(c, t.options.oracle_precision,
+                                           t.options.tolerance.policy == TolerancePolicy::calibrated)
+                          .total();
+  if (need <= t.max_case_bytes) return;
+  ++t_over_memory;
+  RC_DISCARD("the case's memory estimate exceeds --max-memory");
+}
+
 /// Runs `body`, turning kernel and harness exceptions into a counterexample for `cell` (RapidCheck's own
 /// results and generation failures pass through).
 template <typename F>
 void guarded(Property p, const KernelUnderTest& t, const Cell& cell, F&& body) {
+  admit(t, cell.c);  // before anything of the case is generated
   try {
     body();
   } catch (const rc::detail::CaseResult&) {
@@ -184,6 +201,7 @@ void paging(Property self, const KernelUnderTest& t) {
   alt.padding_target = padto < 0 ? -1 : static_cast<int>(padto % pool);
   if (!t.kernel->supports(alt).ok) alt.padding_columns = c.padding_columns;
   RC_PRE(t.kernel->supports(alt).ok);
+  admit(t, alt);
   guarded(self, t, cell, [&] {
     PrePaging pre = generate(c);
     const CaseData a = paged(c, pre), b = paged(alt, std::move(pre));
@@ -326,6 +344,7 @@ void gqa_expansion(Property self, const KernelUnderTest& t) {
   Case mha = c;
   mha.num_kv_heads = c.num_heads;
   RC_PRE(t.kernel->supports(mha).ok);
+  admit(t, mha);
   guarded(self, t, cell, [&] {
     const PrePaging pre = generate(c);
     // Query head h reads KV head h / ratio; the MHA case gives each query head its own copy of it.
@@ -704,6 +723,7 @@ PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& 
   PropertyRun run{p};
   run.kernel = t.kernel->name();
   run.passed = true;
+  t_over_memory = 0;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   rc::detail::TestMetadata meta;
@@ -761,6 +781,7 @@ PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& 
     for (std::uint64_t i = 0; elapsed() < params.budget_seconds; ++i)
       if (!once(params.seed + i * 0x9E3779B97F4A7C15ull, kChunk)) break;
   }
+  run.over_memory = t_over_memory;
   run.seconds = elapsed();
   return run;
 }

@@ -85,6 +85,12 @@ struct KernelUnderTest {
   std::shared_ptr<Backend> backend;
   RunOptions options;
   CaseSpace space;
+  /// Host memory budget of one generated case, in bytes (`pacheck fuzz --max-memory`); 0 = none. A case
+  /// whose estimate_case_memory (exec/prepare.hpp: under options' oracle precision and tolerance policy)
+  /// exceeds it is discarded before anything of it is generated (RapidCheck's RC_DISCARD: not run, not a
+  /// failure) and counted in PropertyRun::over_memory. Checked for the case a property draws and for the
+  /// larger case some derive from it (gqa-expansion's MHA copy, paging-invariance's other pool).
+  double max_case_bytes = 0;
 };
 
 /// Opens the backend for `kernel` (CPU kernels always run on "cpu"; a GPU kernel on `device`, or with ""
@@ -130,6 +136,10 @@ struct PropertyRun {
   std::string reproduce;  ///< on failure: the string RunParams::reproduce (or RC_PARAMS="reproduce=...") replays
   int shrinks = 0;        ///< accepted shrink steps from the first failing case to the counterexample
   rc::detail::Distribution distribution;  ///< RC_TAG counts over the cases that held
+  /// Generated cases discarded because their memory estimate exceeded KernelUnderTest::max_case_bytes (also
+  /// while shrinking). RapidCheck gives up (passed false, `message` says so) when discards outnumber the
+  /// cases that held by its max_discard_ratio (10).
+  int over_memory = 0;
   double seconds = 0;
 };
 

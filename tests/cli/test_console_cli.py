@@ -19,6 +19,16 @@ Scenarios:
               finished results for --resume, which completes the run
   repeat      --repeat 3 runs each result 3 times and says whether any verdict differed; --repeat 0 and
               --repeat with --resume are refused (exit 2)
+  score_fail_fast
+              score --fail-fast stops after the first failing result (a declined case before it does not stop
+              it): exit 1, says so, keeps the scored results in --report-dir's results.jsonl, writes no report
+  score_repeat
+              score --repeat 3 scores each result 3 times as run --repeat does: rows of the first repeat,
+              results.jsonl and report.json holding each result once, verdicts of one score; --repeat 0 refused
+  progress_interval
+              --progress-interval 0, negative, 'abc', 'inf', 'nan' and '' are exit 2 naming the option, on run
+              and score, before anything is written; a small interval prints [progress] lines on a non-tty
+              (done/total, the cells running, the time elapsed); 'off' prints none
   repro_flags the repro lines of a run, a report and fuzz under --tolerance calibrated --oracle-precision f64
               carry those flags and reproduce the run's verdict and limit (without them, another limit)
   list_cells  `pacheck list cells --suite S [--kernel K] [--filter RE]`: one pasteable id per line, the ids a
@@ -36,7 +46,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_reports_cli import check, check_reports_dir, comparable, fail, load, read_jsonl, run  # noqa: E402
+from test_reports_cli import (check, check_reports_dir, comparable, fail, load, read_jsonl, refused, run,  # noqa: E402
+                              write_zero_output)
 
 TAIL = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--kernel", "cpu.vector_v"]
 FAILING = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--kernel", "planted.drop_last_token",
@@ -335,8 +346,108 @@ def scenario_repro_flags(args, tmp):
         check(msg in p.stdout, f"{bad}: {p.stdout[-300:]}")
 
 
+def score_inputs(args, tmp):
+    """An export of tail-poison's bf16 cells and a foreign runner's outputs for it, written without NumPy: the
+    first case's files declined (its cells are declined, not failed), every other output all zeros (each of
+    its cells fails). Returns the score arguments."""
+    cases, outs = os.path.join(tmp, "cases"), os.path.join(tmp, "outs")
+    run(args, "export", "--suite", "tail-poison", "--filter", " bf16 ", "--out", cases, expect=0)
+    os.makedirs(outs)
+    files = load(os.path.join(cases, "manifest.json"))["files"]
+    for e in files:
+        if e["case"] == files[0]["case"]:
+            with open(os.path.join(outs, e["output"]["file"] + ".declined"), "w") as f:
+                f.write("this runner takes no such call\n")
+        else:
+            write_zero_output(os.path.join(outs, e["output"]["file"]), e)
+    return ["score", "--cases", cases, "--outputs", outs]
+
+
+def scenario_score_fail_fast(args, tmp):
+    """Before: score had no --fail-fast (exit 2, an unknown option)."""
+    score = score_inputs(args, tmp)
+    whole = run(args, *score, "-j1", expect=1)
+    whole_rows = rows(whole.stdout)
+    planned = len(whole_rows)
+    first = next(i for i, r in enumerate(whole_rows) if r[1] not in ("pass", "declined"))
+    check(first > 0 and whole_rows[0][1] == "declined", f"the first case is not declined: {whole_rows[:2]}")
+    d = os.path.join(tmp, "ff")
+    p = run(args, *score, "-j1", "--fail-fast", "--report-dir", d, expect=1)
+    m = re.search(r"stopped early \(--fail-fast\) after the first failure, foreign '([^']+)' \((\w+)\): "
+                  r"(\d+) of (\d+) results finished", p.stdout)
+    check(m, f"score --fail-fast does not say it stopped early:\n{p.stdout[-2000:]}")
+    check(m.group(1) == whole_rows[first][7] and m.group(2) == whole_rows[first][1],
+          f"first failure {m.group(1)} ({m.group(2)}), want {whole_rows[first][7]} ({whole_rows[first][1]})")
+    done = read_jsonl(os.path.join(d, "results.jsonl"))
+    # -j1: one cell at a time, so the cells before the first failure and that failure, no more.
+    check(int(m.group(3)) == len(done) == first + 1 and int(m.group(4)) == planned,
+          f"{m.group(3)} of {m.group(4)} finished, {len(done)} kept; want {first + 1} of {planned}")
+    check(any(r["verdict"] == "declined" for r in done), "the declined cells before the failure were not kept")
+    check(f"the scored results are kept in {os.path.join(d, 'results.jsonl')}" in p.stdout, p.stdout[-800:])
+    check(not os.path.exists(os.path.join(d, "report.json")), "a stopped score wrote report.json")
+    check(len(rows(p.stdout)) == first + 1, f"rows after the stop: {len(rows(p.stdout))}, want {first + 1}")
+    p = run(args, *score, "-j2", "--fail-fast", expect=1)
+    check("stopped early (--fail-fast)" in p.stdout and "score keeps no partial results without --report-dir"
+          in p.stdout, f"score --fail-fast without --report-dir:\n{p.stdout[-1000:]}")
+
+
+def scenario_score_repeat(args, tmp):
+    """Before: score had no --repeat (exit 2, an unknown option)."""
+    score = score_inputs(args, tmp) + ["-j2"]
+    once_json, rep_json, d = (os.path.join(tmp, n) for n in ("once.json", "rep.json", "rep"))
+    once = run(args, *score, "--json", once_json, expect=1)
+    p = run(args, *score, "--repeat", "3", "--report-dir", d, "--json", rep_json, expect=1)
+    report = check_reports_dir(d)
+    n = len(report["results"])
+    check(n == len(rows(once.stdout)) > 0, f"{n} results in report.json, {len(rows(once.stdout))} scored once")
+    check(f"--repeat 3: each of {n} results ran 3 times; every verdict was the same each time" in p.stdout,
+          f"no repeat summary:\n{p.stdout[-1500:]}")
+    check(any("| score " in l and l.endswith("| --repeat 3") for l in p.stdout.splitlines()),
+          f"the title does not say --repeat 3:\n{p.stdout[:600]}")
+    check(rows(p.stdout) == rows(once.stdout), "rows are not the first repeat's alone, in the order of one score")
+    log = read_jsonl(os.path.join(d, "results.jsonl"))
+    check(len(log) == n == len({(r["kernel"], r["cell"]) for r in log}), "results.jsonl does not hold each result once")
+    key = lambda r: (r["kernel"], r["cell"], r["verdict"], r["detail"])
+    check(sorted(map(key, load(rep_json)["results"])) == sorted(map(key, load(once_json)["results"])),
+          "the repeated score's verdicts differ from one score's")
+    check(load(rep_json)["summary"] == load(once_json)["summary"], "the repeated score's summary differs")
+    refused(args, "--repeat", *score, "--repeat", "0")
+    refused(args, "--repeat", *score, "--repeat", "1001")
+
+
+def scenario_progress_interval(args, tmp):
+    """Before: neither run nor score had --progress-interval (exit 2 as an unknown option, not naming why)."""
+    score = score_inputs(args, tmp)
+    runs = ["run", "--device", "cpu", "--suite", "tail-poison", "--kernel", "cpu.reference", "--filter", " bf16 "]
+    for cmd in (runs, score):
+        d = os.path.join(tmp, "never")
+        for bad in ("0", "-1", "-0.5", "abc", "inf", "nan", "", "5s"):
+            flag = [f"--progress-interval={bad}"] if bad else ["--progress-interval", bad]
+            p = refused(args, f"--progress-interval: '{bad}'", *cmd, *flag, "--report-dir", d)
+            check("| " not in p.stdout, f"{cmd[0]} --progress-interval={bad}: started before refusing:\n{p.stdout}")
+            check(not os.path.exists(d), f"{cmd[0]} --progress-interval={bad}: wrote {d}")
+    line = re.compile(r"^\[progress\] (\d+)/(\d+) results finished, (\d+) running(?: \((.+)\))?, "
+                      r"(\d+s|\d+m\d\ds) elapsed$", re.M)
+    for cmd in (runs + ["-j1"], score + ["-j1"]):
+        p = run(args, *cmd, "--progress-interval", "0.01", expect=None)
+        check(p.returncode in (0, 1), f"{cmd[0]}: exit {p.returncode}")
+        found = line.findall(p.stdout)
+        check(found, f"{cmd[0]} --progress-interval 0.01: no [progress] line:\n{p.stdout[-2000:]}")
+        kernel = "cpu.reference" if cmd[0] == "run" else "foreign"
+        total = len(rows(p.stdout))
+        for done, of, running, ids, _ in found:
+            # The cells running are those of the case being prepared and run (one case at a time at -j1).
+            check(int(done) <= int(of) == total, f"{cmd[0]}: [progress] {done}/{of}, {total} rows")
+            check(bool(ids) == (int(running) > 0), f"{cmd[0]}: {running} running, ids {ids!r}")
+            check(not ids or ids.startswith(kernel + " '"), f"{cmd[0]}: running ids {ids!r}")
+        check([int(f[0]) for f in found] == sorted(int(f[0]) for f in found), f"{cmd[0]}: done went down: {found}")
+        p = run(args, *cmd, "--progress-interval", "off", expect=None)
+        check("[progress]" not in p.stdout, f"{cmd[0]} --progress-interval off printed [progress]")
+
+
 def main():
-    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells", "repro_flags"]
+    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells", "repro_flags", "score_fail_fast",
+                 "score_repeat", "progress_interval"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)

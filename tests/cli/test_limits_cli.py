@@ -8,6 +8,9 @@ Scenarios:
               at once, exit 2, naming the cell, its estimate, the budget and the flag to raise it, for run,
               bench, export and score; --max-memory 1K refuses the gate; a bad SIZE (1.5x, -1) is exit 2
               naming --max-memory; a budget that fits runs
+  fuzz_memory fuzz --max-memory: a small budget discards the generated cases over it (counted in the coverage
+              line, the property still held on the rest), one no case fits makes the property give up saying so
+              (exit 1), the default budget discards none; a bad SIZE (-1, 1.5x, lots) is exit 2 naming --max-memory
   color       --color always colours the verdict words (pass green, fail red), also with NO_COLOR set;
               --color never, a piped auto and auto on a terminal with NO_COLOR=1 or TERM=dumb print no escape,
               auto on a terminal does; --color maybe is exit 2 naming --color
@@ -89,6 +92,26 @@ def scenario_max_memory(args, tmp):
     check("--max-memory: cell 'h4/2 d32 bs16 f32 ctx17" in p.stdout, p.stdout)
 
 
+def scenario_fuzz_memory(args, tmp):
+    fuzz = ["fuzz", "--kernel", "cpu.reference", "--property", "agreement", "--cases", "20", "--seed", "1"]
+    coverage = re.compile(r"^agreement\s+(held|FAILED)\s+(\d+)\s+\S+\s+(.*)$", re.M)
+    p = run(args, *fuzz, "--max-memory", "2M", expect=0)
+    check("a case over --max-memory 2.0 MiB (given) is discarded" in p.stdout, p.stdout)
+    m = coverage.search(p.stdout)
+    check(m and m.group(1) == "held" and m.group(2) == "20", f"2M: {p.stdout}")
+    d = re.search(r"(\d+) cases? over --max-memory discarded", m.group(3))
+    check(d and int(d.group(1)) > 0, f"2M: the coverage line does not count discarded cases: {m.group(3)!r}")
+    p = run(args, *fuzz, "--max-memory", "1", expect=1)
+    m = coverage.search(p.stdout)
+    check(m and m.group(1) == "FAILED" and "over --max-memory discarded" in m.group(3), p.stdout)
+    check("did not fit --max-memory 1 B (given): raise it" in p.stdout, p.stdout)
+    p = run(args, *fuzz, expect=0)
+    check("over --max-memory discarded" not in p.stdout and "of RAM" in p.stdout, p.stdout)
+    for bad in ("-1", "1.5x", "lots"):
+        p = run(args, *fuzz, "--max-memory", bad, expect=2)
+        check("--max-memory" in p.stdout, f"{bad!r}: {p.stdout}")
+
+
 ESC = "\x1b["
 SMALL = ["run", "--suite", "isolation.toml", "--kernel", "cpu.reference", "--kernel", "planted.drop_last_token",
          "--filter", "ctx17,"]
@@ -148,7 +171,7 @@ def scenario_color(args, tmp):
 
 
 def main():
-    scenarios = ["max_memory", "color"]
+    scenarios = ["max_memory", "fuzz_memory", "color"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)
