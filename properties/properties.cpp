@@ -30,7 +30,7 @@ thread_local std::optional<Counterexample> t_last_failure;
 
 void classify(const Case& c) {
   RC_TAG(c.straddles() ? "straddling" : "aligned", c.gqa_ratio() > 1 ? "GQA>1" : "GQA=1",
-         multi_partition(c) ? "multi-partition" : "one partition");
+         multi_partition(c) ? "multi-partition" : "one partition", c.scale ? "scale set" : "default scale");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -778,12 +778,12 @@ std::string tag_summary(const rc::detail::Distribution& d) {
   }
   if (total == 0) return {};  // a run that failed before any case held has no distribution
   auto pct = [&](const std::string& tag) { return 100.0 * per_tag[tag] / total; };
-  std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%", pct("straddling"),
-                                pct("GQA>1"), pct("multi-partition"));
+  std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%, scale set {:.0f}%",
+                                pct("straddling"), pct("GQA>1"), pct("multi-partition"), pct("scale set"));
   // A tag a property adds beyond classify()'s pairs is shown by its name, as the share of cases that carry it.
   for (const auto& [tag, n] : per_tag)
     if (tag != "straddling" && tag != "aligned" && tag != "GQA>1" && tag != "GQA=1" && tag != "multi-partition" &&
-        tag != "one partition")
+        tag != "one partition" && tag != "scale set" && tag != "default scale")
       out += fmt::format(", {} {:.0f}%", tag, pct(tag));
   return out;
 }
