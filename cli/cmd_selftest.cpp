@@ -12,9 +12,10 @@ namespace pacheck::cli {
 namespace {
 
 /// The suites a CPU negative control is run on: tail-poison plants the tail faults (cpu.vector_v), fp8 the
-/// scale faults (cpu.fp8_*). A control that has no expected failure in any of them is reported as not
+/// fp8 scale faults (cpu.fp8_*), scales the softmax scales a kernel that ignores its scale gets wrong
+/// (cpu.fixed_scale). A control that has no expected failure in any of them is reported as not
 /// exercised and fails the self-test: selftest must show every control caught, not assume it.
-constexpr const char* kControlSuites[] = {"tail-poison", "fp8"};
+constexpr const char* kControlSuites[] = {"tail-poison", "fp8", "scales"};
 
 /// A control's caught and missed cells summed over kControlSuites.
 struct ControlTally {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -162,7 +163,28 @@ Case build_case(const CaseSpace& sp, int size, int bs, const std::vector<int>& l
   return c;
 }
 
+/// Softmax scale of a case of `head_size`: the default (Case::scale unset) three times in four (choice 0..2,
+/// where shrinking goes); otherwise one of the model-derived forms of docs/SUITES.md, relative to the
+/// default d^-0.5: 1/d (Granite's attention_multiplier = 1/head_size), (168/128 d)^-0.5 and (144/128 d)^-0.5
+/// (Gemma-3's and Gemma-2's query_pre_attn_scalar at head 128, scaled to the head size), 2 d^-0.5 and
+/// d^-0.5 / 2.
+std::optional<float> scale_for(int choice, int head_size) {
+  const float d = static_cast<float>(head_size), dflt = 1.0f / std::sqrt(d);
+  switch (choice) {
+    case 3: return 1.0f / d;
+    case 4: return 1.0f / std::sqrt(d * 168.0f / 128.0f);
+    case 5: return 1.0f / std::sqrt(d * 144.0f / 128.0f);
+    case 6: return 2.0f * dflt;
+    case 7: return 0.5f * dflt;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
+
+Gen<int> gen_scale_choice() {
+  return gen::mapcat(gen_uniform(0, 4), [](int which) { return which < 3 ? gen::just(0) : gen_uniform(3, 8); });
+}
 
 Gen<int> gen_uniform(int min, int max) { return gen::resize(100, gen::inRange(min, max)); }
 
@@ -313,6 +335,14 @@ Gen<Case> gen_case(const CaseSpace& sp) {
                                    gen_paging(size)),
                         [sp, size, bs, l](const Shape& t) { return build_case(sp, size, bs, l, t); });
       });
+    });
+  });
+  // The softmax scale, for the head size the case ended with (fit_budget may shrink it).
+  g = gen::mapcat(std::move(g), [](Case c) {
+    return gen::map(gen_scale_choice(), [c](int choice) {
+      Case out = c;
+      out.scale = scale_for(choice, c.head_size);
+      return out;
     });
   });
   if (!sp.supports) return g;

@@ -63,9 +63,15 @@ rc::Gen<int> gen_uniform(int min, int max);
 /// few blocks; and, from size 20 on, occasionally long (> 1024). Shrinks towards the edges, then 1.
 rc::Gen<int> gen_seq_len(int bs, int size);
 
+/// Which softmax scale a case gets: 0 (the default, head_size^-0.5, Case::scale unset) with probability 3/4,
+/// else 3..7 uniformly: 1/head_size, (168/128 head_size)^-0.5, (144/128 head_size)^-0.5, 2 and 1/2 x the
+/// default (the model-derived forms of docs/SUITES.md). Shrinks towards the default.
+rc::Gen<int> gen_scale_choice();
+
 /// A whole case: block_size, then 1..4 seq_lens for it, then GQA ratio, num_kv_heads, head_size,
 /// dtypes, layout, distribution, seed and paging (spare_blocks, padding_columns, padding_target),
-/// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it.
+/// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it;
+/// then the softmax scale (gen_scale_choice: non-default one case in four).
 rc::Gen<Case> gen_case(const CaseSpace& space);
 
 /// A fault that writes something: poison value (NaN first), target (V first) and region (tail first).

@@ -292,23 +292,6 @@ class F16StagedV final : public Planted {
   }
 };
 
-/// Scale fault: the softmax scale argument is ignored and 1/sqrt(head_size) used instead, as a kernel that
-/// hard-codes the usual scale does. No generator sets Case::scale, so that is the right scale in every
-/// generated case and agreement passes; only scale-folding, which moves the scale into K, sees it.
-class FixedScale final : public Planted {
- public:
-  std::string name() const override { return "planted.fixed_scale"; }
-  std::string description() const override {
-    return "ignores the scale argument and uses 1/sqrt(head_size) (scale folding)";
-  }
-  void run(const pacheck_kernel_args& a) const override {
-    const float fixed = 1.0f / std::sqrt(static_cast<float>(a.head_size));  // the fault: a.scale is not read
-    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
-      attend(seq, h / (a.num_heads / a.num_kv_heads), q, fixed, iota_tokens(seq.len), out);
-    });
-  }
-};
-
 /// Accumulation faults of the tolerance measurements (docs/TOLERANCE.md): a 16-bit P.V accumulator
 /// (planted.bf16_accumulator, planted.f16_accumulator: each add rounded to the dtype, so the sum loses bits
 /// as it grows), the last token dropped (planted.drop_last_token: an off-by-one mask `t < seq_len - 1`),
@@ -486,7 +469,7 @@ std::vector<KernelPtr> make_planted_kernels() {
       std::make_shared<AccumulationFault>(AccumulationFault::What::f16_acc),
       std::make_shared<AccumulationFault>(AccumulationFault::What::drop_last),
       std::make_shared<AccumulationFault>(AccumulationFault::What::exp2_no_log2e),
-      std::make_shared<FixedScale>(),         std::make_shared<Nondeterministic>(),
+      std::make_shared<Nondeterministic>(),
       std::make_shared<Stateful>(),           std::make_shared<TailLeak>(),
       std::make_shared<TruncatingOutput>(),
   };

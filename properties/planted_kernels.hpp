@@ -22,7 +22,6 @@ namespace pacheck::prop {
 ///  - planted.batch_split           split-KV partition length chosen from the batch's longest sequence
 ///  - planted.f16_staged_v          V staged through f16 before P.V (overflows for large V, loses bits
 ///                                  for V in f16's subnormal range)
-///  - planted.fixed_scale           ignores pacheck_kernel_args::scale and uses 1/sqrt(head_size)
 ///  - planted.bf16_accumulator      P.V accumulator rounded to bf16 after every add
 ///  - planted.f16_accumulator       P.V accumulator rounded to f16 after every add
 ///  - planted.drop_last_token       the last token of every sequence longer than 1 left out

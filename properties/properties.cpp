@@ -31,7 +31,7 @@ thread_local std::optional<Counterexample> t_last_failure;
 
 void classify(const Case& c) {
   RC_TAG(c.straddles() ? "straddling" : "aligned", c.gqa_ratio() > 1 ? "GQA>1" : "GQA=1",
-         multi_partition(c) ? "multi-partition" : "one partition");
+         multi_partition(c) ? "multi-partition" : "one partition", c.scale ? "scale set" : "default scale");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -501,10 +501,15 @@ void scaling(Property self, const KernelUnderTest& t) {
 
 // ---- 8. Scale folding -----------------------------------------------------------------------------
 
+/// Where scale-folding moves the factor 2^-e: into K (fp8 caches: into k_scale, the codes unchanged) or
+/// into Q.
+enum class FoldInto { k, q };
+
 /// The inputs of scale-folding's second run for exponent e: scale x 2^e with K x 2^-e (fp8: k_scale x 2^-e,
-/// the codes unchanged), or nothing when some product a kernel may form could leave fp32's normal range or
-/// a scaled K element is not exact, so that an honest kernel's logits might not be bitwise those of the case.
-std::optional<std::pair<Case, PrePaging>> fold_scale(const Case& c, const PrePaging& pre, int e) {
+/// the codes unchanged) or with Q x 2^-e, or nothing when some product a kernel may form could leave fp32's
+/// normal range or a scaled K or Q element is not exact and normal in its dtype, so that an honest kernel's
+/// logits might not be bitwise those of the case.
+std::optional<std::pair<Case, PrePaging>> fold_scale(const Case& c, const PrePaging& pre, int e, FoldInto into) {
   // Every nonzero |q_d k_d|, |q_d scale|, |k_d scale| (and for fp8 |q_d k_scale|, |scale k_scale|), and
   // q_d k_d scale, before and after, stays inside [2^-90, 2^90]: a dot product's cancellation then leaves a
   // remainder far above fp32's subnormals, and no honest design (pre-scaled q, scale x log2e, fma, TF32,
@@ -518,27 +523,39 @@ std::optional<std::pair<Case, PrePaging>> fold_scale(const Case& c, const PrePag
   const bool fp8 = is_fp8(c.kv_dtype);
   Case folded = c;
   folded.scale = std::ldexp(c.effective_scale(), e);
-  Span q, k, k2, ks, ks2;
-  for (float x : pre.q) q.add(x);
+  Span q, q2, k, k2, ks, ks2;
+  // A scaled element must stay exact and normal in the dtype it is held in.
+  auto exact = [&](float x, float y, DType held) {
+    return x == 0 || (std::isfinite(y) && std::abs(y) >= min_normal(held) && round_to(y, held) == y);
+  };
+  for (float x : pre.q) {
+    const float y = into == FoldInto::q ? std::ldexp(x, -e) : x;
+    if (!exact(x, y, c.q_dtype)) return std::nullopt;
+    q.add(x);
+    q2.add(y);
+  }
   // A K element stored in the cache dtype must stay exact and normal there; an fp8 cache keeps its codes, and
   // its dequantised values (fp32 products code x k_scale) must stay normal fp32.
   const DType held = fp8 ? DType::f32 : c.kv_dtype;
+  const bool k_folded = into == FoldInto::k && !fp8;
   for (const auto& seq : pre.k)
     for (float x : seq) {
-      const float y = std::ldexp(x, -e);
-      if (x != 0 && (!std::isfinite(y) || std::abs(y) < min_normal(held) || round_to(y, held) != y))
-        return std::nullopt;
+      const float y = k_folded ? std::ldexp(x, -e) : x;
+      if (!exact(x, y, held)) return std::nullopt;
       k.add(x);
       k2.add(y);
     }
   if (fp8) {
     KvScale& f = folded.k_scale;
-    if (f.is_default()) f.values = {1.0f};
-    for (float& v : f.values) v = std::ldexp(v, -e);
-    if (f.range) f.range = std::pair{std::ldexp(f.range->first, -e), std::ldexp(f.range->second, -e)};
+    if (into == FoldInto::k) {
+      if (f.is_default()) f.values = {1.0f};
+      for (float& v : f.values) v = std::ldexp(v, -e);
+      if (f.range) f.range = std::pair{std::ldexp(f.range->first, -e), std::ldexp(f.range->second, -e)};
+    }
     const std::vector<float> was = c.k_scale.resolve(c.num_kv_heads), now = f.resolve(c.num_kv_heads);
     for (std::size_t g = 0; g < was.size(); ++g) {
-      if (now[g] != std::ldexp(was[g], -e) || std::abs(now[g]) < min_normal(DType::f32)) return std::nullopt;
+      const float want = into == FoldInto::k ? std::ldexp(was[g], -e) : was[g];
+      if (now[g] != want || std::abs(now[g]) < min_normal(DType::f32)) return std::nullopt;
       ks.add(was[g]);
       ks2.add(now[g]);
     }
@@ -549,13 +566,16 @@ std::optional<std::pair<Case, PrePaging>> fold_scale(const Case& c, const PrePag
     return a.empty() || b.empty() || (a.lo * b.lo * by >= kLo && a.hi * b.hi * by <= kHi);
   };
   const Span one{1, 1};
-  for (const auto& [kk, kss, s] : {std::tuple{&k, &ks, s1}, std::tuple{&k2, &ks2, s2}})
-    if (!inside(q, *kk, 1) || !inside(q, one, s) || !inside(*kk, one, s) || !inside(q, *kk, s) ||
-        !inside(q, *kss, 1) || !inside(*kss, one, s))
+  for (const auto& [qq, kk, kss, s] : {std::tuple{&q, &k, &ks, s1}, std::tuple{&q2, &k2, &ks2, s2}})
+    if (!inside(*qq, *kk, 1) || !inside(*qq, one, s) || !inside(*kk, one, s) || !inside(*qq, *kk, s) ||
+        !inside(*qq, *kss, 1) || !inside(*kss, one, s))
       return std::nullopt;
   PrePaging scaled = pre;
-  for (auto& seq : scaled.k)
-    for (float& x : seq) x = std::ldexp(x, -e);
+  if (into == FoldInto::q)
+    for (float& x : scaled.q) x = std::ldexp(x, -e);
+  if (k_folded)
+    for (auto& seq : scaled.k)
+      for (float& x : seq) x = std::ldexp(x, -e);
   return std::pair{std::move(folded), std::move(scaled)};
 }
 
@@ -583,30 +603,35 @@ void scale_folding(Property self, const KernelUnderTest& t) {
   }
   const int magnitude = *gen_uniform(1, 5);
   const int sign = *gen_uniform(0, 2) == 0 ? 1 : -1;
+  // Half the cases move the factor into Q (q x 2^-e with scale x 2^e, issue 18), half into K or k_scale.
+  const FoldInto into = *gen_uniform(0, 2) == 0 ? FoldInto::k : FoldInto::q;
   const Cell cell{c, {}};
   classify(c);
   if (is_fp8(c.kv_dtype)) RC_TAG("fp8 cache");
+  if (into == FoldInto::q) RC_TAG("folded into Q");
   guarded(self, t, cell, [&] {
     const PrePaging pre = generate(c);
     // The exponent used: the one drawn, else smaller ones of its sign, else the other sign from 1 up.
     int e = 0;
     std::optional<std::pair<Case, PrePaging>> folded;
-    for (int m = magnitude; m >= 1 && !folded; --m) folded = fold_scale(c, pre, e = sign * m);
-    for (int m = 1; m <= 4 && !folded; ++m) folded = fold_scale(c, pre, e = -sign * m);
+    for (int m = magnitude; m >= 1 && !folded; --m) folded = fold_scale(c, pre, e = sign * m, into);
+    for (int m = 1; m <= 4 && !folded; ++m) folded = fold_scale(c, pre, e = -sign * m, into);
     RC_PRE(folded.has_value());
     const Case& f = folded->first;
     const RawRun r1 = run_checked(self, t, cell, paged(c, pre), "unfolded");
     const RawRun r2 = run_checked(self, t, cell, paged(f, std::move(folded->second)), "folded");
     const BitDiff d = diff_bits(r1.bits, 0, r2.bits, 0, r1.bits.size());
     const bool fp8_cache = is_fp8(c.kv_dtype);
+    const char* what = into == FoldInto::q ? "Q" : fp8_cache ? "k_scale" : "K";
     if (d.count > 0)
       fail(self, t, cell,
            fmt::format("scale x 2^{} ({} -> {}) with {} x 2^{} changes the output: {} of {} elements differ bitwise; "
                        "first at {}: {} unfolded, {} folded",
-                       e, c.effective_scale(), *f.scale, fp8_cache ? "k_scale" : "K", -e, d.count, r1.bits.size(),
-                       where(c, d.first), r1.out[d.first], r2.out[d.first]),
-           fp8_cache ? fmt::format("  folded scale={} ks={} (fp8 codes unchanged)\n", *f.scale, f.k_scale.text())
-                     : fmt::format("  folded scale={}, K x 2^{}\n", *f.scale, -e));
+                       e, c.effective_scale(), *f.scale, what, -e, d.count, r1.bits.size(), where(c, d.first),
+                       r1.out[d.first], r2.out[d.first]),
+           into == FoldInto::k && fp8_cache
+               ? fmt::format("  folded scale={} ks={} (fp8 codes unchanged)\n", *f.scale, f.k_scale.text())
+               : fmt::format("  folded scale={}, {} x 2^{}\n", *f.scale, what, -e));
   });
 }
 
@@ -658,7 +683,8 @@ constexpr PropertyInfo kProperties[] = {
     {"gqa-expansion", "duplicating each KV head to make the case MHA gives the same output within tolerance",
      gqa_expansion},
     {"exact-scaling", "V x 2^e gives the output x 2^e exactly", scaling},
-    {"scale-folding", "scale x 2^e with K x 2^-e (fp8 caches: k_scale x 2^-e) gives a bitwise identical output",
+    {"scale-folding",
+     "scale x 2^e with K x 2^-e (fp8 caches: k_scale x 2^-e) or with Q x 2^-e gives a bitwise identical output",
      scale_folding},
     {"overflow",
      "opt-in: with V near the dtype's limit (dist=overflow) the output is finite where the oracle is, and within "
@@ -799,12 +825,12 @@ std::string tag_summary(const rc::detail::Distribution& d) {
   }
   if (total == 0) return {};  // a run that failed before any case held has no distribution
   auto pct = [&](const std::string& tag) { return 100.0 * per_tag[tag] / total; };
-  std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%", pct("straddling"),
-                                pct("GQA>1"), pct("multi-partition"));
+  std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%, scale set {:.0f}%",
+                                pct("straddling"), pct("GQA>1"), pct("multi-partition"), pct("scale set"));
   // A tag a property adds beyond classify()'s pairs is shown by its name, as the share of cases that carry it.
   for (const auto& [tag, n] : per_tag)
     if (tag != "straddling" && tag != "aligned" && tag != "GQA>1" && tag != "GQA=1" && tag != "multi-partition" &&
-        tag != "one partition")
+        tag != "one partition" && tag != "scale set" && tag != "default scale")
       out += fmt::format(", {} {:.0f}%", tag, pct(tag));
   return out;
 }

@@ -148,7 +148,7 @@ struct PropertyRun {
 /// (RapidCheck's own listener is replaced, so expected failures in tests leave no exit message).
 PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params);
 
-/// "straddling 61%, GQA>1 74%, multi-partition 9%" from RC_TAG counts, then ", TAG N%" for each further tag a
+/// "straddling 61%, GQA>1 74%, multi-partition 9%, scale set 25%" from RC_TAG counts, then ", TAG N%" for each further tag a
 /// property adds (in name order); empty when there are none.
 std::string tag_summary(const rc::detail::Distribution& d);
 

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -164,12 +165,30 @@ inline const std::vector<Catch>& catches() {
          EXPECT_NE(cx.cell.c.kv_dtype, DType::f16) << cx.cell.id();
          EXPECT_NE(cx.what.find("does not scale the output"), std::string::npos) << cx.what;
        }},
-      // The generators never set Case::scale, so the hard-coded 1/sqrt(head_size) is right in every generated
-      // case and agreement alone never sees the fault (planted_holds() asserts it); folding the scale into K
-      // (or k_scale) does.
-      {"planted.fixed_scale", "scale-folding", "WithTwoTokensOrMore",
+      // A kernel that ignores the softmax scale it is passed (the registered control cpu.fixed_scale): agreement
+      // sees it on the generated cases with a non-default scale (one in four), scale-folding on any case of
+      // two tokens or more, since its Q or K is scaled by 2^-e and the kernel does not undo that.
+      {"cpu.fixed_scale", "agreement", "WithANonDefaultScaleAndTwoTokensOrMore",
        [](const Counterexample& cx, double) {
-         EXPECT_FALSE(cx.cell.c.scale.has_value()) << "the drawn case has the default scale: " << cx.cell.id();
+         const Case& c = cx.cell.c;
+         EXPECT_TRUE(c.scale.has_value()) << "the default scale is the one it uses: " << c.id();
+         EXPECT_NE(c.effective_scale(), 1.0f / std::sqrt(static_cast<float>(c.head_size))) << c.id();
+         EXPECT_GE(max_len(c), 2) << "one token's softmax weight is 1 whatever the scale: " << c.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "cpu.fixed_scale")));
+       }},
+      // tail-poison judges its cell against the oracle too: the same wrong output, whatever the poison.
+      {"cpu.fixed_scale", "tail-poison", "TheCellFailsWithANonDefaultScale",
+       [](const Counterexample& cx, double) {
+         const Case& c = cx.cell.c;
+         EXPECT_TRUE(c.scale.has_value()) << c.id();
+         EXPECT_GE(max_len(c), 2) << c.id();
+         EXPECT_EQ(cx.what.rfind("fail: rel_linf", 0), 0u) << cx.what;
+         Cell clean = cx.cell;
+         clean.fault = FaultSpec{};
+         EXPECT_TRUE(is_failure(repro_verdict(clean, "cpu.fixed_scale"))) << "the clean cell fails too: " << c.id();
+       }},
+      {"cpu.fixed_scale", "scale-folding", "WithTwoTokensOrMore",
+       [](const Counterexample& cx, double) {
          EXPECT_GE(max_len(cx.cell.c), 2) << "one token's softmax weight is 1 whatever the scale: " << cx.cell.id();
          EXPECT_NE(cx.what.find("changes the output"), std::string::npos) << cx.what;
        }},
@@ -262,7 +281,6 @@ inline const std::vector<Hold>& planted_holds() {
       {"planted.physical_block_order", "agreement", 100},
       {"planted.launch_order", "agreement", 100},
       {"planted.batch_split", "agreement", 100},
-      {"planted.fixed_scale", "agreement", 100},
       {"planted.nondeterministic", "agreement", 100},
       {"planted.stateful", "agreement", 100},
       {"planted.tail_leak", "agreement", 100},

@@ -4,6 +4,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -166,6 +167,16 @@ TEST(Generators, CoverTheEdges) {
     ++seen[std::string("kv=") + std::string(dtype_name(c.kv_dtype))];
     if (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype) ++seen["mixed dtypes"];
     if (c.padding_target >= 0) ++seen["padding into the pool"];
+    if (c.scale) {
+      ++seen["scale set"];
+      // Each model-derived form of gen_scale_choice, told apart by its ratio to the default.
+      const double r = *c.scale * std::sqrt(static_cast<double>(c.head_size));
+      for (const auto& [name, want] : {std::pair{"scale 1/d", 1.0 / std::sqrt(static_cast<double>(c.head_size))},
+                                       std::pair{"scale qpas 168", std::sqrt(128.0 / 168)},
+                                       std::pair{"scale qpas 144", std::sqrt(128.0 / 144)},
+                                       std::pair{"scale x2", 2.0}, std::pair{"scale x1/2", 0.5}})
+        if (std::abs(r / want - 1) < 1e-5) ++seen[name];
+    }
     for (int len : c.seq_lens) {
       const int bs = c.block_size;
       if (len == 1) ++seen["len 1"];
@@ -180,8 +191,12 @@ TEST(Generators, CoverTheEdges) {
   for (const char* key : {"straddling", "aligned", "gqa", "multi-partition", "batch", "dist=uniform", "dist=normal",
                           "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "kv=bf16", "kv=f16",
                           "kv=f32", "mixed dtypes", "padding into the pool", "len 1", "len bs-1", "len bs", "len bs+1",
-                          "multiple +-1", "partition edge", "long"})
+                          "multiple +-1", "partition edge", "long", "scale 1/d", "scale qpas 168", "scale qpas 144",
+                          "scale x2", "scale x1/2"})
     EXPECT_GT(seen[key], 0) << key;
+  // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
+  EXPECT_GT(seen["scale set"], n / 5);
+  EXPECT_LT(seen["scale set"], n * 3 / 10);
   EXPECT_GT(seen["straddling"], n / 5);
   EXPECT_GT(seen["aligned"], n / 5);
   EXPECT_GT(seen["gqa"], n / 2);

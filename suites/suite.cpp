@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <cstdlib>
@@ -390,8 +391,8 @@ class Parser {
 
   void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
     check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
-                   "spare_blocks", "padding_columns", "padding_target", "scale", "k_scale", "v_scale", "k_scale_range",
-                   "v_scale_range"},
+                   "spare_blocks", "padding_columns", "padding_target", "scale", "scales", "k_scale", "v_scale",
+                   "k_scale_range", "v_scale_range"},
                "cells.");
     const int gline = line_of(g);
     // heads = ["32/8", ...]
@@ -491,11 +492,31 @@ class Parser {
       if (seed < 0)
         throw SuiteError(file_, line, "cells.seeds",
                          fmt::format("{} is out of range [0, {}]", seed, std::numeric_limits<std::uint64_t>::max()));
-    std::optional<float> scale;
+    // The softmax scale axis: `scales = [...]` (items of parse_scale_item), or the older `scale = NUMBER`.
+    std::vector<std::pair<SoftmaxScale, int>> scales{{SoftmaxScale{}, gline}};
+    if (g["scale"] && g["scales"])
+      throw SuiteError(file_, key_line(g, "scales"), "cells.scales", "give scale or scales, not both");
     if (auto n = g["scale"]) {
       auto v = n.value<double>();
       if (!v) throw SuiteError(file_, line_of(*n.node()), "cells.scale", "must be a number");
-      scale = static_cast<float>(*v);
+      scales = {{SoftmaxScale{SoftmaxScale::Kind::value, *v}, line_of(*n.node())}};
+    }
+    if (auto n = g["scales"]) {
+      scales.clear();
+      const toml::array* a = n.as_array();
+      if (!a || a->empty())
+        throw SuiteError(file_, line_of(*n.node()), "cells.scales",
+                         "must be a non-empty array (items: \"default\", a number, \"query_pre_attn_scalar:N\", "
+                         "\"attention_multiplier:X\")");
+      for (const auto& e : *a) {
+        try {
+          if (auto v = e.value<double>(); v && !e.is_string()) scales.push_back({SoftmaxScale{SoftmaxScale::Kind::value, *v}, line_of(e)});
+          else if (auto t = e.value<std::string>()) scales.push_back({parse_scale_item(*t), line_of(e)});
+          else throw std::invalid_argument("items must be numbers or strings");
+        } catch (const std::invalid_argument& ex) {
+          throw SuiteError(file_, line_of(e), "cells.scales", ex.what());
+        }
+      }
     }
     const KvScale k_scale = kv_scale(g, "k_scale"), v_scale = kv_scale(g, "v_scale");
     const int faults_line = g["faults"] ? line_of(*g["faults"].node()) : gline;
@@ -512,6 +533,7 @@ class Parser {
               for (const auto& layout : layouts)
                 for (const auto& dist : dists)
                   for (const auto& [seed, sline] : seeds)
+                    for (const auto& [scale, scline] : scales)
                     for (const auto& f : faults) {
                       SuiteCell sc;
                       Case& c = sc.cell.c;
@@ -527,7 +549,7 @@ class Parser {
                       sc.native_layout = !layout.has_value();
                       c.dist = dist;
                       c.seed = static_cast<std::uint64_t>(seed);
-                      c.scale = scale;
+                      c.scale = scale.resolve(c.head_size);
                       c.k_scale = k_scale;
                       c.v_scale = v_scale;
                       c.spare_blocks = spare;
@@ -551,7 +573,7 @@ class Parser {
                         else if (f == "head_size") at = dline;
                         else if (f == "block_size") at = bline;
                         else if (f == "q_dtype" || f == "out_dtype") at = key_line(g, "dtypes");
-                        else if (f == "scale") at = key_line(g, "scale");
+                        else if (f == "scale") at = scline;
                         else if (f == "k_scale") at = key_line(g, g["k_scale"] ? "k_scale" : "k_scale_range");
                         else if (f == "v_scale") at = key_line(g, g["v_scale"] ? "v_scale" : "v_scale_range");
                         else if (f == "spare_blocks" || f == "padding_columns" || f == "padding_target")
@@ -569,6 +591,48 @@ class Parser {
 };
 
 }  // namespace
+
+std::optional<float> SoftmaxScale::resolve(int head_size) const {
+  float v = 0;
+  switch (kind) {
+    case Kind::default_scale: return std::nullopt;
+    case Kind::value: v = static_cast<float>(number); break;
+    case Kind::query_pre_attn_scalar:
+      // The default's own formula (Case::effective_scale), so query_pre_attn_scalar = head_size is the default.
+      v = 1.0f / std::sqrt(static_cast<float>(number));
+      break;
+  }
+  if (v == 1.0f / std::sqrt(static_cast<float>(head_size))) return std::nullopt;  // the default: no id token
+  return v;
+}
+
+std::string SoftmaxScale::text() const {
+  switch (kind) {
+    case Kind::default_scale: return "default";
+    case Kind::value: return fmt::format("{}", number);
+    case Kind::query_pre_attn_scalar: return fmt::format("query_pre_attn_scalar:{}", number);
+  }
+  return "?";
+}
+
+SoftmaxScale parse_scale_item(std::string_view text) {
+  if (text == "default") return {};
+  auto number_after = [&](std::string_view prefix) -> std::optional<double> {
+    if (!text.starts_with(prefix)) return std::nullopt;
+    const std::string_view t = text.substr(prefix.size());
+    double v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(v) || v <= 0)
+      throw std::invalid_argument(fmt::format("'{}': '{}' is not a finite number > 0", text, t));
+    return v;
+  };
+  if (auto v = number_after("query_pre_attn_scalar:")) return {SoftmaxScale::Kind::query_pre_attn_scalar, *v};
+  if (auto v = number_after("attention_multiplier:")) return {SoftmaxScale::Kind::value, *v};
+  throw std::invalid_argument(fmt::format(
+      "'{}' is not \"default\", \"query_pre_attn_scalar:N\" (scale N^-0.5) or \"attention_multiplier:X\" (scale X); "
+      "a plain scale is written as a TOML number",
+      text));
+}
 
 Suite parse_suite(const std::string& text, const std::string& file) { return Parser(file, 0).parse(text); }
 Suite load_suite(const std::string& name_or_path) { return Parser::load_named(name_or_path, 0); }

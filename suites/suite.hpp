@@ -7,7 +7,9 @@
 //  no code changes. A bad field is a SuiteError naming file, line, field and reason (exit 2).
 #pragma once
 
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,27 @@ struct Suite {
   std::string file;  ///< path it was loaded from
   std::vector<SuiteCell> cells;
 };
+
+/// One item of a [[cells]] group's `scales` list: the softmax scale written as where it comes from
+/// (docs/SUITES.md):
+///  - "default": head_size^-0.5 (Case::scale left unset: no `scale=` token in the id);
+///  - a TOML number (or "attention_multiplier:X", Granite's config field): that value, rounded to fp32;
+///  - "query_pre_attn_scalar:N" (Gemma-2/3's config field): N^-0.5, computed as the default is
+///    (1.0f / sqrtf(N) in fp32), so N = head_size is the default.
+struct SoftmaxScale {
+  enum class Kind { default_scale, value, query_pre_attn_scalar };
+  Kind kind = Kind::default_scale;
+  double number = 0;  ///< the value (Kind::value) or N (Kind::query_pre_attn_scalar)
+  /// Case::scale for a case of `head_size`: nullopt for the default and for any value equal to it in fp32,
+  /// so a cell's id carries `scale=` only when the scale differs from head_size^-0.5.
+  std::optional<float> resolve(int head_size) const;
+  /// The item as a suite writes it ("default", "0.0625", "query_pre_attn_scalar:168").
+  std::string text() const;
+};
+
+/// Parses a string item of `scales`: "default", "query_pre_attn_scalar:N" or "attention_multiplier:X" (N, X
+/// finite numbers > 0). Throws std::invalid_argument naming the text and the accepted forms.
+SoftmaxScale parse_scale_item(std::string_view text);
 
 /// Directory holding the built-in suites: $PACHECK_SUITES_DIR when set and not empty; else, for an installed
 /// pacheck, PREFIX/share/pacheck/suites next to the PREFIX/bin or PREFIX/lib that holds the executable or

@@ -1,6 +1,9 @@
 // Suite files: the built-in suites load with the documented cell counts, and malformed files give errors
 // naming file, line and field.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include <sstream>
 
@@ -17,6 +20,7 @@ TEST(BuiltinSuites, AllLoadWithExpectedCounts) {
   EXPECT_EQ(load_suite("tail-poison").cells.size(), 32u);  // 2 dtypes x 2 ratios x 4 faults x 2 lengths
   EXPECT_EQ(load_suite("sweep").cells.size(), 60u);        // 5 shapes x 6 lengths x {aligned, straddling}
   EXPECT_EQ(load_suite("boundary").cells.size(), 48u);
+  EXPECT_EQ(load_suite("scales").cells.size(), 16u);  // (2 + 1) groups' scales x lengths x dtypes x 2 faults
   // Issue 17: a kernel that takes one fp8 scale per cache must have fp8 cells it can run: per encoding,
   // per-tensor cells with NaN in the K and in the V tail at a straddling length, and their aligned twin.
   {
@@ -63,7 +67,7 @@ seq_lens = [17]
 
 TEST(SuiteErrors, NameFileLineAndField) {
   EXPECT_EQ(parse_suite(kGood, "good.toml").cells.size(), 1u);
-  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, k_scale, v_scale, k_scale_range, v_scale_range)");
+  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, scales, k_scale, v_scale, k_scale_range, v_scale_range)");
   EXPECT_EQ(error_of(R"(name = "x"
 [[cells]]
 heads = "8/3"
@@ -154,6 +158,48 @@ TEST(SuiteErrors, ShapeErrorsPointAtTheOffendingKey) {
   EXPECT_EQ(error_of(group_with("scale", "-1.0")), "bad.toml:7: cells.scale: must be finite and > 0, got -1");
   EXPECT_EQ(error_of(group_with("padding_target", "9")),
             "bad.toml:7: cells.padding_target: 9 is not -1 or a physical block in [0, 5)");
+}
+
+// Issue 18: the softmax scale is an axis written as where it comes from; the default and any value equal to
+// it carry no id token, so the ids of every cell without a scale are as before.
+TEST(SuiteScales, ItemsResolveAsDocumented) {
+  const auto scales_of = [](const std::string& items, int head_size = 64) {
+    std::vector<std::string> out;
+    const std::string text = group_with("head_sizes", std::to_string(head_size)) + "scales = " + items + "\n";
+    for (const SuiteCell& sc : parse_suite(text, "good.toml").cells)
+      out.push_back(sc.cell.c.scale ? fmt::format("{}", *sc.cell.c.scale) : "default");
+    return out;
+  };
+  EXPECT_EQ(scales_of("[\"default\", 0.0625, \"attention_multiplier:0.015625\"]"),
+            (std::vector<std::string>{"default", "0.0625", "0.015625"}));
+  // query_pre_attn_scalar N: N^-0.5 as the default computes it, so N = head_size is the default itself.
+  EXPECT_EQ(scales_of("[\"query_pre_attn_scalar:168\"]", 128),
+            (std::vector<std::string>{fmt::format("{}", 1.0f / std::sqrt(168.0f))}));
+  EXPECT_EQ(scales_of("[\"query_pre_attn_scalar:128\", 0.08838834764831845]", 128),
+            (std::vector<std::string>{"default"}));  // both are 128^-0.5 in fp32: one cell, no token
+  EXPECT_EQ(scales_of("[0.125]", 64), (std::vector<std::string>{"default"}));
+  const Suite s = parse_suite(group_with("head_sizes", "128") + "scales = [\"query_pre_attn_scalar:168\"]\n", "g.toml");
+  EXPECT_EQ(s.cells.at(0).cell.id(), "h8/2 d128 bs16 bf16 ctx17 vllm seed7 scale=0.07715168 clean");
+  EXPECT_EQ(parse_case_id(s.cells.at(0).cell.c.id()).scale, s.cells.at(0).cell.c.scale);
+  // The older one-value key still reads, and a group without either has no scale token.
+  EXPECT_EQ(scales_of("[0.5]"), (std::vector<std::string>{"0.5"}));
+  EXPECT_EQ(parse_suite(group_with("scale", "0.5"), "g.toml").cells.at(0).cell.c.scale, 0.5f);
+  EXPECT_EQ(parse_suite(kGood, "g.toml").cells.at(0).cell.id(), "h8/2 d64 bs16 bf16 ctx17 vllm seed7 clean");
+}
+
+TEST(SuiteScales, BadItemsNameTheLineAndTheForms) {
+  EXPECT_EQ(error_of(group_with("scales", "[\"default\",\n  \"qpas:168\"]")),
+            "bad.toml:8: cells.scales: 'qpas:168' is not \"default\", \"query_pre_attn_scalar:N\" (scale N^-0.5) or "
+            "\"attention_multiplier:X\" (scale X); a plain scale is written as a TOML number");
+  EXPECT_EQ(error_of(group_with("scales", "[\"query_pre_attn_scalar:-4\"]")),
+            "bad.toml:7: cells.scales: 'query_pre_attn_scalar:-4': '-4' is not a finite number > 0");
+  EXPECT_EQ(error_of(group_with("scales", "[\"attention_multiplier:1/128\"]")),
+            "bad.toml:7: cells.scales: 'attention_multiplier:1/128': '1/128' is not a finite number > 0");
+  EXPECT_EQ(error_of(group_with("scales", "[0.0]")), "bad.toml:7: cells.scale: must be finite and > 0, got 0");
+  EXPECT_EQ(error_of(group_with("scales", "[]")).rfind("bad.toml:7: cells.scales: must be a non-empty array", 0), 0u);
+  EXPECT_EQ(error_of(group_with("scales", "[true]")), "bad.toml:7: cells.scales: items must be numbers or strings");
+  EXPECT_EQ(error_of(group_with("scale", "0.5") + "scales = [0.25]\n"),
+            "bad.toml:8: cells.scales: give scale or scales, not both");
 }
 
 // A missing include is reported at the including file and line; a missing top-level suite has no ":0".

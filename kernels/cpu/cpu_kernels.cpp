@@ -15,6 +15,7 @@ namespace pacheck {
 
 // Factories of the kernels' files (make_cpu_split_kv and make_cpu_scale_fault are public: kernel.hpp).
 KernelPtr make_cpu_reference(bool head0_scales);  // reference.cpp
+KernelPtr make_cpu_fixed_scale();                 // reference.cpp
 KernelPtr make_cpu_vector_v(bool mask_v);         // vector_v.cpp
 KernelPtr make_cpu_tf32();                        // tf32.cpp
 KernelPtr make_cpu_online();                      // online.cpp
@@ -40,6 +41,7 @@ void register_cpu_kernels(Registry& r) {
   r.add(make_cpu_reference(/*head0_scales=*/true));   // cpu.fp8_head0_scale: NEGATIVE CONTROL
   r.add(make_cpu_scale_fault("cpu.fp8_scale_fault",   // NEGATIVE CONTROL: the last KV head's scales as 1
                              ScaleFault{Target::kv, -1, 1.0f}));
+  r.add(make_cpu_fixed_scale());  // cpu.fixed_scale: NEGATIVE CONTROL (1/sqrt(head_size), not the passed scale)
 }
 
 }  // namespace pacheck

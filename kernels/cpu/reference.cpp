@@ -1,5 +1,7 @@
-// cpu.reference and the two fp8-scale negative controls built on it:
+// cpu.reference and the three scale negative controls built on it:
 //  cpu.reference        reads only valid slots; fp32 logits, softmax and accumulation.
+//  cpu.fixed_scale      cpu.reference using 1/sqrt(head_size) instead of the softmax scale it is passed, as
+//                       a kernel that recomputes the usual scale does. NEGATIVE CONTROL (issue 18).
 //  cpu.fp8_head0_scale  cpu.reference reading every KV head with head 0's dequantisation scales (per-head
 //                       scales indexed by a constant). NEGATIVE CONTROL (fault classes, section 5).
 //  cpu.fp8_scale_fault  cpu.reference given the last KV head's K and V scales as 1: the scale left out on
@@ -17,17 +19,61 @@ bool material(float used, float right) {
   return !(used >= right / kMaterialScaleRatio && used <= right * kMaterialScaleRatio);
 }
 
-/// With `head0_scales` (cpu.fp8_head0_scale) every KV head is dequantised with head 0's scales.
+/// What reference.cpp's Reference computes: the honest kernel or one of its two controls.
+enum class Variant {
+  honest,        ///< cpu.reference
+  head0_scales,  ///< cpu.fp8_head0_scale: every KV head dequantised with head 0's scales
+  fixed_scale,   ///< cpu.fixed_scale: 1/sqrt(head_size) instead of pacheck_kernel_args::scale
+};
+
+/// True when cpu.fixed_scale must fail the cell, as measured (2026-12-04: heads 8/2, head 64 and 128,
+/// bf16/f16/f32, 2 to 1,063 tokens, two seeds; docs/SUITES.md has the table). With r the ratio of the cell's
+/// scale to head_size^-0.5, either way, and 16 or more tokens in some sequence:
+///  - dist normal (logits ~ N(0, 1) at the default scale): r >= 1.05 (every cell failed, margin >= 2.1; at
+///    2 to 5 tokens some passed);
+///  - dist uniform (logits' spread a third of normal's): r >= 1.1 (every cell failed, margin >= 1.46; at
+///    1.05 a fifth of them passed);
+///  - dist peaked: a scale at most head_size^-0.5 / 6 (every cell failed, margin >= 3; at / 2 to / 4 some
+///    did). Its hot keys lead by about 3 sqrt(head_size) x the scale's ratio: within / 1.1 .. x 2 all the
+///    weight stays on them and the output was bitwise the honest one's;
+///  - dist extreme, overflow: never (logits +-4e3 sqrt(head_size) apart, ties at the maximum: bitwise the
+///    honest output from / 8 to x 2).
+/// Cells between these bounds (a normal cell of 5 tokens at 1.05, a uniform one at 1.06, a peaked one at
+/// / 3) fail or pass by their values; no built-in suite has one.
+bool fixed_scale_fails(const Case& c) {
+  const double used = 1.0 / std::sqrt(static_cast<double>(static_cast<float>(c.head_size)));
+  const double s = c.effective_scale(), ratio = std::max(s / used, used / s);
+  if (c.max_seq_len() < 16) return false;
+  if (c.dist == Dist::normal) return ratio >= 1.05;
+  if (c.dist == Dist::uniform) return ratio >= 1.1;
+  if (c.dist == Dist::peaked) return s <= used / 6;
+  return false;
+}
+
 class Reference final : public CpuKernel {
  public:
-  explicit Reference(bool head0_scales = false) : head0_scales_(head0_scales) {}
-  std::string name() const override { return head0_scales_ ? "cpu.fp8_head0_scale" : "cpu.reference"; }
+  explicit Reference(Variant v = Variant::honest) : variant_(v) {}
+  std::string name() const override {
+    switch (variant_) {
+      case Variant::head0_scales: return "cpu.fp8_head0_scale";
+      case Variant::fixed_scale: return "cpu.fixed_scale";
+      case Variant::honest: break;
+    }
+    return "cpu.reference";
+  }
   std::string description() const override {
-    return head0_scales_ ? "reference reading every KV head with head 0's fp8 scales (negative control)"
-                         : "reads only valid slots; fp32 softmax and accumulation";
+    switch (variant_) {
+      case Variant::head0_scales: return "reference reading every KV head with head 0's fp8 scales (negative control)";
+      case Variant::fixed_scale:
+        return "reference ignoring the softmax scale it is passed, using 1/sqrt(head_size) (negative control)";
+      case Variant::honest: break;
+    }
+    return "reads only valid slots; fp32 softmax and accumulation";
   }
   std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
-    if (!head0_scales_) return std::nullopt;
+    if (variant_ == Variant::honest) return std::nullopt;
+    if (variant_ == Variant::fixed_scale)
+      return std::function<bool(const Cell&)>([](const Cell& cell) { return fixed_scale_fails(cell.c); });
     // Cells with per-head scales some head of which differs materially from head 0's.
     return std::function<bool(const Cell&)>([](const Cell& cell) {
       const Case& c = cell.c;
@@ -45,7 +91,9 @@ class Reference final : public CpuKernel {
       const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size;
       std::vector<float> q(D), logits, acc(D);
       cpu::Scales sc(a);
-      if (head0_scales_) {
+      // The fault of cpu.fixed_scale: a.scale is not read.
+      const float scale = variant_ == Variant::fixed_scale ? 1.0f / std::sqrt(static_cast<float>(D)) : a.scale;
+      if (variant_ == Variant::head0_scales) {
         std::fill(sc.k.begin(), sc.k.end(), sc.k[0]);
         std::fill(sc.v.begin(), sc.v.end(), sc.v[0]);
       }
@@ -60,7 +108,7 @@ class Reference final : public CpuKernel {
           for (int t = 0; t < len; ++t) {
             float dot = 0;
             for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
-            logits[t] = dot * a.scale;
+            logits[t] = dot * scale;
             m = std::max(m, logits[t]);
           }
           float sum = 0;
@@ -77,7 +125,7 @@ class Reference final : public CpuKernel {
   }
 
  private:
-  bool head0_scales_;
+  Variant variant_;
 };
 
 /// cpu.reference called with the K and V scales of one KV head replaced (faults/inject.hpp ScaleFault):
@@ -123,7 +171,12 @@ class ScaleFaultKernel final : public CpuKernel {
 namespace pacheck {
 
 /// cpu.fp8_head0_scale with `head0_scales`, else cpu.reference (registered in cpu_kernels.cpp).
-KernelPtr make_cpu_reference(bool head0_scales) { return std::make_shared<cpu::Reference>(head0_scales); }
+KernelPtr make_cpu_reference(bool head0_scales) {
+  return std::make_shared<cpu::Reference>(head0_scales ? cpu::Variant::head0_scales : cpu::Variant::honest);
+}
+
+/// cpu.fixed_scale (registered in cpu_kernels.cpp).
+KernelPtr make_cpu_fixed_scale() { return std::make_shared<cpu::Reference>(cpu::Variant::fixed_scale); }
 
 KernelPtr make_cpu_scale_fault(std::string name, const ScaleFault& f) {
   return std::make_shared<cpu::ScaleFaultKernel>(std::move(name), f);

@@ -588,18 +588,20 @@ SELFTEST_TAIL = selftest_suite("tail-poison", "bf16")
 # Per-KV-head scales, so both fp8 scale controls have cells to fail.
 SELFTEST_FP8 = selftest_suite("fp8", "q=bf16,kv=fp8_e4m3fn,o=bf16",
                               "k_scale_range = [0.3, 3.0]\nv_scale_range = [3.0, 0.3]\n")
+# Gemma-3's softmax scale at head 64's geometry stand-in: cpu.fixed_scale (1/sqrt(head_size)) must fail it.
+SELFTEST_SCALES = selftest_suite("scales", "bf16", 'scales = ["query_pre_attn_scalar:168"]\n')
 
 
 def scenario_selftest(args, tmp):
     """`pacheck selftest` passes with every CPU negative control caught on a suite that plants its fault (the
     fp8 scale controls have none in tail-poison: before the fix the command exited 3 on a healthy build),
     fails (exit 3) when a control is not exercised, and fails at once (exit 3, controls not run) when the
-    comparator self-test cannot see its corruption (--ulps 0 seeds none). Small stand-ins for the two
+    comparator self-test cannot see its corruption (--ulps 0 seeds none). Small stand-ins for the three
     suites (PACHECK_SUITES_DIR) keep it short; the built-in suites run the same code."""
     def suites(name, fp8_text):
         d = os.path.join(tmp, name)
         os.makedirs(d)
-        for file, text in (("tail-poison.toml", SELFTEST_TAIL), ("fp8.toml", fp8_text)):
+        for file, text in (("tail-poison.toml", SELFTEST_TAIL), ("fp8.toml", fp8_text), ("scales.toml", SELFTEST_SCALES)):
             with open(os.path.join(d, file), "w") as f:
                 f.write(text)
         return dict(os.environ, PACHECK_SUITES_DIR=d)
@@ -609,7 +611,7 @@ def scenario_selftest(args, tmp):
 
     p = run(args, "selftest", env=suites("both", SELFTEST_FP8), expect=0)
     got = controls(p)
-    check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault"}, p.stdout)
+    check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault", "cpu.fixed_scale"}, p.stdout)
     check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
     # Planted: an fp8 suite without an fp8 cell leaves the fp8 controls unexercised, which must fail.
