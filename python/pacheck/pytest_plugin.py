@@ -12,7 +12,9 @@ are the cell ids ("test_my_kernel[h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@t
 V:nan'`, `-x`, `--junitxml` and xdist (`-n`) work as usual. A failing cell's message gives the verdict, the
 worst element and the `pacheck repro` line; a declined cell is skipped with the kernel's reason. Before the
 first cell, the comparator self-test and pacheck's CPU negative controls run once per suite in the session
-(once per xdist worker): when pacheck is blind every cell test fails and the session exits with code 3.
+(once per xdist worker; not for --collect-only): when pacheck is blind every cell test fails and the session
+exits with code 3 (under xdist the workers' cells fail, and pytest's own exit code 1 is what the controller
+returns).
 
 Options: --pacheck-suite NAME runs every marked test over NAME instead of its marker's suite (gate in CI,
 sweep on a GPU machine, same test file); --pacheck-device DEV overrides the device ("cuda:1");
@@ -126,7 +128,7 @@ def _instrument(config, suite):
 def pytest_collection_finish(session):
     """Runs the instrument check of every suite the collected tests use, before the first test."""
     config = session.config
-    if config.getoption("--pacheck-no-instrument"):
+    if config.getoption("--pacheck-no-instrument") or config.option.collectonly:
         return
     suites = []
     for item in session.items:
