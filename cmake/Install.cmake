@@ -1,7 +1,7 @@
 # `cmake --install BUILD --prefix P` (issue 17 item 4): the CLI, the public headers, the suites and the CMake
 # package, laid out so that a moved prefix keeps working:
 #   P/bin/pacheck                           the CLI (finds P/share/pacheck/suites from its own path)
-#   P/include/pacheck/{kernel_abi.h,cells.hpp,gtest.hpp}
+#   P/include/pacheck/{kernel_abi.h,cells.hpp,cells_c.h,gtest.hpp}
 #   P/lib/libpacheck_cells.so, P/lib/libpacheck_gtest.a
 #   P/share/pacheck/suites/*.toml           the built-in suites
 #   P/lib/cmake/pacheck/                    pacheckConfig.cmake, pacheckConfigVersion.cmake, the targets,
@@ -24,7 +24,7 @@ install(TARGETS pacheck pacheck_kernel_abi pacheck_cells EXPORT pacheckTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT pacheckTargets NAMESPACE pacheck:: DESTINATION ${PACHECK_INSTALL_CMAKEDIR})
-set(_pacheck_headers include/pacheck/kernel_abi.h include/pacheck/cells.hpp)
+set(_pacheck_headers include/pacheck/kernel_abi.h include/pacheck/cells.hpp include/pacheck/cells_c.h)
 if(TARGET pacheck_gtest)
   install(TARGETS pacheck_gtest EXPORT pacheckGTestTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT pacheckGTestTargets NAMESPACE pacheck:: DESTINATION ${PACHECK_INSTALL_CMAKEDIR})

@@ -28,6 +28,13 @@ std::vector<std::string> add_linked_kernels(pacheck_register_kernels_fn register
                                             const std::string& repro_plugin = "",
                                             std::uint32_t abi_version = PACHECK_ABI_VERSION);
 
+/// Marks the registered kernel `kernel` as one that runs in this process only, never in a fork of it: a
+/// kernel whose code lives in an interpreter (pacheck's Python module, python/pacheck) cannot be called
+/// from a forked child (its threads, its GPU context). run_cell then forks no fresh-process server for its
+/// faulted cells, and the cause of an output that differs from its clean twin is named from re-runs in
+/// this process (the cell's detail says so). Throws std::runtime_error for a kernel not registered.
+void keep_in_process(const std::string& kernel);
+
 /// Loads the plugin library at `path` (pacheck's load_plugin: dlopen, ABI check, validation). Returns its
 /// kernel names.
 std::vector<std::string> add_plugin(const std::string& path);
@@ -51,8 +58,9 @@ struct CellRun {
 };
 
 /// Runs cell `cell_id` of `suite` (one of cell_ids(suite, kernel)) on `kernel` on `device` ("cpu",
-/// "cuda", "cuda:N"). A cell the kernel's descriptor or supports() refuses is `declined` without a call.
-/// Throws std::runtime_error for an id not in the suite, an unknown kernel or an unusable device.
+/// "cuda", "cuda:N"). An empty `suite` builds the cell from its id alone (as `pacheck repro` does). A cell
+/// the kernel's descriptor or supports() refuses is `declined` without a call. Throws std::runtime_error
+/// for an id not in the suite (or not a cell id), an unknown kernel or an unusable device.
 CellRun run_cell(const std::string& suite, const std::string& kernel, const std::string& cell_id,
                  const std::string& device = "cpu");
 

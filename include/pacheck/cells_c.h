@@ -1,0 +1,76 @@
+/*
+ * pacheck cells, C API: the calls of pacheck/cells.hpp for callers that cannot use C++ (Python's ctypes:
+ * python/pacheck loads libpacheck_cells with it, so one build serves any Python 3 with no compiled
+ * extension). Exported from libpacheck_cells, next to the C++ interface.
+ *
+ * Every call returns 0 and sets *json_out to a JSON text describing the answer, or returns non-zero and
+ * sets *json_out to {"error": "MESSAGE"} (pacheck's message: a suite file's line, a kernel not registered,
+ * an id not in the suite). *json_out is NUL-terminated UTF-8, allocated by the library: release it with
+ * pacheck_cells_free. No call throws or aborts on bad input. Calls are not thread-safe: make them from one
+ * thread (a Python kernel's run callback is entered on that same thread, inside pacheck_cells_run_cell).
+ */
+#ifndef PACHECK_CELLS_C_H
+#define PACHECK_CELLS_C_H
+
+#include <stdint.h>
+
+#include "pacheck/kernel_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this C API: a caller checks it before any other call. */
+#define PACHECK_CELLS_C_API_VERSION 1
+
+/* Releases a *json_out of any call below (NULL is ignored). */
+PACHECK_PLUGIN_EXPORT void pacheck_cells_free(char* json);
+
+/* {"api_version": PACHECK_CELLS_C_API_VERSION, "abi_version": PACHECK_ABI_VERSION, "sizeof": {
+ * "pacheck_kernel_args", "pacheck_case_info", "pacheck_kernel_desc", "pacheck_registrar"}: bytes},
+ * "suites_dir": where suites are found, "suites": [names]}: lets a caller that lays the ABI structs out
+ * itself (ctypes) check its layout against the library's before registering anything. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_info(char** json_out);
+
+/* Registers the kernels that `register_kernels` adds (a plugin's registration function, here a ctypes
+ * callback), as `pacheck run --plugin` would: same validation, names unique (pacheck/cells.hpp's
+ * add_linked_kernels). `abi_version`: the PACHECK_ABI_VERSION the caller laid its structs out for.
+ * `repro_label` stands for the plugin in printed repro lines (NULL or "" = "<linked into this test binary>").
+ * `in_process_only` != 0: the kernels are never called in a fork of this process (cells.hpp's
+ * keep_in_process; required for kernels written in an interpreter). Answer: {"kernels": [names]}. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_add_linked_kernels(pacheck_register_kernels_fn register_kernels,
+                                                           uint32_t abi_version, const char* repro_label,
+                                                           int in_process_only, char** json_out);
+
+/* Loads the plugin library at `path` (pacheck's load_plugin). Answer: {"kernels": [names]}. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_add_plugin(const char* path, char** json_out);
+
+/* Every registered kernel: {"kernels": [{"name", "description", "device" ("cpu", "cuda", "hip"),
+ * "negative_control": bool}]}, built-in ones first. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_kernels(char** json_out);
+
+/* The cells of `suite` (a name or a .toml path) as kernel `kernel` runs them (its preferred layout for cells
+ * that do not pin one), in suite order, each id once: exactly `pacheck list cells --suite S --kernel K`.
+ * Answer: {"suite": name, "cells": [{"id", "case", "fault", "straddles": some seq_len % block_size != 0,
+ * "poisons_v_tail": a non-finite poison in the V tail a whole-block V read touches (what the tail-read
+ * negative controls must fail), "expected_fail": the kernel is a negative control that must fail it}]}. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_list_cells(const char* suite, const char* kernel, char** json_out);
+
+/* Runs one cell (pacheck/cells.hpp's run_cell) of `suite` ("" or NULL: the cell is built from its id alone,
+ * as `pacheck repro` does) on `kernel` on `device` ("cpu", "cuda", "cuda:N"; NULL = "cpu"), in this thread.
+ * Answer: {"cell_id", "kernel", "verdict", "declined", "failed", "detail", "metrics" (text, one
+ * "name: value" a line, the worst element included), "repro" (the `pacheck repro` line), "result": the
+ * cell's whole result as report.json writes it}. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_run_cell(const char* suite, const char* kernel, const char* cell_id,
+                                                 const char* device, char** json_out);
+
+/* The instrument's own check on `suite` (pacheck/cells.hpp's check_instrument: the comparator self-test and
+ * pacheck's CPU negative controls on the suite's cells that plant their faults). Answer: {"blind": bool,
+ * "summary": text}. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_check_instrument(const char* suite, char** json_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PACHECK_CELLS_C_H */

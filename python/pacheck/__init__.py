@@ -1,0 +1,429 @@
+"""pacheck in process: paged-attention decode kernels written in Python (NumPy, PyTorch, Triton) checked cell
+by cell through pacheck's own pipeline, with no files between the cell and the kernel.
+
+    import pacheck
+
+    def my_decode(inp: pacheck.Inputs) -> None:      # writes inp.out, reads the rest
+        ...
+
+    k = pacheck.Kernel("py.mine", my_decode, layouts=["nhd"])
+    for cell in pacheck.cells("gate", k):
+        r = pacheck.run_cell("gate", k, cell.id)     # verdict, metrics, detail, repro line
+        assert not r.failed, r.message()
+
+A Kernel is registered with libpacheck_cells as an ABI-v2 kernel (include/pacheck/kernel_abi.h) whose run()
+is a ctypes callback. run_cell then does exactly what `pacheck run` does for the cell (exec/'s pipeline:
+the oracle from the pre-paging tensors, the paged cache, the fault injected, the output NaN-filled between
+guard regions, the input checksums, the clean twin, the judge) and calls the kernel in this process, on this
+thread, handing it the buffers pacheck placed, without a copy: NumPy views on the CPU, objects with
+__cuda_array_interface__ (and .torch() views) on CUDA. Python kernels are never called in a forked process;
+the cause of an output that differs from its clean twin is named from re-runs in this process.
+
+The pytest plugin (pacheck.pytest_plugin) turns a suite's cells into parametrised tests.
+"""
+import ctypes
+import dataclasses
+import sys
+import traceback
+
+from . import _native
+from ._native import PacheckError
+
+__all__ = ["Kernel", "Inputs", "Buffer", "CaseInfo", "Decline", "CellInfo", "CellResult", "InstrumentCheck",
+           "PacheckError", "cells", "run_cell", "check_instrument", "kernels", "load_plugin", "info"]
+
+_ELEM = {"f32": 4, "f16": 2, "bf16": 2, "fp8_e4m3fn": 1, "fp8_e4m3fnuz": 1, "fp8_e5m2": 1, "i32": 4}
+# __cuda_array_interface__ typestr of each dtype's storage: bf16/f16 as int16 and fp8 as uint8 (the types
+# every consumer takes), then viewed as the real dtype by Buffer.torch().
+_CAI = {"f32": "<f4", "f16": "<i2", "bf16": "<i2", "fp8_e4m3fn": "|u1", "fp8_e4m3fnuz": "|u1",
+        "fp8_e5m2": "|u1", "i32": "<i4"}
+
+
+class Decline(Exception):
+    """Raised by a kernel's `supports` (or returned as a string) to decline a cell: the reason should name the
+    field ("head_size 96: only 64 and 128"). The cell is reported `declined`, a pytest skip."""
+
+
+class Buffer:
+    """One buffer of a kernel call, owned by pacheck and valid during the call only.
+
+    ptr: its address (host, or device for a CUDA kernel); shape and strides in elements of its own dtype;
+    dtype: pacheck's name ("bf16", "fp8_e4m3fn", "i32", ...); device: "cpu" or "cuda"; writable: only `out`.
+    """
+
+    def __init__(self, name, ptr, shape, strides, dtype, device, writable=False):
+        self.name, self.ptr, self.shape, self.strides = name, ptr, tuple(shape), tuple(strides)
+        self.dtype, self.device, self.writable = dtype, device, writable
+
+    @property
+    def itemsize(self):
+        return _ELEM[self.dtype]
+
+    @property
+    def nbytes(self):
+        """Bytes from the first element to one past the last (the extent the strides span)."""
+        if any(n == 0 for n in self.shape):
+            return 0
+        return (sum((n - 1) * s for n, s in zip(self.shape, self.strides)) + 1) * self.itemsize
+
+    def __repr__(self):
+        return f"Buffer({self.name}, {self.dtype}{list(self.shape)}, strides={list(self.strides)}, {self.device})"
+
+    def numpy(self):
+        """A NumPy view of the buffer (CPU only; no copy): float32 and int32 as they are, f16 and bf16 as raw
+        uint16, fp8 as raw uint8 (pacheck.dtypes.to_float32 decodes them). Read-only except for `out`."""
+        import numpy as np
+
+        from .dtypes import STORAGE
+
+        if self.device != "cpu":
+            raise PacheckError(f"{self.name}: a {self.device} buffer has no NumPy view (use .torch() or "
+                               "__cuda_array_interface__)")
+        if not self.ptr or self.nbytes == 0:
+            return np.zeros(self.shape, STORAGE[self.dtype])
+        base = np.ctypeslib.as_array((ctypes.c_uint8 * self.nbytes).from_address(self.ptr))
+        flat = base.view(STORAGE[self.dtype])
+        return np.lib.stride_tricks.as_strided(flat, self.shape, [s * self.itemsize for s in self.strides],
+                                               writeable=self.writable)
+
+    @property
+    def __cuda_array_interface__(self):
+        """CUDA Array Interface v3 (CUDA buffers only): bf16/f16 as int16, fp8 as uint8; strides in bytes."""
+        if self.device != "cuda":
+            raise AttributeError("__cuda_array_interface__: a CPU buffer")
+        return {"shape": self.shape, "typestr": _CAI[self.dtype], "data": (self.ptr or 0, False), "version": 3,
+                "strides": tuple(s * self.itemsize for s in self.strides), "stream": None}
+
+    def torch(self):
+        """A torch tensor over the same memory (no copy) in the real dtype (torch.bfloat16,
+        torch.float8_e4m3fn, ...), on the CPU or the current CUDA device."""
+        import torch
+
+        real = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
+                "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e4m3fnuz": torch.float8_e4m3fnuz,
+                "fp8_e5m2": torch.float8_e5m2}[self.dtype]
+        if self.device == "cuda":
+            t = torch.as_tensor(self, device="cuda")
+        else:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # read-only inputs: torch warns, pacheck checksums them anyway
+                arr = self.numpy()
+                if self.dtype in ("f16", "bf16"):
+                    arr = arr.view("int16")
+                t = torch.from_numpy(arr)
+        return t.view(real) if t.dtype != real else t
+
+
+@dataclasses.dataclass
+class CaseInfo:
+    """What supports() sees of a case (kernel_abi.h's pacheck_case_info), before anything is generated."""
+
+    num_seqs: int
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    block_size: int
+    layout: str
+    q_dtype: str
+    kv_dtype: str
+    out_dtype: str
+    seq_lens: list
+    max_seq_len: int
+    scale: float
+    k_scale_form: str
+    v_scale_form: str
+
+
+class Inputs:
+    """The arguments of one decode call (kernel_abi.h's pacheck_kernel_args), with every pointer as a Buffer.
+
+    Shapes: query [num_seqs, num_heads, head_size]; key_cache / value_cache per `layout` (vllm: key
+    [num_blocks, num_kv_heads, head_size/x, block_size, x] with x = 16 bytes / element, value
+    [num_blocks, num_kv_heads, head_size, block_size]; nhd: [num_blocks, block_size, num_kv_heads,
+    head_size]; hnd: [num_blocks, num_kv_heads, block_size, head_size]); block_tables [num_seqs,
+    max_blocks_per_seq] i32; seq_lens [num_seqs] i32 (seq_lens_host: a host copy as a Python list); out like
+    query in out_dtype, NaN-filled: write every element. k_scales_per_head / v_scales_per_head: [num_kv_heads]
+    f32 Buffers for per-head fp8 scales (k_scale / v_scale are then NaN), else None. stream: the CUDA stream
+    (an int, 0 = default) to launch on; torch_stream() gives it as a torch stream.
+    """
+
+    def __init__(self, a, device):
+        self.device = device
+        for f in ("num_seqs", "num_heads", "num_kv_heads", "head_size", "block_size", "num_blocks",
+                  "max_blocks_per_seq", "max_seq_len", "scale", "k_scale", "v_scale"):
+            setattr(self, f, getattr(a, f))
+        self.layout = _native.LAYOUT_NAMES[a.layout]
+        self.q_dtype, self.kv_dtype = _native.DTYPE_NAMES[a.q_dtype], _native.DTYPE_NAMES[a.kv_dtype]
+        self.out_dtype = _native.DTYPE_NAMES[a.out_dtype]
+        self.stream = a.stream or 0
+        S, H, G, D, B, N = a.num_seqs, a.num_heads, a.num_kv_heads, a.head_size, a.block_size, a.num_blocks
+        self.query = Buffer("query", a.query, (S, H, D), (a.q_stride_seq, a.q_stride_head, 1), self.q_dtype, device)
+        self.out = Buffer("out", a.out, (S, H, D), (a.out_stride_seq, a.out_stride_head, 1), self.out_dtype, device,
+                          writable=True)
+        if self.layout == "vllm":
+            x = 16 // _ELEM[self.kv_dtype]
+            kshape, vshape = (N, G, D // x, B, x), (N, G, D, B)
+        elif self.layout == "nhd":
+            kshape = vshape = (N, B, G, D)
+        else:
+            kshape = vshape = (N, G, B, D)
+        self.key_cache = Buffer("key_cache", a.key_cache, kshape, list(a.k_strides)[: len(kshape)], self.kv_dtype,
+                                device)
+        self.value_cache = Buffer("value_cache", a.value_cache, vshape, list(a.v_strides)[: len(vshape)],
+                                  self.kv_dtype, device)
+        self.block_tables = Buffer("block_tables", a.block_tables, (S, a.max_blocks_per_seq),
+                                   (a.block_tables_stride, 1), "i32", device)
+        self.seq_lens = Buffer("seq_lens", a.seq_lens, (S,), (1,), "i32", device)
+        host = ctypes.cast(a.seq_lens_host, ctypes.POINTER(ctypes.c_int32))
+        self.seq_lens_host = [host[i] for i in range(S)]
+        self.k_scales_per_head = (Buffer("k_scales_per_head", a.k_scales_per_head, (G,), (1,), "f32", device)
+                                  if a.k_scales_per_head else None)
+        self.v_scales_per_head = (Buffer("v_scales_per_head", a.v_scales_per_head, (G,), (1,), "f32", device)
+                                  if a.v_scales_per_head else None)
+
+    def buffers(self):
+        """Every Buffer of the call, by name."""
+        return {k: v for k, v in vars(self).items() if isinstance(v, Buffer)}
+
+    def torch_stream(self):
+        """The call's CUDA stream as a torch stream (torch.cuda.ExternalStream, or the default stream for 0):
+        launch inside `with torch.cuda.stream(inputs.torch_stream()):` so pacheck's synchronisation covers it."""
+        import torch
+
+        return torch.cuda.ExternalStream(self.stream) if self.stream else torch.cuda.default_stream()
+
+
+class Kernel:
+    """A decode kernel written in Python, registered with pacheck on first use.
+
+    name: 1..64 chars of [A-Za-z0-9._-], unique in the process. run(inputs: Inputs) writes inputs.out and
+    returns nothing; an exception makes the cell `error` with its message (the traceback is kept in
+    last_error). supports(info: CaseInfo) is optional: return None/True to take the case, or a reason string
+    (or raise Decline(reason)) to decline it. device: "cpu" or "cuda". layouts: the cache layouts it reads,
+    preferred first (suite cells that do not pin a layout run in the first). q_dtypes / kv_dtypes / out_dtypes
+    / head_sizes / block_sizes / gqa_ratios: what it takes (empty size lists: any). tf32: its f32 dots read
+    TF32 (Triton's default tl.dot), judged against the TF32 limit. batch_variant: a sequence's output may
+    depend on the rest of its batch. repro_label: what printed `pacheck repro` lines give as --plugin.
+    """
+
+    def __init__(self, name, run, *, supports=None, device="cpu", layouts=("nhd", "hnd", "vllm"),
+                 q_dtypes=("f32", "f16", "bf16"), kv_dtypes=("f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz",
+                                                            "fp8_e5m2"),
+                 out_dtypes=("f32", "f16", "bf16"), head_sizes=(), block_sizes=(), gqa_ratios=(), tf32=False,
+                 batch_variant=False, description="", repro_label=None):
+        self.name, self.run, self.supports, self.device = name, run, supports, device
+        self.layouts, self.q_dtypes, self.kv_dtypes, self.out_dtypes = layouts, q_dtypes, kv_dtypes, out_dtypes
+        self.head_sizes, self.block_sizes, self.gqa_ratios = head_sizes, block_sizes, gqa_ratios
+        self.tf32, self.batch_variant, self.description = tf32, batch_variant, description
+        self.repro_label = repro_label or f"<python kernel {name}: rerun its pytest test>"
+        self.last_error = None  # traceback text of the last exception run() or supports() raised
+        self._registered = False
+
+    def __repr__(self):
+        return f"pacheck.Kernel({self.name!r}, device={self.device!r})"
+
+    def register(self):
+        """Registers the kernel with pacheck (once; later calls do nothing). Raises PacheckError when pacheck
+        refuses the descriptor (the message names the field)."""
+        if self._registered:
+            return self
+        if self.device not in ("cpu", "cuda"):
+            raise PacheckError(f"kernel {self.name}: device {self.device!r}: 'cpu' or 'cuda'")
+
+        def enums(field, values, table):
+            bad = [v for v in values if v not in table]
+            if bad:
+                raise PacheckError(f"kernel {self.name}: {field} {bad[0]!r}: known are {', '.join(table)}")
+            return (ctypes.c_int * max(1, len(values)))(*[table[v] for v in values]), len(values)
+
+        def ints(values):
+            return (ctypes.c_int32 * max(1, len(values)))(*values), len(values)
+
+        arrays = {"layouts": enums("layouts", self.layouts, _native.LAYOUTS),
+                  "q_dtypes": enums("q_dtypes", self.q_dtypes, _native.DTYPES),
+                  "kv_dtypes": enums("kv_dtypes", self.kv_dtypes, _native.DTYPES),
+                  "out_dtypes": enums("out_dtypes", self.out_dtypes, _native.DTYPES),
+                  "head_sizes": ints(self.head_sizes), "block_sizes": ints(self.block_sizes),
+                  "gqa_ratios": ints(self.gqa_ratios)}
+        d = _native.KernelDesc()
+        d.struct_size = ctypes.sizeof(_native.KernelDesc)
+        name_b, desc_b = self.name.encode(), (self.description or f"Python kernel {self.name}").encode()
+        d.name, d.description = name_b, desc_b
+        d.device = _native.DEVICES[self.device]
+        # One call at a time: the callbacks run Python (and pacheck_cells calls them from one thread anyway).
+        d.flags = (_native.KERNEL_NOT_THREAD_SAFE | (_native.KERNEL_TF32 if self.tf32 else 0)
+                   | (_native.KERNEL_BATCH_VARIANT if self.batch_variant else 0))
+        for field, (arr, n) in arrays.items():
+            setattr(d, field, ctypes.cast(arr, ctypes.POINTER(arr._type_)))
+            setattr(d, "num_" + field, n)
+        # Kept for the life of the process: pacheck calls them until it exits.
+        self._run_cb = _native.RUN_FN(self._run_trampoline)
+        self._supports_cb = _native.SUPPORTS_FN(self._supports_trampoline) if self.supports else _native.SUPPORTS_FN()
+        d.run, d.supports = self._run_cb, self._supports_cb
+
+        def register(registrar):
+            return registrar.contents.add_kernel(registrar, ctypes.byref(d))
+
+        reg_cb = _native.REGISTER_FN(register)
+        lib = _native.library()
+        lib.call("pacheck_cells_add_linked_kernels", reg_cb, _native.ABI_VERSION, self.repro_label.encode(), 1)
+        self._keep = (arrays, name_b, desc_b, reg_cb, d)
+        self._registered = True
+        return self
+
+    # The callbacks. Nothing may escape them: ctypes would print the exception and return 0 (PACHECK_OK).
+    def _run_trampoline(self, _user, args, err, err_size):
+        try:
+            self.run(Inputs(args.contents, self.device))
+            return _native.PACHECK_OK
+        except BaseException as e:  # noqa: BLE001 -- KeyboardInterrupt too: the cell is an error, not a pass
+            self.last_error = traceback.format_exc()
+            _native.write_message(err, err_size, f"python: {type(e).__name__}: {e}")
+            return _native.PACHECK_ERROR
+
+    def _supports_trampoline(self, _user, info, reason, reason_size):
+        try:
+            c = info.contents
+            ci = CaseInfo(c.num_seqs, c.num_heads, c.num_kv_heads, c.head_size, c.block_size,
+                          _native.LAYOUT_NAMES[c.layout], _native.DTYPE_NAMES[c.q_dtype],
+                          _native.DTYPE_NAMES[c.kv_dtype], _native.DTYPE_NAMES[c.out_dtype],
+                          [c.seq_lens[i] for i in range(c.num_seqs)], c.max_seq_len, c.scale,
+                          _native.SCALE_FORMS.get(c.k_scale_form, "?"), _native.SCALE_FORMS.get(c.v_scale_form, "?"))
+            try:
+                answer = self.supports(ci)
+            except Decline as d:
+                answer = str(d) or "declined"
+            if answer is None or answer is True:
+                return _native.PACHECK_OK
+            _native.write_message(reason, reason_size, answer if isinstance(answer, str) else "declined")
+            return _native.PACHECK_DECLINED
+        except BaseException as e:  # noqa: BLE001
+            self.last_error = traceback.format_exc()
+            _native.write_message(reason, reason_size, f"python: {type(e).__name__}: {e}")
+            return _native.PACHECK_ERROR
+
+
+def _kernel_name(kernel):
+    if isinstance(kernel, Kernel):
+        kernel.register()
+        return kernel.name
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel: a pacheck.Kernel or a registered kernel's name, not {type(kernel).__name__}")
+    return kernel
+
+
+@dataclasses.dataclass
+class CellInfo:
+    """One cell of a suite as a kernel runs it: id (the exact id, fault included), case and fault ids,
+    straddles (some seq_len is not a block multiple), poisons_v_tail (a non-finite poison in the V tail that
+    a whole-block V read touches), expected_fail (the kernel is a negative control that must fail it)."""
+
+    id: str
+    case: str
+    fault: str
+    straddles: bool
+    poisons_v_tail: bool
+    expected_fail: bool
+
+
+@dataclasses.dataclass
+class CellResult:
+    """What one cell gave: verdict (pass, poisoned, variant, fail, unwritten, declined, error, ...), declined,
+    failed (counts as a failure of a run), detail, metrics (text), repro (the `pacheck repro` line) and
+    result (the whole result as report.json writes it: metrics, limit, margin, worst element, ...)."""
+
+    cell_id: str
+    kernel: str
+    verdict: str
+    declined: bool
+    failed: bool
+    detail: str
+    metrics: str
+    repro: str
+    result: dict
+    traceback: str = None  # a Python kernel's exception, when the cell's error came from one
+
+    @property
+    def worst(self):
+        """(seq, head, dim) of the element with the largest |out - ref| (a non-finite one wins)."""
+        w = self.result.get("metrics", {}).get("worst", {})
+        return (w.get("seq"), w.get("head"), w.get("dim"))
+
+    def message(self):
+        """The failure message: verdict and detail, the worst element and the headline metrics, the repro."""
+        m = self.result.get("metrics", {})
+        lines = [f"cell '{self.cell_id}' on {self.kernel}: verdict {self.verdict}"
+                 + (f" ({self.detail})" if self.detail else "")]
+        if m:
+            s, h, d = self.worst
+            rel = m.get("rel_linf")
+            rel = "n/a (NaN/Inf in the output)" if rel is None else f"{rel:.3e}"
+            lines.append(f"worst element: (seq {s}, head {h}, dim {d}); rel_linf {rel} against limit "
+                         f"{self.result.get('limit')}; nan {m.get('nan')}, inf {m.get('inf')}")
+        if self.traceback:
+            lines.append(self.traceback.rstrip())
+        lines.append("repro: " + self.repro)
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class InstrumentCheck:
+    """The comparator self-test and pacheck's CPU negative controls on a suite: blind when either failed."""
+
+    blind: bool
+    summary: str
+
+
+def info():
+    """The loaded library: its path, C API and kernel ABI versions, struct sizes, suites_dir and suites."""
+    lib = _native.library()
+    return dict(lib.info, path=lib.path)
+
+
+def kernels():
+    """Every kernel registered in this process: [{"name", "description", "device", "negative_control"}]."""
+    return _native.library().call("pacheck_cells_kernels")["kernels"]
+
+
+def load_plugin(path):
+    """Loads a pacheck plugin library (C ABI) into this process; returns its kernel names."""
+    return _native.library().call("pacheck_cells_add_plugin", str(path).encode())["kernels"]
+
+
+def cells(suite, kernel):
+    """The cells of `suite` (a name such as "gate", or a .toml path) as `kernel` (a Kernel or a registered
+    name) runs them, in suite order: exactly `pacheck list cells --suite SUITE --kernel KERNEL`."""
+    ans = _native.library().call("pacheck_cells_list_cells", str(suite).encode(), _kernel_name(kernel).encode())
+    return [CellInfo(**c) for c in ans["cells"]]
+
+
+def run_cell(suite, kernel, cell_id, device=None):
+    """Runs one cell through pacheck's pipeline on `kernel` in this process and returns its CellResult.
+
+    suite: a name or .toml path, or None to build the cell from its id alone (as `pacheck repro`); device:
+    "cpu", "cuda", "cuda:N" (default: the kernel's own device). Raises PacheckError for an id not in the
+    suite, an unknown kernel or an unusable device; a kernel's exception is the cell's `error` verdict."""
+    name = _kernel_name(kernel)
+    if device is None:
+        device = kernel.device if isinstance(kernel, Kernel) else "cpu"
+    if isinstance(kernel, Kernel):
+        kernel.last_error = None
+    ans = _native.library().call("pacheck_cells_run_cell", (suite or "").encode(), name.encode(),
+                                 cell_id.encode(), device.encode())
+    r = CellResult(**ans)
+    if isinstance(kernel, Kernel) and kernel.last_error and r.verdict == "error":
+        r.traceback = kernel.last_error
+    return r
+
+
+def check_instrument(suite):
+    """The comparator self-test and pacheck's CPU negative controls on the cells of `suite` that plant their
+    faults (what every `pacheck run` checks first). Returns InstrumentCheck; blind means checks can't fail."""
+    ans = _native.library().call("pacheck_cells_check_instrument", str(suite).encode())
+    return InstrumentCheck(**ans)
+
+
+if sys.version_info < (3, 8):  # pragma: no cover
+    raise ImportError("pacheck needs Python 3.8 or later")

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""ctest driver for examples/python/test_numpy_kernel.py (issue 20's acceptance), one mode per ctest test:
+
+  --mode correct: pytest over gate on the correct NumPy kernel must pass every cell (exit 0, no failure,
+                  no skip), and print the instrument check as ok;
+  --mode planted: pytest over gate on the planted tail-fault kernel must fail exactly the cells pacheck says
+                  poison the V tail of a straddling length (CellInfo.poisons_v_tail, the set cpu.vector_v
+                  must fail), pass every other cell, and print each failing cell's repro line.
+
+Usage: check_numpy_example.py --mode MODE --source SRC_DIR --lib LIBPACHECK_CELLS --work DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["correct", "planted"], required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    env = dict(os.environ, PACHECK_LIB=a.lib,
+               PYTHONPATH=os.pathsep.join([os.path.join(a.source, "python"), os.path.join(a.source, "examples", "python")]))
+    test = "test_numpy_decode" if a.mode == "correct" else "test_numpy_tail_fault"
+    if a.mode == "planted":
+        env["PACHECK_PLANTED"] = "1"
+    junit = os.path.join(a.work, f"{a.mode}.xml")
+    cmd = [sys.executable, "-m", "pytest", "-p", "pacheck.pytest_plugin", "-p", "no:cacheprovider", "-q",
+           "-k", test, "--junitxml", junit, os.path.join(a.source, "examples", "python", "test_numpy_kernel.py")]
+    t0 = time.time()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(p.stdout[-6000:])
+    print(f"[{a.mode}] pytest exit {p.returncode} after {time.time() - t0:.1f} s")
+
+    cases = ET.parse(junit).getroot().iter("testcase")
+    failed, passed, skipped = set(), set(), set()
+    for c in cases:
+        name = c.get("name")
+        cell = name[name.index("[") + 1 : -1]
+        if c.find("failure") is not None or c.find("error") is not None:
+            failed.add(cell)
+        elif c.find("skipped") is not None:
+            skipped.add(cell)
+        else:
+            passed.add(cell)
+    problems = []
+    if a.mode == "correct":
+        if p.returncode != 0:
+            problems.append(f"pytest exit {p.returncode}, expected 0")
+        if failed or skipped:
+            problems.append(f"{len(failed)} failed and {len(skipped)} skipped cells, expected none: "
+                            f"{sorted(failed | skipped)[:5]}")
+        if "instrument check, suite gate: ok" not in p.stdout:
+            problems.append("the instrument check's line is missing")
+        if len(passed) < 200:
+            problems.append(f"only {len(passed)} cells passed: gate has about 270")
+    else:
+        sys.path[:0] = env["PYTHONPATH"].split(os.pathsep)
+        os.environ["PACHECK_LIB"] = a.lib
+        import pacheck
+        from numpy_kernels import numpy_tail_fault
+
+        want = {c.id for c in pacheck.cells("gate", numpy_tail_fault) if c.poisons_v_tail}
+        if p.returncode != 1:
+            problems.append(f"pytest exit {p.returncode}, expected 1 (failures)")
+        if not want:
+            problems.append("gate has no straddling V-poison cell: nothing to catch")
+        if failed != want:
+            problems.append(f"failed {len(failed)} cells, expected {len(want)}; unexpected: "
+                            f"{sorted(failed - want)[:5]}, missed: {sorted(want - failed)[:5]}")
+        if skipped:
+            problems.append(f"{len(skipped)} skipped cells: {sorted(skipped)[:3]}")
+        for cell in sorted(failed):
+            line = f"pacheck repro '{cell}' --kernel py.numpy_tail_fault"
+            if line not in p.stdout:
+                problems.append(f"no repro line printed for '{cell}'")
+                break
+        print(f"[planted] {len(failed)} failed (expected {len(want)} straddling V-poison cells), {len(passed)} passed")
+    for pr in problems:
+        print("PROBLEM:", pr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
