@@ -5,7 +5,6 @@
 #include <cmath>
 #include <iterator>
 #include <numeric>
-#include <set>
 
 #include "cli/common.hpp"
 #include "exec/isolate.hpp"
@@ -103,9 +102,7 @@ void add_repro_command(CLI::App& app, Context& ctx) {
       }
       return is_failure(r.verdict) ? kFail : kPass;
     };
-    std::set<std::string> foreign;
-    for (const auto& p : loaded_plugins()) foreign.insert(p.kernels.begin(), p.kernels.end());
-    const bool isolated = *isolate || (!*no_isolate && foreign.count(k->name()) > 0);
+    const bool isolated = *isolate || (!*no_isolate && plugin_kernel_names().count(k->name()) > 0);
     if (!isolated) {
       std::string text;
       ctx.exit_code = body(text);

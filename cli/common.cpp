@@ -294,8 +294,7 @@ RunOptions CommonOptions::run_options() const {
     o.isolate = [](const Kernel&) { return true; };
   } else if (!no_isolate) {
     // Plugin kernels are foreign code: by default a crash in one must cost a cell, not the run.
-    std::set<std::string> foreign;
-    for (const auto& p : loaded_plugins()) foreign.insert(p.kernels.begin(), p.kernels.end());
+    std::set<std::string> foreign = plugin_kernel_names();
     if (!foreign.empty()) o.isolate = [foreign](const Kernel& k) { return foreign.count(k.name()) > 0; };
   }
   return o;
@@ -447,6 +446,12 @@ std::unique_ptr<ReportFormat> stdout_format(const std::string& name, const Forma
   const FormatInfo* f = find_format(name);
   if (!f) throw UsageError(fmt::format("--format: no report format named '{}' (known: {})", name, format_names()));
   return f->make(std::cout, options);
+}
+
+std::set<std::string> plugin_kernel_names() {
+  std::set<std::string> names;
+  for (const auto& p : loaded_plugins()) names.insert(p.kernels.begin(), p.kernels.end());
+  return names;
 }
 
 }  // namespace pacheck::cli

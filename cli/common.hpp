@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,6 +54,10 @@ struct KernelSource {
 /// library that crashes or hangs while loading is an input error naming it, not a dead pacheck). Throws
 /// UsageError naming the library and the problem (exit 2, nothing run). Returns the libraries loaded.
 std::vector<PluginInfo> load_plugin_flags(const std::vector<std::string>& plugins);
+
+/// The names of every kernel a loaded plugin registered: foreign code, which `run` and `repro` call in a
+/// child process by default (a crash then costs a cell, not pacheck).
+std::set<std::string> plugin_kernel_names();
 
 /// Kernels named by `names` (all kernels of `device`'s kind when empty). Throws UsageError for an
 /// unknown name (listing the known ones) or a GPU kernel asked for on the CPU device; that message names
