@@ -48,6 +48,16 @@ class CellTest : public testing::Test {
   std::string suite_, kernel_, cell_id_, device_;
 };
 
+/// The test register_refusal registers: it fails with the reason pacheck refused the registration.
+class RefusedRegistration : public testing::Test {
+ public:
+  explicit RefusedRegistration(std::string message) : message_(std::move(message)) {}
+  void TestBody() override { FAIL() << message_; }
+
+ private:
+  std::string message_;
+};
+
 /// The comparator self-test and the negative controls on one suite, before any test runs.
 class InstrumentEnvironment : public testing::Environment {
  public:
@@ -108,19 +118,43 @@ std::string test_suite_name(const std::string& suite, const std::string& kernel)
   return kernel.empty() ? sanitized(stem) : sanitized(stem) + "/" + sanitized(kernel);
 }
 
+namespace {
+
+/// A registration pacheck refused, as a test that fails with the reason. An exception thrown from a
+/// kernel repository's main() between InitGoogleTest and RUN_ALL_TESTS ends the binary in std::terminate
+/// (an abort, no XML, no ctest detail); a failing test named for the call keeps the binary running, shows
+/// the reason in every output GoogleTest writes and fails the binary, as GoogleTest does for a
+/// parameterised test it cannot instantiate.
+int register_refusal(const std::string& call, const std::string& suite, const std::string& reason) {
+  const std::string message = "pacheck::gtest::" + call + "(\"" + suite + "\"): " + reason;
+  testing::RegisterTest("pacheck_setup", sanitized(suite).c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                        [message]() -> testing::Test* { return new RefusedRegistration(message); });
+  return 0;
+}
+
+}  // namespace
+
 int register_suite(const std::string& suite, pacheck_register_kernels_fn register_kernels_fn, const Options& opt) {
-  auto key = std::make_pair(reinterpret_cast<const void*>(register_kernels_fn), std::string());
-  auto it = registered().find(key);
-  if (it == registered().end())
-    it = registered().emplace(key, cells::add_linked_kernels(register_kernels_fn, opt.repro_plugin)).first;
-  return register_kernels(suite, it->second, opt);
+  try {
+    auto key = std::make_pair(reinterpret_cast<const void*>(register_kernels_fn), std::string());
+    auto it = registered().find(key);
+    if (it == registered().end())
+      it = registered().emplace(key, cells::add_linked_kernels(register_kernels_fn, opt.repro_plugin)).first;
+    return register_kernels(suite, it->second, opt);
+  } catch (const std::exception& e) {
+    return register_refusal("register_suite", suite, e.what());
+  }
 }
 
 int register_suite_from_plugin(const std::string& suite, const std::string& plugin_path, const Options& opt) {
-  auto key = std::make_pair(static_cast<const void*>(nullptr), plugin_path);
-  auto it = registered().find(key);
-  if (it == registered().end()) it = registered().emplace(key, cells::add_plugin(plugin_path)).first;
-  return register_kernels(suite, it->second, opt);
+  try {
+    auto key = std::make_pair(static_cast<const void*>(nullptr), plugin_path);
+    auto it = registered().find(key);
+    if (it == registered().end()) it = registered().emplace(key, cells::add_plugin(plugin_path)).first;
+    return register_kernels(suite, it->second, opt);
+  } catch (const std::exception& e) {
+    return register_refusal("register_suite_from_plugin", suite, e.what());
+  }
 }
 
 }  // namespace pacheck::gtest

@@ -43,7 +43,9 @@ struct Options {
 /// Registers one test per cell of `suite` for each kernel `register_kernels` registers (the kernels are
 /// registered with pacheck on the first call for a given function; later calls reuse them). Call after
 /// testing::InitGoogleTest and before RUN_ALL_TESTS. Returns the number of tests registered. Throws
-/// std::runtime_error for an unknown suite, a kernel name not registered, or a registration pacheck refuses.
+/// nothing: an unknown suite, a kernel name not registered, or a registration pacheck refuses registers
+/// instead one test, `pacheck_setup.SUITE`, that fails with the reason, and returns 0 (the binary runs,
+/// reports the reason in its console and XML output, and exits non-zero).
 int register_suite(const std::string& suite, pacheck_register_kernels_fn register_kernels, const Options& opt = {});
 
 /// The same for the kernels of a plugin library loaded from `plugin_path` (what `pacheck run --plugin` takes).

@@ -164,4 +164,16 @@ TEST(CellsGtest, PlantedTailFaultFailsExactlyItsStraddlingVCells) {
   EXPECT_EQ(failed, expected);
 }
 
+// A suite pacheck cannot load is not an abort of the kernel's binary (an exception out of main() between
+// InitGoogleTest and RUN_ALL_TESTS): register_suite registers one failing test that names the call and the
+// reason, so the console, the XML and ctest show why, and the binary exits 1.
+TEST(CellsGtest, AnUnknownSuiteIsAFailingTestNotAnAbort) {
+  auto [rc, out] = capture(fixture("no-such-suite", "--gtest_color=no 2>&1"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
+  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.no_such_suite"), std::string::npos) << out;
+  EXPECT_NE(out.find("pacheck::gtest::register_suite(\"no-such-suite\"): "), std::string::npos) << out;
+  EXPECT_NE(out.find("no-such-suite"), std::string::npos) << out;
+}
+
 }  // namespace
