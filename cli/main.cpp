@@ -59,7 +59,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // CLI11's own messages ("--threads: Value abc could not be converted") get the prefix every other
+    // refusal has, and name the subcommand whose --help lists the options.
+    std::string sub;
+    for (const CLI::App* s : app.get_subcommands()) sub = " " + s->get_name();
+    fmt::print(stderr, "pacheck: error: {}\nRun 'pacheck{} --help' for the options.\n", e.what(), sub);
     return kUsage;
   } catch (const UsageError& e) {
     fmt::print(stderr, "pacheck: error: {}\n", e.what());

@@ -469,6 +469,10 @@ def scenario_bad_input(args, tmp):
         check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-2000:]}")
 
     rejected("'bogus' is not a pacheck subcommand; subcommands: run, list", "bogus")
+    # CLI11's own refusals carry pacheck's prefix and name the subcommand's --help (issue 17 audit).
+    rejected("pacheck: error: Could not convert: --threads = abc", "run", "--threads", "abc")
+    rejected("Run 'pacheck run --help' for the options.", "run", "--threads", "abc")
+    rejected("pacheck: error: The following argument was not expected: --bogus", "list", "kernels", "--bogus")
     repro = ["repro", "--kernel", "cpu.reference", "--device", "cpu"]
     cell = "h32/8 d128 bs16 bf16 ctx100 vllm seed7 clean"
     for old, bad, want in [("ctx100", "ctx4294967396", "seq_lens: 4294967396 is out of range"),
