@@ -221,10 +221,14 @@ typedef struct pacheck_kernel_args {
  * Calls pacheck makes into a plugin, and from where:
  *   - `pacheck_register_kernels`: once per process that loads the library, from that process's main
  *     thread, before anything else. Forked children inherit the registration and do not call it again.
+ *   Isolated or in process: `pacheck run` and `repro` run every plugin kernel, CPU and GPU,
+ *   isolated in forked children by default (a crash or hang costs one cell, not the run); `--no-isolate`
+ *   runs them in the pacheck process, `--isolate` isolates the built-in kernels too. `pacheck bench`,
+ *   `fuzz` and the GoogleTest / Python cell runners (pacheck/cells.hpp) call plugins in process.
  *   - `supports`: before any cell runs, once per (cell, kernel), one call at a time, never concurrently with
  *     `run`. In the pacheck process itself for in-process kernels; in a forked child process (one per
- *     kernel, which then exits) for isolated kernels (`pacheck run --isolate`, the default for plugin GPU
- *     kernels), and for in-process GPU kernels too when the run also forks isolated children. Do not
+ *     kernel, which then exits) for isolated kernels, and for in-process GPU kernels too when the run also
+ *     forks isolated children. Do not
  *     initialise a GPU runtime in `supports`: in the parent it would stop later forked children from using
  *     the device. Decide from the case info alone.
  *   - `run` for CPU kernels: from several worker threads at once, each call with its own buffers, unless
