@@ -15,7 +15,8 @@
 # in at most 8 flat files, as the device tool returns them: summary.txt (one block per step), tests.log,
 # gbench.log, suites.log, bench.log, fuzz.log, other.log, reports.tar.gz (JSON/JSONL reports of every
 # step, re-packed after each one). Environment: STEP_TIMEOUT seconds per command (default 300),
-# FUZZ_KERNELS (default: gpu.paged_v1_tail_fault gpu.paged_v1 gpu.warp_split), FUZZ_CASES (default 300).
+# FUZZ_KERNELS (default: gpu.paged_v1_tail_fault gpu.paged_v1 gpu.warp_split), FUZZ_CASES (default 300),
+# DEVICE_EXPECT (the verify step's --device-expect, default "NVIDIA H": an H100 or H200).
 set -uo pipefail
 build="$1"; out="$2"; shift 2
 steps="${*:-tests gbench suites fp8 isolate fuzz bench multi}"
@@ -107,7 +108,7 @@ for step in $steps; do
       cuplug="$build/examples/plugin/libpacheck_example_cuda_plugin.so"
       say "validation exchange: run --with-controls on gate, then verify"
       run other.log 6 "$P" run --plugin "$cuplug" --with-controls --suite gate --device cuda:0 --report-dir "$work/ev"
-      run other.log 3 "$P" verify "$work/ev" --suite gate --plugin "$cuplug" --device-expect "H200"
+      run other.log 3 "$P" verify "$work/ev" --suite gate --plugin "$cuplug" --device-expect "${DEVICE_EXPECT:-NVIDIA H}"
       tar czf "$out/evidence.tar.gz" -C "$work" ev ;;
     export)
       for j in 1 16; do
