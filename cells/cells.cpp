@@ -33,11 +33,21 @@ const Suite& loaded_suite(const std::string& name) {
   return it->second;
 }
 
+/// Whether backend_for has opened a backend other than the CPU's in this process: from then on nothing here
+/// forks (a child of a process holding a GPU context cannot use the device; issue 17).
+bool& gpu_opened() {
+  static bool opened = false;
+  return opened;
+}
+
 /// One open backend per device spec, for the life of the process (a GPU context is opened once).
 Backend& backend_for(const std::string& device) {
   static std::map<std::string, std::unique_ptr<Backend>> open;
   auto& b = open[device];
-  if (!b) b = open_backend(device);
+  if (!b) {
+    b = open_backend(device);
+    if (device != "cpu") gpu_opened() = true;
+  }
   return *b;
 }
 
@@ -47,6 +57,34 @@ std::vector<std::string> names_of(const PluginInfo& info) { return info.kernels;
 std::set<std::string>& in_process_only() {
   static std::set<std::string> names;
   return names;
+}
+
+/// The fresh-process server that names the cause of a kernel's faulted output that differs from its clean
+/// twin (exec/fresh.hpp), or why the kernel has none.
+struct FreshServer {
+  std::unique_ptr<FreshProcesses> server;
+  std::string why_not;
+};
+
+/// The kernel's server, forked on the kernel's first cell in this process, before its first call, so its
+/// children start from a kernel this process never called (as `pacheck run` forks its server before any
+/// cell). None for a keep_in_process() kernel, a GPU kernel, or once this process has opened a GPU.
+FreshServer& fresh_for(const Kernel& k) {
+  static std::map<std::string, FreshServer> servers;
+  auto [it, first] = servers.try_emplace(k.name());
+  if (!first) return it->second;
+  FreshServer& f = it->second;
+  if (in_process_only().count(k.name()))
+    f.why_not = fmt::format("{} runs in this process only (an interpreter's kernel is never called in a fork of it), "
+                            "so the cause is named from re-runs here",
+                            k.name());
+  else if (k.device() != PACHECK_DEVICE_CPU || gpu_opened())
+    f.why_not = "this process runs GPU cells, and a process forked after CUDA initialisation cannot use the device "
+                "(issue 17), so the cause is named from re-runs here; `pacheck run --filter` on the cell's id names it "
+                "from fresh processes";
+  else
+    f.server = std::make_unique<FreshProcesses>(std::vector<const Kernel*>{&k}, RunOptions{}.cell_timeout_s);
+  return f;
 }
 
 }  // namespace
@@ -114,33 +152,26 @@ CellResult run_cell_result(const std::string& suite, const std::string& kernel, 
   } else {
     // The device a CPU kernel runs on is the CPU, whatever the binary was asked for (as `pacheck run`).
     const std::string dev = k->device() == PACHECK_DEVICE_CPU ? "cpu" : device;
+    const FreshServer& fresh = fresh_for(*k);  // forked before the kernel's first call and any GPU context
     Backend& backend = backend_for(dev);
-    if (in_process_only().count(kernel)) {
-      // exec/'s run_cell without its fresh-process server: nothing of this kernel may run in a fork.
-      // The case is prepared once for all its cells and the clean twin run once per (case, kernel), as in
-      // `pacheck run` (a suite's cells of one case are neighbours, so only the last case is kept).
-      const RunOptions opt;
-      static struct {
-        std::string case_id;
-        std::optional<CaseData> data;
-        std::map<std::string, CleanTwin> twins;
-      } last;
-      if (!last.data || last.case_id != cell.c.id()) {
-        last.data.reset();
-        last.twins.clear();
-        last.data.emplace(prepare_case(cell.c, opt));
-        last.case_id = cell.c.id();
-      }
-      const CaseData& data = *last.data;
-      CleanTwin& twin = last.twins[kernel];
-      ExecuteOptions how;
-      how.no_fresh = fmt::format("{} runs in this process only (an interpreter's kernel is never called in a fork of "
-                                 "it), so the cause is named from re-runs here",
-                                 kernel);
-      r = execute_cell(data, *k, cell, backend, twin, opt.tolerance, how).result;
-    } else {
-      r = pacheck::run_cell(cell, *k, backend, RunOptions{}).first;
+    // The case is prepared once for all its cells and the clean twin run once per (case, kernel), as in
+    // `pacheck run` (a suite's cells of one case are neighbours, so only the last case is kept).
+    const RunOptions opt;
+    static struct {
+      std::string case_id;
+      std::optional<CaseData> data;
+      std::map<std::string, CleanTwin> twins;
+    } last;
+    if (!last.data || last.case_id != cell.c.id()) {
+      last.data.reset();
+      last.twins.clear();
+      last.data.emplace(prepare_case(cell.c, opt));
+      last.case_id = cell.c.id();
     }
+    ExecuteOptions how;
+    if (fresh.server) how.fresh = fresh.server.get();
+    else how.no_fresh = fresh.why_not;
+    r = execute_cell(*last.data, *k, cell, backend, last.twins[kernel], opt.tolerance, how).result;
   }
   r.suite = suite_name;
   return r;
