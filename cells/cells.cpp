@@ -146,13 +146,23 @@ CellResult run_cell_result(const std::string& suite, const std::string& kernel, 
     cell = found->for_layouts(k->layouts());
   }
 
+  const FreshServer& fresh = fresh_for(*k);  // forked before the kernel's first call and any GPU context
+  // The device asked for must exist even when this kernel runs on the CPU or declines the cell, as
+  // `pacheck run --device` refuses an absent one: a typo or a missing GPU is an error, not a silent CPU run.
+  try {
+    check_device_spec(device);
+    if (device != "cpu") backend_for(device);
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (why.rfind("--device: ", 0) == 0) why.erase(0, 10);  // the CLI's option name means nothing here
+    throw std::runtime_error(fmt::format("device '{}': {}", device, why));
+  }
   CellResult r;
   if (Support sup = k->supports(cell.c); !sup.ok) {
     r = unrun_result(cell, *k, sup.failed ? Verdict::error : Verdict::declined, sup.reason);
   } else {
     // The device a CPU kernel runs on is the CPU, whatever the binary was asked for (as `pacheck run`).
     const std::string dev = k->device() == PACHECK_DEVICE_CPU ? "cpu" : device;
-    const FreshServer& fresh = fresh_for(*k);  // forked before the kernel's first call and any GPU context
     Backend& backend = backend_for(dev);
     // The case is prepared once for all its cells and the clean twin run once per (case, kernel), as in
     // `pacheck run` (a suite's cells of one case are neighbours, so only the last case is kept).

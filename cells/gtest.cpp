@@ -83,6 +83,12 @@ std::map<std::pair<const void*, std::string>, std::vector<std::string>>& registe
   return m;
 }
 
+/// (suite, kernel) pairs registered so far: a second register_suite for one is refused, not registered twice.
+std::set<std::pair<std::string, std::string>>& registered_pairs() {
+  static std::set<std::pair<std::string, std::string>> pairs;
+  return pairs;
+}
+
 int register_kernels(const std::string& suite, const std::vector<std::string>& kernels, const Options& opt) {
   static std::set<std::string> checked;  // suites whose instrument Environment was added
   std::vector<std::string> chosen;
@@ -90,13 +96,24 @@ int register_kernels(const std::string& suite, const std::vector<std::string>& k
     if (opt.kernel.empty() || k == opt.kernel) chosen.push_back(k);
   if (chosen.empty())
     throw std::runtime_error("pacheck::gtest::register_suite: kernel '" + opt.kernel + "' is not among the registered kernels");
+  // Every cell id first: a suite that cannot be loaded throws here, before its instrument Environment is
+  // added (a failing global Environment would skip every test of the binary, the refusal's test included).
+  std::vector<std::pair<std::string, std::vector<std::string>>> ids;
+  for (const auto& kernel : chosen) {
+    if (!registered_pairs().insert({suite, kernel}).second)
+      throw std::runtime_error("suite '" + suite + "' is already registered for kernel " + kernel +
+                               " (register_suite was called twice for it)");
+    ids.emplace_back(kernel, cells::cell_ids(suite, kernel));
+  }
   if (opt.check_instrument && checked.insert(suite).second)
     testing::AddGlobalTestEnvironment(new InstrumentEnvironment(suite));
   int n = 0;
-  for (const auto& kernel : chosen) {
+  for (const auto& entry : ids) {
+    const std::string& kernel = entry.first;
+    const std::vector<std::string>& kernel_ids = entry.second;
     const std::string group = test_suite_name(suite, kernels.size() > 1 ? kernel : "");
     std::set<std::string> names;
-    for (const auto& id : cells::cell_ids(suite, kernel)) {
+    for (const auto& id : kernel_ids) {
       std::string name = cells::test_name_of(id);
       for (int k = 2; !names.insert(name).second; ++k) name = cells::test_name_of(id) + "_" + std::to_string(k);
       const std::string device = opt.device;

@@ -1,6 +1,8 @@
 // A kernel's gtest binary as tests/cells/test_cells.cpp drives it: the planted kernel cells.tail_v
 // (tail_v_kernel.c, linked in) registered through pacheck::gtest on the suite named by $PACHECK_FIXTURE_SUITE
-// (default tail-poison). $PACHECK_FIXTURE_NO_CHECK=1 leaves out the instrument Environment.
+// (default tail-poison; several, comma-separated, are registered in turn). $PACHECK_FIXTURE_NO_CHECK=1 leaves out
+// the instrument Environment; $PACHECK_FIXTURE_DEVICE sets Options::device.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -15,6 +17,13 @@ int main(int argc, char** argv) {
   pacheck::gtest::Options opt;
   opt.check_instrument = !(no_check && std::string(no_check) == "1");
   opt.repro_plugin = PACHECK_TAIL_V_PLUGIN;
-  pacheck::gtest::register_suite(suite && *suite ? suite : "tail-poison", cells_tail_v_register, opt);
+  if (const char* device = std::getenv("PACHECK_FIXTURE_DEVICE"); device && *device) opt.device = device;
+  // Several suites, comma-separated, are registered one after another (a bad one among good ones).
+  std::string suites = suite && *suite ? suite : "tail-poison";
+  for (std::size_t at = 0; at <= suites.size();) {
+    const std::size_t comma = std::min(suites.find(',', at), suites.size());
+    pacheck::gtest::register_suite(suites.substr(at, comma - at), cells_tail_v_register, opt);
+    at = comma + 1;
+  }
   return RUN_ALL_TESTS();
 }

@@ -176,4 +176,25 @@ TEST(CellsGtest, AnUnknownSuiteIsAFailingTestNotAnAbort) {
   EXPECT_NE(out.find("no-such-suite"), std::string::npos) << out;
 }
 
+// A bad suite registered beside a good one fails its own test and does not hide the others: its instrument
+// Environment is never added (a failing global Environment skips every test of the binary), and registering
+// the good suite twice is refused the same way rather than registering every test twice.
+TEST(CellsGtest, ABadSuiteBesideAGoodOneFailsItsOwnTestOnly) {
+  auto [rc, out] = capture(fixture("no-such-suite,scales,scales", "--gtest_color=no --gtest_brief=1 2>&1", true));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.no_such_suite"), std::string::npos) << out;
+  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.scales"), std::string::npos) << out;
+  EXPECT_NE(out.find("register_suite was called twice"), std::string::npos) << out;
+  EXPECT_EQ(out.find("SKIPPED"), std::string::npos) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 11 tests."), std::string::npos) << out;  // scales' cells ran: 16 less 5 straddling V
+}
+
+// A device that does not exist is an error of every cell, not a silent CPU run of the CPU kernel.
+TEST(CellsGtest, AnUnknownDeviceFailsEveryCellNamingIt) {
+  auto [rc, out] = capture("PACHECK_FIXTURE_DEVICE=gpu7 " + fixture("scales", "--gtest_color=no 2>&1"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("device 'gpu7': unknown device 'gpu7'"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[       OK ]"), std::string::npos) << out;
+}
+
 }  // namespace
