@@ -1,10 +1,13 @@
 // pacheck repro CELL_ID --kernel K: one cell, every metric, and the worst elements.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <numeric>
+#include <set>
+#include <string>
 
 #include "cli/common.hpp"
 #include "exec/isolate.hpp"
@@ -28,7 +31,9 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   auto no_isolate = std::make_shared<bool>(false);
   auto cell_timeout = std::make_shared<double>(60);
   cmd->add_option("cell", *cell_id, "cell id as printed by run, e.g. 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail'")->required();
-  cmd->add_option("--kernel,-k", *kernel, "kernel: built-in, plugin (--plugin) or planted.* (the property tests' planted faults)")->required();
+  cmd->add_option("--kernel,-k", *kernel,
+                  "kernel: built-in, plugin (--plugin) or planted.* (the property tests' planted faults); may be left out "
+                  "when --plugin loads exactly one kernel");
   cmd->add_option("--plugin", *plugins,
                   "load kernels from this shared library first (repeatable), as the run that printed the repro line "
                   "did");
@@ -53,6 +58,15 @@ void add_repro_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     load_plugin_flags(*plugins);  // before the kernel is looked up: it may be one of theirs
+    if (kernel->empty()) {
+      // As `run --plugin` takes the plugins' kernels when none is named: one of them is unambiguous.
+      const std::set<std::string> theirs = plugin_kernel_names();
+      if (theirs.size() != 1)
+        throw UsageError(theirs.empty() ? std::string("--kernel is required (or --plugin with exactly one kernel)")
+                                        : fmt::format("--kernel is required: the plugins load {} kernels ({})",
+                                                      theirs.size(), fmt::join(theirs, ", ")));
+      *kernel = *theirs.begin();
+    }
     const KernelPtr k = find_named_kernel(*kernel);
     const std::string dev =
         k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);
@@ -60,6 +74,10 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     auto body = [&](std::string& text) -> int {
       auto o = std::back_inserter(text);
       Support sup = k->supports(cell.c);
+      if (!sup.ok && sup.failed) {  // supports() itself failed: an `error`, as `run` reports it, not a decline
+        fmt::format_to(o, "cell      {}\nkernel    {}\nverdict   error  ({})\n", cell.id(), k->name(), sup.reason);
+        return kFail;
+      }
       if (!sup.ok) {
         fmt::format_to(o, "{} declines {}: {}\n", k->name(), cell.id(), sup.reason);
         return kFail;

@@ -450,6 +450,19 @@ def scenario_plugin(args, tmp):
     check(p.stdout.count("which cells it supports failed") >= 9, "supports() errors missing from the live table")
     plugins = report["environment"]["plugins"]
     check(len(plugins) == 1 and len(plugins[0]["sha256"]) == 64, "plugin SHA-256 missing from the fingerprint")
+    # supports() that cannot tell (PACHECK_ERROR) is an `error` in repro as in run, never a decline; repro
+    # without --kernel names the plugin's kernels when there are several (issue 17 audit).
+    one_cell = next(r["cell"] for r in report["results"] if r["kernel"] == "planted.ok")
+    env = dict(os.environ, PACHECK_TEST_PLUGIN_SUPPORTS="error")
+    p = run(args, "repro", one_cell, "--plugin", args.plugin, "--kernel", "planted.ok", env=env, expect=1)
+    check("verdict   error  (supports() failed: planted: cannot tell)" in p.stdout and "declines" not in p.stdout,
+          f"repro of a supports() error:\n{p.stdout}")
+    p = run(args, "repro", one_cell, "--plugin", args.plugin, expect=2)
+    check("--kernel is required: the plugins load 6 kernels (planted.abort, planted.error" in p.stdout,
+          f"repro without --kernel:\n{p.stdout}")
+    p = run(args, "repro", one_cell, "--plugin", args.plugin, env=dict(os.environ, PACHECK_TEST_PLUGIN_ONLY="planted.ok"),
+            expect=0)
+    check("kernel    planted.ok on" in p.stdout and "verdict   pass" in p.stdout, f"repro of a one-kernel plugin:\n{p.stdout}")
 
     # Without isolation the segfault takes the run down, but every cell finished before it is kept, and
     # --resume (isolated again by default) completes the run.

@@ -88,6 +88,15 @@ static pacheck_status supports_dies(void* user_data, const pacheck_case_info* c,
   return PACHECK_OK;
 }
 
+/* PACHECK_TEST_PLUGIN_SUPPORTS=error: supports() cannot tell (PACHECK_ERROR): every cell is an `error` in run
+ * and in repro, never a decline. */
+static pacheck_status supports_errs(void* user_data, const pacheck_case_info* c, char* reason, size_t reason_size) {
+  (void)user_data;
+  (void)c;
+  snprintf(reason, reason_size, "planted: cannot tell");
+  return PACHECK_ERROR;
+}
+
 pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   /* PACHECK_TEST_PLUGIN_LOAD=segfault or =abort: die while being registered (pacheck must name the plugin and
    * exit 2, not die with it). */
@@ -96,7 +105,10 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   if (load && strcmp(load, "abort") == 0) abort();
   static const pacheck_layout layouts[] = {PACHECK_LAYOUT_NHD};
   static const pacheck_dtype f32[] = {PACHECK_DTYPE_F32};
+  /* PACHECK_TEST_PLUGIN_ONLY=NAME: register only that kernel (a plugin of one kernel). */
+  const char* only = getenv("PACHECK_TEST_PLUGIN_ONLY");
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; ++i) {
+    if (only && *only && strcmp(only, names[i]) != 0) continue;
     pacheck_kernel_desc d;
     memset(&d, 0, sizeof d);
     d.struct_size = sizeof d;
@@ -110,6 +122,7 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
     d.run = run;
     const char* sup = getenv("PACHECK_TEST_PLUGIN_SUPPORTS");
     if (sup && strcmp(sup, "segfault") == 0) d.supports = supports_dies;
+    if (sup && strcmp(sup, "error") == 0) d.supports = supports_errs;
     d.user_data = &kinds[i];
     if (r->add_kernel(r, &d) != PACHECK_OK) return PACHECK_ERROR;
   }
