@@ -102,7 +102,10 @@ std::vector<pacheck_dtype> copy_dtypes(const pacheck_dtype* p, std::uint32_t n, 
     if (b < PACHECK_DTYPE_F32 || b > PACHECK_DTYPE_FP8_E5M2)
       throw InvalidField(fmt::format("{}: {} is not a pacheck_dtype value", field, b));
   }
-  check_unique(v, field);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (v[i] == v[j])
+        throw InvalidField(fmt::format("{}: {} listed twice", field, abi_dtype_name(enum_bits(v[i]))));
   return v;
 }
 

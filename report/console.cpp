@@ -96,6 +96,11 @@ class ConsoleFormat : public ReportFormat {
     if (!s.selftest.passed)
       for (const auto& l : s.selftest.lines) out_ << fmt::format("  {}\n", l);
     if (s.blind) out_ << "INSTRUMENT BLIND: a negative control was not caught; this run proves nothing (exit 3)\n";
+    if (!s.kernels.empty() && std::none_of(s.kernels.begin(), s.kernels.end(), [](const KernelSummary& k) {
+          return k.control != ControlOutcome::not_control;
+        }))
+      out_ << "negative controls: none ran, so this run does not show that its checks can fail here (a --plugin or "
+              "--kernel run adds the device's built-in controls with --with-controls)\n";
     out_ << fmt::format("\n{} passed, {} failed ({} declined, {} caught by negative controls)\n", s.passed, s.failed,
                         s.declined, s.caught);
     if (is_all_devices_spec(meta.device)) print_devices(s);

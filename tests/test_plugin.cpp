@@ -68,6 +68,7 @@ INSTANTIATE_TEST_SUITE_P(
         AbiError{"null_run", "invalid descriptor: kernel #0 ('plug.bad'): run is NULL"},
         AbiError{"bad_layout", "kernel #0 ('plug.bad'): layouts: 7 is not a pacheck_layout value"},
         AbiError{"empty_dtypes", "kv_dtypes: empty"},
+        AbiError{"dup_dtype", "kernel #0 ('plug.bad'): kv_dtypes: bf16 listed twice"},
         AbiError{"null_array", "head_sizes: NULL with num_head_sizes = 2"},
         AbiError{"bad_head_size", "head_sizes: 0 is not > 0"},
         AbiError{"bad_device", "device: 9 is not a pacheck_device value"},

@@ -316,6 +316,8 @@ typedef pacheck_status (*pacheck_run_fn)(void* user_data, const pacheck_kernel_a
  * all of them may live on the plugin's stack. The support lists are checked before `supports` is called;
  * a case outside them is declined with a reason naming the field.
  *   - layouts, q_dtypes, kv_dtypes, out_dtypes: at least one entry each, valid enum values, no repeats.
+ *     fp8 entries in q_dtypes or out_dtypes are accepted and never match (no cell has an fp8 query or
+ *     output), so one list can serve all three: `d.q_dtypes = d.kv_dtypes = d.out_dtypes = dtypes;`.
  *     layouts[0] is the preferred layout: suite cells that do not pin a layout run in it.
  *   - head_sizes (elements), block_sizes (tokens per block), gqa_ratios (num_heads / num_kv_heads): each
  *     entry > 0; count 0 (pointer may then be NULL) means any value.

@@ -9,7 +9,7 @@
  *   PLANT_NO_VERSION     pacheck_plugin_abi_version not exported
  *   PLANT_DUP_BUILTIN    registers "cpu.reference" (a built-in name)
  *   PLANT_DUP_SELF       registers "plug.twice" twice
- *   PLANT_NULL_NAME, PLANT_BAD_NAME, PLANT_NULL_RUN, PLANT_BAD_LAYOUT, PLANT_EMPTY_DTYPES, PLANT_NULL_ARRAY,
+ *   PLANT_NULL_NAME, PLANT_BAD_NAME, PLANT_NULL_RUN, PLANT_BAD_LAYOUT, PLANT_EMPTY_DTYPES, PLANT_DUP_DTYPE, PLANT_NULL_ARRAY,
  *   PLANT_BAD_HEAD_SIZE, PLANT_BAD_DEVICE, PLANT_SMALL_STRUCT, PLANT_UNKNOWN_FLAG, PLANT_NULL_DESC,
  *   PLANT_UNKNOWN_VARIANT, PLANT_UNKNOWN_SCALE_FORM, PLANT_V1_SIZED_DESC, PLANT_OVERSIZED_STRUCT (struct_size
  *   100000), PLANT_V1_WITH_V2_FIELDS (declares ABI 1, sets scale_forms)
@@ -243,6 +243,10 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   d.num_layouts = 2;
 #elif defined(PLANT_EMPTY_DTYPES)
   d.num_kv_dtypes = 0;
+#elif defined(PLANT_DUP_DTYPE)
+  static const pacheck_dtype dup_dtypes[] = {PACHECK_DTYPE_BF16, PACHECK_DTYPE_F16, PACHECK_DTYPE_BF16};
+  d.kv_dtypes = dup_dtypes;
+  d.num_kv_dtypes = 3;
 #elif defined(PLANT_NULL_ARRAY)
   d.num_head_sizes = 2; /* head_sizes stays NULL */
 #elif defined(PLANT_BAD_HEAD_SIZE)
