@@ -1,12 +1,15 @@
 // pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions|formats|cells
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <cstdlib>
 #include <optional>
 #include <regex>
 #include <unordered_set>
 
 #include "cli/common.hpp"
 #include "kernels/backend.hpp"
+#include "oracle/oracle.hpp"
 #include "report/report.hpp"
 
 #ifdef PACHECK_HAVE_FUZZ
@@ -143,6 +146,16 @@ void add_list_command(CLI::App& app, Context& ctx) {
     } else if (*what == "devices") {
       for (const auto& b : backend_status())
         fmt::print("{:<5} {:<10} {} device(s)  {}\n", b.kind, b.built ? "built" : "not built", b.devices, b.detail);
+      // The host oracle's instruction set (oracle/oracle.hpp): which SIMD path every cell's reference ran on.
+      std::vector<std::string_view> isas;
+      for (OracleIsa i : available_oracle_isas()) isas.push_back(oracle_isa_name(i));
+      const char* forced = std::getenv("PACHECK_ORACLE_ISA");
+      try {
+        fmt::print("oracle: {} (this CPU and build run {}; PACHECK_ORACLE_ISA {})\n", oracle_isa_name(oracle_isa()),
+                   fmt::join(isas, ", "), forced && *forced ? fmt::format("= {}", forced) : std::string("unset"));
+      } catch (const OracleIsaError& e) {
+        throw UsageError(e.what());
+      }
     } else if (*what == "poisons") {
       list_poisons();
     } else if (*what == "verdicts") {

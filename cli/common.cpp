@@ -259,6 +259,13 @@ void JudgeOptions::apply(RunOptions& o) const {
   if (precision == "f32") o.oracle_precision = Precision::f32;
   else if (precision == "f64") o.oracle_precision = Precision::f64;
   else throw UsageError(fmt::format("--oracle-precision: '{}' is not f32 or f64", precision));
+  // PACHECK_ORACLE_ISA is checked here, before anything runs: a forced instruction set this CPU lacks
+  // would otherwise surface as every case's preparation error.
+  try {
+    (void)oracle_isa();
+  } catch (const OracleIsaError& e) {
+    throw UsageError(e.what());
+  }
 }
 
 RunOptions CommonOptions::run_options() const {

@@ -5,40 +5,49 @@
 // Why the two products are not plain Eigen products: with only R (1..16) right-hand columns, Eigen's
 // GEMM spends its time packing K and V into panels; on the benchmark cell (h32/8 d128 ctx32768, R = 4)
 // it ran at ~8 GFLOP/s and the oracle took 6x a stream over the same bytes. The products are the same
-// ([L, D] x [D, R] for the logits, [R, L] x [L, D] for the output), written instead
-// on Eigen's packet layer (the SIMD abstraction Eigen's own kernels use, so SSE/AVX/AVX-512/NEON follow
-// the build flags) as register-blocked loops that read K and V once, in place, one token tile of all
-// KV heads at a time. docs/BENCHMARKS.md has the numbers.
+// ([L, D] x [D, R] for the logits, [R, L] x [L, D] for the output), written instead as register-blocked
+// SIMD loops that read K and V once, in place, one token tile of all KV heads at a time
+// (oracle/products_body.inc), compiled for the build's flags, AVX2+FMA and AVX-512 and chosen at run time
+// (oracle_isa(); oracle/products.cpp). docs/BENCHMARKS.md has the numbers.
 #include "oracle/oracle.hpp"
 
 #include <Eigen/Core>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
+
+#include "core/table.hpp"
+#include "oracle/products.hpp"
 
 namespace pacheck {
 namespace {
 
-namespace ei = Eigen::internal;
-using Eigen::Index;
+using detail::Index;
+/// [L, num_heads] logits, then probabilities, column h (query head h) at h * ld: see logits_stride.
+template <class S>
+using ColMap = Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>, Eigen::Unaligned,
+                          Eigen::OuterStride<>>;
 
+/// The distance between columns of the logits: L rounded up to a cache line, plus one line. With L a
+/// multiple of 1024 tokens (4 KiB of fp32) the columns would otherwise start at addresses congruent modulo
+/// the L1 and L2 set period, and the products, which write and read every column at the same token, then
+/// evict their own lines (32 columns in one 8-way set); the extra line puts each column in a set of its own.
 template <class S>
-using Packet = typename ei::packet_traits<S>::type;
-template <class S>
-constexpr int kLanes = ei::unpacket_traits<Packet<S>>::size;
-template <class S>
-using ColMat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+Index logits_stride(Index L) {
+  constexpr Index line = 64 / static_cast<Index>(sizeof(S));
+  return (L + line - 1) / line * line + line;
+}
 
-/// Tokens per tile. A tile of K or V ([kTile, num_kv_heads, head_size], contiguous in the pre-paging
-/// layout) is read for all KV heads before the next one, so every page is finished while it is in the
-/// TLB and the next tile can be prefetched as one contiguous range. Walking one KV head over the whole
-/// sequence instead (rows num_kv_heads * head_size apart) measured 2x slower.
+/// Tokens per tile of the oracle's two-level P.V sum: each tile's products are summed in S, the tiles'
+/// sums in double, so rounding error grows with kTile + seq_len / kTile terms, not seq_len.
 constexpr Index kTile = 128;
-/// Tokens per register pass of P.V (see pv_block); 4 and 8 measured ~12% faster than 16 and 128.
-constexpr Index kSubTile = 8;
 
 void check_shapes(const Case& c, const PrePaging& p) {
   c.validate();
@@ -59,6 +68,15 @@ void check_shapes(const Case& c, const PrePaging& p) {
   }
 }
 
+/// Throws std::invalid_argument when this CPU or build cannot run `isa` (an explicit argument that did not
+/// come from available_oracle_isas()).
+void check_isa(OracleIsa isa) {
+  const std::vector<OracleIsa> ok = available_oracle_isas();
+  if (std::find(ok.begin(), ok.end(), isa) == ok.end())
+    throw std::invalid_argument(fmt::format("oracle: instruction set '{}' is not available on this CPU or build",
+                                            oracle_isa_name(isa)));
+}
+
 /// The values of a pre-paging tensor in scalar S. fp32 reads the caller's buffer in place (no copy:
 /// the oracle's cost is then one read of K and V); fp64 converts once into `scratch`.
 template <class S>
@@ -68,134 +86,6 @@ const S* as_scalar(const std::vector<float>& src, std::vector<S>& scratch) {
   } else {
     scratch.assign(src.begin(), src.end());
     return scratch.data();
-  }
-}
-
-/// A contiguous range to prefetch a few cache lines at a time from inside the compute loops, so the
-/// next tile streams in while this one is computed instead of in one burst that stalls the core.
-struct PrefetchCursor {
-  const char* p = nullptr;
-  const char* end = nullptr;
-  int lines_per_step = 0;
-  void step() {
-    for (int i = 0; i < lines_per_step && p < end; ++i, p += 64) ei::prefetch(p);
-  }
-};
-
-/// Part `part` of `parts` equal parts of [begin, end), prefetched over `steps` steps: spread over the
-/// KV heads of one tile, the next tile arrives while this one is computed.
-template <class S>
-PrefetchCursor part_cursor(const S* begin, const S* end, int part, int parts, Index steps) {
-  const Index n = end - begin, lo = n * part / parts, hi = n * (part + 1) / parts;
-  PrefetchCursor c;
-  c.p = reinterpret_cast<const char*>(begin + lo);
-  c.end = reinterpret_cast<const char*>(begin + hi);
-  const Index lines = (c.end - c.p + 63) / 64;
-  c.lines_per_step = static_cast<int>(steps > 0 ? (lines + steps - 1) / steps : lines);
-  return c;
-}
-
-/// lg(t, j) = q_j . K_t for RB query heads j and tokens t in [0, T) (the product [T, D] x [D, RB]).
-///  q: RB rows of head_size D, contiguous. k: token t's row of this KV head at k + t * ks.
-///  lg: column j at lg + j * ld.
-/// Two tokens per step share each load of q; the RB x 2 dot products stay in registers.
-template <class S, int RB>
-void qk_block(const S* q, int D, const S* k, Index ks, Index T, S* lg, Index ld, PrefetchCursor& pf) {
-  using P = Packet<S>;
-  constexpr int N = kLanes<S>;
-  const int Dv = D - D % N;
-  auto tail = [&](const S* kt, int j) {  // head_size not a multiple of the packet width
-    S s = 0;
-    for (int d = Dv; d < D; ++d) s += kt[d] * q[j * D + d];
-    return s;
-  };
-  Index t = 0;
-  for (; t + 2 <= T; t += 2) {
-    const S* k0 = k + t * ks;
-    const S* k1 = k0 + ks;
-    pf.step();
-    P a0[RB], a1[RB];
-    for (int j = 0; j < RB; ++j) a0[j] = a1[j] = ei::pset1<P>(S(0));
-    for (int d = 0; d < Dv; d += N) {
-      const P x0 = ei::ploadu<P>(k0 + d), x1 = ei::ploadu<P>(k1 + d);
-      for (int j = 0; j < RB; ++j) {
-        const P qj = ei::ploadu<P>(q + j * D + d);
-        a0[j] = ei::pmadd(x0, qj, a0[j]);
-        a1[j] = ei::pmadd(x1, qj, a1[j]);
-      }
-    }
-    for (int j = 0; j < RB; ++j) {
-      lg[j * ld + t] = ei::predux(a0[j]) + tail(k0, j);
-      lg[j * ld + t + 1] = ei::predux(a1[j]) + tail(k1, j);
-    }
-  }
-  for (; t < T; ++t) {
-    const S* k0 = k + t * ks;
-    for (int j = 0; j < RB; ++j) {
-      P a = ei::pset1<P>(S(0));
-      for (int d = 0; d < Dv; d += N) a = ei::pmadd(ei::ploadu<P>(k0 + d), ei::ploadu<P>(q + j * D + d), a);
-      lg[j * ld + t] = ei::predux(a) + tail(k0, j);
-    }
-  }
-}
-
-/// acc_j += sum over t in [0, T) of p(t, j) * V_t for RB query heads, token by token (acc: RB rows of
-/// D, fp32 running sums). p: column j at p + j * ld. v: V_t at v + t * vs. bcast: scratch of T * RB
-/// packets. Columns of D in chunks of two packets keep RB x 2 accumulators in registers over the T
-/// tokens; T is kept small (kSubTile) because the rows of one KV head are num_kv_heads * head_size
-/// apart (4 KiB for 8 x 128 fp32), so they all fall into the same L1 set, and each chunk pass must find
-/// its rows still in L1.
-template <class S, int RB>
-void pv_block(const S* p, Index ld, const S* v, Index vs, Index T, int D, S* acc, S* bcast, PrefetchCursor& pf) {
-  using P = Packet<S>;
-  constexpr int N = kLanes<S>;
-  // Each probability broadcast to a full packet once, not once per column chunk: the broadcast is a
-  // shuffle on the same pipes as the multiply-adds.
-  for (Index t = 0; t < T; ++t) {
-    pf.step();
-    for (int j = 0; j < RB; ++j) ei::pstoreu(bcast + (t * RB + j) * N, ei::pset1<P>(p[j * ld + t]));
-  }
-  int d = 0;
-  for (; d + 2 * N <= D; d += 2 * N) {
-    P a[RB][2];
-    for (int j = 0; j < RB; ++j) {
-      a[j][0] = ei::ploadu<P>(acc + j * D + d);
-      a[j][1] = ei::ploadu<P>(acc + j * D + d + N);
-    }
-    for (Index t = 0; t < T; ++t) {
-      const S* vt = v + t * vs + d;
-      const P v0 = ei::ploadu<P>(vt), v1 = ei::ploadu<P>(vt + N);
-      for (int j = 0; j < RB; ++j) {
-        const P pj = ei::ploadu<P>(bcast + (t * RB + j) * N);
-        a[j][0] = ei::pmadd(pj, v0, a[j][0]);
-        a[j][1] = ei::pmadd(pj, v1, a[j][1]);
-      }
-    }
-    for (int j = 0; j < RB; ++j) {
-      ei::pstoreu(acc + j * D + d, a[j][0]);
-      ei::pstoreu(acc + j * D + d + N, a[j][1]);
-    }
-  }
-  for (; d < D; ++d) {  // head_size not a multiple of two packets (e.g. 80 with 16-lane AVX-512)
-    for (int j = 0; j < RB; ++j) {
-      S s = acc[j * D + d];
-      for (Index t = 0; t < T; ++t) s += p[j * ld + t] * v[t * vs + d];
-      acc[j * D + d] = s;
-    }
-  }
-}
-
-/// Runs `fn(j, integral_constant<RB>)` over query-head blocks of 4, then the 1..3 heads left: R need
-/// not be a multiple of 4 (GQA 7 is legal), and a compile-time RB keeps the accumulators in registers.
-template <class Fn>
-void by_head_blocks(int R, Fn&& fn) {
-  int j = 0;
-  for (; j + 4 <= R; j += 4) fn(j, std::integral_constant<int, 4>{});
-  switch (R - j) {
-    case 3: fn(j, std::integral_constant<int, 3>{}); break;
-    case 2: fn(j, std::integral_constant<int, 2>{}); break;
-    case 1: fn(j, std::integral_constant<int, 1>{}); break;
-    default: break;
   }
 }
 
@@ -209,7 +99,7 @@ void by_head_blocks(int R, Fn&& fn) {
 /// running denominator, which drops the weights below half an ULP of the sum once a hot token has been
 /// added, as fp32 kernels do on peaked rows); otherwise Eigen's lane-parallel sum (the oracle).
 template <class S>
-void softmax_columns(ColMat<S>& lg, S scale, S* lse, bool serial_sum) {
+void softmax_columns(ColMap<S>& lg, S scale, S* lse, bool serial_sum) {
   for (Index h = 0; h < lg.cols(); ++h) {
     auto col = lg.col(h);
     col *= scale;
@@ -232,9 +122,20 @@ void softmax_columns(ColMat<S>& lg, S scale, S* lse, bool serial_sum) {
 /// uses, so the calibrated limit covers the others), output rounded to out_dtype.
 enum class Mode { oracle, emulate };
 
+template <class S>
+const detail::TileProducts<S>& products_for(OracleIsa isa) {
+  if constexpr (std::is_same_v<S, float>)
+    return detail::tile_products_f32(isa);
+  else
+    return detail::tile_products_f64(isa);
+}
+
 template <class S, Mode mode>
-void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::vector<double>* lse_out) {
+void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double>& out,
+            std::vector<double>* lse_out) {
   check_shapes(c, p);
+  check_isa(isa);
+  const detail::TileProducts<S>& prod = products_for<S>(isa);
   using Acc = std::conditional_t<mode == Mode::oracle, double, S>;
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size, R = c.gqa_ratio();
   const Index row = static_cast<Index>(G) * D;  // one token of K or V: [num_kv_heads, head_size]
@@ -244,58 +145,36 @@ void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::ve
 
   constexpr bool kSerial = mode == Mode::emulate;
   std::vector<S> kbuf, vbuf, q(static_cast<std::size_t>(H) * D), lse(H);
-  // fp32 running sums: of one tile and one KV head's group (oracle), or of the whole sequence (emulate).
-  std::vector<S> run(static_cast<std::size_t>(kSerial ? H : R) * D);
-  std::vector<S> bcast(static_cast<std::size_t>(kSubTile) * 4 * kLanes<S>);
+  // Running sums in S of every head: of one tile (oracle), or of the whole sequence (emulate).
+  std::vector<S> run(static_cast<std::size_t>(H) * D);
   std::vector<Acc> o(static_cast<std::size_t>(H) * D);
-  ColMat<S> lg;  // [seq_len, num_heads]: logits, then probabilities
+  std::vector<S> lgbuf;  // the logits of a sequence (ColMap, logits_stride)
   for (int s = 0; s < c.num_seqs(); ++s) {
     const Index L = c.seq_lens[s];
     const S* k = as_scalar<S>(p.k[s], kbuf);
     const S* v = as_scalar<S>(p.v[s], vbuf);
     for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<S>(p.q[s * q.size() + i]);
-    lg.resize(L, H);
+    const Index ld = logits_stride<S>(L);
+    lgbuf.resize(static_cast<std::size_t>(ld) * H);
+    ColMap<S> lg(lgbuf.data(), L, H, Eigen::OuterStride<>(ld));
 
-    // Logits: for each KV head g, [T, D] x [D, R] against the R query heads g*R .. g*R+R-1 (contiguous
-    // rows of q, contiguous columns of lg). The scale is applied to the dot products, as kernels do.
-    for (Index t0 = 0; t0 < L; t0 += kTile) {
-      const Index T = std::min(kTile, L - t0);
-      const S* next = k + std::min(L, t0 + T) * row;
-      for (int g = 0; g < G; ++g) {
-        PrefetchCursor pf = part_cursor(next, k + std::min(L, t0 + T + kTile) * row, g, G, T / 2);
-        by_head_blocks(R, [&](int j, auto rb) {
-          const Index h = static_cast<Index>(g) * R + j;
-          qk_block<S, decltype(rb)::value>(q.data() + h * D, D, k + t0 * row + g * D, row, T,
-                                           lg.data() + h * L + t0, L, pf);
-        });
-      }
-    }
+    // Logits: the [L, D] x [D, R] products of every KV head's group, token by token. The scale is applied
+    // to the dot products (softmax_columns), as kernels do.
+    prod.logits(q.data(), G, R, D, k, L, lg.data(), ld);
     softmax_columns<S>(lg, scale, lse.data(), kSerial);
     if constexpr (mode == Mode::emulate)
       lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
 
-    // Output: for each KV head g, [R, T] x [T, D] per tile, kSubTile tokens per register pass.
+    // Output: [R, T] x [T, D] for every group, per tile of kTile tokens (oracle: each tile's sums in S, then
+    // added in Acc = double), or carried over the whole sequence (emulate).
     std::fill(o.begin(), o.end(), Acc(0));
     std::fill(run.begin(), run.end(), S(0));
     for (Index t0 = 0; t0 < L; t0 += kTile) {
       const Index T = std::min(kTile, L - t0);
-      const S* next = v + std::min(L, t0 + T) * row;
-      for (int g = 0; g < G; ++g) {
-        PrefetchCursor pf = part_cursor(next, v + std::min(L, t0 + T + kTile) * row, g, G, T);
-        if constexpr (!kSerial) std::fill(run.begin(), run.end(), S(0));
-        for (Index u0 = t0; u0 < t0 + T; u0 += kSubTile) {
-          const Index U = std::min(kSubTile, t0 + T - u0);
-          by_head_blocks(R, [&](int j, auto rb) {
-            const Index h = static_cast<Index>(g) * R + j;
-            pv_block<S, decltype(rb)::value>(lg.data() + h * L + u0, L, v + u0 * row + g * D, row, U, D,
-                                             run.data() + (kSerial ? h : j) * D, bcast.data(), pf);
-          });
-        }
-        if constexpr (!kSerial) {
-          Acc* og = o.data() + static_cast<Index>(g) * R * D;
-          for (Index i = 0; i < static_cast<Index>(R) * D; ++i) og[i] += static_cast<Acc>(run[i]);
-        }
-      }
+      if constexpr (!kSerial) std::fill(run.begin(), run.end(), S(0));
+      prod.pv(lg.data() + t0, ld, G, R, D, v + t0 * row, T, run.data());
+      if constexpr (!kSerial)
+        for (std::size_t i = 0; i < run.size(); ++i) o[i] += static_cast<Acc>(run[i]);
     }
     if constexpr (kSerial) std::copy(run.begin(), run.end(), o.begin());
 
@@ -308,22 +187,94 @@ void attend(const Case& c, const PrePaging& p, std::vector<double>& out, std::ve
   }
 }
 
+constexpr OracleIsaInfo kIsas[] = {
+    {OracleIsa::baseline, "baseline", "the build's own flags through Eigen's packets (x86-64 default: SSE2, no FMA)"},
+    {OracleIsa::avx2, "avx2", "AVX2 + FMA: 8 floats per packet, fused multiply-add"},
+    {OracleIsa::avx512, "avx512", "AVX-512F: 16 floats per packet, fused multiply-add"},
+};
+
+/// Whether this CPU runs `isa` (baseline: always).
+bool cpu_runs(OracleIsa isa) {
+  if (!detail::oracle_isa_compiled(isa)) return false;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  switch (isa) {
+    case OracleIsa::baseline: return true;
+    case OracleIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case OracleIsa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+  return false;
+#else
+  return isa == OracleIsa::baseline;
+#endif
+}
+
 }  // namespace
 
-OracleResult oracle(const Case& c, const PrePaging& p, Precision precision) {
+std::span<const OracleIsaInfo> oracle_isa_table() { return kIsas; }
+std::string_view oracle_isa_name(OracleIsa isa) { return name_of(oracle_isa_table(), isa); }
+
+std::vector<OracleIsa> available_oracle_isas() {
+  std::vector<OracleIsa> out;
+  for (const OracleIsaInfo& r : kIsas)
+    if (cpu_runs(r.value)) out.push_back(r.value);
+  return out;
+}
+
+OracleIsa resolve_oracle_isa(const char* env) {
+  const std::vector<OracleIsa> ok = available_oracle_isas();
+  std::vector<std::string_view> ok_names;
+  for (OracleIsa i : ok) ok_names.push_back(oracle_isa_name(i));
+  if (!env || !*env) return ok.back();
+  const OracleIsaInfo* r = find_name(oracle_isa_table(), env);
+  if (!r)
+    throw OracleIsaError(fmt::format("PACHECK_ORACLE_ISA: '{}' is not an instruction set of the oracle ({}); this "
+                                     "CPU runs {}",
+                                     env, names_list(oracle_isa_table()), fmt::join(ok_names, ", ")));
+  if (std::find(ok.begin(), ok.end(), r->value) == ok.end())
+    throw OracleIsaError(fmt::format("PACHECK_ORACLE_ISA: '{}' cannot run here ({}); this CPU and build run {}", env,
+                                     detail::oracle_isa_compiled(r->value) ? "the CPU lacks it"
+                                                                           : "not compiled into this build",
+                                     fmt::join(ok_names, ", ")));
+  return r->value;
+}
+
+OracleIsa oracle_isa() {
+  // Decided once: a value the environment changes later does not switch paths halfway through a run.
+  static const std::optional<OracleIsa> chosen = []() -> std::optional<OracleIsa> {
+    try {
+      return resolve_oracle_isa(std::getenv("PACHECK_ORACLE_ISA"));
+    } catch (const OracleIsaError&) {
+      return std::nullopt;
+    }
+  }();
+  if (!chosen) return resolve_oracle_isa(std::getenv("PACHECK_ORACLE_ISA"));  // throws the error again
+  return *chosen;
+}
+
+OracleResult oracle(const Case& c, const PrePaging& p, Precision precision, OracleIsa isa) {
   OracleResult r;
   r.precision = precision;
   if (precision == Precision::f64)
-    attend<double, Mode::oracle>(c, p, r.out, &r.lse);
+    attend<double, Mode::oracle>(c, p, isa, r.out, &r.lse);
   else
-    attend<float, Mode::oracle>(c, p, r.out, &r.lse);
+    attend<float, Mode::oracle>(c, p, isa, r.out, &r.lse);
   return r;
 }
 
-std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p) {
+OracleResult oracle(const Case& c, const PrePaging& p, Precision precision) {
+  return oracle(c, p, precision, oracle_isa());
+}
+
+std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p, OracleIsa isa) {
   std::vector<double> out;
-  attend<float, Mode::emulate>(c, p, out, nullptr);
+  attend<float, Mode::emulate>(c, p, isa, out, nullptr);
   return out;
+}
+
+std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p) {
+  return emulate_low_precision(c, p, oracle_isa());
 }
 
 }  // namespace pacheck

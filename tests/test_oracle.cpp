@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
+#include <string>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -208,6 +210,96 @@ TEST(Emulation, RoundsProbabilitiesAndOutputToOutDtype) {
   c.out_dtype = DType::f32;
   const PrePaging p = generate(c);
   EXPECT_LE(rel_linf(emulate_low_precision(c, p), oracle(c, p).out), 8 * kF32Unit);
+}
+
+
+// ---- The oracle's instruction sets (OracleIsa): every path this CPU runs, against the double loop and
+// against the baseline path, so a wrong AVX2 / AVX-512 kernel (a dropped tail, a wrong reduction, a
+// mis-strided head) fails here on any machine that has it. ----
+
+std::string isa_list(const std::vector<OracleIsa>& v) {
+  std::string s;
+  for (OracleIsa i : v) s += std::string(oracle_isa_name(i)) + " ";
+  return s;
+}
+
+TEST(OracleIsa, EveryAvailablePathMatchesTheDoubleLoopAndBaseline) {
+  const std::vector<OracleIsa> isas = available_oracle_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), OracleIsa::baseline);
+  ::testing::Test::RecordProperty("oracle_isas", isa_list(isas));
+  std::cout << "instruction sets tested: " << isa_list(isas) << "\n";
+  // GQA 1, 3 (a block of 3), 4, 5 (4 + 1), 7 x head sizes 3 (no full packet), 64, 80 (one packet left
+  // over at 16 lanes), 128, 136 (8 left over at 16 lanes); lengths 1, odd and tile-straddling.
+  struct Sh {
+    int ratio, head_size;
+  };
+  for (Sh sh : {Sh{1, 64}, Sh{3, 80}, Sh{4, 128}, Sh{5, 136}, Sh{7, 3}, Sh{2, 256}, Sh{4, 80}})
+    for (Dist dist : {Dist::normal, Dist::peaked, Dist::extreme}) {
+      const Case c{.num_heads = 2 * sh.ratio, .num_kv_heads = 2, .head_size = sh.head_size,
+                   .seq_lens = {1, 2, 127, 300},
+                   .seed = static_cast<std::uint64_t>(5 + sh.ratio * 100 + sh.head_size), .dist = dist};
+      const PrePaging p = generate(c);
+      const Naive ref = naive(c, p);
+      const OracleResult base = oracle(c, p, Precision::f32, OracleIsa::baseline);
+      const std::vector<double> base_emu = emulate_low_precision(c, p, OracleIsa::baseline);
+      for (OracleIsa isa : isas) {
+        const std::string what = std::string(oracle_isa_name(isa)) + " " + c.id();
+        const OracleResult o64 = oracle(c, p, Precision::f64, isa);
+        EXPECT_LE(rel_linf(o64.out, ref.out), 5e-15) << what;
+        EXPECT_LE(max_lse_err(o64.lse, ref.lse), 5e-15) << what;
+        const OracleResult o32 = oracle(c, p, Precision::f32, isa);
+        EXPECT_LE(rel_linf(o32.out, ref.out), 8 * kF32Unit) << what;
+        EXPECT_LE(max_lse_err(o32.lse, ref.lse), 8 * kF32Unit) << what;
+        // Each within 8 u of the double loop, so within 16 u of each other.
+        EXPECT_LE(rel_linf(o32.out, base.out), 16 * kF32Unit) << what;
+        // The emulation rounds to bf16 (the case's out_dtype): paths may land on either side of a rounding
+        // boundary, one bf16 ULP apart at most.
+        EXPECT_LE(rel_linf(emulate_low_precision(c, p, isa), base_emu), 0x1p-7) << what;
+      }
+    }
+}
+
+TEST(OracleIsa, PathsDifferOnlyInRoundingNotInWhatTheyCompute) {
+  // A planted slip in a path (a head read from the wrong KV head, a lost tail) would move the output by
+  // O(1), not by rounding: V of KV head g is the constant g + 1, so every path must give h / ratio + 1.
+  const Case c{.num_heads = 15, .num_kv_heads = 3, .head_size = 80, .seq_lens = {9, 300}};
+  PrePaging p = generate(c);
+  for (int s = 0; s < c.num_seqs(); ++s)
+    for (std::size_t i = 0; i < p.v[s].size(); ++i)
+      p.v[s][i] = static_cast<float>((i / c.head_size) % c.num_kv_heads + 1);
+  for (OracleIsa isa : available_oracle_isas()) {
+    const OracleResult o = oracle(c, p, Precision::f32, isa);
+    for (int s = 0; s < c.num_seqs(); ++s)
+      for (int h = 0; h < c.num_heads; ++h)
+        for (int d = 0; d < c.head_size; ++d) {
+          const double want = h / c.gqa_ratio() + 1;
+          ASSERT_NEAR(o.out[(static_cast<std::size_t>(s) * c.num_heads + h) * c.head_size + d], want, 4e-6 * want)
+              << oracle_isa_name(isa) << " s " << s << " h " << h << " d " << d;
+        }
+  }
+}
+
+TEST(OracleIsa, ResolvesTheEnvironmentVariable) {
+  const std::vector<OracleIsa> isas = available_oracle_isas();
+  EXPECT_EQ(resolve_oracle_isa(nullptr), isas.back()) << "unset: the widest available";
+  EXPECT_EQ(resolve_oracle_isa(""), isas.back()) << "empty counts as unset";
+  for (OracleIsa isa : isas) EXPECT_EQ(resolve_oracle_isa(std::string(oracle_isa_name(isa)).c_str()), isa);
+  try {
+    resolve_oracle_isa("sse9");
+    ADD_FAILURE() << "an unknown name was accepted";
+  } catch (const OracleIsaError& e) {
+    EXPECT_NE(std::string(e.what()).find("PACHECK_ORACLE_ISA: 'sse9' is not an instruction set"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(resolve_oracle_isa("AVX2"), OracleIsaError) << "names are case-sensitive, as every table's";
+  // A path this CPU cannot run is refused, never silently replaced; and oracle() refuses it as an argument.
+  for (const OracleIsaInfo& r : oracle_isa_table())
+    if (std::find(isas.begin(), isas.end(), r.value) == isas.end()) {
+      EXPECT_THROW(resolve_oracle_isa(r.name), OracleIsaError) << r.name;
+      const Case c{.num_heads = 4, .num_kv_heads = 2, .head_size = 16, .seq_lens = {10}};
+      EXPECT_THROW(oracle(c, generate(c), Precision::f32, r.value), std::invalid_argument) << r.name;
+    }
 }
 
 }  // namespace

@@ -10,6 +10,8 @@ Scenarios:
   suites_dir   PACHECK_SUITES_DIR='' means unset (the built-in suites); one that does not exist or is a file
                is exit 2 naming the variable, for `list suites` (it listed nothing, exit 0) and `run`
   json_env     `run --json FILE` carries report.json's environment fingerprint and run identity
+  oracle_isa   `list devices` names the oracle's instruction set; PACHECK_ORACLE_ISA forces each one this CPU
+               runs (a run passes on each), '' counts as unset, and an unknown name is exit 2 naming the variable
 """
 import argparse
 import json
@@ -84,6 +86,28 @@ def scenario_json_env(args, tmp):
     with open(alone) as f:
         env = json.load(f).get("environment")
     check(env and env["device"] == "cpu" and env["git_commit"], f"--json without --report-dir: environment {env}")
+
+
+def scenario_oracle_isa(args, tmp):
+    listed = run(args, "list", "devices", expect=0).stdout
+    line = [l for l in listed.splitlines() if l.startswith("oracle: ")]
+    check(len(line) == 1 and "PACHECK_ORACLE_ISA unset" in line[0], f"list devices: no oracle line:\n{listed}")
+    chosen = line[0].split()[1]
+    runs = line[0].split("run ", 1)[1].split(";")[0].split(", ")
+    check(runs[0] == "baseline" and chosen == runs[-1], f"oracle line: {line[0]!r} (default = the widest)")
+    empty = run(args, "list", "devices", env=dict(os.environ, PACHECK_ORACLE_ISA=""), expect=0).stdout
+    check(f"oracle: {chosen} " in empty, f"PACHECK_ORACLE_ISA='' is not unset:\n{empty}")
+    cmd = ["run", "--device", "cpu", "--kernel", "cpu.reference", "--kernel", "cpu.online", "--suite", "tail-poison",
+           "--filter", " bf16 .*ctx(1000|4090)"]
+    for isa in runs:
+        env = dict(os.environ, PACHECK_ORACLE_ISA=isa)
+        forced = run(args, "list", "devices", env=env, expect=0).stdout
+        check(f"oracle: {isa} " in forced and f"PACHECK_ORACLE_ISA = {isa}" in forced, f"{isa}: {forced}")
+        run(args, *cmd, env=env, expect=0)  # every path judges the honest kernels as passing
+    for bad in ["sse9", "AVX2"]:
+        env = dict(os.environ, PACHECK_ORACLE_ISA=bad)
+        for c in (["list", "devices"], cmd):
+            rejected(args, f"PACHECK_ORACLE_ISA: '{bad}' is not an instruction set of the oracle", *c, env=env)
 
 
 def main():

@@ -1,0 +1,189 @@
+// The oracle's tile products (oracle/products_body.inc) compiled three times: for the build's own
+// instruction set through Eigen's packet layer ("baseline": SSE2 on a default x86-64 build, NEON on
+// aarch64), and, on x86-64, for AVX2+FMA and for AVX-512F through intrinsics. oracle_isa() (oracle.cpp)
+// picks one at run time.
+//
+// Why this cannot put AVX instructions into the baseline path (the ODR hazard of per-ISA code):
+// compiling a file with -mavx2 makes every inline function it instantiates (Eigen's packet templates,
+// std::vector's members, std::min) an AVX2 copy under the same mangled name as the SSE2 copies other files
+// emit; the linker keeps one copy of each, possibly the AVX2 one, and the baseline path then executes AVX2
+// instructions (SIGILL on a CPU without them). Here instead:
+//  - This file is compiled with the project's ordinary flags, like every other file. The only code built
+//    for AVX2 / AVX-512 is the bodies of functions that carry __attribute__((target(...))): every copy of
+//    an inline function this file emits out of line (PrefetchCursor::step, Eigen's and the standard
+//    library's templates) is a baseline copy, identical in kind to every other file's. Such functions are
+//    only ever compiled for AVX inside the target functions they are inlined into.
+//  - Every function with a target attribute (the .inc's templates and the Vec operations) is declared in an
+//    anonymous namespace: internal linkage, so the linker never merges them with anything, and a
+//    per-ISA namespace around it keeps their names apart inside this file too. The intrinsics are
+//    GCC's/clang's always-inline header functions (never emitted out of line).
+//  - The only external symbols are the accessors at the end, which run no vector code themselves; they
+//    return tables of pointers that oracle_isa() hands out only after __builtin_cpu_supports() said the
+//    CPU (and the OS, which GCC's check includes through XGETBV) runs that instruction set.
+// ci/check-oracle-isa.py checks the object file: every function with a ymm/zmm register is local and in
+// one of the per-ISA namespaces.
+#include "oracle/products.hpp"
+
+#include <Eigen/Core>
+
+#include <stdexcept>
+#include <string>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define PACHECK_ORACLE_X86 1
+#include <immintrin.h>
+#else
+#define PACHECK_ORACLE_X86 0
+#endif
+
+namespace pacheck::detail {
+
+// ---- baseline: Eigen's packets for the build's flags (on x86-64 without -march: SSE2, and multiply then
+// add, as Eigen's pmadd is without FMA) ----
+namespace isa_baseline {
+namespace {
+namespace ei = Eigen::internal;
+/// The SIMD operations products_body.inc uses, on packets P of N values of S: zero, broadcast, unaligned
+/// load and store, madd(a, b, c) = a * b + c (fused where the instruction set has FMA), and the sum of
+/// the N lanes.
+template <class S>
+struct Vec {
+  using P = typename ei::packet_traits<S>::type;
+  static constexpr int N = ei::unpacket_traits<P>::size;
+  static P zero() { return ei::pset1<P>(S(0)); }
+  static P set1(S x) { return ei::pset1<P>(x); }
+  static P load(const S* p) { return ei::ploadu<P>(p); }
+  static void store(S* p, P x) { ei::pstoreu(p, x); }
+  static P madd(P a, P b, P c) { return ei::pmadd(a, b, c); }
+  static S sum(P x) { return ei::predux(x); }
+};
+#define PACHECK_ISA_FN
+#include "oracle/products_body.inc"
+#undef PACHECK_ISA_FN
+}  // namespace
+}  // namespace isa_baseline
+
+#if PACHECK_ORACLE_X86
+// ---- AVX2 + FMA: 8 floats / 4 doubles per packet, fused multiply-add ----
+namespace isa_avx2 {
+namespace {
+#define PACHECK_ISA_FN __attribute__((target("avx2,fma")))
+#define PACHECK_ISA_OP __attribute__((target("avx2,fma"), always_inline)) static inline
+template <class S>
+struct Vec;
+template <>
+struct Vec<float> {
+  using P = __m256;
+  static constexpr int N = 8;
+  PACHECK_ISA_OP P zero() { return _mm256_setzero_ps(); }
+  PACHECK_ISA_OP P set1(float x) { return _mm256_set1_ps(x); }
+  PACHECK_ISA_OP P load(const float* p) { return _mm256_loadu_ps(p); }
+  PACHECK_ISA_OP void store(float* p, P x) { _mm256_storeu_ps(p, x); }
+  PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm256_fmadd_ps(a, b, c); }
+  PACHECK_ISA_OP float sum(P x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+template <>
+struct Vec<double> {
+  using P = __m256d;
+  static constexpr int N = 4;
+  PACHECK_ISA_OP P zero() { return _mm256_setzero_pd(); }
+  PACHECK_ISA_OP P set1(double x) { return _mm256_set1_pd(x); }
+  PACHECK_ISA_OP P load(const double* p) { return _mm256_loadu_pd(p); }
+  PACHECK_ISA_OP void store(double* p, P x) { _mm256_storeu_pd(p, x); }
+  PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm256_fmadd_pd(a, b, c); }
+  PACHECK_ISA_OP double sum(P x) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+    return _mm_cvtsd_f64(s);
+  }
+};
+#include "oracle/products_body.inc"
+#undef PACHECK_ISA_OP
+#undef PACHECK_ISA_FN
+}  // namespace
+}  // namespace isa_avx2
+
+// ---- AVX-512F: 16 floats / 8 doubles per packet, fused multiply-add ----
+// GCC 12's avx512fintrin.h initialises its "undefined" vectors from themselves, which -Wmaybe-uninitialized
+// reports at every inlined _mm512_reduce_add_* (GCC bug 105593, fixed in GCC 13): silenced for this block.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace isa_avx512 {
+namespace {
+#define PACHECK_ISA_FN __attribute__((target("avx512f,avx2,fma")))
+#define PACHECK_ISA_OP __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline
+template <class S>
+struct Vec;
+template <>
+struct Vec<float> {
+  using P = __m512;
+  static constexpr int N = 16;
+  PACHECK_ISA_OP P zero() { return _mm512_setzero_ps(); }
+  PACHECK_ISA_OP P set1(float x) { return _mm512_set1_ps(x); }
+  PACHECK_ISA_OP P load(const float* p) { return _mm512_loadu_ps(p); }
+  PACHECK_ISA_OP void store(float* p, P x) { _mm512_storeu_ps(p, x); }
+  PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm512_fmadd_ps(a, b, c); }
+  PACHECK_ISA_OP float sum(P x) { return _mm512_reduce_add_ps(x); }
+};
+template <>
+struct Vec<double> {
+  using P = __m512d;
+  static constexpr int N = 8;
+  PACHECK_ISA_OP P zero() { return _mm512_setzero_pd(); }
+  PACHECK_ISA_OP P set1(double x) { return _mm512_set1_pd(x); }
+  PACHECK_ISA_OP P load(const double* p) { return _mm512_loadu_pd(p); }
+  PACHECK_ISA_OP void store(double* p, P x) { _mm512_storeu_pd(p, x); }
+  PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm512_fmadd_pd(a, b, c); }
+  PACHECK_ISA_OP double sum(P x) { return _mm512_reduce_add_pd(x); }
+};
+#include "oracle/products_body.inc"
+#undef PACHECK_ISA_OP
+#undef PACHECK_ISA_FN
+}  // namespace
+}  // namespace isa_avx512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+namespace {
+[[noreturn]] void not_compiled(OracleIsa isa) {
+  throw std::invalid_argument("oracle: the " + std::string(oracle_isa_name(isa)) +
+                              " products are not compiled into this build (x86-64 only)");
+}
+}  // namespace
+
+bool oracle_isa_compiled(OracleIsa isa) { return isa == OracleIsa::baseline || PACHECK_ORACLE_X86; }
+
+const TileProducts<float>& tile_products_f32(OracleIsa isa) {
+  switch (isa) {
+    case OracleIsa::baseline: return isa_baseline::kProductsF32;
+#if PACHECK_ORACLE_X86
+    case OracleIsa::avx2: return isa_avx2::kProductsF32;
+    case OracleIsa::avx512: return isa_avx512::kProductsF32;
+#endif
+    default: break;
+  }
+  not_compiled(isa);
+}
+
+const TileProducts<double>& tile_products_f64(OracleIsa isa) {
+  switch (isa) {
+    case OracleIsa::baseline: return isa_baseline::kProductsF64;
+#if PACHECK_ORACLE_X86
+    case OracleIsa::avx2: return isa_avx2::kProductsF64;
+    case OracleIsa::avx512: return isa_avx512::kProductsF64;
+#endif
+    default: break;
+  }
+  not_compiled(isa);
+}
+
+}  // namespace pacheck::detail
