@@ -105,8 +105,9 @@ void add_repro_command(CLI::App& app, Context& ctx) {
       // Worst elements by |out - ref|, non-finite first.
       std::vector<std::size_t> idx(raw.out.size());
       std::iota(idx.begin(), idx.end(), 0);
-      auto err = [&](std::size_t i) {
-        const double v = raw.out[i], ref = data.ref.out[i];
+      // Captures the output by name, not the structured binding `raw` (clang 14 cannot capture bindings).
+      auto err = [&out = raw.out, &data](std::size_t i) {
+        const double v = out[i], ref = data.ref.out[i];
         return std::isfinite(v) ? std::abs(v - ref) : INFINITY;
       };
       const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(*top, 0)), idx.size());

@@ -564,21 +564,12 @@ class ReplayKernel final : public Kernel {
   bool control_;
 };
 
-template <typename T>
-T field(const json& entry, const char* key, const std::string& where) {
-  try {
-    return entry.at(key).get<T>();
-  } catch (const json::exception& e) {
-    throw CaseFilesError(fmt::format("{}: field '{}': {}", where, key, e.what()));
-  }
-}
-
 /// The geometry of files[i] as a runner reads it: the entry's kShapeFields and the file's F32 scalars
 /// scale, k_scale and v_scale. Throws CaseFilesError naming `where` and a missing field, SafetensorsError
 /// for a scalar tensor that is missing or not an F32 scalar.
 json geometry_of(const json& entry, const SafetensorsFile& in, const std::string& where) {
   json g = json::object();
-  for (const char* k : kShapeFields) g[k] = field<json>(entry, k, where);
+  for (const char* k : kShapeFields) g[k] = manifest_field<json>(entry, k, where);
   for (const char* k : kScalarFields) {
     float v;
     std::memcpy(&v, in.expect(k, StDType::F32, {}).data.data(), sizeof v);

@@ -8,16 +8,6 @@ using nlohmann::json;
 
 namespace {
 
-/// entry[key] as a T, or a CaseFilesError naming `where` and the key (missing, or of another type).
-template <typename T>
-T field(const json& entry, const char* key, const std::string& where) {
-  try {
-    return entry.at(key).get<T>();
-  } catch (const json::exception& e) {
-    throw CaseFilesError(fmt::format("{}: field '{}': {}", where, key, e.what()));
-  }
-}
-
 /// parse_case_id(text), or a CaseFilesError naming `where` and the field.
 Case case_of(const std::string& text, const std::string& where) {
   try {
@@ -40,7 +30,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   if (!format || !format->is_string() || format->get<std::string>() != kManifestFormat)
     throw CaseFilesError(fmt::format("{}: not a pacheck case manifest (format is not \"{}\")", path, kManifestFormat));
   // A number compared as a double: get<int>() of 1e300 would be undefined behaviour.
-  const json version = field<json>(m, "format_version", path);
+  const json version = manifest_field<json>(m, "format_version", path);
   if (!version.is_number())
     throw CaseFilesError(fmt::format("{}: field 'format_version': must be a number, not {}", path, version.dump()));
   if (version.get<double>() != kManifestFormatVersion)
@@ -48,18 +38,18 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
         fmt::format("{}: format_version {} (this pacheck reads {})", path, version.dump(), kManifestFormatVersion));
 
   Manifest out;
-  const json files = field<json>(m, "files", path);
+  const json files = manifest_field<json>(m, "files", path);
   if (!files.is_array()) throw CaseFilesError(fmt::format("{}: 'files' is not an array", path));
   for (std::size_t i = 0; i < files.size(); ++i) {
     ManifestFile f;
     f.where = fmt::format("{}: files[{}]", path, i);
     const json& e = files[i];
     if (!e.is_object()) throw CaseFilesError(fmt::format("{}: not a JSON object", f.where));
-    f.file = field<std::string>(e, "file", f.where);
+    f.file = manifest_field<std::string>(e, "file", f.where);
     if (f.file.find('/') != std::string::npos || f.file.find("..") != std::string::npos)
       throw CaseFilesError(fmt::format("{}: file '{}' is not a plain file name", f.where, f.file));
-    f.inputs_sha256 = field<std::string>(e, "inputs_sha256", f.where);
-    const auto case_id = field<std::string>(e, "case", f.where);
+    f.inputs_sha256 = manifest_field<std::string>(e, "inputs_sha256", f.where);
+    const auto case_id = manifest_field<std::string>(e, "case", f.where);
     f.c = case_of(case_id, f.where);
     if (f.c.id() != case_id)
       throw CaseFilesError(fmt::format("{}: case '{}' reads back as '{}' (written by another pacheck version?)",
@@ -68,21 +58,21 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     out.files.push_back(std::move(f));
   }
 
-  out.suite = field<std::string>(m, "suite", path);
-  const json cells = field<json>(m, "cells", path);
+  out.suite = manifest_field<std::string>(m, "suite", path);
+  const json cells = manifest_field<json>(m, "cells", path);
   if (!cells.is_array()) throw CaseFilesError(fmt::format("{}: 'cells' is not an array", path));
   for (std::size_t i = 0; i < cells.size(); ++i) {
     ManifestCell c;
     c.where = fmt::format("{}: cells[{}]", path, i);
     if (!cells[i].is_object()) throw CaseFilesError(fmt::format("{}: not a JSON object", c.where));
     try {
-      c.cell.c = parse_case_id(field<std::string>(cells[i], "case", c.where));
-      c.cell.fault = parse_fault(field<std::string>(cells[i], "fault", c.where));
+      c.cell.c = parse_case_id(manifest_field<std::string>(cells[i], "case", c.where));
+      c.cell.fault = parse_fault(manifest_field<std::string>(cells[i], "fault", c.where));
     } catch (const std::invalid_argument& err) {
       throw CaseFilesError(fmt::format("{}: {}", c.where, err.what()));
     }
-    c.file = field<json>(cells[i], "file", c.where);
-    c.baseline = field<json>(cells[i], "baseline", c.where);
+    c.file = manifest_field<json>(cells[i], "file", c.where);
+    c.baseline = manifest_field<json>(cells[i], "baseline", c.where);
     out.cells.push_back(std::move(c));
   }
   return out;

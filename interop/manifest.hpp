@@ -18,6 +18,17 @@ struct CaseFilesError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// entry[key] as a T (nlohmann::json's get<T>), or a CaseFilesError "WHERE: field 'KEY': REASON" when the
+/// key is missing or its value is of another type. Shared by parse_manifest and score_cases.
+template <typename T>
+T manifest_field(const nlohmann::json& entry, const char* key, const std::string& where) {
+  try {
+    return entry.at(key).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw CaseFilesError(where + ": field '" + key + "': " + e.what());
+  }
+}
+
 /// manifest.json's "format" and "format_version" (interop/casefiles.hpp describes the fields).
 inline constexpr const char* kManifestFormat = "pacheck-cases";
 inline constexpr int kManifestFormatVersion = 1;

@@ -11,12 +11,12 @@ namespace pacheck {
 
 namespace {
 
-struct DTypeInfo {
+struct StDTypeInfo {
   StDType t;
   const char* tag;
   std::size_t size;
 };
-constexpr DTypeInfo kDTypes[] = {
+constexpr StDTypeInfo kDTypes[] = {
     {StDType::F32, "F32", 4},         {StDType::F16, "F16", 2},         {StDType::BF16, "BF16", 2},
     {StDType::F8_E4M3, "F8_E4M3", 1}, {StDType::F8_E5M2, "F8_E5M2", 1}, {StDType::I32, "I32", 4},
     {StDType::U8, "U8", 1},
@@ -71,7 +71,7 @@ Entry parse_entry(const std::string& file, const std::string& name, const nlohma
   const auto& dt = v["dtype"];
   if (!dt.is_string()) throw fail("dtype is not a string");
   const std::string tag = dt.get<std::string>();
-  const DTypeInfo* info = nullptr;
+  const StDTypeInfo* info = nullptr;
   for (const auto& d : kDTypes)
     if (tag == d.tag) info = &d;
   if (!info) throw fail(fmt::format("unknown dtype '{}' (known: {})", tag, known_tags()));

@@ -11,6 +11,7 @@
 #include "core/digest.hpp"
 #include "core/files.hpp"
 #include "report/json.hpp"
+#include "report/report_dir.hpp"
 #include "report/results_log.hpp"
 
 namespace pacheck {
@@ -28,8 +29,6 @@ std::string sha256_of(const std::string& bytes) {
   h.update(bytes.data(), bytes.size());
   return h.hex();
 }
-
-std::string path_in(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
 /// "1a2b3c4d..": the first 8 hex digits of a digest, for the one-line answer.
 std::string short_hash(const std::string& hex) { return hex.size() > 8 ? hex.substr(0, 8) + ".." : hex; }

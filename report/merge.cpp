@@ -14,7 +14,6 @@ namespace pacheck {
 namespace fs = std::filesystem;
 
 namespace {
-std::string path_in(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
 /// report.json: the file of the format whose presence marks a finished run.
 const char* report_file() { return find_format(kFinishedFormat)->file; }
 }  // namespace

@@ -19,9 +19,9 @@ namespace pacheck {
 
 namespace fs = std::filesystem;
 
-namespace {
+std::string path_in(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
-std::string path_in(const std::string& dir, const char* name) { return (fs::path(dir) / name).string(); }
+namespace {
 
 /// Every format of the table with a file in a report directory, the finished-run marker last.
 std::vector<const FormatInfo*> file_formats_in_write_order() {

@@ -60,6 +60,9 @@ struct ResumePlan {
   std::function<bool(const std::string& kernel, const std::string& cell_id)> planned;
 };
 
+/// DIR/NAME as a path string: the file `name` of the report directory `dir`.
+std::string path_in(const std::string& dir, const std::string& name);
+
 /// "report.json, junit.xml, summary.md and report.html": the format files of a report directory, in table
 /// order, as prose (option help).
 std::string format_files_prose();

@@ -12,7 +12,7 @@ namespace pacheck::cpu {
 namespace {
 
 /// Tokens per K/V tile (vLLM/SGLang Triton decode stage 1's BLOCK_N for MHA).
-constexpr int kTile = 64;
+constexpr int kOnlineTile = 64;
 
 class Online final : public CpuKernel {
  public:
@@ -25,7 +25,7 @@ class Online final : public CpuKernel {
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       const int len = a.seq_lens[sv.s];
       OnlineSoftmax st(a.head_size);
-      st.add_tokens<KV>(sv, g, q, a.scale, 0, len, kTile);
+      st.add_tokens<KV>(sv, g, q, a.scale, 0, len, kOnlineTile);
       st.normalised(out.data());
     });
   }

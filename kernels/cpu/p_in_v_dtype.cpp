@@ -15,7 +15,7 @@ namespace pacheck::cpu {
 namespace {
 
 /// Tokens per K/V tile (vLLM's grouped Triton decode stage 1 BLOCK_N).
-constexpr int kTile = 32;
+constexpr int kPInVTile = 32;
 
 class PInVDtype final : public CpuKernel {
  public:
@@ -29,7 +29,7 @@ class PInVDtype final : public CpuKernel {
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       const int len = a.seq_lens[sv.s];
       OnlineSoftmax st(a.head_size, v_dtype);
-      st.add_tokens<KV>(sv, g, q, a.scale, 0, len, kTile);
+      st.add_tokens<KV>(sv, g, q, a.scale, 0, len, kPInVTile);
       st.normalised(out.data());
     });
   }

@@ -20,7 +20,7 @@ namespace {
 /// 1023/1024/1025) fall inside and at the edges of this kernel's partitions.
 constexpr int kPartition = 256;
 /// Tokens per tile inside a partition (vLLM's grouped Triton decode stage 1 BLOCK_N).
-constexpr int kTile = 32;
+constexpr int kSplitTile = 32;
 
 class SplitKvLse final : public CpuKernel {
  public:
@@ -38,7 +38,7 @@ class SplitKvLse final : public CpuKernel {
       for (int i = 0; i < nparts; ++i) {  // stage 1: one partition (never empty: nparts = ceil(len / P))
         const int t0 = i * P, t1 = std::min(len, t0 + P);
         OnlineSoftmax st(D);
-        st.add_tokens<KV>(sv, g, q, a.scale, t0, t1, kTile);
+        st.add_tokens<KV>(sv, g, q, a.scale, t0, t1, kSplitTile);
         lse[i] = st.m + std::log(st.l);
         st.normalised(&o[static_cast<std::size_t>(i) * D]);
       }
