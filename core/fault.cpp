@@ -57,6 +57,7 @@ constexpr RegionInfo kRegions[] = {
     {Region::unused, "unused", "every slot of blocks no sequence uses"},
     {Region::padding, "padding", "every slot of the block that block-table padding entries point at"},
     {Region::all, "all", "every slot that no sequence wrote"},
+    {Region::others, "others", "the tails of every sequence but sequence 0, and unused blocks (sequence 0 reads none)"},
 };
 
 bool has_inf(DType t) { return !is_fp8(t) || fp8_format(fp8_of(t)).has_inf; }

@@ -90,6 +90,11 @@ enum class Region : std::uint8_t {
   unused,   ///< every slot of blocks no sequence uses
   padding,  ///< every slot of the block that block-table padding entries point at
   all,      ///< every slot that is not `written`
+  /// Issue 18 (FlashInfer #941): the unwritten tails of every sequence but sequence 0, and the unused
+  /// blocks, while sequence 0's own tail and the padding target stay clean. Sequence 0 reads nothing
+  /// poisoned, so an honest kernel's sequence-0 output is the clean one; a kernel that lets another
+  /// sequence's slots into sequence 0's result shows it there (the verdict's detail names the sequence).
+  others,
 };
 /// One row of region_table().
 struct RegionInfo {
@@ -97,9 +102,9 @@ struct RegionInfo {
   std::string_view name;     ///< as fault ids spell it ("tail")
   std::string_view meaning;  ///< one line for README.md's fault table
 };
-/// tail, unused, padding, all.
+/// tail, unused, padding, all, others.
 std::span<const RegionInfo> region_table();
-std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all"
+std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all", "others"
 /// Parses a region_name(); throws std::invalid_argument listing the names otherwise.
 Region parse_region(std::string_view s);
 

@@ -8,8 +8,10 @@
 namespace pacheck {
 
 namespace {
-bool region_has(Region r, SlotClass c) {
+/// `seq0_last`: the physical block of sequence 0's final block (Region::others leaves its tail clean).
+bool region_has(Region r, SlotClass c, int block, int seq0_last) {
   switch (r) {
+    case Region::others: return c == SlotClass::unused || (c == SlotClass::tail && block != seq0_last);
     case Region::tail: return c == SlotClass::tail;
     case Region::unused: return c == SlotClass::unused;
     case Region::padding: return c == SlotClass::padding_target;
@@ -24,9 +26,12 @@ std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
   const std::uint32_t bits = poison_bits(f.poison, pc.kv_dtype);
   const bool to_k = f.target != Target::v, to_v = f.target != Target::k;
   std::int64_t written = 0;
+  int seq0_last = -1;  // sequence 0's final physical block
+  if (!pc.seq_lens.empty() && pc.seq_lens[0] > 0 && pc.block_size > 0)
+    seq0_last = pc.block_tables[static_cast<std::size_t>((pc.seq_lens[0] - 1) / pc.block_size)];
   for (int block = 0; block < pc.num_blocks; ++block)
     for (int slot = 0; slot < pc.block_size; ++slot) {
-      if (!region_has(f.region, pc.slot_class(block, slot))) continue;
+      if (!region_has(f.region, pc.slot_class(block, slot), block, seq0_last)) continue;
       for (int g = 0; g < pc.num_kv_heads; ++g)
         for (int d = 0; d < pc.head_size; ++d) {
           if (to_k) store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), pc.kv_dtype, bits), ++written;
@@ -51,8 +56,14 @@ void ScaleFault::apply(std::vector<float>& k, std::vector<float>& v) const {
 
 bool poisons_v_tail(const Cell& cell) {
   const FaultSpec& f = cell.fault;
-  return poison_is_nonfinite(f.poison) && f.target != Target::k &&
-         (f.region == Region::tail || f.region == Region::all) && cell.c.straddles();
+  if (!poison_is_nonfinite(f.poison) || f.target == Target::k) return false;
+  if (f.region == Region::tail || f.region == Region::all) return cell.c.straddles();
+  if (f.region == Region::others) {  // the tails of sequences 1.. only
+    const Case& c = cell.c;
+    for (int s = 1; s < c.num_seqs(); ++s)
+      if (c.seq_lens[static_cast<std::size_t>(s)] % c.block_size != 0) return true;
+  }
+  return false;
 }
 
 }  // namespace pacheck

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,26 @@ namespace {
 std::string where(const Case& c, std::int64_t flat) {
   const std::int64_t D = c.head_size, H = c.num_heads;
   return fmt::format("(seq {}, head {}, dim {})", flat / (H * D), (flat / D) % H, flat % D);
+}
+/// Issue 18: in a batch, which sequences' outputs hold NaN/Inf where the oracle's are finite:
+/// "; in sequences 0, 3 (2 of 8)" (the first 8 listed, then "and N more"); empty for one sequence or none.
+/// Region `others` leaves sequence 0 reading nothing poisoned, so "sequences 0" there is a leak across
+/// sequences. `out` and `ref` are [num_seqs, num_heads, head_size].
+std::string nonfinite_sequences(const Case& c, const std::vector<double>& out, const std::vector<double>& ref) {
+  if (c.num_seqs() < 2) return {};
+  const std::size_t per_seq = static_cast<std::size_t>(c.num_heads) * c.head_size;
+  std::vector<int> seqs;
+  for (int s = 0; s < c.num_seqs(); ++s)
+    for (std::size_t i = s * per_seq; i < (s + 1) * per_seq && i < out.size() && i < ref.size(); ++i)
+      if (!std::isfinite(out[i]) && std::isfinite(ref[i])) {
+        seqs.push_back(s);
+        break;
+      }
+  if (seqs.empty()) return {};
+  std::string list;
+  for (std::size_t i = 0; i < seqs.size() && i < 8; ++i) list += fmt::format("{}{}", i ? ", " : "", seqs[i]);
+  if (seqs.size() > 8) list += fmt::format(" and {} more", seqs.size() - 8);
+  return fmt::format("; in sequence{} {} ({} of {})", seqs.size() > 1 ? "s" : "", list, seqs.size(), c.num_seqs());
 }
 }  // namespace
 
@@ -51,9 +72,9 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
   const bool overflow = c.dist == Dist::overflow && cell.fault.clean();
   if (r.metrics.bad_nonfinite > 0)
     found.emplace_back(overflow ? Verdict::overflow : Verdict::poisoned, fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at "
-                                                      "(seq {}, head {}, dim {})",
+                                                      "(seq {}, head {}, dim {}){}",
                                                       r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements,
-                                                      w.seq, w.head, w.dim));
+                                                      w.seq, w.head, w.dim, nonfinite_sequences(c, run.out, ref.out)));
   if (r.variant_elements > 0) {
     if (cause) found.emplace_back(cause->verdict, cause->detail);
     else found.emplace_back(Verdict::variant,

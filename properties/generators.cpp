@@ -16,9 +16,10 @@ using rc::Gen;
 namespace gen = rc::gen;
 
 const std::vector<int> kBlockSizes{1, 8, 16, 32, 64, 128, 256};
-const std::vector<int> kHeadSizes{32, 64, 80, 96, 112, 128, 192, 256};
-/// GQA ratios of real models (and the odd 3 and 7); drawn more often than the rest of 1..16.
-const std::vector<int> kFavouredRatios{1, 2, 3, 4, 7, 8, 16};
+const std::vector<int> kHeadSizes{32, 64, 80, 96, 112, 128, 192, 256, 512};
+/// GQA ratios of real models (and the odd 3 and 7; 5, 6 and 12 of issue 18: 40/8, 48/8, 96/8); drawn more
+/// often than the rest of 1..16.
+const std::vector<int> kFavouredRatios{1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
 const std::vector<DType> kDTypes{DType::bf16, DType::f16, DType::f32};
 /// Every distribution but overflow, which only the opt-in overflow property draws (docs/PROPERTIES.md, Domains).
 const std::vector<Dist> kDists{Dist::normal, Dist::uniform, Dist::peaked, Dist::extreme};
@@ -31,7 +32,7 @@ const std::vector<Poison> kPoisons = [] {
   return v;
 }();
 const std::vector<Target> kTargets{Target::v, Target::k, Target::kv};
-const std::vector<Region> kRegions{Region::tail, Region::all, Region::unused, Region::padding};
+const std::vector<Region> kRegions{Region::tail, Region::all, Region::unused, Region::padding, Region::others};
 
 /// Seeds uniform in [0, 2^20) at every size (see gen_uniform).
 Gen<std::uint64_t> gen_seed() { return gen::resize(100, gen::inRange<std::uint64_t>(0, 1u << 20)); }
@@ -300,7 +301,9 @@ Gen<int> gen_seq_len(int bs, int size) {
   const int long_hi = 1025 + 40 * size;
   // Branch weights: block edges, multiples +- 1, partition edges, anywhere near, long. The branch is a
   // shrinkable index, so a failing length shrinks towards the block edges and finally to 1.
-  const std::vector<int> weights{4, 3, size >= 5 ? 2 : 0, 3, size >= 20 ? 1 : 0};
+  // Issue 18: from size 40, a sixth branch puts the length at 2^14, 2^15, 2^16 or 2^17 tokens + {-6, -1, 0,
+  // 1, 10} (one draw in 14); the work budget then decides how much of it a case keeps (docs/PROPERTIES.md).
+  const std::vector<int> weights{4, 3, size >= 5 ? 2 : 0, 3, size >= 20 ? 1 : 0, size >= 40 ? 1 : 0};
   const int total = std::accumulate(weights.begin(), weights.end(), 0);
   return gen::mapcat(gen_uniform(0, total), [=](int draw) -> Gen<int> {
     std::size_t branch = 0;
@@ -316,18 +319,41 @@ Gen<int> gen_seq_len(int bs, int size) {
         return pick(std::vector<int>{511, 512, 513, 1023, 1024, 1025});
       case 3:
         return gen_uniform(1, near);
-      default:
+      case 4:
         return gen_uniform(1025, long_hi);
+      default:
+        return gen::map(gen::pair(gen_uniform(0, 4), gen_uniform(0, 5)), [](std::pair<int, int> p) {
+          return (1 << (14 + p.first)) + std::array{-6, -1, 0, 1, 10}[p.second];
+        });
     }
   });
+}
+
+/// Issue 18: a decode batch of 5 to 256 sequences: half the time one of the sizes kernels switch paths
+/// around (8, 9, 33, 64, 255, 256), otherwise uniform in 5..256; lengths as gen_seq_len draws them at size
+/// 10 (block edges, multiples +- 1, a few blocks), so about half the sequences straddle a block. At most
+/// `cap` sequences (one block each, one head of the smallest head size, within the size's work budget: the
+/// budget can shorten sequences but not drop them); the budget then shortens the longest sequences first.
+static Gen<std::vector<int>> gen_big_batch(int bs, int cap) {
+  return gen::mapcat(gen::pair(gen_uniform(0, 2), gen::pair(pick(std::vector<int>{8, 9, 33, 64, 255, 256}), gen_uniform(5, 257))),
+                     [bs, cap](const std::pair<int, std::pair<int, int>>& t) {
+                       const int n = std::min(cap, t.first == 0 ? t.second.first : t.second.second);
+                       return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, 10));
+                     });
 }
 
 Gen<Case> gen_case(const CaseSpace& sp) {
   Gen<Case> g = gen::withSize([sp](int size) {
     return gen::mapcat(pick(sp.block_sizes), [sp, size](int bs) {
       const int max_seqs = 1 + size / 30;  // 1 sequence at small sizes, up to 4 at size 90+
-      auto lens = gen::mapcat(gen_uniform(1, max_seqs + 1), [bs, size](int n) {
-        return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, size));
+      // Issue 18: from size 30, one case in 8 is a large batch (gen_big_batch).
+      const std::int64_t one_block = static_cast<std::int64_t>(bs) * *std::min_element(sp.head_sizes.begin(), sp.head_sizes.end());
+      const int cap = static_cast<int>(std::min<std::int64_t>(256, work_budget(sp, size) / one_block));
+      auto lens = gen::mapcat(gen_uniform(0, 8), [bs, size, max_seqs, cap](int which) {
+        if (which == 7 && size >= 30 && cap >= 5) return gen_big_batch(bs, cap);
+        return gen::mapcat(gen_uniform(1, max_seqs + 1), [bs, size](int n) {
+          return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, size));
+        });
       });
       return gen::mapcat(lens, [sp, size, bs](const std::vector<int>& l) {
         return gen::map(gen::tuple(gen_ratio(sp), gen_uniform(1, 2 + size / 25), pick(sp.head_sizes), gen_dtypes(sp),

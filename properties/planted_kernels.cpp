@@ -429,6 +429,42 @@ class TailLeak final : public Planted {
   }
 };
 
+// --- Issue 18: a leak across sequences (FlashInfer #941) --------------------------------------------
+/// Cross-sequence leak: the kernel walks the batch's pages as one flat list (sequence 0's pages, then
+/// sequence 1's, ..., as a CSR kv_indices array) in chunks of kChunk pages, and each sequence attends
+/// over every chunk that holds one of its pages. Its own tokens are masked at seq_len as they should be,
+/// but a page of another sequence inside the chunk is masked through its weight only: p = 0 multiplies
+/// that page's V over all its slots, its unwritten tail included. Finite poison leaks nothing (0 x 1e4 =
+/// 0); NaN or Inf in another sequence's tail or a page shared by the chunk turns this sequence's output
+/// into NaN. A sequence alone in the batch is computed exactly as cpu.reference would.
+class CrossSeqChunk final : public Planted {
+ public:
+  static constexpr int kChunk = 4;
+  std::string name() const override { return "planted.cross_seq_chunk"; }
+  std::string description() const override {
+    return "pages walked in flat chunks of 4 across sequences: another sequence's V multiplied by p = 0 (NaN leaks, tail-poison)";
+  }
+  void run(const pacheck_kernel_args& a) const override {
+    const int bs = a.block_size;
+    std::vector<int> first_page(static_cast<std::size_t>(a.num_seqs) + 1, 0);  // flat offset of each sequence
+    for (int s = 0; s < a.num_seqs; ++s) first_page[s + 1] = first_page[s] + (a.seq_lens[s] + bs - 1) / bs;
+    for_each_row(a, [&](const auto& seq, int h, const std::vector<float>& q, std::vector<float>& out) {
+      const int g = h / (a.num_heads / a.num_kv_heads), s = seq.view.s;
+      attend(seq, g, q, a.scale, iota_tokens(seq.len), out);
+      const int lo = first_page[s] / kChunk * kChunk, hi = (first_page[s + 1] + kChunk - 1) / kChunk * kChunk;
+      for (int flat = lo; flat < std::min(hi, first_page[a.num_seqs]); ++flat) {
+        if (flat >= first_page[s] && flat < first_page[s + 1]) continue;  // its own page: masked at seq_len
+        const int other = static_cast<int>(std::upper_bound(first_page.begin(), first_page.end(), flat) - first_page.begin()) - 1;
+        auto foreign = seq;  // the other sequence's page, every slot of it, weighted by p = 0
+        foreign.view.s = other;
+        for (int slot = 0; slot < bs; ++slot)
+          for (int d = 0; d < a.head_size; ++d) out[d] += 0.0f * foreign.v((flat - first_page[other]) * bs + slot, g, d);
+      }
+    });
+  }
+};
+// --- end cross-sequence leak -------------------------------------------------------------------------
+
 /// Output rounding toward zero (tt-metal #19882: a packer that truncates fp32 to bf16): the fp32 result
 /// of each element is stored as its neighbour toward zero in the output dtype instead of its nearest. Each
 /// element moves by less than one ULP, inside every rel_linf limit, but all of them move toward zero: a
@@ -472,6 +508,7 @@ std::vector<KernelPtr> make_planted_kernels() {
       std::make_shared<Nondeterministic>(),
       std::make_shared<Stateful>(),           std::make_shared<TailLeak>(),
       std::make_shared<TruncatingOutput>(),
+      std::make_shared<CrossSeqChunk>(),
   };
 }
 }  // namespace

@@ -242,6 +242,16 @@ inline const std::vector<Catch>& catches() {
          EXPECT_NE(cx.what.find("rounds toward zero"), std::string::npos) << cx.what;
          EXPECT_EQ(repro_verdict(cx.cell, "planted.truncating_output"), Verdict::biased);
        }},
+      // Issue 18 (FlashInfer #941): NaN in another sequence's tail leaks through a chunk of pages shared
+      // across the sequence boundary; only a batch can show it, and the output that goes bad is that of a
+      // sequence other than the one whose slot holds the poison.
+      {"planted.cross_seq_chunk", "tail-poison", "NonFiniteVPoisonInAnotherSequenceOfABatch",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(cx.cell.c.num_seqs(), 2) << cx.cell.id();
+         EXPECT_NE(cx.cell.fault.target, Target::k) << cx.cell.id();
+         EXPECT_TRUE(poison_is_nonfinite(cx.cell.fault.poison)) << cx.cell.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.cross_seq_chunk")));
+       }},
   };
   return rows;
 }
@@ -284,6 +294,7 @@ inline const std::vector<Hold>& planted_holds() {
       {"planted.nondeterministic", "agreement", 100},
       {"planted.stateful", "agreement", 100},
       {"planted.tail_leak", "agreement", 100},
+      {"planted.cross_seq_chunk", "agreement", 100},
   };
   return rows;
 }

@@ -162,6 +162,11 @@ TEST(Generators, CoverTheEdges) {
     if (c.gqa_ratio() > 1) ++seen["gqa"];
     if (multi_partition(c)) ++seen["multi-partition"];
     if (c.num_seqs() > 1) ++seen["batch"];
+    // Issue 18's axes.
+    if (c.num_seqs() >= 5) ++seen["batch>=5"];
+    if (c.num_seqs() == 256 || c.num_seqs() == 255) ++seen["batch 255/256"];
+    if (c.max_seq_len() > 16384) ++seen["ctx>16K"];
+    if (c.block_size >= 128) ++seen["block>=128"];
     ++seen[std::string("dist=") + std::string(dist_name(c.dist))];
     ++seen[std::string("layout=") + std::string(layout_name(c.layout))];
     ++seen[std::string("kv=") + std::string(dtype_name(c.kv_dtype))];
@@ -192,16 +197,19 @@ TEST(Generators, CoverTheEdges) {
                           "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "kv=bf16", "kv=f16",
                           "kv=f32", "mixed dtypes", "padding into the pool", "len 1", "len bs-1", "len bs", "len bs+1",
                           "multiple +-1", "partition edge", "long", "scale 1/d", "scale qpas 168", "scale qpas 144",
-                          "scale x2", "scale x1/2"})
+                          "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128"})
     EXPECT_GT(seen[key], 0) << key;
+  // gen_big_batch: one case in 8 from size 30 (70 of 101 sizes: about 8.7% of the draws, 260 expected).
+  EXPECT_GT(seen["batch>=5"], n / 20);
+  EXPECT_LT(seen["batch>=5"], n * 3 / 20);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);
   EXPECT_GT(seen["straddling"], n / 5);
   EXPECT_GT(seen["aligned"], n / 5);
   EXPECT_GT(seen["gqa"], n / 2);
-  for (int r : {1, 2, 3, 7, 16}) EXPECT_TRUE(ratios.count(r)) << "GQA ratio " << r;
-  EXPECT_EQ(heads, (std::set<int>{32, 64, 80, 96, 112, 128, 192, 256}));
+  for (int r : {1, 2, 3, 5, 6, 7, 12, 16}) EXPECT_TRUE(ratios.count(r)) << "GQA ratio " << r;
+  EXPECT_EQ(heads, (std::set<int>{32, 64, 80, 96, 112, 128, 192, 256, 512}));
   EXPECT_EQ(blocks, (std::set<int>{1, 8, 16, 32, 64, 128, 256}));
 }
 

@@ -328,6 +328,36 @@ class Parser {
     return out;
   }
 
+  // --- Generated batches (issue 18): seq_lens item { cycle = [N, ...], count = M } ---------------------
+  /// The most sequences a generated batch may hold (a decode batch; 4096 leaves room above 256).
+  static constexpr long long kMaxGeneratedBatch = 4096;
+  /// A batch of `count` sequences whose lengths repeat the `cycle` list: sequence i has length
+  /// cycle[i % cycle.size()]. Both keys are required; count in [1, kMaxGeneratedBatch], each length in
+  /// seq_lens' bounds; another key, an empty or non-integer cycle, or a non-integer count is a SuiteError
+  /// naming cells.seq_lens.cycle / .count and the reason.
+  std::vector<int> generated_batch(const toml::table& t) {
+    check_keys(t, {"cycle", "count"}, "cells.seq_lens.");
+    auto cn = t["cycle"];
+    if (!cn) throw SuiteError(file_, line_of(t), "cells.seq_lens.cycle", "missing (e.g. { cycle = [1030, 1024], count = 255 })");
+    const toml::array* ca = cn.as_array();
+    if (!ca || ca->empty())
+      throw SuiteError(file_, line_of(*cn.node()), "cells.seq_lens.cycle", "must be a non-empty array of integers");
+    std::vector<int> cycle;
+    for (const auto& [v, l] : int_list(*cn.node(), "cells.seq_lens.cycle"))
+      cycle.push_back(bounded(file_, l, "cells.seq_lens.cycle", "seq_lens", v));
+    auto nn = t["count"];
+    if (!nn) throw SuiteError(file_, line_of(t), "cells.seq_lens.count", "missing (the number of sequences)");
+    auto count = nn.value_exact<std::int64_t>();
+    if (!count) throw SuiteError(file_, line_of(*nn.node()), "cells.seq_lens.count", "must be an integer");
+    if (*count < 1 || *count > kMaxGeneratedBatch)
+      throw SuiteError(file_, line_of(*nn.node()), "cells.seq_lens.count",
+                       fmt::format("{} is out of range [1, {}]", *count, kMaxGeneratedBatch));
+    std::vector<int> b(static_cast<std::size_t>(*count));
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = cycle[i % cycle.size()];
+    return b;
+  }
+  // --- end generated batches --------------------------------------------------------------------------
+
   /// An optional integer key of a group, range-checked for the case field `case_field`.
   int int_value(const toml::table& g, std::string_view key, std::string_view case_field, int dflt) {
     auto n = g[key];
@@ -458,8 +488,11 @@ class Parser {
         std::vector<int> b;
         for (const auto& [v, l] : int_list(e, "cells.seq_lens")) b.push_back(bounded(file_, l, "cells.seq_lens", "seq_lens", v));
         batches.push_back({b, line_of(e)});
+      } else if (const toml::table* t = e.as_table()) {
+        batches.push_back({generated_batch(*t), line_of(e)});
       } else {
-        throw SuiteError(file_, line_of(e), "cells.seq_lens", "items must be integers or arrays of integers");
+        throw SuiteError(file_, line_of(e), "cells.seq_lens",
+                         "items must be integers, arrays of integers or { cycle = [N, ...], count = M } tables");
       }
     }
     const auto dtypes = parsed_list<std::array<DType, 3>>(g, "dtypes", {"bf16"}, [](const std::string& t) {

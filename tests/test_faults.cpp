@@ -4,11 +4,13 @@
 #include <cmath>
 
 #include "core/fp8.hpp"
+#include "exec/execute.hpp"
 #include "exec/runner.hpp"
 #include "faults/inject.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/kernel.hpp"
 #include "oracle/tensors.hpp"
+#include "properties/planted_kernels.hpp"
 
 namespace pacheck {
 namespace {
@@ -114,6 +116,76 @@ TEST(Inject, WritesExactlyTheRegionAndTarget) {
     }
   }
 }
+
+// --- Issue 18: Region::others (FlashInfer #941) -------------------------------------------------------
+// `others` writes the tails of sequences 1.. and the unused blocks; sequence 0's final block and the
+// padding target stay clean, so nothing sequence 0 reads is poisoned.
+TEST(Inject, OthersSparesSequenceZeroAndThePaddingTarget) {
+  for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+    const Case c = small_case(layout, DType::bf16, {37, 16, 5, 20});
+    const PrePaging pre = generate(c);
+    const PagedCache clean = page(c, pre);
+    PagedCache pc = clean;
+    const std::uint32_t nan = poison_bits(Poison::nan, DType::bf16);
+    const auto written = inject(pc, FaultSpec{Poison::nan, Target::v, Region::others});
+    const int seq0_last = clean.block_tables[static_cast<std::size_t>((37 - 1) / 16)];
+    std::int64_t slots = 0;
+    for (int b = 0; b < pc.num_blocks; ++b)
+      for (int slot = 0; slot < pc.block_size; ++slot) {
+        const SlotClass cls = pc.slot_class(b, slot);
+        const bool want = cls == SlotClass::unused || (cls == SlotClass::tail && b != seq0_last);
+        bool poisoned = true;
+        for (int g = 0; g < pc.num_kv_heads; ++g)
+          for (int d = 0; d < pc.head_size; ++d)
+            poisoned = poisoned && load_bits(pc.value_cache.data(), pc.value_offset(b, g, slot, d), pc.kv_dtype) == nan;
+        EXPECT_EQ(poisoned, want) << layout_name(layout) << " block " << b << " slot " << slot;
+        slots += want;
+      }
+    EXPECT_GT(slots, pc.class_counts()[static_cast<int>(SlotClass::unused)]);  // some other sequence's tail
+    EXPECT_EQ(written, slots * c.num_kv_heads * c.head_size);
+    EXPECT_EQ(pc.key_cache, clean.key_cache);  // V only
+    for (int s = 0; s < c.num_seqs(); ++s) EXPECT_EQ(gather(pc, s), gather(clean, s));
+  }
+}
+
+TEST(NegativeControlPredicate, OthersNeedsAStraddlingSequenceAfterTheFirst) {
+  Cell cell{small_case(Layout::vllm, DType::bf16, {4090, 32}), FaultSpec{Poison::nan, Target::v, Region::others}};
+  EXPECT_FALSE(poisons_v_tail(cell));  // only sequence 0 straddles, and its tail is spared
+  cell.c.seq_lens = {4096, 33};
+  EXPECT_TRUE(poisons_v_tail(cell));
+  cell.c.seq_lens = {33};
+  EXPECT_FALSE(poisons_v_tail(cell));
+  cell.c.seq_lens = {4096, 33};
+  cell.fault.target = Target::k;
+  EXPECT_FALSE(poisons_v_tail(cell));
+}
+// A kernel that leaks another sequence's slots into sequence 0 (planted.cross_seq_chunk) is caught on
+// sequence 0 under `others`, and the detail names it; a tail-read kernel (cpu.vector_v) fails on the
+// sequences whose own tails are poisoned, never on sequence 0; the honest panel passes.
+TEST(RegionOthers, CatchesALeakIntoSequenceZeroAndPassesTheHonestPanel) {
+  Case c = small_case(Layout::nhd, DType::bf16, {1030, 33, 517, 20});
+  c.num_heads = 4;
+  c.num_kv_heads = 1;
+  c.head_size = 64;
+  const Cell cell{c, parse_fault("V:nan@others")};
+  auto cpu = make_cpu_backend();
+  const CellResult leak = run_cell(cell, *prop::new_planted_kernel("planted.cross_seq_chunk"), *cpu, RunOptions{}).first;
+  EXPECT_EQ(leak.verdict, Verdict::poisoned) << leak.detail;
+  EXPECT_NE(leak.detail.find("first at (seq 0,"), std::string::npos) << leak.detail;
+  EXPECT_NE(leak.detail.find("; in sequences 0, "), std::string::npos) << leak.detail;
+  // The same kernel on the clean cache and on a finite poison (0 x 1e4 = 0) passes.
+  EXPECT_EQ(run_cell(Cell{c, FaultSpec{}}, *prop::new_planted_kernel("planted.cross_seq_chunk"), *cpu, RunOptions{}).first.verdict,
+            Verdict::pass);
+  const CellResult tail = run_cell(cell, *Registry::global().find("cpu.vector_v"), *cpu, RunOptions{}).first;
+  EXPECT_EQ(tail.verdict, Verdict::poisoned) << tail.detail;
+  EXPECT_NE(tail.detail.find("; in sequences 1, 2, 3 (3 of 4)"), std::string::npos) << tail.detail;
+  for (const char* name : {"cpu.reference", "cpu.vector_v_masked", "cpu.split_kv", "cpu.online", "cpu.two_pass",
+                           "cpu.split_kv_lse", "cpu.half_products", "cpu.p_in_v_dtype"}) {
+    const CellResult r = run_cell(cell, *Registry::global().find(name), *cpu, RunOptions{}).first;
+    EXPECT_EQ(r.verdict, Verdict::pass) << name << ": " << r.detail;
+  }
+}
+// --- end issue 18 --------------------------------------------------------------------------------------
 
 TEST(Inject, AlignedLengthHasNoTail) {
   const Case c = small_case(Layout::nhd, DType::f16, {32, 16});

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include <set>
 #include <sstream>
 
 #include "suites/suite.hpp"
@@ -15,10 +16,12 @@ namespace {
 
 TEST(BuiltinSuites, AllLoadWithExpectedCounts) {
   const auto names = list_suites();
-  for (const char* want : {"tail-poison", "boundary", "sweep", "models", "gate", "fp8"})
+  for (const char* want : {"tail-poison", "boundary", "sweep", "models", "gate", "fp8", "long-context", "pages",
+                           "batches", "shapes"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   EXPECT_EQ(load_suite("tail-poison").cells.size(), 32u);  // 2 dtypes x 2 ratios x 4 faults x 2 lengths
-  EXPECT_EQ(load_suite("sweep").cells.size(), 60u);        // 5 shapes x 6 lengths x {aligned, straddling}
+  // 5 shapes x 6 lengths x {aligned, straddling}; issue 18: 2 dtypes x 8 lengths to 131,072, 6 pages x 2
+  EXPECT_EQ(load_suite("sweep").cells.size(), 60u + 16u + 12u);
   EXPECT_EQ(load_suite("boundary").cells.size(), 48u);
   EXPECT_EQ(load_suite("scales").cells.size(), 16u);  // (2 + 1) groups' scales x lengths x dtypes x 2 faults
   // Issue 17: a kernel that takes one fp8 scale per cache must have fp8 cells it can run: per encoding,
@@ -42,6 +45,7 @@ TEST(BuiltinSuites, AllLoadWithExpectedCounts) {
   EXPECT_GT(gate.cells.size(), 32u + 48u);
   for (const auto& n : names) EXPECT_NO_THROW(load_suite(n)) << n;
 }
+
 
 TEST(BuiltinSuites, TailPoisonStraddlesExactlyAt4090) {
   for (const auto& sc : load_suite("tail-poison").cells)
@@ -113,6 +117,88 @@ std::string group_with(const std::string& key, const std::string& value) {
   if (!replaced) out += key + " = " + value + "\n";
   return out;
 }
+
+// --- Issue 18: generated batches and the cells real kernels meet ----------------------------------------
+TEST(SuiteGeneratedBatches, CycleRepeatsToCount) {
+  const Suite s = parse_suite(group_with("seq_lens", "[{ cycle = [100, 96, 33], count = 8 }, [5, 6]]"), "g.toml");
+  ASSERT_EQ(s.cells.size(), 2u);
+  EXPECT_EQ(s.cells[0].cell.c.seq_lens, (std::vector<int>{100, 96, 33, 100, 96, 33, 100, 96}));
+  EXPECT_EQ(s.cells[1].cell.c.seq_lens, (std::vector<int>{5, 6}));
+  const Suite big = parse_suite(group_with("seq_lens", "[{ cycle = [17, 16], count = 256 }]"), "g.toml");
+  ASSERT_EQ(big.cells.size(), 1u);
+  EXPECT_EQ(big.cells[0].cell.c.num_seqs(), 256);
+  // The id lists every length, so it round-trips through parse_case_id (what `pacheck repro` reads).
+  EXPECT_EQ(parse_case_id(big.cells[0].cell.c.id()).seq_lens, big.cells[0].cell.c.seq_lens);
+}
+
+TEST(SuiteGeneratedBatches, BadTablesNameTheKeyAndReason) {
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ cycle = [17], count = 0 }]")),
+            "bad.toml:6: cells.seq_lens.count: 0 is out of range [1, 4096]");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ cycle = [17], count = 4097 }]")),
+            "bad.toml:6: cells.seq_lens.count: 4097 is out of range [1, 4096]");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ cycle = [17], count = 2.5 }]")),
+            "bad.toml:6: cells.seq_lens.count: must be an integer");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ cycle = [17] }]")),
+            "bad.toml:6: cells.seq_lens.count: missing (the number of sequences)");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ count = 3 }]")),
+            "bad.toml:6: cells.seq_lens.cycle: missing (e.g. { cycle = [1030, 1024], count = 255 })");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ cycle = [], count = 3 }]")),
+            "bad.toml:6: cells.seq_lens.cycle: must be a non-empty array of integers");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ cycle = [17, 0], count = 3 }]")),
+            "bad.toml:6: cells.seq_lens.cycle: 0 is out of range [1, 16777216]");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[{ cycle = [17], count = 3, step = 2 }]")),
+            "bad.toml:6: cells.seq_lens.step: unknown key (known: cycle, count)");
+  EXPECT_EQ(error_of(group_with("seq_lens", "[\"17\"]")),
+            "bad.toml:6: cells.seq_lens: items must be integers, arrays of integers or { cycle = [N, ...], count = M } tables");
+}
+
+TEST(BuiltinSuites, Issue18AxesAreCovered) {
+  // Lengths below, at and above 2^14, 2^15, 2^16, and 131,072 = 2^17 with a straddling twin below it:
+  // per dtype (bf16 and f16) in long-context and sweep (sweep: no "above"); gate (one batch per dtype, to
+  // stay cheap) over its two dtypes together, with a sequence of at least 131,066 tokens in each.
+  for (const char* name : {"gate", "sweep", "long-context"}) {
+    const bool per_dtype = std::string(name) != "gate";
+    std::set<std::pair<int, DType>> lens;
+    for (const auto& sc : load_suite(name).cells)
+      for (int len : sc.cell.c.seq_lens) lens.insert({len, per_dtype ? sc.cell.c.kv_dtype : DType::f32});
+    auto has = [&](int len, DType t) { return lens.count({len, per_dtype ? t : DType::f32}) > 0; };
+    for (DType t : {DType::bf16, DType::f16})
+      for (int p : {1 << 14, 1 << 15, 1 << 16, 1 << 17}) {
+        EXPECT_TRUE(has(p, t)) << name << " " << p << " " << dtype_name(t);
+        EXPECT_TRUE(has(p - 6, t)) << name << " " << p - 6 << " " << dtype_name(t);
+        if (p < (1 << 17) && std::string(name) != "sweep") EXPECT_TRUE(has(p + 10, t)) << name << " " << p + 10;
+      }
+  }
+  for (DType t : {DType::bf16, DType::f16}) {
+    bool longest = false;
+    for (const auto& sc : load_suite("gate").cells)
+      longest |= sc.cell.c.kv_dtype == t && sc.cell.c.max_seq_len() >= (1 << 17) - 6;
+    EXPECT_TRUE(longest) << dtype_name(t);
+  }
+  for (const char* name : {"gate", "pages"}) {
+    std::set<int> blocks;
+    for (const auto& sc : load_suite(name).cells) blocks.insert(sc.cell.c.block_size);
+    for (int b : {1, 8, 16, 32, 64, 128, 256}) EXPECT_TRUE(blocks.count(b)) << name << " block " << b;
+  }
+  // FlashInfer #4347: pages above 128 from 6,144 tokens on, with keys neither in the first 4,096 nor the last page.
+  bool past_4347 = false;
+  for (const auto& sc : load_suite("gate").cells)
+    for (int len : sc.cell.c.seq_lens) past_4347 |= sc.cell.c.block_size == 256 && len > 6144 && len - 256 > 4096;
+  EXPECT_TRUE(past_4347);
+  for (const char* name : {"gate", "batches"}) {
+    std::set<int> sizes;
+    for (const auto& sc : load_suite(name).cells) sizes.insert(sc.cell.c.num_seqs());
+    for (int n : std::string(name) == "gate" ? std::vector<int>{9, 33, 256} : std::vector<int>{5, 8, 9, 33, 64, 255, 256})
+      EXPECT_TRUE(sizes.count(n)) << name << " batch " << n;
+  }
+  for (const char* name : {"gate", "shapes"}) {
+    std::set<int> heads, ratios;
+    for (const auto& sc : load_suite(name).cells) heads.insert(sc.cell.c.head_size), ratios.insert(sc.cell.c.gqa_ratio());
+    for (int d : {32, 80, 112, 192}) EXPECT_TRUE(heads.count(d)) << name << " head " << d;
+    for (int r : {5, 6, 12}) EXPECT_TRUE(ratios.count(r)) << name << " GQA " << r;
+  }
+}
+// --- end issue 18 --------------------------------------------------------------------------------------
 
 // Integers wider than the field are rejected, not wrapped modulo 2^32 (4294967396 ran as ctx100).
 TEST(SuiteErrors, IntegersOutOfRangeAreRejectedNotWrapped) {
