@@ -57,6 +57,8 @@ constexpr RegionInfo kRegions[] = {
     {Region::unused, "unused", "every slot of blocks no sequence uses"},
     {Region::padding, "padding", "every slot of the block that block-table padding entries point at"},
     {Region::all, "all", "every slot that no sequence wrote"},
+    {Region::window, "window",
+     "the written slots of every key before a sliding window's edge (cells with a window): a kernel must not let them reach the output"},
 };
 
 bool has_inf(DType t) { return !is_fp8(t) || fp8_format(fp8_of(t)).has_inf; }

@@ -9,7 +9,8 @@
 //    (tests/test_tables.cpp checks the two agree). Suites, case ids, repro, case files, reports and
 //    `pacheck fuzz` (which draws from the table) take it with no other edit; `pacheck list poisons` shows it.
 //  - A region is a row of region_table() plus the slot classes it covers in faults/inject.cpp (region_has),
-//    since the slot map belongs to paging/, a later stage than core/.
+//    since the slot map belongs to paging/, a later stage than core/. `window` is not a slot class: its
+//    slots are written ones, chosen by the keys' positions (PagedCache::window_first).
 #pragma once
 
 #include <cstdint>
@@ -90,6 +91,7 @@ enum class Region : std::uint8_t {
   unused,   ///< every slot of blocks no sequence uses
   padding,  ///< every slot of the block that block-table padding entries point at
   all,      ///< every slot that is not `written`
+  window,   ///< written slots of the keys before a sliding window's edge (cells with win=W; issue 19)
 };
 /// One row of region_table().
 struct RegionInfo {
@@ -97,9 +99,9 @@ struct RegionInfo {
   std::string_view name;     ///< as fault ids spell it ("tail")
   std::string_view meaning;  ///< one line for README.md's fault table
 };
-/// tail, unused, padding, all.
+/// tail, unused, padding, all, window.
 std::span<const RegionInfo> region_table();
-std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all"
+std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all", "window"
 /// Parses a region_name(); throws std::invalid_argument listing the names otherwise.
 Region parse_region(std::string_view s);
 

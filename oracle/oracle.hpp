@@ -20,6 +20,9 @@ enum class Precision { f32, f64 };
 ///  - out: [num_seqs, num_heads, head_size], out[s,h,:] = softmax(scale * q[s,h,:] . K_s^T) V_s, where
 ///    query head h reads KV head h / (num_heads / num_kv_heads).
 ///  - lse: [num_seqs, num_heads], natural-log log-sum-exp of the scaled logits of each row.
+/// With attention variants (Case::sliding_window, logits_soft_cap, alibi_slopes, sinks) the logits are
+/// formed and masked in the order of include/pacheck/kernel_abi.h's "Attention variants" (soft cap, then
+/// ALiBi, then the window mask), and the sink logit joins the softmax denominator (lse includes it).
 /// Values are held as double whatever the precision the oracle computed in.
 struct OracleResult {
   std::vector<double> out;
@@ -38,7 +41,8 @@ OracleResult oracle(const Case& c, const PrePaging& p, Precision precision = Pre
 /// Low-precision emulation of a kernel of the case's dtypes, used by the `calibrated` tolerance: fp32
 /// logits and softmax (the denominator summed serially in token order), probabilities rounded to
 /// out_dtype before P.V (as vLLM-style kernels do for bf16/f16), one serial fp32 accumulator per output
-/// element, output rounded to out_dtype. Shape as OracleResult::out.
+/// element, output rounded to out_dtype. Shape as OracleResult::out. Attention variants are applied as in
+/// oracle() (the sink's weight first in the serial denominator).
 std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p);
 
 }  // namespace pacheck
