@@ -94,6 +94,68 @@ KvScale KvScale::parse(std::string_view text) {
   return k;
 }
 
+// ---- Attention variants: per-query-head values (issue 19) ----
+std::vector<float> HeadValues::resolve(int num_heads) const {
+  const auto H = static_cast<std::size_t>(std::max(num_heads, 0));
+  switch (form) {
+    case Form::none: return {};
+    case Form::values: return values.size() == 1 ? std::vector<float>(H, values[0]) : values;
+    case Form::range: {
+      std::vector<float> out(H);
+      const double a = range.first, b = range.second;
+      for (std::size_t h = 0; h < H; ++h)
+        out[h] = static_cast<float>(H == 1 ? a : a + (b - a) * static_cast<double>(h) / static_cast<double>(H - 1));
+      return out;
+    }
+    case Form::geometric: {
+      std::vector<float> out(H);
+      for (std::size_t h = 0; h < H; ++h)
+        out[h] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(H)));
+      return out;
+    }
+    case Form::dominant: return std::vector<float>(H, kDominantSink);
+  }
+  return {};
+}
+
+std::string HeadValues::text() const {
+  switch (form) {
+    case Form::none: return "none";
+    case Form::values: return fmt::format("{}", fmt::join(values, ","));
+    case Form::range: return fmt::format("{}~{}", range.first, range.second);
+    case Form::geometric: return "geo";
+    case Form::dominant: return "dominant";
+  }
+  return "?";
+}
+
+HeadValues HeadValues::parse(std::string_view text) {
+  HeadValues v;
+  if (text == "none") return v;
+  if (text == "geo") {
+    v.form = Form::geometric;
+    return v;
+  }
+  if (text == "dominant") {
+    v.form = Form::dominant;
+    return v;
+  }
+  // A '~' after the first character is a range ("-2~3"); a leading '-' is a sign.
+  if (const auto tilde = text.find('~'); tilde != std::string_view::npos) {
+    v.form = Form::range;
+    v.range = {parse_float(text.substr(0, tilde), text), parse_float(text.substr(tilde + 1), text)};
+    return v;
+  }
+  v.form = Form::values;
+  while (true) {
+    const auto comma = text.find(',');
+    v.values.push_back(parse_float(text.substr(0, comma), text));
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);
+  }
+  return v;
+}
+
 CaseError::CaseError(std::string f, std::string r)
     : std::invalid_argument(fmt::format("{}: {}", f, r)), field(std::move(f)), reason(std::move(r)) {}
 
@@ -170,6 +232,33 @@ void Case::validate() const {
       throw CaseError(field, fmt::format("{} values for {} KV heads: give 1 (per tensor) or {} (per KV head)",
                                          ks->values.size(), num_kv_heads, num_kv_heads));
   }
+  // Attention variants (issue 19).
+  if (sliding_window < 0)
+    throw CaseError("sliding_window", fmt::format("must be >= 1 tokens (0 = none), got {}", sliding_window));
+  if (logits_soft_cap && !(std::isfinite(*logits_soft_cap) && *logits_soft_cap > 0))
+    throw CaseError("logits_soft_cap", fmt::format("must be finite and > 0, got {}", *logits_soft_cap));
+  for (auto [hv, field] : {std::pair{&alibi_slopes, "alibi_slopes"}, std::pair{&sinks, "sinks"}}) {
+    using F = HeadValues::Form;
+    if (hv->is_default()) continue;
+    const bool alibi = hv == &alibi_slopes;
+    if (alibi && (hv->form == F::range || hv->form == F::dominant))
+      throw CaseError(field, fmt::format("'{}': ALiBi slopes are geo or explicit values", hv->text()));
+    if (!alibi && hv->form == F::geometric)
+      throw CaseError(field, "'geo' is a form of ALiBi slopes; sinks are values, a range LO~HI or dominant");
+    if (hv->form == F::values && hv->values.size() != 1 && hv->values.size() != static_cast<std::size_t>(num_heads))
+      throw CaseError(field, fmt::format("{} values for {} query heads: give 1 or {}", hv->values.size(), num_heads,
+                                         num_heads));
+    std::vector<float> given = hv->values;
+    if (hv->form == F::range) given = {hv->range.first, hv->range.second};
+    for (float x : given) {
+      if (!std::isfinite(x)) throw CaseError(field, fmt::format("{}: {} is not finite", hv->text(), x));
+      if (alibi && x < 0) throw CaseError(field, fmt::format("{}: slope {} is negative (slopes are >= 0)", hv->text(), x));
+    }
+    if (hv->form == F::dominant && (dist == Dist::extreme || dist == Dist::overflow) &&
+        !(logits_soft_cap && *logits_soft_cap <= 1000.0f))
+      throw CaseError(field, fmt::format("dominant sinks (1e4) are not above the {} distribution's logits; "
+                                         "give logits_soft_cap <= 1000 or another dist", dist_name(dist)));
+  }
   if (spare_blocks < 1) throw CaseError("spare_blocks", fmt::format("must be >= 1, got {}", spare_blocks));
   if (padding_columns < 0)
     throw CaseError("padding_columns", fmt::format("must be >= 0, got {}", padding_columns));
@@ -201,6 +290,10 @@ std::string Case::id() const {
   if (scale) out += fmt::format(" scale={}", *scale);
   if (!k_scale.is_default()) out += fmt::format(" ks={}", k_scale.text());
   if (!v_scale.is_default()) out += fmt::format(" vs={}", v_scale.text());
+  if (sliding_window > 0) out += fmt::format(" win={}", sliding_window);
+  if (logits_soft_cap) out += fmt::format(" cap={}", *logits_soft_cap);
+  if (!alibi_slopes.is_default()) out += fmt::format(" alibi={}", alibi_slopes.text());
+  if (!sinks.is_default()) out += fmt::format(" sinks={}", sinks.text());
   if (spare_blocks != kDefaults.spare_blocks) out += fmt::format(" spare={}", spare_blocks);
   if (padding_columns != kDefaults.padding_columns) out += fmt::format(" padcols={}", padding_columns);
   if (padding_target != kDefaults.padding_target) out += fmt::format(" padto={}", padding_target);
@@ -224,6 +317,42 @@ int to_int(std::string_view text, std::string_view field) {
 }
 
 }  // namespace
+
+const char* variant_token_field(std::string_view t) {
+  if (t.starts_with("win=")) return "sliding_window";
+  if (t.starts_with("cap=")) return "logits_soft_cap";
+  if (t.starts_with("alibi=")) return "alibi_slopes";
+  if (t.starts_with("sinks=")) return "sinks";
+  return nullptr;
+}
+
+void apply_variant_token(std::string_view t, Case& c) {
+  if (t.starts_with("win=")) {
+    long long w = 0;
+    const std::string_view n = t.substr(4);
+    auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), w);
+    if (n.empty() || ec != std::errc() || p != n.data() + n.size() || w < 1 || w > (1 << 24))
+      throw CaseError("sliding_window", fmt::format("'{}' is not a window of 1 to {} tokens", n, 1 << 24));
+    c.sliding_window = static_cast<int>(w);
+  } else if (t.starts_with("cap=")) {
+    float v = 0;
+    const std::string_view n = t.substr(4);
+    auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+    if (n.empty() || ec != std::errc() || p != n.data() + n.size())
+      throw CaseError("logits_soft_cap", fmt::format("'{}' is not a number", n));
+    c.logits_soft_cap = v;
+  } else if (t.starts_with("alibi=") || t.starts_with("sinks=")) {
+    const bool alibi = t[0] == 'a';
+    const char* field = alibi ? "alibi_slopes" : "sinks";
+    try {
+      (alibi ? c.alibi_slopes : c.sinks) = HeadValues::parse(t.substr(6));
+    } catch (const std::invalid_argument& e) {
+      throw CaseError(field, e.what());
+    }
+  } else {
+    throw CaseError("case id", fmt::format("'{}' is not an attention-variant token (win=, cap=, alibi=, sinks=)", t));
+  }
+}
 
 Case parse_case_id(const std::string& id) {
   Case c;
@@ -305,6 +434,9 @@ Case parse_case_id(const std::string& id) {
       } catch (const std::invalid_argument& e) {
         throw CaseError(field, e.what());
       }
+    } else if (const char* vf = variant_token_field(t)) {
+      once(vf, t);
+      apply_variant_token(t, c);
     } else if (t.starts_with("spare=")) {
       once("spare_blocks", t);
       c.spare_blocks = to_int(t.substr(6), "spare_blocks");

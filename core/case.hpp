@@ -86,6 +86,36 @@ struct KvScale {
   bool operator==(const KvScale&) const = default;
 };
 
+/// Per-query-head values of an attention variant (ALiBi slopes, sink logits), [num_heads] fp32 once resolved.
+/// Forms, with the id text after "alibi=" / "sinks=":
+///  - none (the default, left out of ids);
+///  - explicit: `values` holds 1 value (every head) or num_heads values, head 0 first ("0.5,0.25");
+///  - range (sinks): `range` = {first, last}, spaced linearly from query head 0 to head num_heads - 1 as
+///    KvScale's range is ("-2~3");
+///  - geometric (ALiBi, "geo"): slope_h = 2^(-8 (h + 1) / num_heads), the ALiBi paper's geometric sequence
+///    (Press et al., ICLR 2022, section 3: 1/2, 1/4, ..., 1/256 for 8 heads), in double, rounded to fp32,
+///    for any num_heads (the paper's interleaving for non-powers of two is not used);
+///  - dominant (sinks, "dominant"): every head's sink logit is kDominantSink = 1e4, far above every real
+///    logit of the normal, uniform and peaked distributions, so every real weight exp(s_j - 1e4) underflows
+///    to 0 in fp32 and fp64 and the output is 0 (Case::validate refuses it with the extreme and overflow
+///    distributions unless a soft cap <= 1000 bounds the logits).
+struct HeadValues {
+  enum class Form : std::uint8_t { none, values, range, geometric, dominant };
+  static constexpr float kDominantSink = 1e4f;
+  Form form = Form::none;
+  std::vector<float> values;
+  std::pair<float, float> range{0.0f, 0.0f};
+
+  bool is_default() const { return form == Form::none; }
+  /// The value of each query head, [num_heads]; empty for Form::none.
+  std::vector<float> resolve(int num_heads) const;
+  /// The id text ("geo", "dominant", "-2~3", "0.5,0.25"); "none" for Form::none.
+  std::string text() const;
+  /// Parses text(); throws std::invalid_argument naming the text.
+  static HeadValues parse(std::string_view text);
+  bool operator==(const HeadValues&) const = default;
+};
+
 /// A bad value in a case. `field` is the case field's name (e.g. "num_kv_heads"), `reason` why it is bad.
 struct CaseError : std::invalid_argument {
   CaseError(std::string field, std::string reason);
@@ -133,6 +163,20 @@ struct Case {
   KvScale k_scale;  ///< fp8 KV only: dequantisation scale of the key cache
   KvScale v_scale;  ///< fp8 KV only: dequantisation scale of the value cache
 
+  // Attention variants (include/pacheck/kernel_abi.h, "Attention variants", gives the formula and order).
+  int sliding_window = 0;           ///< W > 0: a query at position p sees keys j with p - j < W; 0 = none
+  std::optional<float> logits_soft_cap;///< logit soft cap c > 0: s = c * tanh(s / c); none by default
+  HeadValues alibi_slopes;          ///< ALiBi slope per query head: s += slope_h * (j - p); forms explicit, geometric
+  HeadValues sinks;                 ///< sink logit per query head (denominator only); forms explicit, range, dominant
+  /// True when the case uses some attention variant (window, soft cap, ALiBi or sinks).
+  bool has_variant() const {
+    return sliding_window > 0 || logits_soft_cap.has_value() || !alibi_slopes.is_default() || !sinks.is_default();
+  }
+  /// First key position sequence `s`'s query sees: max(0, seq_len - W) with a window, else 0.
+  int window_start(int s) const {
+    return sliding_window > 0 && seq_lens[s] > sliding_window ? seq_lens[s] - sliding_window : 0;
+  }
+
   // Paging of the pool (see paging/pager.hpp).
   int spare_blocks = 3;        ///< blocks in the pool beyond those the sequences need (>= 1)
   int padding_columns = 2;     ///< block-table columns past the longest sequence's last block (>= 0)
@@ -158,8 +202,18 @@ struct Case {
   /// Stable, human-readable id, e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7". It is also the filter
   /// key and the name printed in reports. Non-default dtypes per tensor, distribution and paging options
   /// are appended ("q=f32", "dist=peaked", "pad=5", "ks=0.3~3"), so two different cases never share an id.
+  /// Attention variants add "win=W", "cap=C", "alibi=FORM" and "sinks=FORM" (HeadValues::text) after the
+  /// fp8 scales; a case without them keeps the id it always had.
   std::string id() const;
 };
+
+/// The case field an attention-variant id token sets ("win=128" -> "sliding_window", "cap=", "alibi=",
+/// "sinks="), or nullptr when `token` is not one.
+const char* variant_token_field(std::string_view token);
+/// Sets the attention-variant field of `c` that `token` names ("win=128", "cap=50", "alibi=geo",
+/// "sinks=-2~2", "sinks=dominant"; HeadValues for the forms). Throws CaseError naming the field when the
+/// value cannot be read; the value's range is checked by Case::validate().
+void apply_variant_token(std::string_view token, Case& c);
 
 /// Parses an id written by Case::id() back into a Case (used by `pacheck repro`).
 /// Throws CaseError naming the token that could not be read.

@@ -36,6 +36,9 @@ Cell parse_cell_id(const std::string& id) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("cell id '{}': {}", id, e.what()));
   }
+  if (cell.fault.region == Region::window && cell.c.sliding_window == 0)
+    throw std::invalid_argument(
+        fmt::format("cell id '{}': fault: region 'window' needs a sliding window (a 'win=W' token)", id));
   return cell;
 }
 

@@ -58,6 +58,8 @@ constexpr RegionInfo kRegions[] = {
     {Region::padding, "padding", "every slot of the block that block-table padding entries point at"},
     {Region::all, "all", "every slot that no sequence wrote"},
     {Region::others, "others", "the tails of every sequence but sequence 0, and unused blocks (sequence 0 reads none)"},
+    {Region::window, "window",
+     "the written slots of every key before a sliding window's edge (cells with a window): a kernel must not let them reach the output"},
 };
 
 bool has_inf(DType t) { return !is_fp8(t) || fp8_format(fp8_of(t)).has_inf; }

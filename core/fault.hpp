@@ -9,7 +9,8 @@
 //    (tests/test_tables.cpp checks the two agree). Suites, case ids, repro, case files, reports and
 //    `pacheck fuzz` (which draws from the table) take it with no other edit; `pacheck list poisons` shows it.
 //  - A region is a row of region_table() plus the slot classes it covers in faults/inject.cpp (region_has),
-//    since the slot map belongs to paging/, a later stage than core/.
+//    since the slot map belongs to paging/, a later stage than core/. `window` is not a slot class: its
+//    slots are written ones, chosen by the keys' positions (PagedCache::window_first).
 #pragma once
 
 #include <cstdint>
@@ -95,6 +96,7 @@ enum class Region : std::uint8_t {
   /// poisoned, so an honest kernel's sequence-0 output is the clean one; a kernel that lets another
   /// sequence's slots into sequence 0's result shows it there (the verdict's detail names the sequence).
   others,
+  window,   ///< written slots of the keys before a sliding window's edge (cells with win=W; issue 19)
 };
 /// One row of region_table().
 struct RegionInfo {
@@ -102,9 +104,9 @@ struct RegionInfo {
   std::string_view name;     ///< as fault ids spell it ("tail")
   std::string_view meaning;  ///< one line for README.md's fault table
 };
-/// tail, unused, padding, all, others.
+/// tail, unused, padding, all, others, window.
 std::span<const RegionInfo> region_table();
-std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all", "others"
+std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all", "others", "window"
 /// Parses a region_name(); throws std::invalid_argument listing the names otherwise.
 Region parse_region(std::string_view s);
 

@@ -69,6 +69,13 @@ DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uin
   else in_.emplace_back();
   if (cache.v_per_head) add("v_scales_per_head", cache.v_scales.data(), cache.v_scales.size() * 4);
   else in_.emplace_back();
+  // Attention-variant tensors (issue 19): inputs too, checked for writes.
+  alibi_slopes_ = c.alibi_slopes.resolve(c.num_heads);
+  sinks_ = c.sinks.resolve(c.num_heads);
+  if (!alibi_slopes_.empty()) add("alibi_slopes", alibi_slopes_.data(), alibi_slopes_.size() * 4);
+  else in_.emplace_back();
+  if (!sinks_.empty()) add("sinks", sinks_.data(), sinks_.size() * 4);
+  else in_.emplace_back();
 }
 
 DeviceInputs::~DeviceInputs() = default;
@@ -77,7 +84,8 @@ pacheck_kernel_args DeviceInputs::args(void* out) const {
   auto dev = [&](std::size_t i) -> const void* { return in_[i] ? in_[i]->buf.p : nullptr; };
   pacheck_kernel_args a = make_args(c_, cache_, dev(0), dev(1), dev(2), static_cast<const std::int32_t*>(dev(3)),
                                     static_cast<const std::int32_t*>(dev(4)), out, static_cast<const float*>(dev(5)),
-                                    static_cast<const float*>(dev(6)));
+                                    static_cast<const float*>(dev(6)), static_cast<const float*>(dev(7)),
+                                    static_cast<const float*>(dev(8)));
   a.stream = b_.stream();
   return a;
 }

@@ -31,7 +31,8 @@ std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre);
 
 /// One call's inputs on a backend: query, key_cache, value_cache, block_tables and seq_lens and, when the
 /// cache has them, the fp8 per-KV-head scales (k_scales_per_head / v_scales_per_head, [num_kv_heads] fp32),
-/// each uploaded into its own device buffer, freed with this object. The host copies (`query`, `cache`)
+/// and, when the case has them, the ALiBi slopes and sink logits (alibi_slopes / sinks, [num_heads] fp32,
+/// resolved from the Case), each uploaded into its own device buffer, freed with this object. The host copies (`query`, `cache`)
 /// must outlive it: first_change() compares the device buffers with them.
 class DeviceInputs {
  public:
@@ -50,7 +51,8 @@ class DeviceInputs {
   Backend& b_;
   const Case& c_;
   const PagedCache& cache_;
-  std::vector<std::unique_ptr<Checked>> in_;  ///< ABI order; null for absent per-head scales
+  std::vector<float> alibi_slopes_, sinks_;   ///< host copies of the variant tensors ([num_heads] or empty)
+  std::vector<std::unique_ptr<Checked>> in_;  ///< ABI order; null for absent per-head scales and variants
 };
 
 /// Runs `k` once on `backend` over `cache` (data.cache or a faulted copy of it): uploads the inputs, fills

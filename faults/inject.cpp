@@ -16,8 +16,25 @@ bool region_has(Region r, SlotClass c, int block, int seq0_last) {
     case Region::unused: return c == SlotClass::unused;
     case Region::padding: return c == SlotClass::padding_target;
     case Region::all: return c != SlotClass::written;
+    case Region::window: return false;  // written slots chosen by position (inject_window)
   }
   return false;
+}
+
+/// The `window` region: the written slots of sequence s's keys 0 .. window_first[s] - 1.
+std::int64_t inject_window(PagedCache& pc, std::uint32_t bits, bool to_k, bool to_v) {
+  std::int64_t written = 0;
+  for (std::size_t s = 0; s < pc.window_first.size(); ++s)
+    for (int t = 0; t < pc.window_first[s]; ++t) {
+      const int block = pc.block_tables[s * static_cast<std::size_t>(pc.max_blocks_per_seq) + t / pc.block_size];
+      const int slot = t % pc.block_size;
+      for (int g = 0; g < pc.num_kv_heads; ++g)
+        for (int d = 0; d < pc.head_size; ++d) {
+          if (to_k) store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), pc.kv_dtype, bits), ++written;
+          if (to_v) store_bits(pc.value_cache.data(), pc.value_offset(block, g, slot, d), pc.kv_dtype, bits), ++written;
+        }
+    }
+  return written;
 }
 }  // namespace
 
@@ -25,6 +42,7 @@ std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
   if (f.clean()) return 0;
   const std::uint32_t bits = poison_bits(f.poison, pc.kv_dtype);
   const bool to_k = f.target != Target::v, to_v = f.target != Target::k;
+  if (f.region == Region::window) return inject_window(pc, bits, to_k, to_v);
   std::int64_t written = 0;
   int seq0_last = -1;  // sequence 0's final physical block
   if (!pc.seq_lens.empty() && pc.seq_lens[0] > 0 && pc.block_size > 0)
@@ -53,6 +71,18 @@ void ScaleFault::apply(std::vector<float>& k, std::vector<float>& v) const {
   if (target != Target::v) set(k);
   if (target != Target::k) set(v);
 }
+
+bool poisons_v_window(const Cell& cell, bool aligned_too) {
+  const FaultSpec& f = cell.fault;
+  if (!poison_is_nonfinite(f.poison) || f.target == Target::k || f.region != Region::window) return false;
+  for (int s = 0; s < cell.c.num_seqs(); ++s) {
+    const int first = cell.c.window_start(s);
+    if (first > 0 && (aligned_too || first % cell.c.block_size != 0)) return true;
+  }
+  return false;
+}
+
+bool poisons_v_tail_or_window(const Cell& cell) { return poisons_v_tail(cell) || poisons_v_window(cell, true); }
 
 bool poisons_v_tail(const Cell& cell) {
   const FaultSpec& f = cell.fault;

@@ -28,7 +28,8 @@ struct ScaleFault {
 };
 
 /// Writes the fault into `cache` in place and returns the number of elements written (0 for a clean
-/// spec, or when the case has no slot of that region, e.g. an aligned length and Region::tail).
+/// spec, or when the case has no slot of that region, e.g. an aligned length and Region::tail, or a case
+/// without a sliding window and Region::window).
 std::int64_t inject(PagedCache& cache, const FaultSpec& f);
 
 /// True when a cell's fault puts a NaN or Inf into the unwritten tail of a final V block that a kernel
@@ -37,4 +38,13 @@ std::int64_t inject(PagedCache& cache, const FaultSpec& f);
 /// other than sequence 0 straddles. The cells the tail-read negative controls
 /// (cpu.vector_v, gpu.paged_v1_tail_fault) must fail.
 bool poisons_v_tail(const Cell& cell);
+/// True when a cell's fault puts a NaN or Inf into V (or K+V) outside a sliding window (Region::window) of
+/// a case where some sequence's window edge falls inside a block (with `aligned_too`, any edge after key
+/// 0): a kernel that reads V in whole-block vectors from the edge's block (cpu.vector_v: the first window
+/// block's slots before the edge; with aligned_too, a kernel that reads every block with p = 0 before the
+/// edge, as gpu.paged_v1_tail_fault does) multiplies 0 by it.
+bool poisons_v_window(const Cell& cell, bool aligned_too);
+/// poisons_v_tail or poisons_v_window(cell, true): the cells of a kernel that reads every V block from key
+/// 0 and zeroes no lane (gpu.paged_v1_tail_fault).
+bool poisons_v_tail_or_window(const Cell& cell);
 }  // namespace pacheck

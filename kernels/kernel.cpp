@@ -1,5 +1,7 @@
 #include "kernels/kernel.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -37,10 +39,32 @@ std::vector<KernelPtr> Registry::negative_controls(pacheck_device device) const 
   return out;
 }
 
+unsigned case_variants(const Case& c) {
+  unsigned v = 0;
+  if (c.sliding_window > 0) v |= PACHECK_VARIANT_SLIDING_WINDOW;
+  if (c.logits_soft_cap) v |= PACHECK_VARIANT_SOFT_CAP;
+  if (!c.alibi_slopes.is_default()) v |= PACHECK_VARIANT_ALIBI;
+  if (!c.sinks.is_default()) v |= PACHECK_VARIANT_SINKS;
+  return v;
+}
+
+std::optional<Support> variant_decline(const Case& c, unsigned implemented, const std::string& kernel) {
+  const unsigned missing = case_variants(c) & ~implemented;
+  if (missing & PACHECK_VARIANT_SLIDING_WINDOW)
+    return Support::no(fmt::format("sliding_window {}: {} does not implement a sliding window", c.sliding_window, kernel));
+  if (missing & PACHECK_VARIANT_SOFT_CAP)
+    return Support::no(fmt::format("logits_soft_cap {}: {} does not implement a logit soft cap", *c.logits_soft_cap, kernel));
+  if (missing & PACHECK_VARIANT_ALIBI)
+    return Support::no(fmt::format("alibi_slopes {}: {} does not implement ALiBi", c.alibi_slopes.text(), kernel));
+  if (missing & PACHECK_VARIANT_SINKS)
+    return Support::no(fmt::format("sinks {}: {} does not implement attention sinks", c.sinks.text(), kernel));
+  return std::nullopt;
+}
+
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head,
-                              const float* v_scales_per_head) {
+                              const float* v_scales_per_head, const float* alibi_slopes, const float* sinks) {
   pacheck_kernel_args a{};
   a.struct_size = sizeof(pacheck_kernel_args);
   set_case_fields(a, c);
@@ -70,17 +94,20 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   a.k_scales_per_head = pc.k_per_head ? k_scales_per_head : nullptr;
   a.v_scales_per_head = pc.v_per_head ? v_scales_per_head : nullptr;
   a.stream = nullptr;
-  // Version 2: host-side lengths, and plain decode (no cell carries an attention variant yet).
+  // Version 2: host-side lengths; one query token per sequence (several are not generated yet), and the
+  // case's attention variants.
   a.seq_lens_host = pc.seq_lens.data();
   a.max_seq_len = pc.seq_lens.empty() ? 0 : *std::max_element(pc.seq_lens.begin(), pc.seq_lens.end());
   a.max_query_len = 1;
   a.num_query_tokens = c.num_seqs();
   a.query_start_loc = nullptr;
   a.query_start_loc_host = nullptr;
-  a.sliding_window = 0;
-  a.logits_soft_cap = 0.0f;
-  a.alibi_slopes = nullptr;
-  a.sinks = nullptr;
+  if ((!c.alibi_slopes.is_default() && !alibi_slopes) || (!c.sinks.is_default() && !sinks))
+    throw std::invalid_argument("make_args: the case has ALiBi slopes or sinks but no device copy of them was given");
+  a.sliding_window = c.sliding_window;
+  a.logits_soft_cap = c.logits_soft_cap ? *c.logits_soft_cap : 0.0f;
+  a.alibi_slopes = c.alibi_slopes.is_default() ? nullptr : alibi_slopes;
+  a.sinks = c.sinks.is_default() ? nullptr : sinks;
   return a;
 }
 

@@ -63,6 +63,10 @@ class Kernel {
   /// Whether the kernel runs case `c` (layouts, dtypes, head sizes, block sizes, GQA ratios); the reason
   /// names the field when it declines.
   virtual Support supports(const Case& c) const = 0;
+  /// The attention variants the kernel implements, PACHECK_VARIANT_* bits (include/pacheck/kernel_abi.h).
+  /// Informational for `list kernels` and tests: each kernel's supports() declines a case whose variant it
+  /// does not implement, naming the field (variant_decline() words it).
+  virtual unsigned variants() const { return 0; }
   /// Layouts the kernel reads, preferred first. Suite cells that do not pin a layout ("native") run in
   /// the first one.
   virtual std::vector<Layout> layouts() const { return {Layout::vllm, Layout::nhd, Layout::hnd}; }
@@ -82,6 +86,12 @@ class Kernel {
 };
 
 using KernelPtr = std::shared_ptr<const Kernel>;
+
+/// The PACHECK_VARIANT_* bits case `c` needs (0 for plain decode).
+unsigned case_variants(const Case& c);
+/// A decline for the first variant of `c` not in `implemented` (PACHECK_VARIANT_* bits), naming the field
+/// ("sliding_window 128: KERNEL does not implement a sliding window"), or nullopt when every one is.
+std::optional<Support> variant_decline(const Case& c, unsigned implemented, const std::string& kernel);
 
 /// The built-in kernels and those added at run time (plugins). Names are unique.
 class Registry {
@@ -136,12 +146,15 @@ void set_case_fields(AbiStruct& a, const Case& c) {
 /// v_scales_per_head, and then k_scale / v_scale are NaN, so a kernel that reads the scalar instead of
 /// the array it was given produces NaN rather than a plausible wrong answer. Throws std::invalid_argument
 /// when `pc` has per-head scales and the matching pointer is null. ABI v2 fields: max_seq_len and
-/// seq_lens_host (= pc.seq_lens, host memory that must outlive the call) come from `pc`; the
-/// attention-variant fields are set to plain decode (one query token per sequence, no window, cap,
-/// ALiBi or sinks).
+/// seq_lens_host (= pc.seq_lens, host memory that must outlive the call) come from `pc`; one query token
+/// per sequence. The attention variants come from `c`: sliding_window and logits_soft_cap (0 = none), and
+/// `alibi_slopes` / `sinks`, the device copies of c.alibi_slopes.resolve(num_heads) / c.sinks.resolve(...)
+/// ([num_heads] fp32), passed only when the case has them (NULL otherwise; std::invalid_argument when the
+/// case has them and the pointer is null).
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head = nullptr,
-                              const float* v_scales_per_head = nullptr);
+                              const float* v_scales_per_head = nullptr, const float* alibi_slopes = nullptr,
+                              const float* sinks = nullptr);
 
 }  // namespace pacheck

@@ -255,6 +255,7 @@ class PluginKernel final : public Kernel {
   std::vector<Layout> layouts() const override { return d_.layouts; }
   bool batch_invariant() const override { return !(d_.flags & PACHECK_KERNEL_BATCH_VARIANT); }
   bool tf32_products() const override { return (d_.flags & PACHECK_KERNEL_TF32) != 0; }
+  unsigned variants() const override { return d_.variants; }
 
   Support supports(const Case& c) const override {
     auto listed = [](const auto& v, auto x) { return v.empty() || std::find(v.begin(), v.end(), x) != v.end(); };
@@ -293,6 +294,8 @@ class PluginKernel final : public Kernel {
           return Support::no(fmt::format("{}: {} scales; the plugin's scale_forms list {}", field,
                                          scale_form_words(form), join_names(forms)));
     }
+    // Attention variants (issue 19): a cell needing one the descriptor does not list is declined, naming the field.
+    if (auto no = variant_decline(c, d_.variants, "the plugin's variants")) return *no;
     if (!d_.supports) return Support::yes();
 
     const std::vector<std::int32_t> lens(c.seq_lens.begin(), c.seq_lens.end());
@@ -311,13 +314,13 @@ class PluginKernel final : public Kernel {
     info.v_scale = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? kNaN : vf == PACHECK_SCALE_FORM_NONE ? 1.0f : vs.at(0);
     info.k_scales_per_head = kf == PACHECK_SCALE_FORM_PER_KV_HEAD ? ks.data() : nullptr;
     info.v_scales_per_head = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? vs.data() : nullptr;
-    // Cells with attention variants do not exist yet (issue 19): every case is plain decode.
+    // Attention variants (issue 19); one query token per sequence (several are not generated yet).
     info.max_query_len = 1;
     info.query_lens = query_lens.data();
-    info.sliding_window = 0;
-    info.logits_soft_cap = 0.0f;
-    info.has_alibi = 0;
-    info.has_sinks = 0;
+    info.sliding_window = c.sliding_window;
+    info.logits_soft_cap = c.logits_soft_cap ? *c.logits_soft_cap : 0.0f;
+    info.has_alibi = c.alibi_slopes.is_default() ? 0 : 1;
+    info.has_sinks = c.sinks.is_default() ? 0 : 1;
     char reason[PACHECK_MESSAGE_SIZE] = {};
     const std::int32_t st = enum_bits(d_.supports(d_.user_data, &info, reason, sizeof reason));
     reason[sizeof reason - 1] = '\0';

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -89,27 +90,67 @@ const S* as_scalar(const std::vector<float>& src, std::vector<S>& scratch) {
   }
 }
 
+/// The attention variants of one sequence as the softmax applies them (include/pacheck/kernel_abi.h,
+/// "Attention variants"): soft cap c (0 = none), ALiBi slope and sink logit of each query head (empty =
+/// none), and the first key position the query row sees (the sliding window's left edge; 0 = all). The
+/// query row sits at position L - 1 of its sequence.
+template <class S>
+struct RowVariants {
+  S cap = S(0);
+  std::vector<S> slopes, sinks;
+  Index first = 0;
+};
+
+template <class S>
+RowVariants<S> row_variants(const Case& c, int s) {
+  RowVariants<S> v;
+  if (c.logits_soft_cap) v.cap = static_cast<S>(*c.logits_soft_cap);
+  for (float x : c.alibi_slopes.resolve(c.num_heads)) v.slopes.push_back(static_cast<S>(x));
+  for (float x : c.sinks.resolve(c.num_heads)) v.sinks.push_back(static_cast<S>(x));
+  v.first = c.window_start(s);
+  return v;
+}
+
 /// Softmax of each column of `lg` ([L, num_heads], one column per query head), in place, after scaling
 /// the logits; lse[h] gets column h's log-sum-exp. Subtracting the column max keeps exp() <= 1, so the
 /// "extreme" distribution (logits ~1e4) neither overflows nor loses the row. The probabilities are
 /// normalised before P.V (not the output after it): with V near the largest finite value, the
 /// unnormalised sum of a few tied weights would overflow.
 ///
+/// The variants `rv` are applied in the ABI's order, straight from the formula: s = scale * q.k, then
+/// s = c tanh(s / c), then s += slope_h (j - (L - 1)), then keys before rv.first get weight 0 (exactly),
+/// and a sink logit joins the max and the denominator (not the numerator): lse[h] is then the log of the
+/// whole denominator, sink included.
+///
 /// `serial_sum` sums each column's weights one token at a time in order, in S (the emulation: a kernel's
 /// running denominator, which drops the weights below half an ULP of the sum once a hot token has been
-/// added, as fp32 kernels do on peaked rows); otherwise Eigen's lane-parallel sum (the oracle).
+/// added, as fp32 kernels do on peaked rows); otherwise Eigen's lane-parallel sum (the oracle). The sink's
+/// weight comes first in the serial sum, as kernels that start their running sum from the sink do.
 template <class S>
-void softmax_columns(ColMap<S>& lg, S scale, S* lse, bool serial_sum) {
+void softmax_columns(ColMap<S>& lg, S scale, S* lse, bool serial_sum, const RowVariants<S>& rv) {
+  const Index L = lg.rows();
   for (Index h = 0; h < lg.cols(); ++h) {
     auto col = lg.col(h);
     col *= scale;
-    const S mx = col.maxCoeff();
-    col = (col.array() - mx).exp();
-    S sum = S(0);
+    if (rv.cap > S(0)) col = col.unaryExpr([&](S x) { return rv.cap * std::tanh(x / rv.cap); });
+    if (!rv.slopes.empty())
+      for (Index j = 0; j < L; ++j) col[j] += rv.slopes[h] * static_cast<S>(j - (L - 1));
+    for (Index j = 0; j < rv.first && j < L; ++j) col[j] = -std::numeric_limits<S>::infinity();
+    const bool sink = !rv.sinks.empty();
+    const S mx = sink ? std::max(col.maxCoeff(), rv.sinks[h]) : col.maxCoeff();
+    // Eigen's packet exp clamps its argument (fp32: at about -87.3, giving ~6e-38, not 0); with a sink far
+    // above every logit all the weights lie there, so the row takes std::exp, which underflows to 0 as the
+    // formula does. Keys outside the window get exactly 0.
+    if (sink)
+      col = col.unaryExpr([&](S x) { return std::exp(x - mx); });
+    else
+      col = (col.array() - mx).exp();
+    for (Index j = 0; j < rv.first && j < L; ++j) col[j] = S(0);
+    S sum = sink ? std::exp(rv.sinks[h] - mx) : S(0);
     if (serial_sum)
       for (Index t = 0; t < col.size(); ++t) sum += col[t];
     else
-      sum = col.sum();
+      sum += col.sum();
     col *= S(1) / sum;
     lse[h] = mx + std::log(sum);
   }
@@ -161,7 +202,7 @@ void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double
     // Logits: the [L, D] x [D, R] products of every KV head's group, token by token. The scale is applied
     // to the dot products (softmax_columns), as kernels do.
     prod.logits(q.data(), G, R, D, k, L, lg.data(), ld);
-    softmax_columns<S>(lg, scale, lse.data(), kSerial);
+    softmax_columns<S>(lg, scale, lse.data(), kSerial, row_variants<S>(c, s));
     if constexpr (mode == Mode::emulate)
       lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
 

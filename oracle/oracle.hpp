@@ -65,6 +65,9 @@ OracleIsa oracle_isa();
 ///  - out: [num_seqs, num_heads, head_size], out[s,h,:] = softmax(scale * q[s,h,:] . K_s^T) V_s, where
 ///    query head h reads KV head h / (num_heads / num_kv_heads).
 ///  - lse: [num_seqs, num_heads], natural-log log-sum-exp of the scaled logits of each row.
+/// With attention variants (Case::sliding_window, logits_soft_cap, alibi_slopes, sinks) the logits are
+/// formed and masked in the order of include/pacheck/kernel_abi.h's "Attention variants" (soft cap, then
+/// ALiBi, then the window mask), and the sink logit joins the softmax denominator (lse includes it).
 /// Values are held as double whatever the precision the oracle computed in.
 struct OracleResult {
   std::vector<double> out;
@@ -85,8 +88,9 @@ OracleResult oracle(const Case& c, const PrePaging& p, Precision precision, Orac
 /// Low-precision emulation of a kernel of the case's dtypes, used by the `calibrated` tolerance: fp32
 /// logits and softmax (the denominator summed serially in token order), probabilities rounded to
 /// out_dtype before P.V (as vLLM-style kernels do for bf16/f16), one serial fp32 accumulator per output
-/// element, output rounded to out_dtype. Shape as OracleResult::out.
-/// Products on `isa` (default oracle_isa()), as oracle().
+/// element, output rounded to out_dtype. Shape as OracleResult::out. Attention variants are applied as in
+/// oracle() (the sink's weight first in the serial denominator). Products on `isa` (default oracle_isa()), as
+/// oracle().
 std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p);
 std::vector<double> emulate_low_precision(const Case& c, const PrePaging& p, OracleIsa isa);
 

@@ -88,6 +88,8 @@ PagedCache page(const Case& c, const PrePaging& p) {
   pc.padding_block = c.padding_target >= 0 ? c.padding_target : perm[needed];  // first spare by default
   pc.block_tables.assign(static_cast<std::size_t>(c.num_seqs()) * pc.max_blocks_per_seq, pc.padding_block);
   pc.seq_lens.assign(c.seq_lens.begin(), c.seq_lens.end());
+  pc.window_first.resize(c.seq_lens.size());
+  for (int s = 0; s < c.num_seqs(); ++s) pc.window_first[s] = c.window_start(s);
 
   // Padding targets first: a used block that padding also names stays written/tail below.
   for (int slot = 0; slot < c.block_size; ++slot)

@@ -46,6 +46,10 @@ struct PagedCache {
   std::vector<SlotClass> slot_map;
   std::vector<float> k_scales, v_scales;
   bool k_per_head = false, v_per_head = false;
+  /// [num_seqs] the first key position each sequence's query sees (Case::window_start: seq_len - W with a
+  /// sliding window shorter than the sequence, else 0). Keys before it are written but outside the window:
+  /// the `window` fault region (faults/inject.cpp).
+  std::vector<std::int32_t> window_first;
 
   std::int64_t elements() const;  ///< elements in each of key_cache and value_cache
   std::int64_t key_offset(int block, int g, int slot, int d) const;

@@ -323,6 +323,13 @@ inline const std::vector<Unreached>& unreached() {
        "its fault needs fp8 scales; the generators draw no fp8 cache. scale-folding's fp8 cases do catch it "
        "(`pacheck fuzz --kernel cpu.fp8_scale_fault --property scale-folding`), but a catch row would also run "
        "the seven other properties over a kernel that is cpu.reference outside fp8"},
+      // Attention-variant controls (issue 19): caught on suites/variants.toml and gate (tests/test_variants.cpp,
+      // selftest); the generators draw no attention variant.
+      {"cpu.softcap_ratio",
+       "its fault needs a logit soft cap and logits beyond 88.7 x the cap; the generators draw no soft cap"},
+      {"cpu.window_scratch",
+       "its fault needs a sliding window shorter than the context by a 256-token partition; the generators draw "
+       "no window"},
   };
   return rows;
 }

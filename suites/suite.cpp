@@ -422,7 +422,7 @@ class Parser {
   void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
     check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
                    "spare_blocks", "padding_columns", "padding_target", "scale", "scales", "k_scale", "v_scale",
-                   "k_scale_range", "v_scale_range"},
+                   "k_scale_range", "v_scale_range", "variants"},
                "cells.");
     const int gline = line_of(g);
     // heads = ["32/8", ...]
@@ -551,6 +551,32 @@ class Parser {
         }
       }
     }
+    // The attention-variant axis (issue 19): variants = ["none", "win=128", "cap=50 alibi=geo", ...], each
+    // item a space-separated set of the case id's variant tokens (apply_variant_token), "none" for plain decode.
+    std::vector<std::pair<Case, int>> variants{{Case{}, gline}};
+    if (auto n = g["variants"]) {
+      variants.clear();
+      for (const auto& [text, line] : string_list(*n.node(), "cells.variants")) {
+        Case v;
+        std::istringstream in(text);
+        std::string tok;
+        std::set<std::string> seen;
+        while (text != "none" && in >> tok) {
+          const char* field = variant_token_field(tok);
+          if (!field)
+            throw SuiteError(file_, line, "cells.variants",
+                             fmt::format("'{}' in '{}' is not win=W, cap=C, alibi=FORM or sinks=FORM (or the item \"none\")", tok, text));
+          if (!seen.insert(field).second)
+            throw SuiteError(file_, line, "cells.variants", fmt::format("'{}' sets {} twice", text, field));
+          try {
+            apply_variant_token(tok, v);
+          } catch (const CaseError& e) {
+            throw SuiteError(file_, line, fmt::format("cells.{}", e.field), e.reason);
+          }
+        }
+        variants.push_back({v, line});
+      }
+    }
     const KvScale k_scale = kv_scale(g, "k_scale"), v_scale = kv_scale(g, "v_scale");
     const int faults_line = g["faults"] ? line_of(*g["faults"].node()) : gline;
     const Case defaults{};
@@ -567,6 +593,7 @@ class Parser {
                 for (const auto& dist : dists)
                   for (const auto& [seed, sline] : seeds)
                     for (const auto& [scale, scline] : scales)
+                    for (const auto& [var, vline] : variants)
                     for (const auto& f : faults) {
                       SuiteCell sc;
                       Case& c = sc.cell.c;
@@ -588,6 +615,10 @@ class Parser {
                       c.spare_blocks = spare;
                       c.padding_columns = padcols;
                       c.padding_target = padto;
+                      c.sliding_window = var.sliding_window;
+                      c.logits_soft_cap = var.logits_soft_cap;
+                      c.alibi_slopes = var.alibi_slopes;
+                      c.sinks = var.sinks;
                       sc.cell.fault = f;
                       try {
                         c.validate();
@@ -607,6 +638,8 @@ class Parser {
                         else if (f == "block_size") at = bline;
                         else if (f == "q_dtype" || f == "out_dtype") at = key_line(g, "dtypes");
                         else if (f == "scale") at = scline;
+                        else if (f == "sliding_window" || f == "logits_soft_cap" || f == "alibi_slopes" || f == "sinks")
+                          at = vline;
                         else if (f == "k_scale") at = key_line(g, g["k_scale"] ? "k_scale" : "k_scale_range");
                         else if (f == "v_scale") at = key_line(g, g["v_scale"] ? "v_scale" : "v_scale_range");
                         else if (f == "spare_blocks" || f == "padding_columns" || f == "padding_target")
@@ -618,6 +651,11 @@ class Parser {
                       } catch (const std::invalid_argument& e) {
                         throw SuiteError(file_, faults_line, "cells.faults", e.what());
                       }
+                      if (f.region == Region::window && c.sliding_window == 0)
+                        throw SuiteError(file_, faults_line, "cells.faults",
+                                         fmt::format("'{}': region 'window' needs a sliding window; this cell has "
+                                                     "none (variants = [\"win=W\"])",
+                                                     f.id()));
                       out.push_back(std::move(sc));
                     }
   }

@@ -91,12 +91,39 @@ inline std::int64_t physical_block(const pacheck_kernel_args& a, int s, int j) {
 /// -inf in fp32: the masked logit, and the running max before the first token.
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// Base of the CPU kernels: device CPU, every case supported (they read any layout, dtype and shape).
+/// Base of the CPU kernels: device CPU, every case supported (they read any layout, dtype and shape, and
+/// implement the sliding window, soft cap, ALiBi and sinks of kernel_abi.h's "Attention variants").
 class CpuKernel : public Kernel {
  public:
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
   Support supports(const Case&) const override { return Support::yes(); }
+  unsigned variants() const override {
+    return PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_SINKS;
+  }
 };
+
+// ---- Attention variants (include/pacheck/kernel_abi.h, "Attention variants"), as a decode kernel applies
+// them to the logit of key t of sequence s's one query row (position seq_lens[s] - 1). ----
+
+/// Steps 2 and 3 of the ABI's order on an already scaled logit x = scale * q.k_t: the soft cap
+/// c tanh(x / c) (fp32 std::tanh) when logits_soft_cap > 0, then + alibi_slopes[h] * (t - (seq_len - 1))
+/// when the call has slopes. x unchanged for plain decode.
+inline float apply_variants(const pacheck_kernel_args& a, int s, int h, int t, float x) {
+  if (a.logits_soft_cap > 0.0f) x = a.logits_soft_cap * std::tanh(x / a.logits_soft_cap);
+  if (a.alibi_slopes) x += a.alibi_slopes[h] * static_cast<float>(t - (a.seq_lens[s] - 1));
+  return x;
+}
+/// Step 4: the first key the query row of sequence s sees: seq_len - W with a sliding window W shorter
+/// than the sequence, else 0. Keys before it are never read.
+inline int window_first(const pacheck_kernel_args& a, int s) {
+  const int len = a.seq_lens[s], w = a.sliding_window;
+  return w > 0 && len > w ? len - w : 0;
+}
+/// Step 5: the sink logit of query head h, or nullopt without sinks.
+inline std::optional<float> sink_logit(const pacheck_kernel_args& a, int h) {
+  if (!a.sinks) return std::nullopt;
+  return a.sinks[h];
+}
 
 /// K/V of sequence `s` read through its block_tables row, token by token: token t lives in slot
 /// t % block_size of physical block block_of(t); `x` is pack_x(a) (the vllm key layout's vector width).
@@ -105,6 +132,7 @@ struct SeqView {
   const pacheck_kernel_args& a;
   int s, x;
   const Scales& sc;
+  int h = 0;  ///< the query head whose row is computed (ALiBi slope); for_each_query_head sets it
   std::int64_t block_of(int t) const { return physical_block(a, s, t / a.block_size); }
   template <DType KV>
   float k(int t, int g, int d) const {
@@ -121,12 +149,12 @@ struct SeqView {
 };
 
 /// Scaled logit scale * (q . K_t) of token t against KV head g, summed in fp32 in dimension order; `q` is
-/// the query row [head_size] in fp32.
+/// the query row [head_size] in fp32. The soft cap and query head sv.h's ALiBi term follow (apply_variants).
 template <DType KV>
 float logit(const SeqView& sv, const std::vector<float>& q, int t, int g, float scale) {
   float dot = 0;
   for (std::size_t d = 0; d < q.size(); ++d) dot += q[d] * sv.k<KV>(t, g, static_cast<int>(d));
-  return dot * scale;
+  return apply_variants(sv.a, sv.s, sv.h, t, dot * scale);
 }
 
 /// Online softmax state over the tokens seen so far (FlashAttention-2's m, l and O): running max `m`,
@@ -141,6 +169,13 @@ struct OnlineSoftmax {
   DType pv_dtype = DType::f32;
 
   explicit OnlineSoftmax(int head_size, DType pv = DType::f32) : acc(head_size, 0.0f), pv_dtype(pv) {}
+  /// Starts from a sink logit (kernel_abi.h, "Attention variants"): m = sink, l = exp(sink - m) = 1 and no
+  /// value row, as gpt-oss-style kernels seed their running max and sum; nullopt = no sink.
+  void start_from_sink(std::optional<float> sink) {
+    if (!sink) return;
+    m = *sink;
+    l = 1.0f;
+  }
   template <DType KV>
   void add_tile(const SeqView& sv, int g, const std::vector<float>& q, float scale, int t0, int t1) {
     const bool round = pv_dtype != DType::f32;
@@ -173,7 +208,7 @@ struct OnlineSoftmax {
 };
 
 /// The loop every kernel of this folder shares: for each sequence s and query head h, calls
-/// row.template operator()<KV>(sv, g, q, out) with the sequence's SeqView, the KV head g = h / (num_heads /
+/// row.template operator()<KV>(sv, g, q, out) with the row's SeqView (sv.s = s, sv.h = h), the KV head g = h / (num_heads /
 /// num_kv_heads), the query row q [head_size] in fp32 and out [head_size] to fill, then stores out rounded
 /// to the output dtype. KV is the cache dtype of `a` (dispatch_kv).
 template <typename Row>
@@ -183,8 +218,8 @@ void for_each_query_head(const pacheck_kernel_args& a, Row&& row) {
     const Scales sc(a);
     std::vector<float> q(D), out(D);
     for (int s = 0; s < a.num_seqs; ++s) {
-      const SeqView sv{a, s, pack_x(a), sc};
       for (int h = 0; h < a.num_heads; ++h) {
+        const SeqView sv{a, s, pack_x(a), sc, h};
         for (int d = 0; d < D; ++d) q[d] = query(a, s, h, d);
         row.template operator()<KV>(sv, h / ratio, q, out);
         for (int d = 0; d < D; ++d) store_out(a, s, h, d, out[d]);

@@ -23,6 +23,8 @@ KernelPtr make_cpu_two_pass();                    // two_pass.cpp
 KernelPtr make_cpu_split_kv_lse();                // split_kv_lse.cpp
 KernelPtr make_cpu_half_products();               // half_products.cpp
 KernelPtr make_cpu_p_in_v_dtype();                // p_in_v_dtype.cpp
+KernelPtr make_cpu_softcap_ratio();               // variant_controls.cpp
+KernelPtr make_cpu_window_scratch();              // variant_controls.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -42,6 +44,9 @@ void register_cpu_kernels(Registry& r) {
   r.add(make_cpu_scale_fault("cpu.fp8_scale_fault",   // NEGATIVE CONTROL: the last KV head's scales as 1
                              ScaleFault{Target::kv, -1, 1.0f}));
   r.add(make_cpu_fixed_scale());  // cpu.fixed_scale: NEGATIVE CONTROL (1/sqrt(head_size), not the passed scale)
+  // Attention-variant controls (issue 19): each must fail its variant's cells.
+  r.add(make_cpu_softcap_ratio());    // cpu.softcap_ratio: NEGATIVE CONTROL (soft cap as e^x ratio, vLLM #56578)
+  r.add(make_cpu_window_scratch());   // cpu.window_scratch: NEGATIVE CONTROL (unwritten split scratch, PR #47188)
 }
 
 }  // namespace pacheck

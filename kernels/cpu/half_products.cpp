@@ -38,14 +38,16 @@ class HalfProducts final : public CpuKernel {
     std::vector<float> s;
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       const int len = a.seq_lens[sv.s], D = a.head_size;
+      const int first = window_first(a, sv.s);
+      const std::optional<float> sink = sink_logit(a, sv.h);
       s.resize(len);
-      float m = kNegInf;
-      for (int t = 0; t < len; ++t) m = std::max(m, s[t] = logit<KV>(sv, q, t, g, a.scale));
-      float sum = 0;
-      for (int t = 0; t < len; ++t) sum += (s[t] = std::exp(s[t] - m));
+      float m = sink.value_or(kNegInf);
+      for (int t = first; t < len; ++t) m = std::max(m, s[t] = logit<KV>(sv, q, t, g, a.scale));
+      float sum = sink ? std::exp(*sink - m) : 0.0f;
+      for (int t = first; t < len; ++t) sum += (s[t] = std::exp(s[t] - m));
       const float inv_sum = 1.0f / sum;
       std::fill(out.begin(), out.end(), 0.0f);
-      for (int t = 0; t < len; ++t) {
+      for (int t = first; t < len; ++t) {
         const float p = r(s[t] * inv_sum);  // the weight in H
         for (int d = 0; d < D; ++d) out[d] += r(p * r(sv.v<KV>(t, g, d)));  // product rounded to H, fp32 sum
       }

@@ -25,7 +25,8 @@ class Online final : public CpuKernel {
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       const int len = a.seq_lens[sv.s];
       OnlineSoftmax st(a.head_size);
-      st.add_tokens<KV>(sv, g, q, a.scale, 0, len, kOnlineTile);
+      st.start_from_sink(sink_logit(a, sv.h));
+      st.add_tokens<KV>(sv, g, q, a.scale, window_first(a, sv.s), len, kOnlineTile);  // tiles from the window's edge
       st.normalised(out.data());
     });
   }

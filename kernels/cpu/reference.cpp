@@ -104,17 +104,19 @@ class Reference final : public CpuKernel {
         for (int h = 0; h < a.num_heads; ++h) {
           const int g = h / ratio;
           for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
-          float m = kNegInf;
-          for (int t = 0; t < len; ++t) {
+          const int first = window_first(a, s);  // keys before it are outside the sliding window
+          const std::optional<float> sink = sink_logit(a, h);
+          float m = sink.value_or(kNegInf);
+          for (int t = first; t < len; ++t) {
             float dot = 0;
             for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
-            logits[t] = dot * scale;
+            logits[t] = apply_variants(a, s, h, t, dot * scale);
             m = std::max(m, logits[t]);
           }
-          float sum = 0;
-          for (int t = 0; t < len; ++t) sum += (logits[t] = std::exp(logits[t] - m));
+          float sum = sink ? std::exp(*sink - m) : 0.0f;  // the sink: denominator only
+          for (int t = first; t < len; ++t) sum += (logits[t] = std::exp(logits[t] - m));
           std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int t = 0; t < len; ++t) {
+          for (int t = first; t < len; ++t) {
             const float w = logits[t] / sum;  // normalised first: |acc| <= max |V|, never Inf
             for (int d = 0; d < D; ++d) acc[d] += w * sv.v<KV>(t, g, d);
           }

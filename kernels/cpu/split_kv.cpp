@@ -34,12 +34,15 @@ class SplitKv final : public CpuKernel {
           part_m.assign(nparts, kNegInf);
           part_l.assign(nparts, 0.0f);
           part_o.assign(static_cast<std::size_t>(nparts) * D, 0.0f);
+          // Partitions cover the whole context as vLLM v2's grid does; with a sliding window those before
+          // its edge `first` read nothing and stay empty (m = -inf, skipped by the merge: PR #47188's fix).
+          const int first = window_first(a, s);
           for (int pi = 0; pi < nparts; ++pi) {
-            const int t0 = pi * P, t1 = std::min(len, t0 + P);
+            const int t0 = std::max(pi * P, first), t1 = std::min(len, pi * P + P);
             for (int t = t0; t < t1; ++t) {
               float dot = 0;
               for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
-              logits[t - t0] = dot * a.scale;
+              logits[t - t0] = apply_variants(a, s, h, t, dot * a.scale);
               part_m[pi] = std::max(part_m[pi], logits[t - t0]);
             }
             for (int t = t0; t < t1; ++t) part_l[pi] += (logits[t - t0] = std::exp(logits[t - t0] - part_m[pi]));
@@ -48,10 +51,11 @@ class SplitKv final : public CpuKernel {
               for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * sv.v<KV>(t, g, d);
             }
           }
-          float M = kNegInf;
+          const std::optional<float> sink = sink_logit(a, h);  // joins the merge's max and denominator
+          float M = sink.value_or(kNegInf);
           for (int pi = 0; pi < nparts; ++pi) M = std::max(M, part_m[pi]);
           std::vector<float> weight(nparts, 0.0f), out(D, 0.0f);
-          float denom = 0;
+          float denom = sink ? std::exp(*sink - M) : 0.0f;
           for (int pi = 0; pi < nparts; ++pi) {
             if (part_m[pi] == kNegInf) continue;  // empty partition: weight 0
             denom += (weight[pi] = std::exp(part_m[pi] - M) * part_l[pi]);

@@ -32,18 +32,22 @@ class SplitKvLse final : public CpuKernel {
     const int P = kPartition;
     std::vector<float> lse, o;  // per partition: lse_i, and o_i [head_size]
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
-      const int len = a.seq_lens[sv.s], D = a.head_size, nparts = (len + P - 1) / P;
+      // With a sliding window the partitions cover the window only, [first, len), from its left edge.
+      const int len = a.seq_lens[sv.s], D = a.head_size, first = window_first(a, sv.s);
+      const int nparts = (len - first + P - 1) / P;
       lse.assign(nparts, 0.0f);
       o.assign(static_cast<std::size_t>(nparts) * D, 0.0f);
-      for (int i = 0; i < nparts; ++i) {  // stage 1: one partition (never empty: nparts = ceil(len / P))
-        const int t0 = i * P, t1 = std::min(len, t0 + P);
+      for (int i = 0; i < nparts; ++i) {  // stage 1: one partition (never empty: nparts = ceil(window / P))
+        const int t0 = first + i * P, t1 = std::min(len, t0 + P);
         OnlineSoftmax st(D);
         st.add_tokens<KV>(sv, g, q, a.scale, t0, t1, kSplitTile);
         lse[i] = st.m + std::log(st.l);
         st.normalised(&o[static_cast<std::size_t>(i) * D]);
       }
-      const float M = *std::max_element(lse.begin(), lse.end());  // stage 2: merge through the LSE
-      float denom = 0;
+      // Stage 2: merge through the LSE; a sink joins as one more partition with lse = sink and no output.
+      const std::optional<float> sink = sink_logit(a, sv.h);
+      const float M = std::max(*std::max_element(lse.begin(), lse.end()), sink.value_or(kNegInf));
+      float denom = sink ? std::exp(*sink - M) : 0.0f;
       std::fill(out.begin(), out.end(), 0.0f);
       for (int i = 0; i < nparts; ++i) {
         const float w = std::exp(lse[i] - M);

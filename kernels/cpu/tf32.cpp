@@ -44,17 +44,19 @@ class Tf32 final : public CpuKernel {
         for (int h = 0; h < a.num_heads; ++h) {
           const int g = h / ratio;
           for (int d = 0; d < D; ++d) q[d] = op(q_tf32, cpu::query(a, s, h, d));
-          float m = kNegInf;
-          for (int t = 0; t < len; ++t) {
+          const int first = window_first(a, s);
+          const std::optional<float> sink = sink_logit(a, h);
+          float m = sink.value_or(kNegInf);
+          for (int t = first; t < len; ++t) {
             float dot = 0;
             for (int d = 0; d < D; ++d) dot += q[d] * op(kv_tf32, sv.k<KV>(t, g, d));
-            p[t] = dot * a.scale;
+            p[t] = apply_variants(a, s, h, t, dot * a.scale);
             m = std::max(m, p[t]);
           }
-          float sum = 0;
-          for (int t = 0; t < len; ++t) sum += (p[t] = std::exp(p[t] - m));
+          float sum = sink ? std::exp(*sink - m) : 0.0f;
+          for (int t = first; t < len; ++t) sum += (p[t] = std::exp(p[t] - m));
           std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int t = 0; t < len; ++t) {
+          for (int t = first; t < len; ++t) {
             const float w = op(kv_tf32, p[t] / sum);
             for (int d = 0; d < D; ++d) acc[d] += w * op(kv_tf32, sv.v<KV>(t, g, d));
           }

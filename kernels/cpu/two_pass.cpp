@@ -20,12 +20,14 @@ class TwoPass final : public CpuKernel {
     std::vector<float> s;
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       const int len = a.seq_lens[sv.s], D = a.head_size;
+      const int first = window_first(a, sv.s);
+      const std::optional<float> sink = sink_logit(a, sv.h);
       s.resize(len);
-      float m = kNegInf;
-      for (int t = 0; t < len; ++t) m = std::max(m, s[t] = logit<KV>(sv, q, t, g, a.scale));  // pass 1
-      float l = 0;
+      float m = sink.value_or(kNegInf);  // the sink takes part in the max and the sum, not in P.V
+      for (int t = first; t < len; ++t) m = std::max(m, s[t] = logit<KV>(sv, q, t, g, a.scale));  // pass 1
+      float l = sink ? std::exp(*sink - m) : 0.0f;
       std::fill(out.begin(), out.end(), 0.0f);
-      for (int t = 0; t < len; ++t) {  // pass 2
+      for (int t = first; t < len; ++t) {  // pass 2
         const float p = std::exp(s[t] - m);
         l += p;
         for (int d = 0; d < D; ++d) out[d] += p * sv.v<KV>(t, g, d);

@@ -20,7 +20,9 @@ class VectorV final : public CpuKernel {
   }
   std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
     if (MaskV) return std::nullopt;
-    return std::function<bool(const Cell&)>(poisons_v_tail);
+    // The tail, and V before a window edge inside a block (the edge's block is read whole from its start).
+    return std::function<bool(const Cell&)>(
+        [](const Cell& cell) { return poisons_v_tail(cell) || poisons_v_window(cell, false); });
   }
   void run(const pacheck_kernel_args& a) const override {
     dispatch_kv(a, [&]<DType KV>() {
@@ -35,23 +37,27 @@ class VectorV final : public CpuKernel {
         for (int h = 0; h < a.num_heads; ++h) {
           const int g = h / ratio;
           for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
-          float m = kNegInf;
-          for (int t = 0; t < nblocks * B; ++t) {
+          // With a sliding window the loop starts at the block holding its edge `first`; that block's
+          // slots before the edge are masked like the tail.
+          const int first = window_first(a, s), jfirst = first / B;
+          const std::optional<float> sink = sink_logit(a, h);
+          float m = sink.value_or(kNegInf);
+          for (int t = jfirst * B; t < nblocks * B; ++t) {
             float dot = 0;
             for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);  // whole block, tail included
-            logits[t] = t < len ? dot * a.scale : kNegInf;                 // the logit mask
+            logits[t] = t < len && t >= first ? apply_variants(a, s, h, t, dot * a.scale) : kNegInf;  // the mask
             m = std::max(m, logits[t]);
           }
           // p = exp(-inf - m) = 0 exactly past seq_len.
-          float sum = 0;
-          for (int t = 0; t < nblocks * B; ++t) sum += (logits[t] = std::exp(logits[t] - m));
+          float sum = sink ? std::exp(*sink - m) : 0.0f;
+          for (int t = jfirst * B; t < nblocks * B; ++t) sum += (logits[t] = std::exp(logits[t] - m));
           std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int j = 0; j < nblocks; ++j) {
+          for (int j = jfirst; j < nblocks; ++j) {
             // Load the block's V vector: every slot, as a vectorised load would.
             for (int slot = 0; slot < B; ++slot)
               for (int d = 0; d < D; ++d) {
                 const int t = j * B + slot;
-                vvec[static_cast<std::size_t>(slot) * D + d] = (MaskV && t >= len) ? 0.0f : sv.v<KV>(t, g, d);
+                vvec[static_cast<std::size_t>(slot) * D + d] = (MaskV && (t >= len || t < first)) ? 0.0f : sv.v<KV>(t, g, d);
               }
             for (int slot = 0; slot < B; ++slot) {
               const float w = logits[j * B + slot] / sum;  // 0 past seq_len: 0 x NaN = NaN unmasked

@@ -92,6 +92,11 @@ struct GpuKernelRow {
   gpu::LaunchResult (*launch)(const pacheck_kernel_args& a);
   /// Negative controls only: the cells the planted fault must fail (Kernel::expected_failures).
   bool (*expected_failure)(const Cell& cell) = nullptr;
+  /// The attention variants the kernel implements (PACHECK_VARIANT_* bits); a cell needing another is
+  /// declined naming its field (variant_decline). The paged v1 kernels take all four (paged_attention.cu),
+  /// gpu.paged_v2 the soft cap and ALiBi (its split-KV merge has no window or sink), the warp-split kernels
+  /// none yet (issue 19).
+  unsigned variants = 0;
 };
 
 /// The launchers of the rows below: vLLM-style paged attention with partitions of `kPartition` tokens (0: one
@@ -105,6 +110,10 @@ gpu::LaunchResult warp_split(const pacheck_kernel_args& a) {
   return gpu::launch_warp_split(a, kGqaFused);
 }
 
+/// The attention variants of the paged v1 kernels: window, soft cap, ALiBi and sinks (paged_attention.cu).
+constexpr unsigned kPagedV1Variants =
+    PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SINKS;
+
 /// The built-in GPU kernels, in registration (and report) order. A new kernel: its .cu file with a launcher
 /// declared in launch.hpp, and one row here; the tests in tests/test_gpu_kernels.cpp iterate the registry.
 const GpuKernelRow kGpuKernels[] = {
@@ -112,21 +121,24 @@ const GpuKernelRow kGpuKernels[] = {
      .description = "vLLM paged_attention_v1 design: block per (seq, head), x-packed K 16-byte loads, logits in "
                     "shared memory, V in 16-byte token vectors with the straddling vector zeroed past seq_len; fp8 "
                     "caches decoded after the loads",
-     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, true>},
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, true>,
+     .variants = kPagedV1Variants},
     {.name = "gpu.paged_v1_tail_fault",
      .description = "negative control: gpu.paged_v1 without zeroing the straddling V vector (vLLM issue 641): "
                     "NaN/Inf in the final block's V tail reaches P.V as 0 * NaN",
      .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, false>,
-     .expected_failure = poisons_v_tail},
+     .expected_failure = poisons_v_tail_or_window, .variants = kPagedV1Variants},
     {.name = "gpu.paged_v1_half_products",
      .description = "gpu.paged_v1 with vLLM's half2 P.V: each probability and each p x v product rounded to the "
                     "16-bit dtype, summed in fp32 (an honest design the checks must accept)",
-     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, true, true>},
+     .layout = Layout::vllm, .fp8_kv = true, .supports = paged_v1_support, .launch = paged_attention<0, true, true>,
+     .variants = kPagedV1Variants},
     {.name = "gpu.paged_v2",
      .description = "vLLM paged_attention_v2 design (split-KV): 512-token partitions write partial out, max logit "
                     "and exp sum; a second kernel merges them; vllm layout; fp8 caches decoded after the loads",
      .layout = Layout::vllm, .fp8_kv = true, .supports = paged_block_support,
-     .launch = paged_attention<gpu::kPagedV2PartitionSize, true>},
+     .launch = paged_attention<gpu::kPagedV2PartitionSize, true>,
+     .variants = PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_ALIBI},
     {.name = "gpu.warp_split",
      .description = "FlashDecoding-style split-KV, nhd: block per (seq, query head, partition), warps stride over "
                     "keys with an online softmax in registers, merged through shared memory and a second kernel; "
@@ -149,8 +161,10 @@ class GpuKernel final : public Kernel {
   pacheck_device device() const override { return gpu::kGpuDevice; }
   Support supports(const Case& c) const override {
     if (Support s = common_support(c, row_.layout, name(), row_.fp8_kv); !s.ok) return s;
+    if (auto no = variant_decline(c, row_.variants, name())) return *no;
     return row_.supports(c);
   }
+  unsigned variants() const override { return row_.variants; }
   std::vector<Layout> layouts() const override { return {row_.layout}; }
   void run(const pacheck_kernel_args& a) const override {
     const gpu::LaunchResult r = row_.launch(a);

@@ -34,6 +34,11 @@
 //     rounded once to T is what __hmul gives. fp8 codes decode exactly into either 16-bit T.
 //  4. Warps' partial rows are summed through shared memory in a fixed order.
 // Accumulation is fp32 throughout; logits are kept as scale * log2(e) * q.k so the exponentials are exp2f.
+// Attention variants (kernel_abi.h, issue 19): with a soft cap or ALiBi slopes step 1 forms the logit in
+// natural units (scale * q.k, then c tanh(s / c), then + slope_h (j - (seq_len - 1))) before converting it;
+// v1 also masks keys before the sliding window's edge like the tail (p = 0; they are still read, so their
+// V must be finite, as written slots are) and adds exp2(sink - max) of a sink logit to the exp-sum. v2's
+// split-KV merge takes neither (the launcher refuses them; gpu_kernels.cpp declines such cells).
 #include <algorithm>
 #include <string>
 
@@ -57,6 +62,14 @@ struct PagedParams : DecodeParams {
   bool split;          ///< v2: write partials of multi-partition sequences to scratch
   bool half_products;  ///< 16-bit T: p and each p x v product rounded to T before the fp32 sum (step 3)
   SplitScratch sc;
+  // Attention variants (kernel_abi.h, "Attention variants"; issue 19). v1 takes all four; v2 (split) takes
+  // the soft cap and ALiBi only, whose terms live in step 1 (the launcher refuses a window or sinks there).
+  bool variant_logits;         ///< a soft cap or ALiBi slopes: step 1 forms the logit in natural units
+  float scale;                 ///< the softmax scale (natural units), for variant_logits
+  float soft_cap;              ///< c > 0: s = c tanh(s / c); 0 = none
+  const float* alibi_slopes;   ///< [num_heads] device fp32, or null
+  const float* sinks;          ///< [num_heads] device fp32, or null (v1 only)
+  int sliding_window;          ///< W > 0: keys before seq_len - W get p = 0 (v1 only); 0 = none
 };
 
 /// Shared memory floats besides the logits: q [D], reductions [kWarps] x 2, warp rows [kWarps, D].
@@ -92,6 +105,8 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   const float v_scale = p.v_scales_per_head ? p.v_scales_per_head[g] : p.v_scale;
   const int tok_begin = part * p.partition_size;  // a multiple of B
   const int tok_end = min(tok_begin + p.partition_size, seq_len);
+  // The sliding window's first key (v1): earlier keys are masked like the tail (their p is exactly 0).
+  const int win_first = p.sliding_window > 0 && seq_len > p.sliding_window ? seq_len - p.sliding_window : 0;
   const int blk_begin = tok_begin / B, blk_end = ceil_div(tok_end, B);
   const int n_slots = (blk_end - blk_begin) * B;  // logits incl. the final block's tail
 
@@ -129,14 +144,23 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       for (int m = qk.reduce_first(); m < qk.reduce_end(); m <<= 1) dot += shfl_xor(dot, m);
       const int tok = b * B + slot;
       if (tg_lane == 0) {
-        const bool valid = tok < tok_end;
-        const float logit = valid ? dot * qk_scale : -INFINITY;
+        const bool valid = tok < tok_end && tok >= win_first;
+        float logit = valid ? dot * qk_scale : -INFINITY;
+        if (valid && p.variant_logits) {
+          // scale * k scale * q.k in natural units, then the soft cap and ALiBi term, then log2 units.
+          float x = dot * (p.scale * (p.k_scales_per_head ? p.k_scales_per_head[g] : p.k_scale));
+          if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
+          if (p.alibi_slopes) x += p.alibi_slopes[h] * static_cast<float>(tok - (seq_len - 1));
+          logit = x * kLog2e;
+        }
         logits[tok - tok_begin] = logit;
         if (valid) qk_max = nan_max(qk_max, logit);
       }
     }
   }
-  const float gmax = block_max(qk_max, red);  // its barrier also publishes `logits`
+  // A sink logit (v1) joins the max and, below, the exp-sum: it takes mass but has no V row.
+  const float sink2 = p.sinks ? p.sinks[h] * kLog2e : -INFINITY;
+  const float gmax = nan_max(block_max(qk_max, red), sink2);  // its barrier also publishes `logits`
 
   // 2. p = exp2(logit - max) for slots before seq_len, exactly 0 for the tail.
   float part_sum = 0.f;
@@ -145,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
     logits[i] = e;
     part_sum += e;
   }
-  const float exp_sum = block_sum(part_sum, red + kWarps);  // publishes the probabilities
+  const float exp_sum = block_sum(part_sum, red + kWarps) + (p.sinks ? exp2f(sink2 - gmax) : 0.f);
   // Normalise before P . V (as vLLM does): the output is then a convex combination of V rows and cannot
   // overflow fp32 even when V is near the dtype's largest finite value.
   const float inv_sum = 1.f / exp_sum;
@@ -171,10 +195,12 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
         float vf[VV];
         expand16<C>(load16(vc + value_offset(PACHECK_LAYOUT_VLLM, p.vs, phys, g, slot, d)), vf);
         if constexpr (ZERO_V_TAIL) {
-          if (tok + VV > tok_end) {
+          // The tail past seq_len, and (v1 with a sliding window) the keys before the window's edge: p is 0
+          // there, but the slots may hold NaN (the `window` fault region).
+          if (tok + VV > tok_end || tok < win_first) {
 #pragma unroll
             for (int j = 0; j < VV; ++j)
-              if (tok + j >= tok_end) vf[j] = 0.f;
+              if (tok + j >= tok_end || tok + j < win_first) vf[j] = 0.f;
           }
         }
         float sv = 0.f;
@@ -329,6 +355,15 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   p.k_scales_per_head = a.k_scales_per_head;
   p.v_scales_per_head = a.v_scales_per_head;
   p.half_products = half_products;
+  p.scale = a.scale;
+  p.soft_cap = a.logits_soft_cap;
+  p.alibi_slopes = a.alibi_slopes;
+  p.variant_logits = a.logits_soft_cap > 0.f || a.alibi_slopes != nullptr;
+  p.sinks = a.sinks;
+  p.sliding_window = a.sliding_window;
+  if (partition_size > 0 && (a.sliding_window > 0 || a.sinks))
+    return fail(a.sliding_window > 0 ? "sliding_window: not implemented by the split-KV merge"
+                                     : "sinks: not implemented by the split-KV merge");
 
   // The host never reads seq_lens (device memory): the longest context is bounded by the block table.
   const int max_tokens = a.max_blocks_per_seq * a.block_size;

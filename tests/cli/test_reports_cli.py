@@ -607,6 +607,11 @@ SELFTEST_FP8 = selftest_suite("fp8", "q=bf16,kv=fp8_e4m3fn,o=bf16",
                               "k_scale_range = [0.3, 3.0]\nv_scale_range = [3.0, 0.3]\n")
 # Gemma-3's softmax scale at head 64's geometry stand-in: cpu.fixed_scale (1/sqrt(head_size)) must fail it.
 SELFTEST_SCALES = selftest_suite("scales", "bf16", 'scales = ["query_pre_attn_scalar:168"]\n')
+# Attention variants (issue 19): a 100-token window at ctx 300 (one 256-token partition of two: cpu.window_scratch
+# merges the unwritten one) with a soft cap of 50 on extreme logits (cpu.softcap_ratio's inf/inf).
+SELFTEST_VARIANTS = ('name = "variants"\ndescription = "cli.selftest stand-in"\n[[cells]]\nheads = "8/2"\n'
+                     'head_sizes = 64\nblock_sizes = 16\ndtypes = "bf16"\nseq_lens = [300]\ndists = "extreme"\n'
+                     'variants = ["win=100 cap=50"]\nfaults = ["clean", "V:nan@tail"]\n')
 
 
 def scenario_selftest(args, tmp):
@@ -614,11 +619,12 @@ def scenario_selftest(args, tmp):
     fp8 scale controls have none in tail-poison: before the fix the command exited 3 on a healthy build),
     fails (exit 3) when a control is not exercised, and fails at once (exit 3, controls not run) when the
     comparator self-test cannot see its corruption (--ulps 0 seeds none). Small stand-ins for the three
-    suites (PACHECK_SUITES_DIR) keep it short; the built-in suites run the same code."""
+    suites (PACHECK_SUITES_DIR; variants too) keep it short; the built-in suites run the same code."""
     def suites(name, fp8_text):
         d = os.path.join(tmp, name)
         os.makedirs(d)
-        for file, text in (("tail-poison.toml", SELFTEST_TAIL), ("fp8.toml", fp8_text), ("scales.toml", SELFTEST_SCALES)):
+        for file, text in (("tail-poison.toml", SELFTEST_TAIL), ("fp8.toml", fp8_text), ("scales.toml", SELFTEST_SCALES),
+                           ("variants.toml", SELFTEST_VARIANTS)):
             with open(os.path.join(d, file), "w") as f:
                 f.write(text)
         return dict(os.environ, PACHECK_SUITES_DIR=d)
@@ -628,7 +634,8 @@ def scenario_selftest(args, tmp):
 
     p = run(args, "selftest", env=suites("both", SELFTEST_FP8), expect=0)
     got = controls(p)
-    check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault", "cpu.fixed_scale"}, p.stdout)
+    check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault", "cpu.fixed_scale",
+                       "cpu.softcap_ratio", "cpu.window_scratch"}, p.stdout)
     check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
     # Planted: an fp8 suite without an fp8 cell leaves the fp8 controls unexercised, which must fail.
