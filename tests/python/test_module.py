@@ -107,10 +107,10 @@ def test_bad_calls_raise():
         pacheck.cells("no-such-suite", "cpu.reference")
     with pytest.raises(pacheck.PacheckError, match="has no cell"):
         pacheck.run_cell("gate", "cpu.reference", "h1/1 d64 bs16 f32 ctx5 nhd seed7 clean")
-    with pytest.raises(pacheck.PacheckError, match="layouts"):
-        pacheck.Kernel("t.badlayout", _zero, layouts=("xyz",)).register()
-    with pytest.raises(pacheck.PacheckError, match="name"):
-        pacheck.Kernel("bad name!", _zero).register()
+    with pytest.raises(ValueError, match="layouts"):  # at construction (see test_kernel_arguments_are_checked...)
+        pacheck.Kernel("t.badlayout", _zero, layouts=("xyz",))
+    with pytest.raises(ValueError, match="name"):
+        pacheck.Kernel("bad name!", _zero)
 
 
 def test_dtype_codecs():
@@ -161,3 +161,70 @@ pacheck.check_instrument = lambda suite: pacheck.InstrumentCheck(True, "negative
     res = pytester.runpytest("-p", "pacheck.pytest_plugin", "-k", "ctx1000 and V:nan and tail and bf16 and not fp8 and h8")
     assert res.ret == 3
     res.stdout.fnmatch_lines(["*pacheck is blind on suite 'gate'*", "*BLIND*"])
+
+
+# Issue 17/20 audit: a Kernel's arguments are checked in Python, at construction, and every message names
+# the Python object and the field ("pacheck.Kernel('NAME'): FIELD: ...").
+@pytest.mark.parametrize("field", ["head_sizes", "block_sizes", "gqa_ratios"])
+@pytest.mark.parametrize("value, error, says", [
+    ([2**32 + 128], ValueError, "4294967424 is out of range [1, 2147483647]"),  # c_int32 wrapped it to 128
+    ([2**40], ValueError, "1099511627776 is out of range"),  # was "0 is not > 0"
+    ([2**31], ValueError, "2147483648 is out of range"),
+    ([0], ValueError, "0 is out of range"),
+    ([-16], ValueError, "-16 is out of range"),
+    ([True], TypeError, "entry True is a bool, not an int"),
+    (["64"], TypeError, "entry '64' is a str, not an int"),
+    ([64.0], TypeError, "entry 64.0 is a float, not an int"),
+    (None, TypeError, "a list or tuple, not NoneType"),
+    (64, TypeError, "a list or tuple, not int"),
+    ("64", TypeError, "a list or tuple, not the str '64'"),
+    ([64, 64], ValueError, "64 listed twice"),
+])
+def test_kernel_size_lists_are_checked(field, value, error, says):
+    with pytest.raises(error) as e:
+        pacheck.Kernel("t.sizes", _zero, **{field: value})
+    assert str(e.value).startswith(f"pacheck.Kernel('t.sizes'): {field}: "), str(e.value)
+    assert says in str(e.value)
+
+
+def test_kernel_size_lists_keep_good_values():
+    k = pacheck.Kernel("t.sizesok", _zero, head_sizes=[np.int64(128), 2**31 - 1], block_sizes=range(16, 33, 16))
+    assert k.head_sizes == (128, 2**31 - 1) and type(k.head_sizes[0]) is int and k.block_sizes == (16, 32)
+
+
+@pytest.mark.parametrize("args, kw, error, says", [
+    (("bad name!", _zero), {}, ValueError, "pacheck.Kernel('bad name!'): name: character ' '"),
+    (("h\u00e9llo", _zero), {}, ValueError, "pacheck.Kernel('h\u00e9llo'): name: character '\u00e9' (U+00E9) is not ASCII"),
+    (("", _zero), {}, ValueError, "pacheck.Kernel(''): name: empty"),
+    (("x" * 65, _zero), {}, ValueError, "name: 65 characters, longer than 64"),
+    ((123, _zero), {}, TypeError, "pacheck.Kernel(123): name: a str, not int"),
+    (("t.run", 42), {}, TypeError, "pacheck.Kernel('t.run'): run: a callable taking pacheck.Inputs, not int 42"),
+    (("t.sup", _zero), {"supports": "f32 only"}, TypeError, "pacheck.Kernel('t.sup'): supports: None or a callable"),
+    (("t.dev", _zero), {"device": "gpu"}, ValueError, "pacheck.Kernel('t.dev'): device: 'gpu': 'cpu' or 'cuda'"),
+    (("t.lay", _zero), {"layouts": "nhd"}, TypeError,
+     "pacheck.Kernel('t.lay'): layouts: a list or tuple, not the str 'nhd' (write layouts=('nhd',) for one entry)"),
+    (("t.lay2", _zero), {"layouts": ("xyz",)}, ValueError, "pacheck.Kernel('t.lay2'): layouts: 'xyz' is not known"),
+    (("t.lay3", _zero), {"layouts": ()}, ValueError, "pacheck.Kernel('t.lay3'): layouts: empty"),
+    (("t.lay4", _zero), {"layouts": None}, TypeError, "pacheck.Kernel('t.lay4'): layouts: a list or tuple, not NoneType"),
+    (("t.dt", _zero), {"q_dtypes": ("bf16", "f32", "bf16")}, ValueError, "pacheck.Kernel('t.dt'): q_dtypes: bf16 listed twice"),
+    (("t.dt2", _zero), {"kv_dtypes": "bf16"}, TypeError, "pacheck.Kernel('t.dt2'): kv_dtypes: a list or tuple, not the str"),
+    (("t.dt3", _zero), {"out_dtypes": (2,)}, TypeError, "pacheck.Kernel('t.dt3'): out_dtypes: entry 2 is a int, not a str"),
+    (("t.dt4", _zero), {"out_dtypes": ("fp16",)}, ValueError, "pacheck.Kernel('t.dt4'): out_dtypes: 'fp16' is not known"),
+    (("t.desc", _zero), {"description": 5}, TypeError, "pacheck.Kernel('t.desc'): description: a str, not int"),
+])
+def test_kernel_arguments_are_checked_at_construction(args, kw, error, says):
+    with pytest.raises(error) as e:
+        pacheck.Kernel(*args, **kw)
+    assert says in str(e.value), str(e.value)
+
+
+def test_kernel_register_checks_again_and_names_the_python_object():
+    k = pacheck.Kernel("t.later", _zero)
+    k.head_sizes = [2**32 + 128]  # changed after __init__: register() must not wrap it either
+    with pytest.raises(ValueError, match=r"pacheck\.Kernel\('t\.later'\): head_sizes: 4294967424 is out of range"):
+        k.register()
+    pacheck.Kernel("t.twice", _zero).register()
+    with pytest.raises(pacheck.PacheckError) as e:  # refused by the C side (the backstop), framed for Python
+        pacheck.Kernel("t.twice", _zero).register()
+    assert str(e.value) == ("pacheck.Kernel('t.twice'): duplicate kernel name 't.twice': already registered by "
+                            "pacheck.Kernel('t.twice')"), str(e.value)
