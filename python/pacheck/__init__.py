@@ -434,7 +434,7 @@ class CellInfo:
 @dataclasses.dataclass
 class CellResult:
     """What one cell gave: verdict (pass, poisoned, variant, fail, unwritten, declined, error, ...), declined,
-    failed (counts as a failure of a run), detail, metrics (text), repro (the `pacheck repro` line) and
+    failed (counts as a failure of a run), detail, metrics (text; "" when no output was judged), repro (the `pacheck repro` line) and
     result (the whole result as report.json writes it: metrics, limit, margin, worst element, ...)."""
 
     cell_id: str
@@ -455,8 +455,11 @@ class CellResult:
         return (w.get("seq"), w.get("head"), w.get("dim"))
 
     def message(self):
-        """The failure message: verdict and detail, the worst element and the headline metrics, the repro."""
-        m = self.result.get("metrics", {})
+        """The failure message: verdict and detail, the worst element and the headline metrics (only when an
+        output was judged: not for declined, error, crash or timeout cells), the repro."""
+        # self.metrics is "" when pacheck judged no output (cells.hpp's CellRun::metrics): the result's
+        # metrics are then all zero and the worst element (seq -1, ...) means nothing.
+        m = self.result.get("metrics", {}) if self.metrics else {}
         lines = [f"cell '{self.cell_id}' on {self.kernel}: verdict {self.verdict}"
                  + (f" ({self.detail})" if self.detail else "")]
         if m:

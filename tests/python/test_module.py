@@ -53,6 +53,7 @@ def test_decline_names_the_reason():
     r = pacheck.run_cell("gate", k, CELL)
     assert r.verdict == "declined" and r.declined and not r.failed
     assert "q_dtype bf16: only f32" in r.detail
+    assert r.metrics == "" and "worst element" not in r.message(), r.message()
 
 
 def test_decline_exception_and_failing_supports():
@@ -77,6 +78,8 @@ def test_kernel_exception_is_an_error_with_its_traceback():
     assert r.verdict == "error" and r.failed
     assert "ZeroDivisionError" in r.detail and "ZeroDivisionError" in r.message()
     assert "repro: pacheck repro" in r.message()
+    # no output was judged: no metrics, no "worst element: (seq -1 ...) rel_linf 0 against limit 0.0" line
+    assert r.metrics == "" and "worst element" not in r.message() and "limit" not in r.message(), r.message()
 
 
 def test_unwritten_output_and_written_input_fail():
@@ -97,7 +100,7 @@ def test_planted_kernel_cell_and_repro():
     bad = pacheck.run_cell("gate", numpy_tail_fault, CELL)
     assert bad.verdict == "poisoned" and bad.failed, bad.message()
     assert bad.repro.startswith("pacheck repro 'h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 V:nan@tail'")
-    assert "worst element" in bad.message()
+    assert "worst element" in bad.message() and "worst: (seq " in bad.metrics
     good = pacheck.run_cell("gate", numpy_decode, CELL)
     assert good.verdict == "pass", good.message()
 
