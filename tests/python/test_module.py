@@ -5,11 +5,13 @@ Run by ctest (tests/python/CMakeLists.txt) with PACHECK_LIB, PACHECK_BINARY and 
 import ctypes
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-import pacheck
+import numpy_kernels  # noqa: F401 -- in sys.modules before pytester's in-process runs, which would otherwise
+import pacheck           # import it afresh each run and register its kernels' names twice
 from pacheck import dtypes
 
 pytest_plugins = ["pytester"]
@@ -231,3 +233,73 @@ def test_kernel_register_checks_again_and_names_the_python_object():
         pacheck.Kernel("t.twice", _zero).register()
     assert str(e.value) == ("pacheck.Kernel('t.twice'): duplicate kernel name 't.twice': already registered by "
                             "pacheck.Kernel('t.twice')"), str(e.value)
+
+
+_PLANTED = """
+import pacheck, pacheck.pytest_plugin as pp
+from numpy_kernels import numpy_tail_fault
+
+@pp.cells("gate", numpy_tail_fault)
+def test_k(pacheck_cell):
+    pacheck_cell.check()
+"""
+_ONE_FAILING = "ctx1000 and V:nan and tail and bf16 and not fp8 and h8 and not K+V"  # the one cell CELL
+
+
+@pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+def test_plugin_junitxml_carries_the_verdict_and_cell_id(pytester, family):
+    import xml.etree.ElementTree as ET
+
+    pytester.makepyfile(test_inner=_PLANTED + """
+@pp.cells("gate", "cpu.reference")
+def test_ref(pacheck_cell):
+    pacheck_cell.check()
+""")
+    xml = pytester.path / "out.xml"
+    res = pytester.runpytest("-p", "pacheck.pytest_plugin", "--pacheck-no-instrument", "-k", _ONE_FAILING,
+                             f"--junitxml={xml}", "-o", f"junit_family={family}")
+    res.assert_outcomes(passed=1, failed=1)
+    props, ids = {}, {}
+    for tc in ET.parse(xml).getroot().iter("testcase"):
+        test, cell = tc.get("name").split("[", 1)
+        props[test] = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        ids[test] = cell[:-1]
+    assert ids["test_k"] == CELL and ids["test_ref"] == CELL.replace(" nhd ", " vllm ")  # its native layout
+    assert props["test_k"] == {"pacheck_verdict": "poisoned", "pacheck_cell_id": ids["test_k"]}, props
+    assert props["test_ref"] == {"pacheck_verdict": "pass", "pacheck_cell_id": ids["test_ref"]}, props
+
+
+def test_plugin_rerun_line_works_from_the_invocation_dir(pytester):
+    import shlex
+
+    pytester.makeini("[pytest]\n")  # rootdir: pytester.path; pytest is started in sub/, a folder below it
+    sub = pytester.mkpydir("sub")
+    (sub / "test_inner.py").write_text(_PLANTED)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    first = subprocess.run([sys.executable, "-m", "pytest", "-p", "pacheck.pytest_plugin", "-p", "no:cacheprovider",
+                            "--pacheck-no-instrument", "-k", _ONE_FAILING], cwd=sub, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    assert first.returncode == 1, first.stdout
+    rerun = [line[len("rerun: "):] for line in first.stdout.splitlines() if line.startswith("rerun: ")]
+    assert len(rerun) == 1, first.stdout
+    words = shlex.split(rerun[0])
+    assert words[-1] == f"test_inner.py::test_k[{CELL}]", rerun  # relative to sub/, not to the rootdir
+    assert words[words.index("-p") + 1] == "pacheck.pytest_plugin", rerun
+    # Pasted in sub/ (with the instrument check left out through the environment, to keep the test short):
+    again = subprocess.run(words, cwd=sub, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=dict(env, PYTEST_ADDOPTS="--pacheck-no-instrument -p no:cacheprovider"))
+    assert again.returncode == 1 and "1 failed" in again.stdout and "verdict poisoned" in again.stdout, again.stdout
+
+
+def test_plugin_bad_suite_is_a_clean_collection_error(pytester):
+    suite = "no-such-suite"
+    pytester.makepyfile(test_inner=_PLANTED.replace('"gate"', repr(suite)))
+    res = pytester.runpytest("-p", "pacheck.pytest_plugin")
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    out = res.stdout.str()
+    res.stdout.fnmatch_lines([f"*test_inner.py::test_k: pacheck cells of suite '{suite}' on kernel "
+                              "pacheck.Kernel('py.numpy_tail_fault'*no suite named*(known: *gate*tail-poison*)"])
+    assert "Traceback" not in out and "_hooks.py" not in out and "_pytest/" not in out and "UsageError" not in out, out
+    between = out.split("ERROR collecting")[1].split("short test summary")[0].strip().splitlines()
+    assert len(between) == 3, out  # the "ERROR collecting" line's end, the message, the next section's rule
+
