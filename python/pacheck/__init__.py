@@ -509,8 +509,10 @@ def run_cell(suite, kernel, cell_id, device=None):
     """Runs one cell through pacheck's pipeline on `kernel` in this process and returns its CellResult.
 
     suite: a name or .toml path, or None to build the cell from its id alone (as `pacheck repro`); device:
-    "cpu", "cuda", "cuda:N" (default: the kernel's own device). Raises PacheckError for an id not in the
-    suite, an unknown kernel or an unusable device; a kernel's exception is the cell's `error` verdict."""
+    "cpu", "cuda", "cuda:N" (default: the kernel's own device; a CPU kernel runs on the CPU whichever of
+    these is given, as in `pacheck run`). Raises PacheckError for an id not in the suite, an unknown kernel
+    or a device that is none of those spellings ("gpu7": the message names it); a kernel's exception is the
+    cell's `error` verdict."""
     name = _kernel_name(kernel)
     if device is None:
         device = kernel.device if isinstance(kernel, Kernel) else "cpu"

@@ -303,3 +303,9 @@ def test_plugin_bad_suite_is_a_clean_collection_error(pytester):
     between = out.split("ERROR collecting")[1].split("short test summary")[0].strip().splitlines()
     assert len(between) == 3, out  # the "ERROR collecting" line's end, the message, the next section's rule
 
+
+def test_run_cell_refuses_an_unknown_device():
+    # The lead's C++ fix (cells/cells.cpp run_cell_result validates the device) makes this pass.
+    k = pacheck.Kernel("t.dev7", _zero)
+    with pytest.raises(pacheck.PacheckError, match="gpu7"):
+        pacheck.run_cell("gate", k, CELL, device="gpu7")
