@@ -187,6 +187,8 @@ CellResult run_cell_result(const std::string& suite, const std::string& kernel, 
   return r;
 }
 
+std::string judged_metrics_text(const CellResult& r) { return has_output(r.verdict) ? metrics_text(r) : std::string(); }
+
 CellRun run_cell(const std::string& suite, const std::string& kernel, const std::string& cell_id,
                  const std::string& device) {
   const CellResult r = run_cell_result(suite, kernel, cell_id, device);
@@ -199,7 +201,7 @@ CellRun run_cell(const std::string& suite, const std::string& kernel, const std:
   out.declined = o == CellOutcome::declined;
   out.failed = o == CellOutcome::failed || o == CellOutcome::missed;
   out.detail = r.detail;
-  out.metrics = metrics_text(r);
+  out.metrics = judged_metrics_text(r);
   out.repro = repro_command(r, "");
   return out;
 }

@@ -142,7 +142,7 @@ int pacheck_cells_run_cell(const char* suite, const char* kernel, const char* ce
                 {"declined", o == pacheck::CellOutcome::declined},
                 {"failed", o == pacheck::CellOutcome::failed || o == pacheck::CellOutcome::missed},
                 {"detail", r.detail},
-                {"metrics", pacheck::metrics_text(r)},
+                {"metrics", pacheck::cells::judged_metrics_text(r)},
                 {"repro", pacheck::repro_command(r, "")},
                 {"result", pacheck::to_json(r)}};
   });

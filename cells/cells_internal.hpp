@@ -21,4 +21,8 @@ KernelPtr kernel_named(const std::string& name);
 CellResult run_cell_result(const std::string& suite, const std::string& kernel, const std::string& cell_id,
                            const std::string& device);
 
+/// metrics_text(r) when the kernel's output was judged, else "" (declined, error, crash, timeout: no output,
+/// so no metric or worst element means anything). The metrics of CellRun and of the C API's run_cell answer.
+std::string judged_metrics_text(const CellResult& r);
+
 }  // namespace pacheck::cells

@@ -53,7 +53,8 @@ struct CellRun {
   bool declined = false;  ///< the kernel does not support the cell: neither a pass nor a failure
   bool failed = false;    ///< counts as a failure of a run (a control's caught cell does not)
   std::string detail;     ///< the verdict's detail (decline reason, first differing element, ...)
-  std::string metrics;    ///< every metric, one "name: value" per line, worst element included
+  std::string metrics;    ///< every metric, one "name: value" per line, worst element included; empty when no
+                          ///< output was judged (declined, error, crash, timeout)
   std::string repro;      ///< the `pacheck repro ...` line that reruns the cell
 };
 

@@ -59,7 +59,8 @@ PACHECK_PLUGIN_EXPORT int pacheck_cells_list_cells(const char* suite, const char
 /* Runs one cell (pacheck/cells.hpp's run_cell) of `suite` ("" or NULL: the cell is built from its id alone,
  * as `pacheck repro` does) on `kernel` on `device` ("cpu", "cuda", "cuda:N"; NULL = "cpu"), in this thread.
  * Answer: {"cell_id", "kernel", "verdict", "declined", "failed", "detail", "metrics" (text, one
- * "name: value" a line, the worst element included), "repro" (the `pacheck repro` line), "result": the
+ * "name: value" a line, the worst element included; "" when no output was judged: declined, error, crash,
+ * timeout), "repro" (the `pacheck repro` line), "result": the
  * cell's whole result as report.json writes it}. */
 PACHECK_PLUGIN_EXPORT int pacheck_cells_run_cell(const char* suite, const char* kernel, const char* cell_id,
                                                  const char* device, char** json_out);

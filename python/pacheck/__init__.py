@@ -23,6 +23,8 @@ The pytest plugin (pacheck.pytest_plugin) turns a suite's cells into parametrise
 """
 import ctypes
 import dataclasses
+import operator
+import re
 import sys
 import traceback
 
@@ -195,6 +197,75 @@ class Inputs:
         return torch.cuda.ExternalStream(self.stream) if self.stream else torch.cuda.default_stream()
 
 
+# What kernels/plugin.cpp accepts of a descriptor (its checks stay the backstop): a name of 1..64 ASCII
+# characters of [A-Za-z0-9._-], at most 4096 entries a list, sizes as int32 > 0.
+_NAME_MAX = 64
+_LIST_MAX = 4096
+_INT32_MAX = 2**31 - 1
+
+
+def _check_name(where, name):
+    """Raises TypeError/ValueError naming `where` and the field unless `name` is a valid kernel name."""
+    if not isinstance(name, str):
+        raise TypeError(f"{where}: name: a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{where}: name: empty (1 to {_NAME_MAX} characters of letters, digits, '.', '_', '-')")
+    if not name.isascii():
+        bad = next(c for c in name if not c.isascii())
+        raise ValueError(f"{where}: name: character {bad!r} (U+{ord(bad):04X}) is not ASCII (allowed: letters, "
+                         "digits, '.', '_', '-')")
+    if len(name) > _NAME_MAX:
+        raise ValueError(f"{where}: name: {len(name)} characters, longer than {_NAME_MAX}")
+    bad = [c for c in name if not (c.isalnum() or c in "._-")]
+    if bad:
+        raise ValueError(f"{where}: name: character {bad[0]!r} (allowed: letters, digits, '.', '_', '-')")
+
+
+def _check_list(where, field, values):
+    """`values` as a list: any iterable but a str/bytes (each of whose characters would be read as an entry)."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{where}: {field}: a list or tuple, not the {type(values).__name__} {values!r} (write "
+                        f"{field}=({values!r},) for one entry)")
+    try:
+        out = list(values)
+    except TypeError:
+        raise TypeError(f"{where}: {field}: a list or tuple, not {type(values).__name__} {values!r}") from None
+    if len(out) > _LIST_MAX:
+        raise ValueError(f"{where}: {field}: {len(out)} entries, more than {_LIST_MAX}")
+    return out
+
+
+def _check_names(where, field, values, table):
+    """A non-empty list of distinct names of `table` (layouts, dtypes), as a tuple."""
+    out = _check_list(where, field, values)
+    if not out:
+        raise ValueError(f"{where}: {field}: empty (list at least one of {', '.join(table)})")
+    for i, v in enumerate(out):
+        if not isinstance(v, str):
+            raise TypeError(f"{where}: {field}: entry {v!r} is a {type(v).__name__}, not a str (known: "
+                            f"{', '.join(table)})")
+        if v not in table:
+            raise ValueError(f"{where}: {field}: {v!r} is not known (known: {', '.join(table)})")
+        if v in out[:i]:
+            raise ValueError(f"{where}: {field}: {v} listed twice")
+    return tuple(out)
+
+
+def _check_sizes(where, field, values):
+    """A list (empty: any) of distinct ints in [1, 2^31-1] (head_sizes, block_sizes, gqa_ratios), as a tuple:
+    checked here because ctypes' c_int32 would wrap 2**32+128 to 128 silently."""
+    out = _check_list(where, field, values)
+    for i, v in enumerate(out):
+        if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+            raise TypeError(f"{where}: {field}: entry {v!r} is a {type(v).__name__}, not an int")
+        v = out[i] = operator.index(v)  # NumPy integers are ints; floats, strs and bools are not
+        if not 1 <= v <= _INT32_MAX:
+            raise ValueError(f"{where}: {field}: {v} is out of range [1, {_INT32_MAX}]")
+        if v in out[:i]:
+            raise ValueError(f"{where}: {field}: {v} listed twice")
+    return tuple(out)
+
+
 class Kernel:
     """A decode kernel written in Python, registered with pacheck on first use.
 
@@ -206,6 +277,11 @@ class Kernel:
     / head_sizes / block_sizes / gqa_ratios: what it takes (empty size lists: any). tf32: its f32 dots read
     TF32 (Triton's default tl.dot), judged against the TF32 limit. batch_variant: a sequence's output may
     depend on the rest of its batch. repro_label: what printed `pacheck repro` lines give as --plugin.
+
+    Every argument is checked here, before anything reaches pacheck: a bad one raises TypeError (wrong type:
+    a str or None where a list is expected, a non-int size, a run that is not callable) or ValueError (a
+    name outside the rule or not ASCII, an unknown or repeated layout/dtype, a size outside [1, 2^31-1]),
+    the message starting "pacheck.Kernel('NAME'): FIELD: ".
     """
 
     def __init__(self, name, run, *, supports=None, device="cpu", layouts=("nhd", "hnd", "vllm"),
@@ -213,9 +289,27 @@ class Kernel:
                                                             "fp8_e5m2"),
                  out_dtypes=("f32", "f16", "bf16"), head_sizes=(), block_sizes=(), gqa_ratios=(), tf32=False,
                  batch_variant=False, description="", repro_label=None):
+        where = f"pacheck.Kernel({name!r})"
+        _check_name(where, name)
+        if not callable(run):
+            raise TypeError(f"{where}: run: a callable taking pacheck.Inputs, not {type(run).__name__} {run!r}")
+        if supports is not None and not callable(supports):
+            raise TypeError(f"{where}: supports: None or a callable taking pacheck.CaseInfo, not "
+                            f"{type(supports).__name__} {supports!r}")
+        if not isinstance(device, str) or device not in ("cpu", "cuda"):
+            raise (ValueError if isinstance(device, str) else TypeError)(
+                f"{where}: device: {device!r}: 'cpu' or 'cuda'")
+        for field, value in (("description", description), ("repro_label", repro_label)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{where}: {field}: a str, not {type(value).__name__} {value!r}")
         self.name, self.run, self.supports, self.device = name, run, supports, device
-        self.layouts, self.q_dtypes, self.kv_dtypes, self.out_dtypes = layouts, q_dtypes, kv_dtypes, out_dtypes
-        self.head_sizes, self.block_sizes, self.gqa_ratios = head_sizes, block_sizes, gqa_ratios
+        self.layouts = _check_names(where, "layouts", layouts, _native.LAYOUTS)
+        self.q_dtypes = _check_names(where, "q_dtypes", q_dtypes, _native.DTYPES)
+        self.kv_dtypes = _check_names(where, "kv_dtypes", kv_dtypes, _native.DTYPES)
+        self.out_dtypes = _check_names(where, "out_dtypes", out_dtypes, _native.DTYPES)
+        self.head_sizes = _check_sizes(where, "head_sizes", head_sizes)
+        self.block_sizes = _check_sizes(where, "block_sizes", block_sizes)
+        self.gqa_ratios = _check_sizes(where, "gqa_ratios", gqa_ratios)
         self.tf32, self.batch_variant, self.description = tf32, batch_variant, description
         self.repro_label = repro_label or f"<python kernel {name}: rerun its pytest test>"
         self.last_error = None  # traceback text of the last exception run() or supports() raised
@@ -225,28 +319,30 @@ class Kernel:
         return f"pacheck.Kernel({self.name!r}, device={self.device!r})"
 
     def register(self):
-        """Registers the kernel with pacheck (once; later calls do nothing). Raises PacheckError when pacheck
-        refuses the descriptor (the message names the field)."""
+        """Registers the kernel with pacheck (once; later calls do nothing). Raises TypeError/ValueError as
+        __init__ does when an attribute was changed to a bad value since, and PacheckError when pacheck refuses
+        the descriptor (a name already registered, ...); every message starts "pacheck.Kernel('NAME'): FIELD"."""
         if self._registered:
             return self
+        # Checked again here (the attributes may have been changed since __init__), in Python: the C side's
+        # checks stay the backstop, but name a Python kernel as a plugin library and dtypes by their values.
+        where = f"pacheck.Kernel({self.name!r})"
+        _check_name(where, self.name)
         if self.device not in ("cpu", "cuda"):
-            raise PacheckError(f"kernel {self.name}: device {self.device!r}: 'cpu' or 'cuda'")
+            raise ValueError(f"{where}: device: {self.device!r}: 'cpu' or 'cuda'")
 
-        def enums(field, values, table):
-            bad = [v for v in values if v not in table]
-            if bad:
-                raise PacheckError(f"kernel {self.name}: {field} {bad[0]!r}: known are {', '.join(table)}")
-            return (ctypes.c_int * max(1, len(values)))(*[table[v] for v in values]), len(values)
+        def enums(field, table):
+            values = _check_names(where, field, getattr(self, field), table)
+            return (ctypes.c_int * len(values))(*[table[v] for v in values]), len(values)
 
-        def ints(values):
+        def ints(field):
+            values = _check_sizes(where, field, getattr(self, field))
             return (ctypes.c_int32 * max(1, len(values)))(*values), len(values)
 
-        arrays = {"layouts": enums("layouts", self.layouts, _native.LAYOUTS),
-                  "q_dtypes": enums("q_dtypes", self.q_dtypes, _native.DTYPES),
-                  "kv_dtypes": enums("kv_dtypes", self.kv_dtypes, _native.DTYPES),
-                  "out_dtypes": enums("out_dtypes", self.out_dtypes, _native.DTYPES),
-                  "head_sizes": ints(self.head_sizes), "block_sizes": ints(self.block_sizes),
-                  "gqa_ratios": ints(self.gqa_ratios)}
+        arrays = {"layouts": enums("layouts", _native.LAYOUTS), "q_dtypes": enums("q_dtypes", _native.DTYPES),
+                  "kv_dtypes": enums("kv_dtypes", _native.DTYPES), "out_dtypes": enums("out_dtypes", _native.DTYPES),
+                  "head_sizes": ints("head_sizes"), "block_sizes": ints("block_sizes"),
+                  "gqa_ratios": ints("gqa_ratios")}
         d = _native.KernelDesc()
         d.struct_size = ctypes.sizeof(_native.KernelDesc)
         name_b, desc_b = self.name.encode(), (self.description or f"Python kernel {self.name}").encode()
@@ -268,7 +364,14 @@ class Kernel:
 
         reg_cb = _native.REGISTER_FN(register)
         lib = _native.library()
-        lib.call("pacheck_cells_add_linked_kernels", reg_cb, _native.ABI_VERSION, self.repro_label.encode(), 1)
+        try:
+            lib.call("pacheck_cells_add_linked_kernels", reg_cb, _native.ABI_VERSION, self.repro_label.encode(), 1)
+        except PacheckError as e:
+            # "plugin '<repro label>': invalid descriptor: kernel #0 ('NAME'): FIELD: ..." -> "pacheck.Kernel(...): FIELD: ..."
+            text = re.sub(r"^plugin '.*?': (?:invalid descriptor: )?(?:kernel #\d+(?: \('[^']*'\))?: )?", "", str(e),
+                          count=1, flags=re.S)
+            text = re.sub(r"plugin '<python kernel ([^:']*): rerun its pytest test>'", r"pacheck.Kernel('\1')", text)
+            raise PacheckError(f"{where}: {text}") from None
         self._keep = (arrays, name_b, desc_b, reg_cb, d)
         self._registered = True
         return self
@@ -331,7 +434,7 @@ class CellInfo:
 @dataclasses.dataclass
 class CellResult:
     """What one cell gave: verdict (pass, poisoned, variant, fail, unwritten, declined, error, ...), declined,
-    failed (counts as a failure of a run), detail, metrics (text), repro (the `pacheck repro` line) and
+    failed (counts as a failure of a run), detail, metrics (text; "" when no output was judged), repro (the `pacheck repro` line) and
     result (the whole result as report.json writes it: metrics, limit, margin, worst element, ...)."""
 
     cell_id: str
@@ -352,8 +455,11 @@ class CellResult:
         return (w.get("seq"), w.get("head"), w.get("dim"))
 
     def message(self):
-        """The failure message: verdict and detail, the worst element and the headline metrics, the repro."""
-        m = self.result.get("metrics", {})
+        """The failure message: verdict and detail, the worst element and the headline metrics (only when an
+        output was judged: not for declined, error, crash or timeout cells), the repro."""
+        # self.metrics is "" when pacheck judged no output (cells.hpp's CellRun::metrics): the result's
+        # metrics are then all zero and the worst element (seq -1, ...) means nothing.
+        m = self.result.get("metrics", {}) if self.metrics else {}
         lines = [f"cell '{self.cell_id}' on {self.kernel}: verdict {self.verdict}"
                  + (f" ({self.detail})" if self.detail else "")]
         if m:
@@ -403,8 +509,10 @@ def run_cell(suite, kernel, cell_id, device=None):
     """Runs one cell through pacheck's pipeline on `kernel` in this process and returns its CellResult.
 
     suite: a name or .toml path, or None to build the cell from its id alone (as `pacheck repro`); device:
-    "cpu", "cuda", "cuda:N" (default: the kernel's own device). Raises PacheckError for an id not in the
-    suite, an unknown kernel or an unusable device; a kernel's exception is the cell's `error` verdict."""
+    "cpu", "cuda", "cuda:N" (default: the kernel's own device; a CPU kernel runs on the CPU whichever of
+    these is given, as in `pacheck run`). Raises PacheckError for an id not in the suite, an unknown kernel
+    or a device that is none of those spellings ("gpu7": the message names it); a kernel's exception is the
+    cell's `error` verdict."""
     name = _kernel_name(kernel)
     if device is None:
         device = kernel.device if isinstance(kernel, Kernel) else "cpu"

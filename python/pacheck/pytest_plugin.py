@@ -9,8 +9,12 @@
 
 Loaded by the pytest11 entry point of an installed pacheck, or with `-p pacheck.pytest_plugin`. Test ids
 are the cell ids ("test_my_kernel[h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail]"), so `-k 'ctx4090 and
-V:nan'`, `-x`, `--junitxml` and xdist (`-n`) work as usual. A failing cell's message gives the verdict, the
-worst element and the `pacheck repro` line; a declined cell is skipped with the kernel's reason. Before the
+V:nan'`, `-x`, `--junitxml` and xdist (`-n`) work as usual; each test's junit <testcase> carries the properties
+pacheck_cell_id and (once the cell ran) pacheck_verdict, in xunit1 and xunit2. A failing cell's message gives
+the verdict, the worst element, the `pacheck repro` line and a `rerun:` pytest command that works pasted in
+the directory pytest was started in; a declined cell is skipped with the kernel's reason. A marker whose suite
+does not load (or whose test lacks the pacheck_cell argument) is a collection error naming the test, the
+suite and the known suites. Before the
 first cell, the comparator self-test and pacheck's CPU negative controls run once per suite in the session
 (once per xdist worker; not for --collect-only): when pacheck is blind every cell test fails and the session
 exits with code 3 (under xdist the workers' cells fail, and pytest's own exit code 1 is what the controller
@@ -42,6 +46,7 @@ class Cell:
         self.suite, self.kernel, self.device, self.info = suite, kernel, device, info
         self.id = info.id
         self.nodeid = nodeid
+        self.rerun = None  # the shell command that reruns this test (set when the test is set up)
         self.result = None
 
     def __repr__(self):
@@ -61,10 +66,42 @@ class Cell:
             pytest.skip(f"declined: {r.detail}")
         if r.failed:
             msg = r.message()
-            if self.nodeid:
-                msg += f"\nrerun: python3 -m pytest '{self.nodeid}'"
+            if self.rerun:
+                msg += f"\nrerun: {self.rerun}"
             pytest.fail(msg, pytrace=False)
         return r
+
+
+def _rerun_command(item):
+    """A shell command that reruns `item` pasted in the directory pytest was started in: the test file's path
+    relative to that directory (pytest's node ids are relative to its rootdir, which may be another folder),
+    `-p pacheck.pytest_plugin` when the plugin was loaded that way, and the --pacheck-suite/--pacheck-device
+    given (the ids depend on the suite)."""
+    import os
+    import shlex
+    import shutil
+    import sys
+
+    config = item.config
+    path = str(getattr(item, "path", None) or item.fspath)  # item.path: pytest >= 7
+    where = os.path.relpath(path, str(config.invocation_params.dir))
+    rest = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
+    python = "python3"
+    found = shutil.which("python3")
+    if not found or os.path.realpath(found) != os.path.realpath(sys.executable):
+        python = sys.executable or "python3"
+    words = [python, "-m", "pytest"]
+    args = [str(a) for a in config.invocation_params.args]
+    plugin_by_p = any((a == "-p" and i + 1 < len(args) and args[i + 1] == __name__) or a == "-p" + __name__
+                      for i, a in enumerate(args))
+    if plugin_by_p:
+        words += ["-p", __name__]
+    for opt in ("--pacheck-suite", "--pacheck-device"):
+        value = config.getoption(opt)
+        if value:
+            words += [opt, str(value)]
+    words.append(f"{where}::{rest}")
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def pytest_addoption(parser):
@@ -80,6 +117,15 @@ def pytest_configure(config):
     config._pacheck = {"checks": {}, "blind": [], "failed_repro": []}
 
 
+def _test_name(item):
+    """The test's node id (path::name) for messages."""
+    return getattr(item, "nodeid", None) or getattr(item, "name", "?")
+
+
+def _kernel_label(kernel):
+    return repr(kernel) if isinstance(kernel, pacheck.Kernel) else repr(str(kernel))
+
+
 def _marker_args(metafunc_or_item, config):
     m = metafunc_or_item.get_closest_marker(_MARK)
     if m is None:
@@ -90,7 +136,9 @@ def _marker_args(metafunc_or_item, config):
     kernel = kw.pop("kernel", args.pop(0) if args else None)
     device = kw.pop("device", args.pop(0) if args else None)
     if suite is None or kernel is None:
-        raise pytest.UsageError("@pacheck.pytest_plugin.cells / pytest.mark.pacheck needs a suite and a kernel")
+        raise pytest.Collector.CollectError(
+            f"{_test_name(metafunc_or_item)}: @pacheck.pytest_plugin.cells / pytest.mark.pacheck needs a suite and a "
+            "kernel")
     suite = config.getoption("--pacheck-suite") or suite
     device = config.getoption("--pacheck-device") or device
     if device is None:
@@ -102,13 +150,22 @@ def pytest_generate_tests(metafunc):
     args = _marker_args(metafunc.definition, metafunc.config)
     if args is None:
         return
+    name = _test_name(metafunc.definition)
     if _FIXTURE not in metafunc.fixturenames:
-        raise pytest.UsageError(f"{metafunc.function.__name__}: a pacheck-marked test takes the '{_FIXTURE}' argument")
+        raise pytest.Collector.CollectError(f"{name}: a pacheck-marked test takes the '{_FIXTURE}' argument")
     suite, kernel, device = args
+    # A collection error with the message only (pytest prints a CollectError's text without the traceback
+    # through pluggy's frames), naming the test, the suite and the suites there are.
     try:
         infos = pacheck.cells(suite, kernel)
-    except pacheck.PacheckError as e:
-        raise pytest.UsageError(f"{metafunc.function.__name__}: pacheck: {e}") from None
+    except (pacheck.PacheckError, TypeError, ValueError) as e:
+        msg = f"{name}: pacheck cells of suite {str(suite)!r} on kernel {_kernel_label(kernel)}: {e}"
+        if isinstance(e, pacheck.PacheckError) and "known:" not in msg:
+            try:
+                msg += f" (known suites: {', '.join(pacheck.info()['suites'])})"
+            except pacheck.PacheckError:
+                pass
+        raise pytest.Collector.CollectError(msg) from None
     metafunc.parametrize(_FIXTURE, [Cell(suite, kernel, device, i) for i in infos], ids=[i.id for i in infos])
 
 
@@ -146,6 +203,10 @@ def pytest_runtest_setup(item):
     if not isinstance(cell, Cell):
         return
     cell.nodeid = item.nodeid
+    cell.rerun = _rerun_command(item)
+    cell.result = None
+    # On the item (not the report): pytest's junitxml writes item.user_properties, xunit1 and xunit2 alike.
+    item.user_properties.append(("pacheck_cell_id", cell.id))
     c = item.config._pacheck["checks"].get(cell.suite)
     if c is not None and c.blind:
         pytest.fail(f"pacheck is blind on suite '{cell.suite}' (instrument check failed), so no verdict "
@@ -154,16 +215,17 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
     callspec = getattr(item, "callspec", None)
     cell = callspec.params.get(_FIXTURE) if callspec else None
-    if isinstance(cell, Cell) and rep.when == "call" and cell.result is not None:
-        r = cell.result
-        rep.user_properties.append(("pacheck_verdict", r.verdict))
-        rep.user_properties.append(("pacheck_cell_id", r.cell_id))
-        if rep.failed:
-            item.config._pacheck["failed_repro"].append(r.repro)
+    ran = isinstance(cell, Cell) and call.when == "call" and cell.result is not None
+    if ran:
+        # Before the report is made from the item: the call and teardown reports both carry it, and junitxml
+        # writes the teardown report's user_properties into <properties>.
+        item.user_properties.append(("pacheck_verdict", cell.result.verdict))
+    outcome = yield
+    rep = outcome.get_result()
+    if ran and rep.failed:
+        item.config._pacheck["failed_repro"].append(cell.result.repro)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

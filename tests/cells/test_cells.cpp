@@ -197,4 +197,21 @@ TEST(CellsGtest, AnUnknownDeviceFailsEveryCellNamingIt) {
   EXPECT_EQ(out.find("[       OK ]"), std::string::npos) << out;
 }
 
+// A cell with no output to judge (declined here; error, crash and timeout alike) carries no metrics: the
+// gtest failure text and the Python message print CellRun::metrics, and a "worst: (seq -1, ...)" with
+// rel_linf 0 against limit 0 would be noise. A judged cell keeps every metric.
+TEST(CellsRunCell, MetricsOnlyWhenAnOutputWasJudged) {
+  static const std::vector<std::string> added = pacheck::cells::add_plugin(PACHECK_TAIL_V_PLUGIN);
+  ASSERT_EQ(added, std::vector<std::string>{"cells.tail_v"});
+  // tail_v_kernel.c declines head_size > 512
+  const pacheck::cells::CellRun declined =
+      pacheck::cells::run_cell("", "cells.tail_v", "h2/1 d576 bs16 f32 ctx20 nhd seed7 clean", "cpu");
+  EXPECT_TRUE(declined.declined) << declined.verdict << ": " << declined.detail;
+  EXPECT_EQ(declined.metrics, "");
+  const pacheck::cells::CellRun judged =
+      pacheck::cells::run_cell("", "cells.tail_v", "h2/1 d64 bs16 f32 ctx20 nhd seed7 clean", "cpu");
+  EXPECT_EQ(judged.verdict, "pass") << judged.detail;
+  EXPECT_NE(judged.metrics.find("worst: (seq "), std::string::npos) << judged.metrics;
+}
+
 }  // namespace

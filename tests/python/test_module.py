@@ -5,11 +5,13 @@ Run by ctest (tests/python/CMakeLists.txt) with PACHECK_LIB, PACHECK_BINARY and 
 import ctypes
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-import pacheck
+import numpy_kernels  # noqa: F401 -- in sys.modules before pytester's in-process runs, which would otherwise
+import pacheck           # import it afresh each run and register its kernels' names twice
 from pacheck import dtypes
 
 pytest_plugins = ["pytester"]
@@ -53,6 +55,7 @@ def test_decline_names_the_reason():
     r = pacheck.run_cell("gate", k, CELL)
     assert r.verdict == "declined" and r.declined and not r.failed
     assert "q_dtype bf16: only f32" in r.detail
+    assert r.metrics == "" and "worst element" not in r.message(), r.message()
 
 
 def test_decline_exception_and_failing_supports():
@@ -77,6 +80,8 @@ def test_kernel_exception_is_an_error_with_its_traceback():
     assert r.verdict == "error" and r.failed
     assert "ZeroDivisionError" in r.detail and "ZeroDivisionError" in r.message()
     assert "repro: pacheck repro" in r.message()
+    # no output was judged: no metrics, no "worst element: (seq -1 ...) rel_linf 0 against limit 0.0" line
+    assert r.metrics == "" and "worst element" not in r.message() and "limit" not in r.message(), r.message()
 
 
 def test_unwritten_output_and_written_input_fail():
@@ -97,7 +102,7 @@ def test_planted_kernel_cell_and_repro():
     bad = pacheck.run_cell("gate", numpy_tail_fault, CELL)
     assert bad.verdict == "poisoned" and bad.failed, bad.message()
     assert bad.repro.startswith("pacheck repro 'h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 V:nan@tail'")
-    assert "worst element" in bad.message()
+    assert "worst element" in bad.message() and "worst: (seq " in bad.metrics
     good = pacheck.run_cell("gate", numpy_decode, CELL)
     assert good.verdict == "pass", good.message()
 
@@ -107,10 +112,10 @@ def test_bad_calls_raise():
         pacheck.cells("no-such-suite", "cpu.reference")
     with pytest.raises(pacheck.PacheckError, match="has no cell"):
         pacheck.run_cell("gate", "cpu.reference", "h1/1 d64 bs16 f32 ctx5 nhd seed7 clean")
-    with pytest.raises(pacheck.PacheckError, match="layouts"):
-        pacheck.Kernel("t.badlayout", _zero, layouts=("xyz",)).register()
-    with pytest.raises(pacheck.PacheckError, match="name"):
-        pacheck.Kernel("bad name!", _zero).register()
+    with pytest.raises(ValueError, match="layouts"):  # at construction (see test_kernel_arguments_are_checked...)
+        pacheck.Kernel("t.badlayout", _zero, layouts=("xyz",))
+    with pytest.raises(ValueError, match="name"):
+        pacheck.Kernel("bad name!", _zero)
 
 
 def test_dtype_codecs():
@@ -162,3 +167,146 @@ pacheck.check_instrument = lambda suite: pacheck.InstrumentCheck(True, "negative
     res = pytester.runpytest("-p", "pacheck.pytest_plugin", "-k", "ctx1000 and V:nan and tail and bf16 and not fp8 and h8")
     assert res.ret == 3
     res.stdout.fnmatch_lines(["*pacheck is blind on suite 'gate'*", "*BLIND*"])
+
+
+# Issue 17/20 audit: a Kernel's arguments are checked in Python, at construction, and every message names
+# the Python object and the field ("pacheck.Kernel('NAME'): FIELD: ...").
+@pytest.mark.parametrize("field", ["head_sizes", "block_sizes", "gqa_ratios"])
+@pytest.mark.parametrize("value, error, says", [
+    ([2**32 + 128], ValueError, "4294967424 is out of range [1, 2147483647]"),  # c_int32 wrapped it to 128
+    ([2**40], ValueError, "1099511627776 is out of range"),  # was "0 is not > 0"
+    ([2**31], ValueError, "2147483648 is out of range"),
+    ([0], ValueError, "0 is out of range"),
+    ([-16], ValueError, "-16 is out of range"),
+    ([True], TypeError, "entry True is a bool, not an int"),
+    (["64"], TypeError, "entry '64' is a str, not an int"),
+    ([64.0], TypeError, "entry 64.0 is a float, not an int"),
+    (None, TypeError, "a list or tuple, not NoneType"),
+    (64, TypeError, "a list or tuple, not int"),
+    ("64", TypeError, "a list or tuple, not the str '64'"),
+    ([64, 64], ValueError, "64 listed twice"),
+])
+def test_kernel_size_lists_are_checked(field, value, error, says):
+    with pytest.raises(error) as e:
+        pacheck.Kernel("t.sizes", _zero, **{field: value})
+    assert str(e.value).startswith(f"pacheck.Kernel('t.sizes'): {field}: "), str(e.value)
+    assert says in str(e.value)
+
+
+def test_kernel_size_lists_keep_good_values():
+    k = pacheck.Kernel("t.sizesok", _zero, head_sizes=[np.int64(128), 2**31 - 1], block_sizes=range(16, 33, 16))
+    assert k.head_sizes == (128, 2**31 - 1) and type(k.head_sizes[0]) is int and k.block_sizes == (16, 32)
+
+
+@pytest.mark.parametrize("args, kw, error, says", [
+    (("bad name!", _zero), {}, ValueError, "pacheck.Kernel('bad name!'): name: character ' '"),
+    (("h\u00e9llo", _zero), {}, ValueError, "pacheck.Kernel('h\u00e9llo'): name: character '\u00e9' (U+00E9) is not ASCII"),
+    (("", _zero), {}, ValueError, "pacheck.Kernel(''): name: empty"),
+    (("x" * 65, _zero), {}, ValueError, "name: 65 characters, longer than 64"),
+    ((123, _zero), {}, TypeError, "pacheck.Kernel(123): name: a str, not int"),
+    (("t.run", 42), {}, TypeError, "pacheck.Kernel('t.run'): run: a callable taking pacheck.Inputs, not int 42"),
+    (("t.sup", _zero), {"supports": "f32 only"}, TypeError, "pacheck.Kernel('t.sup'): supports: None or a callable"),
+    (("t.dev", _zero), {"device": "gpu"}, ValueError, "pacheck.Kernel('t.dev'): device: 'gpu': 'cpu' or 'cuda'"),
+    (("t.lay", _zero), {"layouts": "nhd"}, TypeError,
+     "pacheck.Kernel('t.lay'): layouts: a list or tuple, not the str 'nhd' (write layouts=('nhd',) for one entry)"),
+    (("t.lay2", _zero), {"layouts": ("xyz",)}, ValueError, "pacheck.Kernel('t.lay2'): layouts: 'xyz' is not known"),
+    (("t.lay3", _zero), {"layouts": ()}, ValueError, "pacheck.Kernel('t.lay3'): layouts: empty"),
+    (("t.lay4", _zero), {"layouts": None}, TypeError, "pacheck.Kernel('t.lay4'): layouts: a list or tuple, not NoneType"),
+    (("t.dt", _zero), {"q_dtypes": ("bf16", "f32", "bf16")}, ValueError, "pacheck.Kernel('t.dt'): q_dtypes: bf16 listed twice"),
+    (("t.dt2", _zero), {"kv_dtypes": "bf16"}, TypeError, "pacheck.Kernel('t.dt2'): kv_dtypes: a list or tuple, not the str"),
+    (("t.dt3", _zero), {"out_dtypes": (2,)}, TypeError, "pacheck.Kernel('t.dt3'): out_dtypes: entry 2 is a int, not a str"),
+    (("t.dt4", _zero), {"out_dtypes": ("fp16",)}, ValueError, "pacheck.Kernel('t.dt4'): out_dtypes: 'fp16' is not known"),
+    (("t.desc", _zero), {"description": 5}, TypeError, "pacheck.Kernel('t.desc'): description: a str, not int"),
+])
+def test_kernel_arguments_are_checked_at_construction(args, kw, error, says):
+    with pytest.raises(error) as e:
+        pacheck.Kernel(*args, **kw)
+    assert says in str(e.value), str(e.value)
+
+
+def test_kernel_register_checks_again_and_names_the_python_object():
+    k = pacheck.Kernel("t.later", _zero)
+    k.head_sizes = [2**32 + 128]  # changed after __init__: register() must not wrap it either
+    with pytest.raises(ValueError, match=r"pacheck\.Kernel\('t\.later'\): head_sizes: 4294967424 is out of range"):
+        k.register()
+    pacheck.Kernel("t.twice", _zero).register()
+    with pytest.raises(pacheck.PacheckError) as e:  # refused by the C side (the backstop), framed for Python
+        pacheck.Kernel("t.twice", _zero).register()
+    assert str(e.value) == ("pacheck.Kernel('t.twice'): duplicate kernel name 't.twice': already registered by "
+                            "pacheck.Kernel('t.twice')"), str(e.value)
+
+
+_PLANTED = """
+import pacheck, pacheck.pytest_plugin as pp
+from numpy_kernels import numpy_tail_fault
+
+@pp.cells("gate", numpy_tail_fault)
+def test_k(pacheck_cell):
+    pacheck_cell.check()
+"""
+_ONE_FAILING = "ctx1000 and V:nan and tail and bf16 and not fp8 and h8 and not K+V"  # the one cell CELL
+
+
+@pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+def test_plugin_junitxml_carries_the_verdict_and_cell_id(pytester, family):
+    import xml.etree.ElementTree as ET
+
+    pytester.makepyfile(test_inner=_PLANTED + """
+@pp.cells("gate", "cpu.reference")
+def test_ref(pacheck_cell):
+    pacheck_cell.check()
+""")
+    xml = pytester.path / "out.xml"
+    res = pytester.runpytest("-p", "pacheck.pytest_plugin", "--pacheck-no-instrument", "-k", _ONE_FAILING,
+                             f"--junitxml={xml}", "-o", f"junit_family={family}")
+    res.assert_outcomes(passed=1, failed=1)
+    props, ids = {}, {}
+    for tc in ET.parse(xml).getroot().iter("testcase"):
+        test, cell = tc.get("name").split("[", 1)
+        props[test] = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        ids[test] = cell[:-1]
+    assert ids["test_k"] == CELL and ids["test_ref"] == CELL.replace(" nhd ", " vllm ")  # its native layout
+    assert props["test_k"] == {"pacheck_verdict": "poisoned", "pacheck_cell_id": ids["test_k"]}, props
+    assert props["test_ref"] == {"pacheck_verdict": "pass", "pacheck_cell_id": ids["test_ref"]}, props
+
+
+def test_plugin_rerun_line_works_from_the_invocation_dir(pytester):
+    import shlex
+
+    pytester.makeini("[pytest]\n")  # rootdir: pytester.path; pytest is started in sub/, a folder below it
+    sub = pytester.mkpydir("sub")
+    (sub / "test_inner.py").write_text(_PLANTED)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    first = subprocess.run([sys.executable, "-m", "pytest", "-p", "pacheck.pytest_plugin", "-p", "no:cacheprovider",
+                            "--pacheck-no-instrument", "-k", _ONE_FAILING], cwd=sub, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    assert first.returncode == 1, first.stdout
+    rerun = [line[len("rerun: "):] for line in first.stdout.splitlines() if line.startswith("rerun: ")]
+    assert len(rerun) == 1, first.stdout
+    words = shlex.split(rerun[0])
+    assert words[-1] == f"test_inner.py::test_k[{CELL}]", rerun  # relative to sub/, not to the rootdir
+    assert words[words.index("-p") + 1] == "pacheck.pytest_plugin", rerun
+    # Pasted in sub/ (with the instrument check left out through the environment, to keep the test short):
+    again = subprocess.run(words, cwd=sub, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=dict(env, PYTEST_ADDOPTS="--pacheck-no-instrument -p no:cacheprovider"))
+    assert again.returncode == 1 and "1 failed" in again.stdout and "verdict poisoned" in again.stdout, again.stdout
+
+
+def test_plugin_bad_suite_is_a_clean_collection_error(pytester):
+    suite = "no-such-suite"
+    pytester.makepyfile(test_inner=_PLANTED.replace('"gate"', repr(suite)))
+    res = pytester.runpytest("-p", "pacheck.pytest_plugin")
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    out = res.stdout.str()
+    res.stdout.fnmatch_lines([f"*test_inner.py::test_k: pacheck cells of suite '{suite}' on kernel "
+                              "pacheck.Kernel('py.numpy_tail_fault'*no suite named*(known: *gate*tail-poison*)"])
+    assert "Traceback" not in out and "_hooks.py" not in out and "_pytest/" not in out and "UsageError" not in out, out
+    between = out.split("ERROR collecting")[1].split("short test summary")[0].strip().splitlines()
+    assert len(between) == 3, out  # the "ERROR collecting" line's end, the message, the next section's rule
+
+
+def test_run_cell_refuses_an_unknown_device():
+    # The lead's C++ fix (cells/cells.cpp run_cell_result validates the device) makes this pass.
+    k = pacheck.Kernel("t.dev7", _zero)
+    with pytest.raises(pacheck.PacheckError, match="gpu7"):
+        pacheck.run_cell("gate", k, CELL, device="gpu7")
