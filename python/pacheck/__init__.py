@@ -510,9 +510,10 @@ def run_cell(suite, kernel, cell_id, device=None):
 
     suite: a name or .toml path, or None to build the cell from its id alone (as `pacheck repro`); device:
     "cpu", "cuda", "cuda:N" (default: the kernel's own device; a CPU kernel runs on the CPU whichever of
-    these is given, as in `pacheck run`). Raises PacheckError for an id not in the suite, an unknown kernel
-    or a device that is none of those spellings ("gpu7": the message names it); a kernel's exception is the
-    cell's `error` verdict."""
+    these is given, as in `pacheck run`, but the device named must exist). Raises PacheckError for an id not
+    in the suite, an unknown kernel, a device that is none of those spellings ("gpu7") or one this machine
+    lacks ("cuda" without a CUDA device); the message names the device. A kernel's exception is the cell's
+    `error` verdict."""
     name = _kernel_name(kernel)
     if device is None:
         device = kernel.device if isinstance(kernel, Kernel) else "cpu"
