@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """ctest driver for examples/python/test_numpy_kernel.py (issue 20's acceptance), one mode per ctest test:
 
-  --mode correct: pytest over gate on the correct NumPy kernel must pass every cell (exit 0, no failure,
-                  no skip), and print the instrument check as ok;
+  --mode correct: pytest over gate on the correct NumPy kernel must pass every cell (exit 0, no failure),
+                  skip exactly the cells with an attention variant (the example kernels implement none, so
+                  pacheck declines them naming the field; issue 19), and print the instrument check as ok;
   --mode planted: pytest over gate on the planted tail-fault kernel must fail exactly the cells pacheck says
                   poison the V tail of a straddling length (CellInfo.poisons_v_tail, the set cpu.vector_v
                   must fail), pass every other cell, and print each failing cell's repro line.
@@ -50,12 +51,17 @@ def main():
         else:
             passed.add(cell)
     problems = []
+    # The example kernels list no attention variant: pacheck declines those cells (a skip), and only those.
+    variant = {cell for cell in failed | passed | skipped
+               if any(f" {t}=" in f" {cell}" for t in ("win", "cap", "alibi", "sinks"))}
+    if skipped != variant:
+        problems.append(f"skipped {len(skipped)} cells, expected the {len(variant)} with an attention variant; "
+                        f"unexpected: {sorted(skipped - variant)[:3]}, not skipped: {sorted(variant - skipped)[:3]}")
     if a.mode == "correct":
         if p.returncode != 0:
             problems.append(f"pytest exit {p.returncode}, expected 0")
-        if failed or skipped:
-            problems.append(f"{len(failed)} failed and {len(skipped)} skipped cells, expected none: "
-                            f"{sorted(failed | skipped)[:5]}")
+        if failed:
+            problems.append(f"{len(failed)} failed cells, expected none: {sorted(failed)[:5]}")
         if "instrument check, suite gate: ok" not in p.stdout:
             problems.append("the instrument check's line is missing")
         if len(passed) < 200:
@@ -66,7 +72,7 @@ def main():
         import pacheck
         from numpy_kernels import numpy_tail_fault
 
-        want = {c.id for c in pacheck.cells("gate", numpy_tail_fault) if c.poisons_v_tail}
+        want = {c.id for c in pacheck.cells("gate", numpy_tail_fault) if c.poisons_v_tail} - variant
         if p.returncode != 1:
             problems.append(f"pytest exit {p.returncode}, expected 1 (failures)")
         if not want:
@@ -74,8 +80,6 @@ def main():
         if failed != want:
             problems.append(f"failed {len(failed)} cells, expected {len(want)}; unexpected: "
                             f"{sorted(failed - want)[:5]}, missed: {sorted(want - failed)[:5]}")
-        if skipped:
-            problems.append(f"{len(skipped)} skipped cells: {sorted(skipped)[:3]}")
         for cell in sorted(failed):
             line = f"pacheck repro '{cell}' --kernel py.numpy_tail_fault"
             if line not in p.stdout:
