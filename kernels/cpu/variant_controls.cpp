@@ -30,8 +30,8 @@ bool softcap_ratio_fails(const Case& c) {
 }
 
 /// Partition size of cpu.window_scratch, as cpu.split_kv_lse's.
-constexpr int kPartition = 256;
-constexpr int kTile = 32;
+constexpr int kScratchPartition = 256;
+constexpr int kScratchTile = 32;
 
 /// True when cpu.window_scratch must fail the cell: some sequence's window spans fewer partitions than its
 /// context, so trailing scratch slots stay unwritten and the merge reads them.
@@ -39,7 +39,7 @@ bool window_scratch_fails(const Case& c) {
   if (c.sliding_window <= 0) return false;
   for (int s = 0; s < c.num_seqs(); ++s) {
     const int len = c.seq_lens[s], window = len - c.window_start(s);
-    if ((window + kPartition - 1) / kPartition < (len + kPartition - 1) / kPartition) return true;
+    if ((window + kScratchPartition - 1) / kScratchPartition < (len + kScratchPartition - 1) / kScratchPartition) return true;
   }
   return false;
 }
@@ -103,14 +103,14 @@ class WindowScratch final : public CpuKernel {
     std::vector<float> lse, o;
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       const int len = a.seq_lens[sv.s], D = a.head_size, first = window_first(a, sv.s);
-      const int slots = (len + kPartition - 1) / kPartition;  // the fault: sized for the whole context
+      const int slots = (len + kScratchPartition - 1) / kScratchPartition;  // the fault: sized for the whole context
       lse.assign(slots, kNaN);                                // unwritten scratch
       o.assign(static_cast<std::size_t>(slots) * D, kNaN);
       for (int i = 0; i < slots; ++i) {
-        const int t0 = first + i * kPartition, t1 = std::min(len, t0 + kPartition);
+        const int t0 = first + i * kScratchPartition, t1 = std::min(len, t0 + kScratchPartition);
         if (t0 >= len) continue;  // a trailing empty split returns without writing its slot
         OnlineSoftmax st(D);
-        st.add_tokens<KV>(sv, g, q, a.scale, t0, t1, kTile);
+        st.add_tokens<KV>(sv, g, q, a.scale, t0, t1, kScratchTile);
         lse[i] = st.m + std::log(st.l);
         st.normalised(&o[static_cast<std::size_t>(i) * D]);
       }
