@@ -100,11 +100,12 @@ int register_kernels(const std::string& suite, const std::vector<std::string>& k
   // added (a failing global Environment would skip every test of the binary, the refusal's test included).
   std::vector<std::pair<std::string, std::vector<std::string>>> ids;
   for (const auto& kernel : chosen) {
-    if (!registered_pairs().insert({suite, kernel}).second)
+    if (registered_pairs().count({suite, kernel}))
       throw std::runtime_error("suite '" + suite + "' is already registered for kernel " + kernel +
                                " (register_suite was called twice for it)");
     ids.emplace_back(kernel, cells::cell_ids(suite, kernel));
   }
+  for (const auto& entry : ids) registered_pairs().insert({suite, entry.first});  // only once all loaded
   if (opt.check_instrument && checked.insert(suite).second)
     testing::AddGlobalTestEnvironment(new InstrumentEnvironment(suite));
   int n = 0;

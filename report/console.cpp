@@ -99,8 +99,8 @@ class ConsoleFormat : public ReportFormat {
     if (!s.kernels.empty() && std::none_of(s.kernels.begin(), s.kernels.end(), [](const KernelSummary& k) {
           return k.control != ControlOutcome::not_control;
         }))
-      out_ << "negative controls: none ran, so this run does not show that its checks can fail here (a --plugin or "
-              "--kernel run adds the device's built-in controls with --with-controls)\n";
+      out_ << "negative controls: none ran, so this run does not show that its checks can fail here "
+              "(`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel selection)\n";
     out_ << fmt::format("\n{} passed, {} failed ({} declined, {} caught by negative controls)\n", s.passed, s.failed,
                         s.declined, s.caught);
     if (is_all_devices_spec(meta.device)) print_devices(s);

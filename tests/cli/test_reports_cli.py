@@ -427,7 +427,8 @@ def scenario_plugin(args, tmp):
             "planted.oob_write": "oob_write", "planted.error": "error"}
     d = os.path.join(tmp, "isolated")
     common = ["--plugin", args.plugin, "--suite", suite, "--cell-timeout", "3"]
-    run(args, "run", *common, "-j2", "--report-dir", d, expect=1)  # plugin kernels are isolated by default
+    p = run(args, "run", *common, "-j2", "--report-dir", d, expect=1)  # plugin kernels are isolated by default
+    check("negative controls: none ran" in p.stdout, "a run without controls does not say so in its summary")
     report = check_reports_dir(d)
     check([k["kernel"] for k in report["kernels"]] == kernels, "not every planted kernel ran")
     cells = len(report["results"]) // len(kernels)
