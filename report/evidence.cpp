@@ -358,9 +358,12 @@ VerifyOutcome verify(const VerifyRequest& req) {
       case CellOutcome::missed: ++missed; break;
     }
     if (k.negative_control) {
+      // Planted = caught + missed, as the run's summary counts them (report.json, evidence.json controls[]): a
+      // faulted cell the control declined was never run, so it is no planted cell it could have missed.
       ControlCount& c = controls[k.name];
-      if (r.expected_fail) ++c.planted;
-      if (cell_outcome(r, true) == CellOutcome::caught) {
+      const CellOutcome o = cell_outcome(r, true);
+      if (o == CellOutcome::caught || o == CellOutcome::missed) ++c.planted;
+      if (o == CellOutcome::caught) {
         ++c.caught;
         if (!r.device.empty()) c.devices.insert(r.device);
       }

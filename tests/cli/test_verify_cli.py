@@ -278,6 +278,30 @@ def scenario_verify_tamper(args, tmp):
         ev["summary"]["caught"] -= 1
     forge(d, fewer_caught)
     verify(args, d, *S, expect=15, says=["negative control cpu.vector_v caught 1 of its 2 planted cells", "blind"])
+    # A planted cell the control declined (as gpu.paged_v1_tail_fault declines gate's cells of shapes it
+    # does not take) is no planted cell: the run counts planted = caught + missed, and so must verify
+    # (it said "caught 79 of its 84 planted cells: blind" of an H100 run whose summary had 0 missed).
+    d = fresh()
+    lines = lines_of(d)
+    for k, l in enumerate(lines):
+        r = json.loads(l)
+        if r["kernel"] == "cpu.vector_v" and r["expected_fail"]:
+            r["verdict"] = "declined"
+            r["detail"] = "head_size 128: only 64 (a planted decline)"
+            lines[k] = (json.dumps(r) + "\n").encode()
+            break
+    write(os.path.join(d, "results.jsonl"), b"".join(lines))
+    rp = os.path.join(d, "report.json")
+    report = json.loads(read(rp))
+    report["summary"]["caught"] -= 1
+    report["summary"]["declined"] += 1
+    write(rp, dump(report).encode())
+
+    def one_declined(ev):
+        ev["summary"]["caught"] -= 1
+        ev["summary"]["declined"] += 1
+    forge(d, one_declined)
+    verify(args, d, *S, expect=0, says=["verified:", "controls 1/1 caught"])
     # A failed self-test written into report.json and the manifest: exit 16.
     d = fresh()
     rp = os.path.join(d, "report.json")
