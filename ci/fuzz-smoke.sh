@@ -13,7 +13,7 @@ if ! command -v clang++ >/dev/null; then
   exit 2
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACHECK_CUDA=OFF \
-  -DPACHECK_HIP=OFF -DPACHECK_FUZZ=ON -DPACHECK_BUILD_TESTS=ON >/dev/null
+  -DPACHECK_HIP=OFF -DPACHECK_FUZZ=ON -DPACHECK_BUILD_TESTS=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build "$build" --target pacheck_fuzz
 bin="$build/tests/fuzz"
 corpora="$build/fuzz-corpus"
