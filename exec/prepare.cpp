@@ -44,9 +44,11 @@ MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool cal
   // the block below the window, blocks 0 and last, a padding target and 8 sampled ones.
   double resident_blocks = pool_blocks;
   if (c.high_block_ids == 31 || c.high_block_ids == 32) {
-    resident_blocks = pool_blocks * (c.high_block_ids == 32 ? 3 : 1) + 12;
+    // Case::pool_plan(): num_blocks = ceil(2^B / E) + ceil(blocks / 2) + spare_blocks.
     const double Eb = std::max(1.0, G * D * bs);
-    pool_blocks = std::ceil(std::ldexp(1.0, c.high_block_ids) / Eb) + std::ceil(pool_blocks / 2) + 1;
+    pool_blocks = std::ceil(std::ldexp(1.0, c.high_block_ids) / Eb) + std::ceil(blocks / 2) + std::max(0, c.spare_blocks);
+    const bool wraps = pool_blocks * Eb > std::ldexp(1.0, 32);  // some window block's offset passes 2^32
+    resident_blocks = resident_blocks * (wraps ? 3 : 1) + 12;
   }
   const double P = resident_blocks * bs * G * D;
   const double kv = static_cast<double>(dtype_size(c.kv_dtype));

@@ -181,6 +181,15 @@ TEST(MemoryEstimate, HighBlockIdsCountResidentNotVirtualBytes) {
   }
   EXPECT_GE(virtual_pool, std::size_t{16} << 30);
   EXPECT_LT(static_cast<double>(during), m.total());
+  // The slot map spans the whole pool (pool_plan's num_blocks, spares included) and every spare of the
+  // window is live: a pool with 5,000 spare blocks counts them.
+  for (const char* id : {"h8/2 d128 bs16 bf16 ctx1000 nhd seed7 spare=5000 hiblk=31",
+                         "h8/2 d128 bs16 bf16 ctx1000 nhd seed7 spare=5000 hiblk=32"}) {
+    const Case c = parse_case_id(id);
+    const PagedCache pc = page(c, generate(c));
+    const double live = static_cast<double>(pc.key_cache.live_bytes() + pc.value_cache.live_bytes());
+    EXPECT_GE(estimate_case_memory(c).paged_cache, live + static_cast<double>(pc.slot_map.size())) << id;
+  }
   std::printf("hiblk=32 cell: pool %.1f GiB virtual, estimate %.1f MiB, resident growth %.1f MiB\n",
               static_cast<double>(virtual_pool) / (1 << 30), m.total() / (1 << 20), static_cast<double>(during) / (1 << 20));
 }
