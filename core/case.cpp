@@ -168,6 +168,7 @@ FieldBounds field_bounds(std::string_view field) {
   if (field == "spare_blocks") return {1, kIntMax};
   if (field == "padding_columns") return {0, 65536};
   if (field == "padding_target") return {-1, kIntMax - 1};
+  if (field == "high_block_ids") return {0, 32};
   throw std::logic_error(fmt::format("field_bounds: '{}' is not an integer field of a case", field));
 }
 
@@ -269,13 +270,35 @@ void Case::validate() const {
   checked_field("block_size", block_size);
   for (int len : seq_lens) checked_field("seq_lens", len);
   checked_field("padding_columns", padding_columns);
-  long long needed = 0;
-  for (int s = 0; s < num_seqs(); ++s) needed += blocks_for(s);
-  const long long pool = needed + spare_blocks;
-  if (pool > (1LL << 31) - 1) throw CaseError("seq_lens", "the pool would need more than 2^31 blocks");
+  if (high_block_ids != 0 && high_block_ids != 31 && high_block_ids != 32)
+    throw CaseError("high_block_ids", fmt::format("{} is not 0 (a dense pool), 31 or 32 (offsets past 2^31 / 2^32)",
+                                                  high_block_ids));
+  const PoolPlan plan = pool_plan();
+  const long long pool = plan.num_blocks;
+  if (pool > (1LL << 31) - 1)
+    throw CaseError(high_block_ids ? "high_block_ids" : "seq_lens",
+                    high_block_ids ? fmt::format("offsets past 2^{} need {} blocks of {} elements, more than 2^31 - 1",
+                                                 high_block_ids, pool,
+                                                 static_cast<long long>(num_kv_heads) * head_size * block_size)
+                                   : std::string("the pool would need more than 2^31 blocks"));
   if (padding_target < -1 || padding_target >= pool)
     throw CaseError("padding_target",
                     fmt::format("{} is not -1 or a physical block in [0, {})", padding_target, pool));
+}
+
+Case::PoolPlan Case::pool_plan() const {
+  PoolPlan p;
+  for (int s = 0; s < num_seqs(); ++s) p.needed += blocks_for(s);
+  const long long window = p.needed + spare_blocks;
+  if (high_block_ids == 0) {
+    p.num_blocks = window;
+    return p;
+  }
+  const long long E = static_cast<long long>(std::max(1, num_kv_heads)) * std::max(1, head_size) * std::max(1, block_size);
+  const long long first_high = ((1LL << high_block_ids) + E - 1) / E;
+  p.window_first = std::max(0LL, first_high - p.needed / 2);
+  p.num_blocks = p.window_first + window;
+  return p;
 }
 
 std::string Case::id() const {
@@ -297,6 +320,7 @@ std::string Case::id() const {
   if (spare_blocks != kDefaults.spare_blocks) out += fmt::format(" spare={}", spare_blocks);
   if (padding_columns != kDefaults.padding_columns) out += fmt::format(" padcols={}", padding_columns);
   if (padding_target != kDefaults.padding_target) out += fmt::format(" padto={}", padding_target);
+  if (high_block_ids != 0) out += fmt::format(" hiblk={}", high_block_ids);
   return out;
 }
 
@@ -446,6 +470,9 @@ Case parse_case_id(const std::string& id) {
     } else if (t.starts_with("padto=")) {
       once("padding_target", t);
       c.padding_target = to_int(t.substr(6), "padding_target");
+    } else if (t.starts_with("hiblk=")) {
+      once("high_block_ids", t);
+      c.high_block_ids = to_int(t.substr(6), "high_block_ids");
     } else if (find_name(layout_table(), t)) {
       once("layout", t);
       c.layout = parse_layout(t);

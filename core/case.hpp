@@ -133,11 +133,12 @@ struct CaseError : std::invalid_argument {
 ///  - spare_blocks: [1, 2^31 - 1]; padding_columns: [0, 65536]; padding_target: [-1, 2^31 - 2]
 ///    (validate() also needs padding_target < pool size and the pool below 2^31 blocks)
 ///  - seed: [0, 2^64 - 1]
+///  - high_block_ids: 0, 31 or 32 (validate() refuses the rest and a pool of 2^31 blocks or more)
 struct FieldBounds {
   long long lo, hi;
 };
 /// The bounds of the integer field `field` ("num_heads", "num_kv_heads", "head_size", "block_size",
-/// "seq_lens", "spare_blocks", "padding_columns", "padding_target"); throws std::logic_error for another name.
+/// "seq_lens", "spare_blocks", "padding_columns", "padding_target", "high_block_ids"); throws std::logic_error for another name.
 FieldBounds field_bounds(std::string_view field);
 /// `v` as an int after checking it against field_bounds(field); throws CaseError(field, "V is out of range
 /// [LO, HI]").
@@ -181,6 +182,24 @@ struct Case {
   int spare_blocks = 3;        ///< blocks in the pool beyond those the sequences need (>= 1)
   int padding_columns = 2;     ///< block-table columns past the longest sequence's last block (>= 0)
   int padding_target = -1;     ///< physical block padding entries point at; -1 = a dedicated spare block
+  /// High physical block ids (issue 18; FlashInfer #3130, llama.cpp #24912): 0 = a dense pool of the blocks
+  /// the sequences need plus the spares; 31 or 32 = the sequences' blocks and the spares sit in a window of
+  /// physical ids around the first block whose element offset (id x elements per block, K and V caches alike)
+  /// reaches 2^31 (int32 overflows) or 2^32 (uint32 wraps): about half the sequences' blocks below it, the
+  /// rest above (pool_plan()). The pool is then sparse in host memory (paging/pool_buffer.hpp). Id "hiblk=31".
+  int high_block_ids = 0;
+
+  /// Where the pager puts the pool's blocks: `num_blocks` physical blocks, of which the sequences' blocks
+  /// and the spares are a permutation of [window_first, num_blocks). Dense pools: window_first 0.
+  /// With high_block_ids = B: elements per block E = num_kv_heads x head_size x block_size (the block stride
+  /// of every layout), first_high = ceil(2^B / E), window_first = first_high - floor(needed / 2): the
+  /// window's first floor(needed / 2) ids have offsets below 2^B, the other ceil(needed / 2) + spare_blocks
+  /// at or above it (with E not dividing 2^B, block first_high - 1 straddles 2^B); the seed's permutation
+  /// says which sequence gets which. `needed` = the blocks the sequences occupy.
+  struct PoolPlan {
+    long long num_blocks = 0, window_first = 0, needed = 0;
+  };
+  PoolPlan pool_plan() const;
 
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }
   /// The longest sequence, tokens (0 when there is none).

@@ -38,8 +38,19 @@ MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool cal
     longest_blocks = std::max(longest_blocks, b);
   }
   const double E = tokens * G * D;
-  const double pool_blocks = blocks + std::max(0, c.spare_blocks);
-  const double P = pool_blocks * bs * G * D;
+  double pool_blocks = blocks + std::max(0, c.spare_blocks);
+  // Resident pool blocks: all of a dense pool; of a sparse one (high block ids) its live blocks
+  // (PagedCache::resident_blocks): the window, at most 2 wrapped-offset blocks per window block past 2^32,
+  // the block below the window, blocks 0 and last, a padding target and 8 sampled ones.
+  double resident_blocks = pool_blocks;
+  if (c.high_block_ids == 31 || c.high_block_ids == 32) {
+    // Case::pool_plan(): num_blocks = ceil(2^B / E) + ceil(blocks / 2) + spare_blocks.
+    const double Eb = std::max(1.0, G * D * bs);
+    pool_blocks = std::ceil(std::ldexp(1.0, c.high_block_ids) / Eb) + std::ceil(blocks / 2) + std::max(0, c.spare_blocks);
+    const bool wraps = pool_blocks * Eb > std::ldexp(1.0, 32);  // some window block's offset passes 2^32
+    resident_blocks = resident_blocks * (wraps ? 3 : 1) + 12;
+  }
+  const double P = resident_blocks * bs * G * D;
   const double kv = static_cast<double>(dtype_size(c.kv_dtype));
   const double N = seqs * H * D;
   const double L = c.max_seq_len();

@@ -34,7 +34,8 @@ void classify(const Case& c) {
          multi_partition(c) ? "multi-partition" : "one partition", c.scale ? "scale set" : "default scale",
          // Issue 18's axes: large batches, long contexts, large pages.
          c.num_seqs() >= 5 ? "batch>=5" : "batch<5", c.max_seq_len() > 16384 ? "ctx>16K" : "ctx<=16K",
-         c.block_size >= 128 ? "block>=128" : "block<128");
+         c.block_size >= 128 ? "block>=128" : "block<128",
+         c.high_block_ids ? "block ids>2^31" : "dense pool");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -837,14 +838,15 @@ std::string tag_summary(const rc::detail::Distribution& d) {
   if (total == 0) return {};  // a run that failed before any case held has no distribution
   auto pct = [&](const std::string& tag) { return 100.0 * per_tag[tag] / total; };
   std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%, scale set {:.0f}%, "
-                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%",
+                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%, block ids>2^31 {:.0f}%",
                                 pct("straddling"), pct("GQA>1"), pct("multi-partition"), pct("scale set"),
-                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"));
+                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"), pct("block ids>2^31"));
   // A tag a property adds beyond classify()'s pairs is shown by its name, as the share of cases that carry it.
   for (const auto& [tag, n] : per_tag)
     if (tag != "straddling" && tag != "aligned" && tag != "GQA>1" && tag != "GQA=1" && tag != "multi-partition" &&
         tag != "one partition" && tag != "scale set" && tag != "default scale" && tag != "batch>=5" &&
-        tag != "batch<5" && tag != "ctx>16K" && tag != "ctx<=16K" && tag != "block>=128" && tag != "block<128")
+        tag != "batch<5" && tag != "ctx>16K" && tag != "ctx<=16K" && tag != "block>=128" && tag != "block<128" &&
+        tag != "block ids>2^31" && tag != "dense pool")
       out += fmt::format(", {} {:.0f}%", tag, pct(tag));
   return out;
 }

@@ -285,6 +285,29 @@ class CaseFiles : public ::testing::Test {
   static inline ExportSummary summary_;
 };
 
+// Issue 18: a cell of high block ids has a pool of 4-16 GiB per cache, sparse in memory only: export leaves
+// such cells out and counts them, and exports the suite's other cells.
+TEST_F(CaseFiles, ExportLeavesOutHighBlockIdCellsAndCountsThem) {
+  const Suite suite = parse_suite(R"(
+name = "pool-casefiles"
+[[cells]]
+heads = "4/1"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [37]
+high_block_ids = [0, 31, 32]
+faults = ["clean", "V:nan@tail"]
+)",
+                                  "pool.toml");
+  const fs::path cases = fresh_dir("pool");
+  const ExportSummary sum = export_cases(suite, cases.string(), {});
+  EXPECT_EQ(sum.cells, 2);
+  EXPECT_EQ(sum.skipped_high_ids, 4);
+  for (const auto& c : manifest(cases)["cells"])
+    EXPECT_EQ(c["case"].get<std::string>().find("hiblk="), std::string::npos);
+}
+
 // Case files do not carry the attention variants yet (issue 19 item 7): export leaves their cells out and
 // counts them, as it does cells of a dtype it cannot tag, so a suite that mixes them (gate) still exports
 // its other cells instead of failing whole.

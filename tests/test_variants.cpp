@@ -326,7 +326,7 @@ TEST(VariantFaults, WindowRegionPoisonsTheWrittenKeysBeforeTheEdge) {
       const int block = pc.block_tables[static_cast<std::size_t>(s) * pc.max_blocks_per_seq + t / B];
       const std::int64_t at = pc.value_offset(block, 1, t % B, 5) * 2;
       const bool poisoned = t < pc.window_first[s];
-      EXPECT_EQ(std::memcmp(&pc.value_cache[at], &clean.value_cache[at], 2) != 0, poisoned) << s << " " << t;
+      EXPECT_EQ(std::memcmp(pc.value_cache.data() + at, clean.value_cache.data() + at, 2) != 0, poisoned) << s << " " << t;
     }
   // No window, nothing to poison; a cell id or suite that asks for it is refused.
   Case plain = c;
