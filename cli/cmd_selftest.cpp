@@ -13,7 +13,8 @@ namespace {
 
 /// The suites a CPU negative control is run on: tail-poison plants the tail faults (cpu.vector_v), fp8 the
 /// fp8 scale faults (cpu.fp8_*), scales the softmax scales a kernel that ignores its scale gets wrong
-/// (cpu.fixed_scale), variants the attention-variant faults (cpu.softcap_ratio, cpu.window_scratch). A
+/// (cpu.fixed_scale), variants the attention-variant faults (cpu.softcap_ratio, cpu.window_scratch,
+/// cpu.qlen_no_causal). A
 /// control that has no expected failure in any of them is reported as not
 /// exercised and fails the self-test: selftest must show every control caught, not assume it.
 constexpr const char* kControlSuites[] = {"tail-poison", "fp8", "scales", "variants"};

@@ -96,6 +96,7 @@ struct ExportSummary {
   int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   int skipped_variant = 0; ///< cells with an attention variant (win=, cap=, alibi=, sinks=): not carried yet
+  int skipped_query_len = 0; ///< cells with several query tokens per sequence (qlen=): not carried yet
   std::string manifest;    ///< path of manifest.json
 };
 

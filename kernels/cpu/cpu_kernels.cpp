@@ -25,6 +25,7 @@ KernelPtr make_cpu_half_products();               // half_products.cpp
 KernelPtr make_cpu_p_in_v_dtype();                // p_in_v_dtype.cpp
 KernelPtr make_cpu_softcap_ratio();               // variant_controls.cpp
 KernelPtr make_cpu_window_scratch();              // variant_controls.cpp
+KernelPtr make_cpu_qlen_no_causal();              // variant_controls.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -47,6 +48,7 @@ void register_cpu_kernels(Registry& r) {
   // Attention-variant controls (issue 19): each must fail its variant's cells.
   r.add(make_cpu_softcap_ratio());    // cpu.softcap_ratio: NEGATIVE CONTROL (soft cap as e^x ratio, vLLM #56578)
   r.add(make_cpu_window_scratch());   // cpu.window_scratch: NEGATIVE CONTROL (unwritten split scratch, PR #47188)
+  r.add(make_cpu_qlen_no_causal());   // cpu.qlen_no_causal: NEGATIVE CONTROL (no causal mask among query tokens)
 }
 
 }  // namespace pacheck
