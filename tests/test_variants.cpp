@@ -159,6 +159,12 @@ TEST(VariantSuites, BadItemsNameTheField) {
 
 // ---- Several query tokens per sequence (query_lens, id token qlen=) ----
 
+Backend& cpu_backend() {
+  static const std::unique_ptr<Backend> b = make_cpu_backend();
+  return *b;
+}
+
+
 TEST(QueryLen, IdsRoundTripAndPlainDecodeKeepsItsId) {
   for (const char* id : {"h8/2 d64 bs16 bf16 ctx1000,37 nhd seed7 qlen=4",
                          "h8/2 d64 bs16 bf16 ctx1000,37,9 nhd seed7 qlen=1,8,2",
@@ -281,6 +287,42 @@ TEST(QueryLen, HandComputedTinyCases) {
   const std::vector<double> em = emulate_low_precision(c, p);
   ASSERT_EQ(em.size(), 12u);
   for (int d = 0; d < 4; ++d) EXPECT_EQ(em[d], p.v[0][d]);
+}
+
+/// A kernel that ignores query_start_loc and writes one row per sequence, as a decode kernel does: the query
+/// rows past num_seqs stay unwritten.
+class IgnoresQueryRows final : public Kernel {
+ public:
+  std::string name() const override { return "test.ignores_query_rows"; }
+  std::string description() const override { return "cpu.reference called as plain decode"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  unsigned variants() const override { return PACHECK_VARIANT_KNOWN; }
+  void run(const pacheck_kernel_args& a) const override {
+    pacheck_kernel_args b = a;
+    b.max_query_len = 1;
+    b.num_query_tokens = a.num_seqs;
+    b.query_start_loc = b.query_start_loc_host = nullptr;
+    Registry::global().find("cpu.reference")->run(b);
+  }
+};
+
+// The output buffer, its fill pattern and guards cover every query row: rows a kernel leaves alone are
+// `unwritten`, and the guard after the output sits past the last query row (a write there is oob_write).
+TEST(QueryLen, EveryOutputRowIsGuardedAndChecked) {
+  const Case c = parse_case_id("h4/1 d32 bs16 bf16 ctx40,37 nhd seed7 qlen=4,2");
+  const CaseData data = prepare_case(c, RunOptions{});
+  const IgnoresQueryRows k;
+  const RawRun r = run_kernel_once(k, cpu_backend(), data, data.cache);
+  EXPECT_TRUE(r.guard_ok) << r.guard_detail;
+  EXPECT_EQ(r.out.size(), 6u * 4 * 32);
+  EXPECT_EQ(r.unwritten, 4 * 4 * 32);  // rows 2..5 of 6
+  EXPECT_EQ(r.first_unwritten, 2 * 4 * 32);
+  const CellResult res = judge(Cell{c, {}}, k, data.ref, data.emulation_rel_linf, r, nullptr, Tolerance{});
+  EXPECT_EQ(res.verdict, Verdict::unwritten) << res.detail;
+  EXPECT_NE(res.detail.find("seq 0 query token 2 at position 38"), std::string::npos) << res.detail;
+  const RawRun honest = run_kernel_once(*Registry::global().find("cpu.reference"), cpu_backend(), data, data.cache);
+  EXPECT_EQ(honest.unwritten, 0);
 }
 
 TEST(QueryLen, ArgsAndDecline) {
@@ -512,11 +554,6 @@ TEST(VariantFaults, VectorVControlsReadTheWindowEdgesBlock) {
 }
 
 // ---- Every registered CPU kernel on variant cells ----
-
-Backend& cpu_backend() {
-  static const std::unique_ptr<Backend> b = make_cpu_backend();
-  return *b;
-}
 
 /// Variant cases: each variant alone and all together, windows whose edge falls inside a block (100) and
 /// on a block edge (128) at the PR #47188 length, ALiBi, sinks (finite and dominant), soft caps on normal
