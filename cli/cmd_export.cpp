@@ -84,6 +84,10 @@ void add_export_command(CLI::App& app, Context& ctx) {
       skipped += fmt::format(", left out {} cells with high block ids (their pools of 2^31 elements and more are "
                              "not written to case files)",
                              s.skipped_high_ids);
+    if (s.skipped_query_len)
+      skipped += fmt::format(", left out {} cells with several query tokens per sequence (case files do not carry "
+                             "query_len yet)",
+                             s.skipped_query_len);
     fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check){} -> {}\n",
                s.cells, suite.name, s.files, s.baselines, skipped, s.manifest);
     ctx.exit_code = kPass;

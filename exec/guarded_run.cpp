@@ -94,6 +94,11 @@ DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uin
   else in_.emplace_back();
   if (!sinks_.empty()) add("sinks", sinks_.data(), sinks_.size() * 4);
   else in_.emplace_back();
+  // Several query tokens per sequence: query_start_loc [num_seqs + 1] on the device (its host copy is the
+  // cache's), an input like the others.
+  if (!cache.query_start_loc.empty())
+    add("query_start_loc", cache.query_start_loc.data(), cache.query_start_loc.size() * 4);
+  else in_.emplace_back();
 }
 
 DeviceInputs::~DeviceInputs() = default;
@@ -103,7 +108,7 @@ pacheck_kernel_args DeviceInputs::args(void* out) const {
   pacheck_kernel_args a = make_args(c_, cache_, dev(0), dev(1), dev(2), static_cast<const std::int32_t*>(dev(3)),
                                     static_cast<const std::int32_t*>(dev(4)), out, static_cast<const float*>(dev(5)),
                                     static_cast<const float*>(dev(6)), static_cast<const float*>(dev(7)),
-                                    static_cast<const float*>(dev(8)));
+                                    static_cast<const float*>(dev(8)), static_cast<const std::int32_t*>(dev(9)));
   a.stream = b_.stream();
   return a;
 }
@@ -124,7 +129,8 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
   const auto qbytes = query_bytes(c, data.pre);
   const DeviceInputs inputs(b, c, qbytes, cache);
 
-  const std::size_t n = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size;
+  // Every output row is guarded and checked for being written: num_query_tokens of them.
+  const std::size_t n = static_cast<std::size_t>(c.num_query_tokens()) * c.num_heads * c.head_size;
   const std::size_t esz = dtype_size(c.out_dtype), out_bytes = n * esz;
   std::vector<std::uint8_t> host_out(out_bytes + 2 * kGuardBytes);
   for (std::size_t i = 0; i < kGuardBytes; ++i) {

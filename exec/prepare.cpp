@@ -52,7 +52,8 @@ MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool cal
   }
   const double P = resident_blocks * bs * G * D;
   const double kv = static_cast<double>(dtype_size(c.kv_dtype));
-  const double N = seqs * H * D;
+  const double rows = c.num_query_tokens() > 0 ? c.num_query_tokens() : seqs;  // query/output rows
+  const double N = rows * H * D;
   const double L = c.max_seq_len();
   MemoryEstimate m;
   m.pre_paging = 4 * N + 2 * 4 * E + (is_fp8(c.kv_dtype) ? 2 * E : 0);
@@ -60,7 +61,7 @@ MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool cal
                   pool_blocks * bs + 2 * G * 4;
   m.cell_copies = 5 * P * kv + 2 * N * static_cast<double>(dtype_size(c.q_dtype));
   m.output = N * (static_cast<double>(dtype_size(c.out_dtype)) + 4 + 8 + 4) + 8192;
-  m.oracle = N * 8 + seqs * H * 8 + L * H * (precision == Precision::f64 ? 8 : 4) +
+  m.oracle = N * 8 + rows * H * 8 + L * H * (precision == Precision::f64 ? 8 : 4) +
              (precision == Precision::f64 ? 2 * L * G * D * 8 : 0) + (calibrated ? N * 8 + L * H * 4 : 0);
   return m;
 }

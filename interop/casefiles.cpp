@@ -225,10 +225,14 @@ pacheck_kernel_args call_of(const Case& c) {
   pool.k_per_head = c.k_scale.per_head();
   pool.v_per_head = c.v_scale.per_head();
   const std::vector<float> alibi = c.alibi_slopes.resolve(c.num_heads), sinks = c.sinks.resolve(c.num_heads);
+  if (c.max_query_len() > 1)
+    for (int s = 0; s <= c.num_seqs(); ++s) pool.query_start_loc.push_back(c.query_start(s));
   pacheck_kernel_args a = make_args(c, pool, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                    pool.k_scales.data(), pool.v_scales.data(), alibi.data(), sinks.data());
+                                    pool.k_scales.data(), pool.v_scales.data(), alibi.data(), sinks.data(),
+                                    pool.query_start_loc.data());
   a.k_scales_per_head = a.v_scales_per_head = nullptr;  // the pointers into `pool` die with it
   a.alibi_slopes = a.sinks = nullptr;
+  a.query_start_loc = a.query_start_loc_host = nullptr;
   return a;
 }
 
@@ -325,6 +329,11 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
     // Case files do not carry the attention variants' fields and tensors yet (issue 19 item 7): a foreign
     // runner would compute plain attention and be judged against the variant's oracle. Such cells are left
     // out and counted, as cells of a dtype safetensors cannot tag are, so `export --suite gate` still works.
+    // Several query tokens per sequence (qlen=): case files hold one query row per sequence; counted apart.
+    if (cell.c.max_query_len() > 1) {
+      ++sum.skipped_query_len;
+      continue;
+    }
     if (cell.c.has_variant()) {
       ++sum.skipped_variant;
       continue;

@@ -97,6 +97,7 @@ struct ExportSummary {
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   int skipped_variant = 0; ///< cells with an attention variant (win=, cap=, alibi=, sinks=): not carried yet
   int skipped_high_ids = 0;///< cells with high block ids (hiblk=): their 4-16 GiB pools are not written to files
+  int skipped_query_len = 0; ///< cells with several query tokens per sequence (qlen=): not carried yet
   std::string manifest;    ///< path of manifest.json
 };
 

@@ -135,6 +135,8 @@ PagedCache page(const Case& c, const PrePaging& p) {
   pc.seq_lens.assign(c.seq_lens.begin(), c.seq_lens.end());
   pc.window_first.resize(c.seq_lens.size());
   for (int s = 0; s < c.num_seqs(); ++s) pc.window_first[s] = c.window_start(s);
+  if (c.max_query_len() > 1)
+    for (int s = 0; s <= c.num_seqs(); ++s) pc.query_start_loc.push_back(c.query_start(s));
 
   // Padding targets first: a used block that padding also names stays written/tail below.
   for (int slot = 0; slot < c.block_size; ++slot)

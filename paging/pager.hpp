@@ -55,10 +55,13 @@ struct PagedCache {
   std::vector<SlotClass> slot_map;
   std::vector<float> k_scales, v_scales;
   bool k_per_head = false, v_per_head = false;
-  /// [num_seqs] the first key position each sequence's query sees (Case::window_start: seq_len - W with a
-  /// sliding window shorter than the sequence, else 0). Keys before it are written but outside the window:
-  /// the `window` fault region (faults/inject.cpp).
+  /// [num_seqs] the first key position some query row of each sequence sees (Case::window_start: that of
+  /// its first query row, seq_len - query_len + 1 - W with a sliding window shorter than that, else 0). Keys
+  /// before it are written but outside every row's window: the `window` fault region (faults/inject.cpp).
   std::vector<std::int32_t> window_first;
+  /// [num_seqs + 1] int32, the ABI's query_start_loc (Case::query_start), when some sequence has several
+  /// query tokens; empty for plain decode (kernels then get NULL and one query row per sequence).
+  std::vector<std::int32_t> query_start_loc;
 
   std::int64_t elements() const;  ///< elements in each of key_cache and value_cache
   std::int64_t key_offset(int block, int g, int slot, int d) const;

@@ -330,6 +330,9 @@ inline const std::vector<Unreached>& unreached() {
       {"cpu.window_scratch",
        "its fault needs a sliding window shorter than the context by a 256-token partition; the generators draw "
        "no window"},
+      {"cpu.qlen_no_causal",
+       "its fault needs several query tokens per sequence; the generators draw one query token per sequence "
+       "(plain decode)"},
   };
   return rows;
 }

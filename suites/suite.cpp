@@ -565,7 +565,7 @@ class Parser {
           const char* field = variant_token_field(tok);
           if (!field)
             throw SuiteError(file_, line, "cells.variants",
-                             fmt::format("'{}' in '{}' is not win=W, cap=C, alibi=FORM or sinks=FORM (or the item \"none\")", tok, text));
+                             fmt::format("'{}' in '{}' is not win=W, cap=C, alibi=FORM, sinks=FORM or qlen=N[,N...] (or the item \"none\")", tok, text));
           if (!seen.insert(field).second)
             throw SuiteError(file_, line, "cells.variants", fmt::format("'{}' sets {} twice", text, field));
           try {
@@ -632,6 +632,7 @@ class Parser {
                       c.logits_soft_cap = var.logits_soft_cap;
                       c.alibi_slopes = var.alibi_slopes;
                       c.sinks = var.sinks;
+                      c.query_lens = var.query_lens;
                       sc.cell.fault = f;
                       try {
                         c.validate();
@@ -651,7 +652,8 @@ class Parser {
                         else if (f == "block_size") at = bline;
                         else if (f == "q_dtype" || f == "out_dtype") at = key_line(g, "dtypes");
                         else if (f == "scale") at = scline;
-                        else if (f == "sliding_window" || f == "logits_soft_cap" || f == "alibi_slopes" || f == "sinks")
+                        else if (f == "sliding_window" || f == "logits_soft_cap" || f == "alibi_slopes" || f == "sinks" ||
+                                 f == "query_lens")
                           at = vline;
                         else if (f == "k_scale") at = key_line(g, g["k_scale"] ? "k_scale" : "k_scale_range");
                         else if (f == "v_scale") at = key_line(g, g["v_scale"] ? "v_scale" : "v_scale_range");

@@ -335,6 +335,32 @@ faults = ["clean", "V:nan@tail"]
   }
 }
 
+// Several query tokens per sequence (qlen=): case files hold one query row per sequence, so those cells are
+// left out and counted apart from the other variants.
+TEST_F(CaseFiles, ExportLeavesOutQueryTokenCellsAndCountsThem) {
+  const Suite suite = parse_suite(R"(
+name = "qlen-casefiles"
+[[cells]]
+heads = "4/1"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [37]
+variants = ["none", "qlen=4", "qlen=2 win=8", "cap=50"]
+faults = ["clean", "V:nan@tail"]
+)",
+                                  "qlen.toml");
+  const fs::path cases = fresh_dir("qlen");
+  const ExportSummary sum = export_cases(suite, cases.string(), {});
+  EXPECT_EQ(sum.cells, 2);
+  EXPECT_EQ(sum.skipped_query_len, 4);
+  EXPECT_EQ(sum.skipped_variant, 2);
+  for (const auto& c : manifest(cases)["cells"]) {
+    const std::string id = c["case"].get<std::string>();
+    EXPECT_EQ(id.find("qlen="), std::string::npos) << id;
+  }
+}
+
 TEST_F(CaseFiles, ExportWritesEveryCellAndSharesFilesOfIdenticalInputs) {
   EXPECT_EQ(summary_.cells, 16);
   const json m = manifest(cases_);

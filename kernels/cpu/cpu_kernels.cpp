@@ -26,6 +26,7 @@ KernelPtr make_cpu_p_in_v_dtype();                // p_in_v_dtype.cpp
 KernelPtr make_cpu_softcap_ratio();               // variant_controls.cpp
 KernelPtr make_cpu_window_scratch();              // variant_controls.cpp
 KernelPtr make_cpu_offset32(bool is_signed);      // offset32.cpp
+KernelPtr make_cpu_qlen_no_causal();              // variant_controls.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -51,6 +52,7 @@ void register_cpu_kernels(Registry& r) {
   // High physical block ids (issue 18): block_id x stride in 32 bits (FlashInfer #3130, llama.cpp #24912).
   r.add(make_cpu_offset32(/*is_signed=*/true));    // cpu.int32_offset: NEGATIVE CONTROL (past 2^31 elements)
   r.add(make_cpu_offset32(/*is_signed=*/false));   // cpu.uint32_offset: NEGATIVE CONTROL (past 2^32 elements)
+  r.add(make_cpu_qlen_no_causal());   // cpu.qlen_no_causal: NEGATIVE CONTROL (no causal mask among query tokens)
 }
 
 }  // namespace pacheck
