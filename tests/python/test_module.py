@@ -212,8 +212,9 @@ def test_d(pacheck_cell):
     res = pytester.runpytest("-p", "pacheck.pytest_plugin", "-k", "ctx1000 and V:nan and bf16 and not fp8" + _NO_VARIANTS, "-rs",
                              "--pacheck-no-instrument")
     # -k on the cell ids: the 8 bf16 gate cells at ctx1000 with a NaN in V, and the 6 page-size cells at
-    # ctx1000,37,257 with K+V:nan@all (issue 18), once per kernel (see --co)
-    res.assert_outcomes(passed=14, skipped=14)
+    # ctx1000,37,257 with K+V:nan@all (issue 18), and the 2 high-block-id cells at ctx1000,37 with
+    # K+V:nan@unused (hiblk=31, hiblk=32), once per kernel (see --co)
+    res.assert_outcomes(passed=16, skipped=16)
     res.stdout.fnmatch_lines(["*declined: q_dtype bf16: not here*"])
     ids = pytester.runpytest_subprocess("-p", "pacheck.pytest_plugin", "--co", "-q", "-k", "test_k and ctx1000 and V:nan and h8" + _NO_VARIANTS)
     ids.stdout.fnmatch_lines(["test_inner.py::test_k[[]h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 V:nan@tail[]]"])
