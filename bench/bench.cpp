@@ -22,7 +22,7 @@ struct Copy {
     b.upload(out.p, zeros.data(), zeros.size());
   }
   static std::size_t out_bytes(const Case& c) {
-    return static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size * dtype_size(c.out_dtype);
+    return static_cast<std::size_t>(c.num_query_tokens()) * c.num_heads * c.head_size * dtype_size(c.out_dtype);
   }
 };
 

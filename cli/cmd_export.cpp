@@ -76,10 +76,14 @@ void add_export_command(CLI::App& app, Context& ctx) {
     std::string skipped;
     if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout", s.skipped_layout);
     if (s.skipped_dtype) skipped += fmt::format(", skipped {} cells of a dtype safetensors cannot tag", s.skipped_dtype);
-    if (s.skipped_variant)
-      skipped += fmt::format(", left out {} cells with an attention variant (case files do not carry sliding_window, "
-                             "logits_soft_cap, alibi_slopes or sinks yet)",
-                             s.skipped_variant);
+    if (s.skipped_high_ids)
+      skipped += fmt::format(", left out {} cells with high block ids (their pools of 2^31 elements and more are "
+                             "not written to case files)",
+                             s.skipped_high_ids);
+    if (s.skipped_query_len)
+      skipped += fmt::format(", left out {} cells with several query tokens per sequence (case files do not carry "
+                             "query_len yet)",
+                             s.skipped_query_len);
     fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check){} -> {}\n",
                s.cells, suite.name, s.files, s.baselines, skipped, s.manifest);
     ctx.exit_code = kPass;

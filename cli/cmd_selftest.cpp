@@ -13,10 +13,12 @@ namespace {
 
 /// The suites a CPU negative control is run on: tail-poison plants the tail faults (cpu.vector_v), fp8 the
 /// fp8 scale faults (cpu.fp8_*), scales the softmax scales a kernel that ignores its scale gets wrong
-/// (cpu.fixed_scale), variants the attention-variant faults (cpu.softcap_ratio, cpu.window_scratch). A
+/// (cpu.fixed_scale), variants the attention-variant faults (cpu.softcap_ratio, cpu.window_scratch,
+/// cpu.qlen_no_causal), pool the high block ids a 32-bit block offset gets wrong (cpu.int32_offset,
+/// cpu.uint32_offset). A
 /// control that has no expected failure in any of them is reported as not
 /// exercised and fails the self-test: selftest must show every control caught, not assume it.
-constexpr const char* kControlSuites[] = {"tail-poison", "fp8", "scales", "variants"};
+constexpr const char* kControlSuites[] = {"tail-poison", "fp8", "scales", "variants", "pool"};
 
 /// A control's caught and missed cells summed over kControlSuites.
 struct ControlTally {

@@ -1,6 +1,7 @@
 #include "core/case.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -168,6 +169,7 @@ FieldBounds field_bounds(std::string_view field) {
   if (field == "spare_blocks") return {1, kIntMax};
   if (field == "padding_columns") return {0, 65536};
   if (field == "padding_target") return {-1, kIntMax - 1};
+  if (field == "high_block_ids") return {0, 32};
   throw std::logic_error(fmt::format("field_bounds: '{}' is not an integer field of a case", field));
 }
 
@@ -259,6 +261,20 @@ void Case::validate() const {
       throw CaseError(field, fmt::format("dominant sinks (1e4) are not above the {} distribution's logits; "
                                          "give logits_soft_cap <= 1000 or another dist", dist_name(dist)));
   }
+  if (!query_lens.empty()) {
+    if (query_lens.size() != 1 && query_lens.size() != seq_lens.size())
+      throw CaseError("query_lens", fmt::format("{} values for {} sequences: give 1 (every sequence) or {} (one per "
+                                                "sequence)", query_lens.size(), seq_lens.size(), seq_lens.size()));
+    for (int s = 0; s < num_seqs(); ++s) {
+      const int ql = query_len(s);
+      if (ql < 1 || ql > kMaxQueryLen)
+        throw CaseError("query_lens", fmt::format("query_len of sequence {} is {}, must be 1 to {}", s, ql, kMaxQueryLen));
+      if (ql > seq_lens[s])
+        throw CaseError("query_lens", fmt::format("query_len of sequence {} is {}, more than its seq_len {} (the query "
+                                                  "tokens are the last query_len tokens of the context)",
+                                                  s, ql, seq_lens[s]));
+    }
+  }
   if (spare_blocks < 1) throw CaseError("spare_blocks", fmt::format("must be >= 1, got {}", spare_blocks));
   if (padding_columns < 0)
     throw CaseError("padding_columns", fmt::format("must be >= 0, got {}", padding_columns));
@@ -269,13 +285,35 @@ void Case::validate() const {
   checked_field("block_size", block_size);
   for (int len : seq_lens) checked_field("seq_lens", len);
   checked_field("padding_columns", padding_columns);
-  long long needed = 0;
-  for (int s = 0; s < num_seqs(); ++s) needed += blocks_for(s);
-  const long long pool = needed + spare_blocks;
-  if (pool > (1LL << 31) - 1) throw CaseError("seq_lens", "the pool would need more than 2^31 blocks");
+  if (high_block_ids != 0 && high_block_ids != 31 && high_block_ids != 32)
+    throw CaseError("high_block_ids", fmt::format("{} is not 0 (a dense pool), 31 or 32 (offsets past 2^31 / 2^32)",
+                                                  high_block_ids));
+  const PoolPlan plan = pool_plan();
+  const long long pool = plan.num_blocks;
+  if (pool > (1LL << 31) - 1)
+    throw CaseError(high_block_ids ? "high_block_ids" : "seq_lens",
+                    high_block_ids ? fmt::format("offsets past 2^{} need {} blocks of {} elements, more than 2^31 - 1",
+                                                 high_block_ids, pool,
+                                                 static_cast<long long>(num_kv_heads) * head_size * block_size)
+                                   : std::string("the pool would need more than 2^31 blocks"));
   if (padding_target < -1 || padding_target >= pool)
     throw CaseError("padding_target",
                     fmt::format("{} is not -1 or a physical block in [0, {})", padding_target, pool));
+}
+
+Case::PoolPlan Case::pool_plan() const {
+  PoolPlan p;
+  for (int s = 0; s < num_seqs(); ++s) p.needed += blocks_for(s);
+  const long long window = p.needed + spare_blocks;
+  if (high_block_ids == 0) {
+    p.num_blocks = window;
+    return p;
+  }
+  const long long E = static_cast<long long>(std::max(1, num_kv_heads)) * std::max(1, head_size) * std::max(1, block_size);
+  const long long first_high = ((1LL << high_block_ids) + E - 1) / E;
+  p.window_first = std::max(0LL, first_high - p.needed / 2);
+  p.num_blocks = p.window_first + window;
+  return p;
 }
 
 std::string Case::id() const {
@@ -294,9 +332,11 @@ std::string Case::id() const {
   if (logits_soft_cap) out += fmt::format(" cap={}", *logits_soft_cap);
   if (!alibi_slopes.is_default()) out += fmt::format(" alibi={}", alibi_slopes.text());
   if (!sinks.is_default()) out += fmt::format(" sinks={}", sinks.text());
+  if (!query_lens.empty()) out += fmt::format(" qlen={}", fmt::join(query_lens, ","));
   if (spare_blocks != kDefaults.spare_blocks) out += fmt::format(" spare={}", spare_blocks);
   if (padding_columns != kDefaults.padding_columns) out += fmt::format(" padcols={}", padding_columns);
   if (padding_target != kDefaults.padding_target) out += fmt::format(" padto={}", padding_target);
+  if (high_block_ids != 0) out += fmt::format(" hiblk={}", high_block_ids);
   return out;
 }
 
@@ -323,6 +363,7 @@ const char* variant_token_field(std::string_view t) {
   if (t.starts_with("cap=")) return "logits_soft_cap";
   if (t.starts_with("alibi=")) return "alibi_slopes";
   if (t.starts_with("sinks=")) return "sinks";
+  if (t.starts_with("qlen=")) return "query_lens";
   return nullptr;
 }
 
@@ -349,8 +390,28 @@ void apply_variant_token(std::string_view t, Case& c) {
     } catch (const std::invalid_argument& e) {
       throw CaseError(field, e.what());
     }
+  } else if (t.starts_with("qlen=")) {
+    // N (every sequence) or N,N,... (one per sequence); each 1 to kMaxQueryLen (the count and the bound by
+    // seq_len are Case::validate()'s). A list of ones is plain decode and stored as none.
+    const std::string_view list = t.substr(5);
+    std::vector<int> lens;
+    for (std::size_t start = 0; start <= list.size();) {
+      const auto comma = std::min(list.find(',', start), list.size());
+      const std::string_view n = list.substr(start, comma - start);
+      long long q = 0;
+      auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), q);
+      if (n.empty() || ec != std::errc() || p != n.data() + n.size())
+        throw CaseError("query_lens", fmt::format("'{}' in '{}' is not a query_len (an integer 1 to {})", n, t,
+                                                  Case::kMaxQueryLen));
+      if (q < 1 || q > Case::kMaxQueryLen)
+        throw CaseError("query_lens", fmt::format("query_len {} in '{}' is out of range [1, {}]", q, t, Case::kMaxQueryLen));
+      lens.push_back(static_cast<int>(q));
+      start = comma + 1;
+    }
+    const bool all_one = std::all_of(lens.begin(), lens.end(), [](int q) { return q == 1; });
+    c.query_lens = all_one ? std::vector<int>{} : std::move(lens);
   } else {
-    throw CaseError("case id", fmt::format("'{}' is not an attention-variant token (win=, cap=, alibi=, sinks=)", t));
+    throw CaseError("case id", fmt::format("'{}' is not an attention-variant token (win=, cap=, alibi=, sinks=, qlen=)", t));
   }
 }
 
@@ -446,6 +507,9 @@ Case parse_case_id(const std::string& id) {
     } else if (t.starts_with("padto=")) {
       once("padding_target", t);
       c.padding_target = to_int(t.substr(6), "padding_target");
+    } else if (t.starts_with("hiblk=")) {
+      once("high_block_ids", t);
+      c.high_block_ids = to_int(t.substr(6), "high_block_ids");
     } else if (find_name(layout_table(), t)) {
       once("layout", t);
       c.layout = parse_layout(t);

@@ -133,11 +133,12 @@ struct CaseError : std::invalid_argument {
 ///  - spare_blocks: [1, 2^31 - 1]; padding_columns: [0, 65536]; padding_target: [-1, 2^31 - 2]
 ///    (validate() also needs padding_target < pool size and the pool below 2^31 blocks)
 ///  - seed: [0, 2^64 - 1]
+///  - high_block_ids: 0, 31 or 32 (validate() refuses the rest and a pool of 2^31 blocks or more)
 struct FieldBounds {
   long long lo, hi;
 };
 /// The bounds of the integer field `field` ("num_heads", "num_kv_heads", "head_size", "block_size",
-/// "seq_lens", "spare_blocks", "padding_columns", "padding_target"); throws std::logic_error for another name.
+/// "seq_lens", "spare_blocks", "padding_columns", "padding_target", "high_block_ids"); throws std::logic_error for another name.
 FieldBounds field_bounds(std::string_view field);
 /// `v` as an int after checking it against field_bounds(field); throws CaseError(field, "V is out of range
 /// [LO, HI]").
@@ -168,19 +169,72 @@ struct Case {
   std::optional<float> logits_soft_cap;///< logit soft cap c > 0: s = c * tanh(s / c); none by default
   HeadValues alibi_slopes;          ///< ALiBi slope per query head: s += slope_h * (j - p); forms explicit, geometric
   HeadValues sinks;                 ///< sink logit per query head (denominator only); forms explicit, range, dominant
-  /// True when the case uses some attention variant (window, soft cap, ALiBi or sinks).
+  /// Query tokens per sequence (speculative / chunked decode; kernel_abi.h's query_start_loc): empty = one
+  /// token per sequence (plain decode, the default); one value = that many for every sequence; num_seqs values
+  /// = one per sequence. Each query_len is 1 to kMaxQueryLen and at most its seq_len: the query tokens are
+  /// the LAST query_len(s) tokens of the seq_lens[s] context (vLLM's convention), row i of sequence s at
+  /// position seq_lens[s] - query_len(s) + i, causal among themselves (a row sees keys j <= its position).
+  /// A list of ones is stored as empty (plain decode keeps its id).
+  std::vector<int> query_lens;
+  static constexpr int kMaxQueryLen = 8;
+  /// True when the case uses some attention variant (window, soft cap, ALiBi, sinks or several query tokens).
   bool has_variant() const {
-    return sliding_window > 0 || logits_soft_cap.has_value() || !alibi_slopes.is_default() || !sinks.is_default();
+    return sliding_window > 0 || logits_soft_cap.has_value() || !alibi_slopes.is_default() || !sinks.is_default() ||
+           max_query_len() > 1;
   }
-  /// First key position sequence `s`'s query sees: max(0, seq_len - W) with a window, else 0.
-  int window_start(int s) const {
-    return sliding_window > 0 && seq_lens[s] > sliding_window ? seq_lens[s] - sliding_window : 0;
+  /// Query tokens of sequence `s` (1 for plain decode).
+  int query_len(int s) const {
+    if (query_lens.empty()) return 1;
+    return query_lens.size() == 1 ? query_lens[0] : query_lens[static_cast<std::size_t>(s)];
   }
+  /// The largest query_len(s) (1 for plain decode).
+  int max_query_len() const {
+    int m = 1;
+    for (int q : query_lens) m = q > m ? q : m;
+    return m;
+  }
+  /// Rows of the query and output tensors: the sum of query_len(s) over the sequences (num_seqs for decode).
+  int num_query_tokens() const {
+    int n = 0;
+    for (int s = 0; s < num_seqs(); ++s) n += query_len(s);
+    return n;
+  }
+  /// The first query/output row of sequence `s`: query_start_loc[s] = sum of query_len over sequences < s.
+  int query_start(int s) const {
+    int n = 0;
+    for (int i = 0; i < s; ++i) n += query_len(i);
+    return n;
+  }
+  /// Position in its sequence of query row `i` (0-based) of sequence `s`: seq_lens[s] - query_len(s) + i.
+  int query_pos(int s, int i) const { return seq_lens[s] - query_len(s) + i; }
+  /// First key position a query row at position `p` sees: max(0, p + 1 - W) with a window W, else 0.
+  int window_start_at(int p) const { return sliding_window > 0 && p + 1 > sliding_window ? p + 1 - sliding_window : 0; }
+  /// First key position some query row of sequence `s` sees: that of its first query row (the one furthest
+  /// back), max(0, seq_len - query_len + 1 - W) with a window, else 0. Keys before it are seen by no row.
+  int window_start(int s) const { return window_start_at(query_pos(s, 0)); }
 
   // Paging of the pool (see paging/pager.hpp).
   int spare_blocks = 3;        ///< blocks in the pool beyond those the sequences need (>= 1)
   int padding_columns = 2;     ///< block-table columns past the longest sequence's last block (>= 0)
   int padding_target = -1;     ///< physical block padding entries point at; -1 = a dedicated spare block
+  /// High physical block ids (issue 18; FlashInfer #3130, llama.cpp #24912): 0 = a dense pool of the blocks
+  /// the sequences need plus the spares; 31 or 32 = the sequences' blocks and the spares sit in a window of
+  /// physical ids around the first block whose element offset (id x elements per block, K and V caches alike)
+  /// reaches 2^31 (int32 overflows) or 2^32 (uint32 wraps): about half the sequences' blocks below it, the
+  /// rest above (pool_plan()). The pool is then sparse in host memory (paging/pool_buffer.hpp). Id "hiblk=31".
+  int high_block_ids = 0;
+
+  /// Where the pager puts the pool's blocks: `num_blocks` physical blocks, of which the sequences' blocks
+  /// and the spares are a permutation of [window_first, num_blocks). Dense pools: window_first 0.
+  /// With high_block_ids = B: elements per block E = num_kv_heads x head_size x block_size (the block stride
+  /// of every layout), first_high = ceil(2^B / E), window_first = first_high - floor(needed / 2): the
+  /// window's first floor(needed / 2) ids have offsets below 2^B, the other ceil(needed / 2) + spare_blocks
+  /// at or above it (with E not dividing 2^B, block first_high - 1 straddles 2^B); the seed's permutation
+  /// says which sequence gets which. `needed` = the blocks the sequences occupy.
+  struct PoolPlan {
+    long long num_blocks = 0, window_first = 0, needed = 0;
+  };
+  PoolPlan pool_plan() const;
 
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }
   /// The longest sequence, tokens (0 when there is none).
@@ -202,16 +256,17 @@ struct Case {
   /// Stable, human-readable id, e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7". It is also the filter
   /// key and the name printed in reports. Non-default dtypes per tensor, distribution and paging options
   /// are appended ("q=f32", "dist=peaked", "pad=5", "ks=0.3~3"), so two different cases never share an id.
-  /// Attention variants add "win=W", "cap=C", "alibi=FORM" and "sinks=FORM" (HeadValues::text) after the
-  /// fp8 scales; a case without them keeps the id it always had.
+  /// Attention variants add "win=W", "cap=C", "alibi=FORM", "sinks=FORM" (HeadValues::text) and
+  /// "qlen=N[,N...]" (query_lens) after the fp8 scales; a case without them keeps the id it always had.
   std::string id() const;
 };
 
 /// The case field an attention-variant id token sets ("win=128" -> "sliding_window", "cap=", "alibi=",
-/// "sinks="), or nullptr when `token` is not one.
+/// "sinks=", "qlen=" -> "query_lens"), or nullptr when `token` is not one.
 const char* variant_token_field(std::string_view token);
 /// Sets the attention-variant field of `c` that `token` names ("win=128", "cap=50", "alibi=geo",
-/// "sinks=-2~2", "sinks=dominant"; HeadValues for the forms). Throws CaseError naming the field when the
+/// "sinks=-2~2", "sinks=dominant"; HeadValues for the forms; "qlen=4" = 4 query tokens in every sequence,
+/// "qlen=1,4,2" one per sequence, as ctx lists seq_lens). Throws CaseError naming the field when the
 /// value cannot be read; the value's range is checked by Case::validate().
 void apply_variant_token(std::string_view token, Case& c);
 

@@ -26,6 +26,9 @@ std::uint8_t guard_byte(std::size_t i) { return static_cast<std::uint8_t>((i * 1
 
 DeviceBuffer::DeviceBuffer(Backend& backend, std::size_t bytes)
     : b(backend), p(backend.alloc(std::max<std::size_t>(bytes, 1))) {}
+DeviceBuffer::DeviceBuffer(Backend& backend, std::size_t bytes, bool zeroed)
+    : b(backend),
+      p(zeroed ? backend.alloc_zeroed(std::max<std::size_t>(bytes, 1)) : backend.alloc(std::max<std::size_t>(bytes, 1))) {}
 DeviceBuffer::~DeviceBuffer() { b.release(p); }
 
 std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre) {
@@ -39,18 +42,33 @@ struct DeviceInputs::Checked {
   const char* name;
   const void* host;
   std::size_t bytes;
+  /// The byte ranges uploaded and compared: the whole input, or a sparse pool's live ranges.
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
   DeviceBuffer buf;
-  Checked(Backend& b, const char* n, const void* h, std::size_t sz) : name(n), host(h), bytes(sz), buf(b, sz) {
+  Checked(Backend& b, const char* n, const void* h, std::size_t sz)
+      : name(n), host(h), bytes(sz), ranges{{0, sz}}, buf(b, sz) {
     b.upload(buf.p, host, bytes);
+  }
+  Checked(Backend& b, const char* n, const PoolBuffer& pool)
+      : name(n), host(pool.data()), bytes(pool.size()), ranges(pool.live()), buf(b, pool.size(), pool.sparse()) {
+    if (!pool.sparse()) ranges = {{0, bytes}};
+    for (const auto& [first, last] : ranges)
+      b.upload(static_cast<std::uint8_t*>(buf.p) + first, pool.data() + first, last - first);
   }
   /// Empty when unchanged, else a description of the first changed byte.
   std::string check(Backend& b) const {
-    std::vector<std::uint8_t> back(bytes);
-    b.download(back.data(), buf.p, bytes);
-    if (std::memcmp(back.data(), host, bytes) == 0) return {};
-    std::size_t i = 0;
-    while (i < bytes && back[i] == static_cast<const std::uint8_t*>(host)[i]) ++i;
-    return fmt::format("{} changed at byte {} of {}", name, i, bytes);
+    std::vector<std::uint8_t> back;
+    for (const auto& [first, last] : ranges) {
+      const std::size_t n = last - first;
+      back.resize(n);
+      b.download(back.data(), static_cast<const std::uint8_t*>(buf.p) + first, n);
+      const std::uint8_t* h = static_cast<const std::uint8_t*>(host) + first;
+      if (n == 0 || std::memcmp(back.data(), h, n) == 0) continue;
+      std::size_t i = 0;
+      while (i < n && back[i] == h[i]) ++i;
+      return fmt::format("{} changed at byte {} of {}", name, first + i, bytes);
+    }
+    return {};
   }
 };
 
@@ -60,8 +78,8 @@ DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uin
     in_.push_back(std::make_unique<Checked>(b, name, host, bytes));
   };
   add("query", query.data(), query.size());
-  add("key_cache", cache.key_cache.data(), cache.key_cache.size());
-  add("value_cache", cache.value_cache.data(), cache.value_cache.size());
+  in_.push_back(std::make_unique<Checked>(b, "key_cache", cache.key_cache));
+  in_.push_back(std::make_unique<Checked>(b, "value_cache", cache.value_cache));
   add("block_tables", cache.block_tables.data(), cache.block_tables.size() * 4);
   add("seq_lens", cache.seq_lens.data(), cache.seq_lens.size() * 4);
   // fp8 per-KV-head scales are inputs like any other: on the device, and checked for writes.
@@ -76,6 +94,11 @@ DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uin
   else in_.emplace_back();
   if (!sinks_.empty()) add("sinks", sinks_.data(), sinks_.size() * 4);
   else in_.emplace_back();
+  // Several query tokens per sequence: query_start_loc [num_seqs + 1] on the device (its host copy is the
+  // cache's), an input like the others.
+  if (!cache.query_start_loc.empty())
+    add("query_start_loc", cache.query_start_loc.data(), cache.query_start_loc.size() * 4);
+  else in_.emplace_back();
 }
 
 DeviceInputs::~DeviceInputs() = default;
@@ -85,7 +108,7 @@ pacheck_kernel_args DeviceInputs::args(void* out) const {
   pacheck_kernel_args a = make_args(c_, cache_, dev(0), dev(1), dev(2), static_cast<const std::int32_t*>(dev(3)),
                                     static_cast<const std::int32_t*>(dev(4)), out, static_cast<const float*>(dev(5)),
                                     static_cast<const float*>(dev(6)), static_cast<const float*>(dev(7)),
-                                    static_cast<const float*>(dev(8)));
+                                    static_cast<const float*>(dev(8)), static_cast<const std::int32_t*>(dev(9)));
   a.stream = b_.stream();
   return a;
 }
@@ -106,7 +129,8 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
   const auto qbytes = query_bytes(c, data.pre);
   const DeviceInputs inputs(b, c, qbytes, cache);
 
-  const std::size_t n = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size;
+  // Every output row is guarded and checked for being written: num_query_tokens of them.
+  const std::size_t n = static_cast<std::size_t>(c.num_query_tokens()) * c.num_heads * c.head_size;
   const std::size_t esz = dtype_size(c.out_dtype), out_bytes = n * esz;
   std::vector<std::uint8_t> host_out(out_bytes + 2 * kGuardBytes);
   for (std::size_t i = 0; i < kGuardBytes; ++i) {

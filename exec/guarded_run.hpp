@@ -21,18 +21,24 @@ struct DeviceBuffer {
   Backend& b;
   void* p = nullptr;
   DeviceBuffer(Backend& backend, std::size_t bytes);
+  /// With `zeroed`, through Backend::alloc_zeroed (the device copy of a sparse pool).
+  DeviceBuffer(Backend& backend, std::size_t bytes, bool zeroed);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
-/// The query of `c` as a kernel receives it: [num_seqs, num_heads, head_size] in c.q_dtype, from pre.q.
+/// The query of `c` as a kernel receives it: [num_query_tokens, num_heads, head_size] in c.q_dtype, from pre.q.
 std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre);
 
 /// One call's inputs on a backend: query, key_cache, value_cache, block_tables and seq_lens and, when the
 /// cache has them, the fp8 per-KV-head scales (k_scales_per_head / v_scales_per_head, [num_kv_heads] fp32),
 /// and, when the case has them, the ALiBi slopes and sink logits (alibi_slopes / sinks, [num_heads] fp32,
-/// resolved from the Case), each uploaded into its own device buffer, freed with this object. The host copies (`query`, `cache`)
+/// resolved from the Case), and with several query tokens per sequence query_start_loc ([num_seqs + 1] int32,
+/// the cache's), each uploaded into its own device buffer, freed with this object. A sparse pool
+/// (PoolBuffer::sparse, high block ids) gets a zeroed device buffer of its full size with only its live
+/// ranges uploaded, and only those ranges are compared afterwards: a write into the rest of such a pool
+/// is not seen (docs/COVERAGE.md, high block ids). The host copies (`query`, `cache`)
 /// must outlive it: first_change() compares the device buffers with them.
 class DeviceInputs {
  public:

@@ -38,10 +38,22 @@ MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool cal
     longest_blocks = std::max(longest_blocks, b);
   }
   const double E = tokens * G * D;
-  const double pool_blocks = blocks + std::max(0, c.spare_blocks);
-  const double P = pool_blocks * bs * G * D;
+  double pool_blocks = blocks + std::max(0, c.spare_blocks);
+  // Resident pool blocks: all of a dense pool; of a sparse one (high block ids) its live blocks
+  // (PagedCache::resident_blocks): the window, at most 2 wrapped-offset blocks per window block past 2^32,
+  // the block below the window, blocks 0 and last, a padding target and 8 sampled ones.
+  double resident_blocks = pool_blocks;
+  if (c.high_block_ids == 31 || c.high_block_ids == 32) {
+    // Case::pool_plan(): num_blocks = ceil(2^B / E) + ceil(blocks / 2) + spare_blocks.
+    const double Eb = std::max(1.0, G * D * bs);
+    pool_blocks = std::ceil(std::ldexp(1.0, c.high_block_ids) / Eb) + std::ceil(blocks / 2) + std::max(0, c.spare_blocks);
+    const bool wraps = pool_blocks * Eb > std::ldexp(1.0, 32);  // some window block's offset passes 2^32
+    resident_blocks = resident_blocks * (wraps ? 3 : 1) + 12;
+  }
+  const double P = resident_blocks * bs * G * D;
   const double kv = static_cast<double>(dtype_size(c.kv_dtype));
-  const double N = seqs * H * D;
+  const double rows = c.num_query_tokens() > 0 ? c.num_query_tokens() : seqs;  // query/output rows
+  const double N = rows * H * D;
   const double L = c.max_seq_len();
   MemoryEstimate m;
   m.pre_paging = 4 * N + 2 * 4 * E + (is_fp8(c.kv_dtype) ? 2 * E : 0);
@@ -49,7 +61,7 @@ MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool cal
                   pool_blocks * bs + 2 * G * 4;
   m.cell_copies = 5 * P * kv + 2 * N * static_cast<double>(dtype_size(c.q_dtype));
   m.output = N * (static_cast<double>(dtype_size(c.out_dtype)) + 4 + 8 + 4) + 8192;
-  m.oracle = N * 8 + seqs * H * 8 + L * H * (precision == Precision::f64 ? 8 : 4) +
+  m.oracle = N * 8 + rows * H * 8 + L * H * (precision == Precision::f64 ? 8 : 4) +
              (precision == Precision::f64 ? 2 * L * G * D * 8 : 0) + (calibrated ? N * 8 + L * H * 4 : 0);
   return m;
 }

@@ -48,6 +48,11 @@ CaseData prepare_case(const Case& c, const RunOptions& opt);
 ///  - oracle      = N * 8 + num_seqs * num_heads * 8 (result as double) + L * num_heads * s (logits, s = 4
 ///                  or 8 by precision) + for f64 2 * L * num_kv_heads * head_size * 8 (one sequence's K
 ///                  and V as double) + for the calibrated policy N * 8 + L * num_heads * 4 (emulation)
+/// With Case::high_block_ids the pool is sparse and P counts its resident (live) blocks instead, bounded
+/// by (blocks + spare_blocks) x (3 when the pool passes 2^32 elements, else 1) + 12 blocks
+/// (PagedCache::resident_blocks: the window, up to 2 wrapped-offset blocks per window block, 12 more); the
+/// slot map still spans every block of the pool (Case::pool_plan()'s num_blocks = ceil(2^B / (num_kv_heads x
+/// head_size x block_size)) + ceil(blocks / 2) + spare_blocks). Untouched pages of the sparse pool and of its device copy are virtual only and not counted.
 /// It counts every allocation pacheck makes for a case and a cell at once (the parts need not coexist, so
 /// it errs high), not a kernel's own scratch memory. Values are doubles: no overflow for any valid case.
 struct MemoryEstimate {

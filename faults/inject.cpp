@@ -47,7 +47,8 @@ std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
   int seq0_last = -1;  // sequence 0's final physical block
   if (!pc.seq_lens.empty() && pc.seq_lens[0] > 0 && pc.block_size > 0)
     seq0_last = pc.block_tables[static_cast<std::size_t>((pc.seq_lens[0] - 1) / pc.block_size)];
-  for (int block = 0; block < pc.num_blocks; ++block)
+  // A sparse pool (high block ids) is poisoned in its live blocks only; the rest of it reads as zero.
+  pc.for_each_live_block([&](int block) {
     for (int slot = 0; slot < pc.block_size; ++slot) {
       if (!region_has(f.region, pc.slot_class(block, slot), block, seq0_last)) continue;
       for (int g = 0; g < pc.num_kv_heads; ++g)
@@ -56,6 +57,7 @@ std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
           if (to_v) store_bits(pc.value_cache.data(), pc.value_offset(block, g, slot, d), pc.kv_dtype, bits), ++written;
         }
     }
+  });
   return written;
 }
 

@@ -29,7 +29,9 @@ struct ScaleFault {
 
 /// Writes the fault into `cache` in place and returns the number of elements written (0 for a clean
 /// spec, or when the case has no slot of that region, e.g. an aligned length and Region::tail, or a case
-/// without a sliding window and Region::window).
+/// without a sliding window and Region::window). A sparse pool (Case::high_block_ids) is poisoned in its
+/// live blocks only (PagedCache::resident_blocks: the used and spare window, the blocks a 32-bit wrapped
+/// offset lands on, block 0, the last block and 8 sampled ones); every other block keeps reading as zero.
 std::int64_t inject(PagedCache& cache, const FaultSpec& f);
 
 /// True when a cell's fault puts a NaN or Inf into the unwritten tail of a final V block that a kernel

@@ -64,6 +64,7 @@ StDType kv_st_of(DType t) {
 struct Sizes {
   std::size_t query, key_cache, value_cache, block_tables, seq_lens, out;
   std::size_t k_scales, v_scales;  ///< [num_kv_heads] fp32 per-head scales, 0 bytes when absent
+  std::size_t alibi, sinks;        ///< [num_heads] fp32 ALiBi slopes / sink logits, 0 bytes when absent
 };
 Sizes sizes_of(const pacheck_kernel_args& a) {
   const auto S = static_cast<std::size_t>(a.num_seqs), H = static_cast<std::size_t>(a.num_heads),
@@ -77,7 +78,9 @@ Sizes sizes_of(const pacheck_kernel_args& a) {
           S * 4,
           S * H * D * dtype_size(static_cast<DType>(a.out_dtype)),
           a.k_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0,
-          a.v_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0};
+          a.v_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0,
+          a.alibi_slopes ? H * 4 : 0,
+          a.sinks ? H * 4 : 0};
 }
 
 /// One input buffer of a call, in host memory.
@@ -86,8 +89,8 @@ struct Bytes {
   std::size_t n;
 };
 
-/// SHA-256 of the inputs of one call, in ABI order. Per-head scales take part only when present, so a
-/// case without them hashes exactly its five tensors.
+/// SHA-256 of the inputs of one call, in ABI order. Per-head scales, ALiBi slopes and sinks take part only
+/// when present, so a case without them hashes exactly its five tensors.
 std::string hash_inputs(const std::vector<Bytes>& parts) {
   Sha256 h;
   for (const auto& b : parts)
@@ -136,10 +139,13 @@ class CaptureKernel final : public Kernel {
     seq_lens = grab(a.seq_lens, n.seq_lens);
     k_scales = a.k_scales_per_head ? grab(a.k_scales_per_head, n.k_scales) : std::vector<std::uint8_t>{};
     v_scales = a.v_scales_per_head ? grab(a.v_scales_per_head, n.v_scales) : std::vector<std::uint8_t>{};
+    alibi = a.alibi_slopes ? grab(a.alibi_slopes, n.alibi) : std::vector<std::uint8_t>{};
+    sinks = a.sinks ? grab(a.sinks, n.sinks) : std::vector<std::uint8_t>{};
     out = grab(a.out, n.out);  // the fill pattern, left untouched: that is what a runner should start from
   }
   mutable pacheck_kernel_args args{};
-  mutable std::vector<std::uint8_t> query, key_cache, value_cache, block_tables, seq_lens, k_scales, v_scales, out;
+  mutable std::vector<std::uint8_t> query, key_cache, value_cache, block_tables, seq_lens, k_scales, v_scales, alibi,
+      sinks, out;
   std::string sha() const {
     return hash_inputs({{query.data(), query.size()},
                         {key_cache.data(), key_cache.size()},
@@ -147,7 +153,9 @@ class CaptureKernel final : public Kernel {
                         {block_tables.data(), block_tables.size()},
                         {seq_lens.data(), seq_lens.size()},
                         {k_scales.data(), k_scales.size()},
-                        {v_scales.data(), v_scales.size()}});
+                        {v_scales.data(), v_scales.size()},
+                        {alibi.data(), alibi.size()},
+                        {sinks.data(), sinks.size()}});
   }
 };
 
@@ -168,6 +176,10 @@ constexpr const char* kShapeFields[] = {"num_seqs",   "num_heads", "num_kv_heads
                                         "block_size", "num_blocks", "max_blocks_per_seq", "layout",
                                         "x",          "q_dtype",    "kv_dtype",           "out_dtype",
                                         "strides"};
+/// The attention-variant scalars of a geometry (format_version 2): sliding_window (I32, 0 = none) and
+/// logits_soft_cap (F32, 0 = none), read from the case file's scalar tensors of those names like
+/// kScalarFields; a version-1 file has neither and means 0.
+constexpr const char* kVariantFields[] = {"sliding_window", "logits_soft_cap"};
 
 /// A scale as a geometry holds it: fp32's shortest round-trip text, and "nan" for every NaN (the per-head
 /// case's scalars), so that equal calls compare equal.
@@ -175,8 +187,9 @@ std::string scalar_text(float v) { return std::isnan(v) ? std::string("nan") : f
 
 /// Everything of one call a kernel reads besides the bytes of its buffers: the kShapeFields (num_seqs,
 /// num_heads, num_kv_heads, head_size, block_size, num_blocks, max_blocks_per_seq, layout, x, q/kv/out
-/// dtype, strides in elements of query, key_cache, value_cache, block_tables and out) and the
-/// kScalarFields (as scalar_text). Two calls with equal geometries and equal inputs_sha256 are the same
+/// dtype, strides in elements of query, key_cache, value_cache, block_tables and out), the
+/// kScalarFields (as scalar_text) and the kVariantFields (sliding_window as an int, logits_soft_cap as
+/// scalar_text; a window of 128 and none over the same bytes are two calls). Two calls with equal geometries and equal inputs_sha256 are the same
 /// call to any kernel, so they may share a case file and its output; h16/8 d256 and h32/16 d128 at the
 /// same lengths and seed have byte-identical inputs and differ only here.
 json geometry_of(const pacheck_kernel_args& a) {
@@ -202,6 +215,9 @@ json geometry_of(const pacheck_kernel_args& a) {
   json g = json::object();
   for (std::size_t i = 0; i < std::size(kShapeFields); ++i) g[kShapeFields[i]] = values[i];
   for (std::size_t i = 0; i < std::size(kScalarFields); ++i) g[kScalarFields[i]] = scalar_text(scalars[i]);
+  g["sliding_window"] = a.sliding_window;
+  g["logits_soft_cap"] = scalar_text(a.logits_soft_cap);
+  static_assert(std::size(kVariantFields) == 2);
   return g;
 }
 
@@ -225,10 +241,14 @@ pacheck_kernel_args call_of(const Case& c) {
   pool.k_per_head = c.k_scale.per_head();
   pool.v_per_head = c.v_scale.per_head();
   const std::vector<float> alibi = c.alibi_slopes.resolve(c.num_heads), sinks = c.sinks.resolve(c.num_heads);
+  if (c.max_query_len() > 1)
+    for (int s = 0; s <= c.num_seqs(); ++s) pool.query_start_loc.push_back(c.query_start(s));
   pacheck_kernel_args a = make_args(c, pool, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                    pool.k_scales.data(), pool.v_scales.data(), alibi.data(), sinks.data());
+                                    pool.k_scales.data(), pool.v_scales.data(), alibi.data(), sinks.data(),
+                                    pool.query_start_loc.data());
   a.k_scales_per_head = a.v_scales_per_head = nullptr;  // the pointers into `pool` die with it
   a.alibi_slopes = a.sinks = nullptr;
+  a.query_start_loc = a.query_start_loc_host = nullptr;
   return a;
 }
 
@@ -240,6 +260,7 @@ struct FieldDiff {
 std::optional<FieldDiff> first_difference(const json& a, const json& b) {
   std::vector<std::string> order(std::begin(kShapeFields), std::end(kShapeFields));
   order.insert(order.end(), std::begin(kScalarFields), std::end(kScalarFields));
+  order.insert(order.end(), std::begin(kVariantFields), std::end(kVariantFields));
   for (const auto& k : order) {
     const json& va = a.at(k);
     const json& vb = b.at(k);
@@ -277,6 +298,12 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
   st.add("v_scale", StDType::F32, {}, &a.v_scale);
   if (!cap.k_scales.empty()) st.add("k_scales_per_head", StDType::F32, {a.num_kv_heads}, cap.k_scales.data());
   if (!cap.v_scales.empty()) st.add("v_scales_per_head", StDType::F32, {a.num_kv_heads}, cap.v_scales.data());
+  // Attention variants (format_version 2): the two scalars always (0 = none), the per-query-head tensors
+  // only when the case has them, as a plugin kernel gets NULL for them otherwise.
+  st.add("sliding_window", StDType::I32, {}, &a.sliding_window);
+  st.add("logits_soft_cap", StDType::F32, {}, &a.logits_soft_cap);
+  if (!cap.alibi.empty()) st.add("alibi_slopes", StDType::F32, {H}, cap.alibi.data());
+  if (!cap.sinks.empty()) st.add("sinks", StDType::F32, {H}, cap.sinks.data());
   write_safetensors((fs::path(dir) / file).string(), st);
 
   json shapes = json::object();
@@ -290,6 +317,8 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
                 {"scale", a.scale},
                 {"k_scale", a.k_scale},
                 {"v_scale", a.v_scale},
+                {"sliding_window", a.sliding_window},
+                {"logits_soft_cap", a.logits_soft_cap},
                 {"shapes", shapes},
                 {"output",
                  {{"file", file}, {"tensor", "out"}, {"dtype", st_dtype_name(st_of(c.out_dtype))}, {"shape", {S, H, D}}}}});
@@ -306,7 +335,9 @@ std::string inputs_sha256(const pacheck_kernel_args& a) {
                       {a.block_tables, n.block_tables},
                       {a.seq_lens, n.seq_lens},
                       {a.k_scales_per_head, n.k_scales},
-                      {a.v_scales_per_head, n.v_scales}});
+                      {a.v_scales_per_head, n.v_scales},
+                      {a.alibi_slopes, n.alibi},
+                      {a.sinks, n.sinks}});
 }
 
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt) {
@@ -322,11 +353,16 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
     }
     if (opt.seed) cell.c.seed = *opt.seed;
     if (opt.filter && !std::regex_search(cell.id(), *opt.filter)) continue;
-    // Case files do not carry the attention variants' fields and tensors yet (issue 19 item 7): a foreign
-    // runner would compute plain attention and be judged against the variant's oracle. Such cells are left
-    // out and counted, as cells of a dtype safetensors cannot tag are, so `export --suite gate` still works.
-    if (cell.c.has_variant()) {
-      ++sum.skipped_variant;
+    // Several query tokens per sequence (qlen=): case files hold one query row per sequence; such cells are
+    // left out and counted, as cells of a dtype safetensors cannot tag are, so `export --suite gate` still works.
+    if (cell.c.max_query_len() > 1) {
+      ++sum.skipped_query_len;
+      continue;
+    }
+    // A pool of high block ids is 4-16 GiB per cache, sparse in memory but not in a safetensors file: such
+    // cells are left out and counted too (run them in-process or through a plugin).
+    if (cell.c.high_block_ids != 0) {
+      ++sum.skipped_high_ids;
       continue;
     }
     if (!st_tag(cell.c.q_dtype) || !kv_tag(cell.c.kv_dtype) || !st_tag(cell.c.out_dtype)) {
@@ -528,6 +564,10 @@ class ReplayKernel final : public Kernel {
   std::string name() const override { return name_; }
   std::string description() const override { return "outputs of a foreign runner, replayed from case files"; }
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  /// Every variant a case file carries (format_version 2): the runner declines what its kernel cannot take.
+  unsigned variants() const override {
+    return PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SINKS;
+  }
   Support supports(const Case& c) const override {
     const auto it = declines_.find(c.id());
     if (it != declines_.end() && it->second.declined == it->second.files) return Support::no(it->second.reason);
@@ -573,10 +613,12 @@ class ReplayKernel final : public Kernel {
   bool control_;
 };
 
-/// The geometry of files[i] as a runner reads it: the entry's kShapeFields and the file's F32 scalars
-/// scale, k_scale and v_scale. Throws CaseFilesError naming `where` and a missing field, SafetensorsError
-/// for a scalar tensor that is missing or not an F32 scalar.
-json geometry_of(const json& entry, const SafetensorsFile& in, const std::string& where) {
+/// The geometry of files[i] as a runner reads it: the entry's kShapeFields, the file's F32 scalars
+/// scale, k_scale and v_scale, and (format_version 2) its variant scalars sliding_window (I32, >= 0) and
+/// logits_soft_cap (F32, finite, >= 0; 0 = none), which must equal the entry's fields of the same names.
+/// A version-1 file has no variant scalars: both are 0. Throws CaseFilesError naming `where` and a missing
+/// or bad field, SafetensorsError for a scalar tensor that is missing or not a scalar of its type.
+json geometry_of(const json& entry, const SafetensorsFile& in, const std::string& where, int format_version) {
   json g = json::object();
   for (const char* k : kShapeFields) g[k] = manifest_field<json>(entry, k, where);
   for (const char* k : kScalarFields) {
@@ -584,7 +626,57 @@ json geometry_of(const json& entry, const SafetensorsFile& in, const std::string
     std::memcpy(&v, in.expect(k, StDType::F32, {}).data.data(), sizeof v);
     g[k] = scalar_text(v);
   }
+  std::int32_t window = 0;
+  float cap = 0.0f;
+  if (format_version >= 2) {
+    std::memcpy(&window, in.expect("sliding_window", StDType::I32, {}).data.data(), sizeof window);
+    std::memcpy(&cap, in.expect("logits_soft_cap", StDType::F32, {}).data.data(), sizeof cap);
+    if (window < 0)
+      throw CaseFilesError(fmt::format("{}: tensor 'sliding_window': {} is negative (0 = no window, W > 0 = the last W "
+                                       "positions)", in.path, window));
+    if (!std::isfinite(cap) || cap < 0.0f)
+      throw CaseFilesError(fmt::format("{}: tensor 'logits_soft_cap': {} is not a finite number >= 0 (0 = no cap)",
+                                       in.path, scalar_text(cap)));
+    // The entry restates them for runners that read the manifest: it must say what the file holds.
+    const json ew = manifest_field<json>(entry, "sliding_window", where);
+    const json ec = manifest_field<json>(entry, "logits_soft_cap", where);
+    if (!ew.is_number_integer() || ew.get<std::int64_t>() != window)
+      throw CaseFilesError(fmt::format("{}: field 'sliding_window' is {} but its file holds {}", where, ew.dump(), window));
+    if (!ec.is_number() || scalar_text(ec.get<float>()) != scalar_text(cap))
+      throw CaseFilesError(
+          fmt::format("{}: field 'logits_soft_cap' is {} but its file holds {}", where, ec.dump(), scalar_text(cap)));
+  } else {
+    for (const char* k : {"sliding_window", "logits_soft_cap", "alibi_slopes", "sinks"})
+      if (in.find(k) || entry.contains(k))
+        throw CaseFilesError(fmt::format("{}: '{}' in a format_version 1 export (attention variants came with "
+                                         "format_version 2)", where, k));
+  }
+  g["sliding_window"] = window;
+  g["logits_soft_cap"] = scalar_text(cap);
   return g;
+}
+
+/// Checks the per-query-head variant tensor `name` (alibi_slopes or sinks) of case file `in` against case
+/// `c`: present exactly when the case has that variant (`values`, resolved, non-empty), F32 [num_heads],
+/// every value finite. Throws SafetensorsError (dtype, shape) or CaseFilesError naming the file, the tensor
+/// and the reason. The values themselves are held to the case's through inputs_sha256.
+void check_head_tensor(const SafetensorsFile& in, const char* name, const std::vector<float>& values, const Case& c) {
+  const StTensor* t = in.find(name);
+  if (!t && values.empty()) return;
+  if (!t)
+    throw CaseFilesError(fmt::format("{}: tensor '{}' missing: its case '{}' has {}", in.path, name, c.id(),
+                                     std::string_view(name) == "sinks" ? "sinks" : "ALiBi slopes"));
+  if (values.empty())
+    throw CaseFilesError(fmt::format("{}: tensor '{}': its case '{}' has no {}", in.path, name, c.id(),
+                                     std::string_view(name) == "sinks" ? "sinks" : "ALiBi slopes"));
+  in.expect(name, StDType::F32, {c.num_heads});
+  for (std::size_t h = 0; h < values.size(); ++h) {
+    float v;
+    std::memcpy(&v, t->data.data() + 4 * h, sizeof v);
+    if (!std::isfinite(v))
+      throw CaseFilesError(fmt::format("{}: tensor '{}': head {} is {} (every value must be finite)", in.path, name, h,
+                                       scalar_text(v)));
+  }
 }
 
 }  // namespace
@@ -633,7 +725,12 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
       if (!t) throw SafetensorsError(in.path, name, "missing");
       parts.push_back({t->data.data(), t->data.size()});
     }
-    for (const char* name : {"k_scales_per_head", "v_scales_per_head"}) {
+    if (m.format_version < 2 && c.has_variant())
+      throw CaseFilesError(fmt::format("{}: case '{}' has an attention variant, which a format_version 1 export "
+                                       "cannot carry", where, case_id));
+    check_head_tensor(in, "alibi_slopes", c.alibi_slopes.resolve(c.num_heads), c);
+    check_head_tensor(in, "sinks", c.sinks.resolve(c.num_heads), c);
+    for (const char* name : {"k_scales_per_head", "v_scales_per_head", "alibi_slopes", "sinks"}) {
       const StTensor* t = in.find(name);
       parts.push_back(t ? Bytes{t->data.data(), t->data.size()} : Bytes{nullptr, 0});
     }
@@ -656,7 +753,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     if (got != sha)
       throw CaseFilesError(fmt::format("{}: inputs changed since export (SHA-256 {} , manifest says {})", in.path, got, sha));
     // The entry's fields are what a runner reads the bytes with: they must be the call the file's case makes.
-    const json geometry = geometry_of(e, in, where);
+    const json geometry = geometry_of(e, in, where, m.format_version);
     const pacheck_kernel_args call = call_of(c);
     if (const auto d = first_difference(geometry, geometry_of(call)))
       throw CaseFilesError(fmt::format("{}: file '{}': field '{}' is {} but its case '{}' gives a kernel {}", where,

@@ -7,13 +7,14 @@
 //  the outputs exactly as `pacheck run` would (same verdicts, same reports).
 //
 // `export_cases` writes into DIR:
-//   manifest.json  {"format": "pacheck-cases", "format_version": 1, "pacheck", "abi_version", "suite",
+//   manifest.json  {"format": "pacheck-cases", "format_version": 2, "pacheck", "abi_version", "suite",
 //                   "kernel_layout", "files": [...], "cells": [...]}
 //     files[i]: one distinct set of kernel inputs, {"file": "0003.safetensors", "inputs_sha256", "case" (case
 //               id), "fault" (fault id), "layout", "x", shape fields (num_seqs, num_heads, num_kv_heads,
 //               head_size, block_size, num_blocks, max_blocks_per_seq), "q_dtype", "kv_dtype",
 //               "kv_tensor_dtype" (the safetensors tag of key_cache / value_cache: F32, F16, BF16, F8_E4M3,
-//               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale", "shapes" and
+//               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale",
+//               "sliding_window" (int, 0 = none), "logits_soft_cap" (number, 0 = none), "shapes" and
 //               "strides" (elements) of query,
 //               key_cache, value_cache, block_tables and out, "output": {"file", "tensor": "out", "dtype",
 //               "shape"}}.
@@ -31,6 +32,10 @@
 //       a runner should start its output buffer from it so elements it never writes are detected
 //     scale, k_scale, v_scale: F32 scalars (shape []); k_scale / v_scale are NaN when the case has
 //       per-KV-head scales, which then come as k_scales_per_head / v_scales_per_head [num_kv_heads] F32
+//     sliding_window: I32 scalar, logits_soft_cap: F32 scalar, both always present (0 = none); alibi_slopes
+//       and sinks: [num_heads] F32, present only when the case has them (a plugin kernel gets NULL
+//       otherwise). Their meaning and the order they apply in: include/pacheck/kernel_abi.h, "Attention
+//       variants". They take part in inputs_sha256 (after the per-head scales) and in a call's geometry.
 //     fp8 caches are tagged F8_E4M3 (e4m3fn) / F8_E5M2; fp8 e4m3fnuz, which has no safetensors tag, is
 //     stored as U8 (the raw codes). Every file's __metadata__ holds "kv_dtype" (pacheck's name: f32, f16,
 //     bf16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2), which a reader must use to decode U8 caches; the other
@@ -42,7 +47,12 @@
 //   writes no slot. Equal bytes alone are not enough: h16/8 d256 and h32/16 d128 at the same lengths and
 //   seed have byte-identical inputs and get a file each (exports before this rule shared one between them
 //   and scored the d256 cells against d128 outputs; `score` refuses such a manifest, see score_cases).
-//   The manifest's fields are unchanged by the rule (format_version 1).
+//   The manifest's fields are unchanged by the rule.
+//   Versions: format_version 2 added the attention variants (the two scalars, the two tensors and the
+//   manifest fields above); version 1 had none and left variant cells out of the export. This pacheck reads
+//   both (a version-1 directory scores as before); a pacheck that reads only version 1 refuses a version-2
+//   manifest with "format_version 2 (this pacheck reads 1)", exit 2, and so does examples/python/runner.py
+//   of that time, so no reader computes plain attention for a variant cell by ignoring the new fields.
 //
 // A foreign runner writes, for each files[i], OUTPUTS/<same file name> holding one tensor "out" of
 // files[i].output's dtype and shape, or, for a call it cannot take, OUTPUTS/<same file name>.declined
@@ -95,7 +105,8 @@ struct ExportSummary {
   int baselines = 0;       ///< clean variants written only as invariance baselines
   int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
-  int skipped_variant = 0; ///< cells with an attention variant (win=, cap=, alibi=, sinks=): not carried yet
+  int skipped_high_ids = 0;///< cells with high block ids (hiblk=): their 4-16 GiB pools are not written to files
+  int skipped_query_len = 0; ///< cells with several query tokens per sequence (qlen=): not carried yet
   std::string manifest;    ///< path of manifest.json
 };
 
@@ -130,7 +141,12 @@ struct ScoreOptions {
 /// (the files of a case are one call geometry); an output and a note for one file are `error` too. Files that are
 /// not regular (a FIFO, a directory, a device) or over their cap (kManifestLimit, kCaseFileLimit, and for
 /// an output its one tensor plus a header) throw CaseFilesError naming --cases or --outputs, the entry and
-/// the reason, without blocking or reading them. `suite_name` receives the exported suite's name.
+/// the reason, without blocking or reading them. Attention variants (format_version 2): the file's
+/// sliding_window (I32 >= 0) and logits_soft_cap (F32, finite, >= 0) must equal the manifest entry's fields
+/// of those names and be the call its case makes, and alibi_slopes / sinks must be present exactly when the
+/// case has them, F32 [num_heads], finite; anything else is a CaseFilesError or SafetensorsError naming
+/// the file and the tensor or field (the CLI: exit 2). Variant cells are judged as `run` judges them: the
+/// oracle of the case's variant, the same verdicts. `suite_name` receives the exported suite's name.
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
                        std::string* suite_name = nullptr);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace pacheck {
 
 using nlohmann::json;
@@ -33,11 +35,14 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   const json version = manifest_field<json>(m, "format_version", path);
   if (!version.is_number())
     throw CaseFilesError(fmt::format("{}: field 'format_version': must be a number, not {}", path, version.dump()));
-  if (version.get<double>() != kManifestFormatVersion)
-    throw CaseFilesError(
-        fmt::format("{}: format_version {} (this pacheck reads {})", path, version.dump(), kManifestFormatVersion));
+  const double v = version.get<double>();
+  if (!(v >= kManifestOldestFormatVersion && v <= kManifestFormatVersion) || v != std::floor(v))
+    throw CaseFilesError(fmt::format("{}: format_version {} (this pacheck reads {} to {}; a newer export needs a newer "
+                                     "pacheck)",
+                                     path, version.dump(), kManifestOldestFormatVersion, kManifestFormatVersion));
 
   Manifest out;
+  out.format_version = static_cast<int>(v);
   const json files = manifest_field<json>(m, "files", path);
   if (!files.is_array()) throw CaseFilesError(fmt::format("{}: 'files' is not an array", path));
   for (std::size_t i = 0; i < files.size(); ++i) {

@@ -29,9 +29,13 @@ T manifest_field(const nlohmann::json& entry, const char* key, const std::string
   }
 }
 
-/// manifest.json's "format" and "format_version" (interop/casefiles.hpp describes the fields).
+/// manifest.json's "format" and "format_version" (interop/casefiles.hpp describes the fields). Export
+/// writes kManifestFormatVersion; parse_manifest reads kManifestOldestFormatVersion up to it. Version 2
+/// added the attention variants (sliding_window, logits_soft_cap, alibi_slopes, sinks); a version-1
+/// export holds no variant cell and reads as one whose variant fields are all none.
 inline constexpr const char* kManifestFormat = "pacheck-cases";
-inline constexpr int kManifestFormatVersion = 1;
+inline constexpr int kManifestFormatVersion = 2;
+inline constexpr int kManifestOldestFormatVersion = 1;
 
 /// One files[i] entry: a set of kernel inputs in the case directory.
 struct ManifestFile {
@@ -52,13 +56,14 @@ struct ManifestCell {
 
 /// manifest.json as read.
 struct Manifest {
+  int format_version = kManifestFormatVersion;  ///< as written: 1 or 2
   std::string suite;                ///< the exported suite's name
   std::vector<ManifestFile> files;  ///< in file order
   std::vector<ManifestCell> cells;  ///< in file order
 };
 
 /// Parses manifest.json text (`path` is used in messages only): valid JSON, an object of format
-/// kManifestFormat and format_version kManifestFormatVersion, "files" and "cells" arrays of objects whose
+/// kManifestFormat and format_version kManifestOldestFormatVersion..kManifestFormatVersion, "files" and "cells" arrays of objects whose
 /// fields have the right types, plain file names, case ids that read back as written and faults that parse.
 /// Throws CaseFilesError naming `path`, the entry (files[I] / cells[J]) and the field; nothing else.
 Manifest parse_manifest(const std::string& text, const std::string& path);

@@ -69,10 +69,10 @@ bool passes(const Metrics& m, double limit) { return m.bad_nonfinite == 0 && m.r
 }  // namespace
 
 Metrics compare(const std::vector<double>& out, const std::vector<double>& ref, const Case& c, DType out_dtype) {
-  const std::size_t n = static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size;
+  const std::size_t n = static_cast<std::size_t>(c.num_query_tokens()) * c.num_heads * c.head_size;
   if (out.size() != ref.size() || out.size() != n)
     throw std::invalid_argument(fmt::format(
-        "compare: out has {} elements, ref {}, case needs num_seqs*num_heads*head_size = {}", out.size(),
+        "compare: out has {} elements, ref {}, case needs num_query_tokens*num_heads*head_size = {}", out.size(),
         ref.size(), n));
   Metrics m;
   m.elements = static_cast<std::int64_t>(n);

@@ -10,12 +10,15 @@
 
 namespace pacheck {
 
-/// (sequence, head, dim) coordinates of one output element.
+/// (row, head, dim) coordinates of one output element. `seq` is the output row: the sequence for plain decode,
+/// the query row (Case::query_start(s) + i for query token i of sequence s) with several query tokens per
+/// sequence, so (seq * num_heads + head) * head_size + dim is the element's flat index either way.
 struct Index3 {
   int seq = -1, head = -1, dim = -1;
 };
 
-/// Metrics of `out` against `ref`, both [num_seqs, num_heads, head_size].
+/// Metrics of `out` against `ref`, both [num_query_tokens, num_heads, head_size] (num_query_tokens =
+/// num_seqs for plain decode).
 struct Metrics {
   double max_abs = 0;          ///< max |out - ref| over finite pairs
   double rel_linf = 0;         ///< max |out - ref| / max |ref| (seed 000's scoring)

@@ -10,20 +10,35 @@
 namespace pacheck {
 
 namespace {
+/// The sequence owning output row `row` (rows are sequences for plain decode).
+int seq_of_row(const Case& c, int row) {
+  int s = 0;
+  while (s + 1 < c.num_seqs() && c.query_start(s + 1) <= row) ++s;
+  return s;
+}
 std::string where(const Case& c, std::int64_t flat) {
   const std::int64_t D = c.head_size, H = c.num_heads;
-  return fmt::format("(seq {}, head {}, dim {})", flat / (H * D), (flat / D) % H, flat % D);
+  const int row = static_cast<int>(flat / (H * D));
+  if (c.max_query_len() > 1) {
+    const int s = seq_of_row(c, row), i = row - c.query_start(s);
+    return fmt::format("(seq {} query token {} at position {}, head {}, dim {})", s, i, c.query_pos(s, i),
+                       (flat / D) % H, flat % D);
+  }
+  return fmt::format("(seq {}, head {}, dim {})", row, (flat / D) % H, flat % D);
 }
 /// Issue 18: in a batch, which sequences' outputs hold NaN/Inf where the oracle's are finite:
 /// "; in sequences 0, 3 (2 of 8)" (the first 8 listed, then "and N more"); empty for one sequence or none.
 /// Region `others` leaves sequence 0 reading nothing poisoned, so "sequences 0" there is a leak across
-/// sequences. `out` and `ref` are [num_seqs, num_heads, head_size].
+/// sequences. `out` and `ref` are [num_query_tokens, num_heads, head_size]: sequence s owns rows
+/// query_start(s) .. query_start(s + 1) - 1.
 std::string nonfinite_sequences(const Case& c, const std::vector<double>& out, const std::vector<double>& ref) {
   if (c.num_seqs() < 2) return {};
-  const std::size_t per_seq = static_cast<std::size_t>(c.num_heads) * c.head_size;
+  const std::size_t per_row = static_cast<std::size_t>(c.num_heads) * c.head_size;
   std::vector<int> seqs;
   for (int s = 0; s < c.num_seqs(); ++s)
-    for (std::size_t i = s * per_seq; i < (s + 1) * per_seq && i < out.size() && i < ref.size(); ++i)
+    for (std::size_t i = static_cast<std::size_t>(c.query_start(s)) * per_row;
+         i < static_cast<std::size_t>(c.query_start(s) + c.query_len(s)) * per_row && i < out.size() && i < ref.size();
+         ++i)
       if (!std::isfinite(out[i]) && std::isfinite(ref[i])) {
         seqs.push_back(s);
         break;

@@ -1,10 +1,14 @@
 #include "kernels/backend.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +16,21 @@
 #include "kernels/kernel.hpp"
 
 namespace pacheck {
+
+void* Backend::alloc_zeroed(std::size_t bytes) {
+  void* p = alloc(bytes);
+  constexpr std::size_t kPiece = std::size_t{64} << 20;
+  const std::vector<std::uint8_t> zeros(std::min(std::max<std::size_t>(bytes, 1), kPiece), 0);
+  try {
+    for (std::size_t at = 0; at < bytes; at += kPiece)
+      upload(static_cast<std::uint8_t*>(p) + at, zeros.data(), std::min(kPiece, bytes - at));
+  } catch (...) {
+    release(p);
+    throw;
+  }
+  return p;
+}
+
 namespace {
 
 std::string cpu_model() {
@@ -35,7 +54,25 @@ class CpuBackend final : public Backend {
     if (!p) throw KernelError("cpu: out of host memory allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
-  void release(void* p) override { std::free(p); }
+  void release(void* p) override {
+    {
+      std::lock_guard<std::mutex> lock(mapped_mu_);
+      if (auto it = mapped_.find(p); it != mapped_.end()) {
+        ::munmap(p, it->second);
+        mapped_.erase(it);
+        return;
+      }
+    }
+    std::free(p);
+  }
+  void* alloc_zeroed(std::size_t bytes) override {
+    const std::size_t n = std::max<std::size_t>(bytes, 1);
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw KernelError("cpu: out of address space mapping " + std::to_string(bytes) + " bytes");
+    std::lock_guard<std::mutex> lock(mapped_mu_);
+    mapped_[p] = n;
+    return p;
+  }
   void upload(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
   void sync() override {}
@@ -46,6 +83,10 @@ class CpuBackend final : public Backend {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   double copy_bandwidth_gbs(std::size_t bytes, int reps) override;
+
+ private:
+  std::mutex mapped_mu_;
+  std::map<void*, std::size_t> mapped_;  ///< alloc_zeroed's mappings and their lengths
 };
 
 double CpuBackend::copy_bandwidth_gbs(std::size_t bytes, int reps) {

@@ -25,6 +25,10 @@ class Backend {
   virtual std::string description() const = 0;
   virtual void* alloc(std::size_t bytes) = 0;
   virtual void release(void* p) = 0;
+  /// `bytes` of zeroed device memory, freed with release(). The default allocates and uploads zeros in
+  /// 64 MiB pieces; the CPU backend maps anonymous pages (MAP_NORESERVE), which use memory only once
+  /// written, so a sparse pool's device copy (paging/pool_buffer.hpp) stays about as small as its live bytes.
+  virtual void* alloc_zeroed(std::size_t bytes);
   virtual void upload(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void download(void* dst, const void* src, std::size_t bytes) = 0;
   /// Waits for all work on the backend's stream and raises the first pending error.

@@ -45,6 +45,7 @@ unsigned case_variants(const Case& c) {
   if (c.logits_soft_cap) v |= PACHECK_VARIANT_SOFT_CAP;
   if (!c.alibi_slopes.is_default()) v |= PACHECK_VARIANT_ALIBI;
   if (!c.sinks.is_default()) v |= PACHECK_VARIANT_SINKS;
+  if (c.max_query_len() > 1) v |= PACHECK_VARIANT_MULTI_QUERY;
   return v;
 }
 
@@ -58,13 +59,17 @@ std::optional<Support> variant_decline(const Case& c, unsigned implemented, cons
     return Support::no(fmt::format("alibi_slopes {}: {} does not implement ALiBi", c.alibi_slopes.text(), kernel));
   if (missing & PACHECK_VARIANT_SINKS)
     return Support::no(fmt::format("sinks {}: {} does not implement attention sinks", c.sinks.text(), kernel));
+  if (missing & PACHECK_VARIANT_MULTI_QUERY)
+    return Support::no(fmt::format("query_len {}: {} takes one query token per sequence (no query_start_loc)",
+                                   c.max_query_len(), kernel));
   return std::nullopt;
 }
 
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head,
-                              const float* v_scales_per_head, const float* alibi_slopes, const float* sinks) {
+                              const float* v_scales_per_head, const float* alibi_slopes, const float* sinks,
+                              const std::int32_t* query_start_loc) {
   pacheck_kernel_args a{};
   a.struct_size = sizeof(pacheck_kernel_args);
   set_case_fields(a, c);
@@ -94,14 +99,21 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   a.k_scales_per_head = pc.k_per_head ? k_scales_per_head : nullptr;
   a.v_scales_per_head = pc.v_per_head ? v_scales_per_head : nullptr;
   a.stream = nullptr;
-  // Version 2: host-side lengths; one query token per sequence (several are not generated yet), and the
-  // case's attention variants.
+  // Version 2: host-side lengths; the query rows (one per sequence, or query_start_loc), and the case's
+  // attention variants.
   a.seq_lens_host = pc.seq_lens.data();
   a.max_seq_len = pc.seq_lens.empty() ? 0 : *std::max_element(pc.seq_lens.begin(), pc.seq_lens.end());
-  a.max_query_len = 1;
-  a.num_query_tokens = c.num_seqs();
+  a.max_query_len = c.max_query_len();
+  a.num_query_tokens = c.num_query_tokens();
   a.query_start_loc = nullptr;
   a.query_start_loc_host = nullptr;
+  if (c.max_query_len() > 1) {
+    if (!query_start_loc || pc.query_start_loc.size() != static_cast<std::size_t>(c.num_seqs()) + 1)
+      throw std::invalid_argument("make_args: the case has several query tokens per sequence but no query_start_loc "
+                                  "(device copy, or the cache's host copy) was given");
+    a.query_start_loc = query_start_loc;
+    a.query_start_loc_host = pc.query_start_loc.data();
+  }
   if ((!c.alibi_slopes.is_default() && !alibi_slopes) || (!c.sinks.is_default() && !sinks))
     throw std::invalid_argument("make_args: the case has ALiBi slopes or sinks but no device copy of them was given");
   a.sliding_window = c.sliding_window;

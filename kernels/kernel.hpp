@@ -146,8 +146,11 @@ void set_case_fields(AbiStruct& a, const Case& c) {
 /// v_scales_per_head, and then k_scale / v_scale are NaN, so a kernel that reads the scalar instead of
 /// the array it was given produces NaN rather than a plausible wrong answer. Throws std::invalid_argument
 /// when `pc` has per-head scales and the matching pointer is null. ABI v2 fields: max_seq_len and
-/// seq_lens_host (= pc.seq_lens, host memory that must outlive the call) come from `pc`; one query token
-/// per sequence. The attention variants come from `c`: sliding_window and logits_soft_cap (0 = none), and
+/// seq_lens_host (= pc.seq_lens, host memory that must outlive the call) come from `pc`; max_query_len and
+/// num_query_tokens from `c` (Case::query_lens), and with several query tokens in some sequence
+/// `query_start_loc` (the device copy of pc.query_start_loc, [num_seqs + 1] int32) and query_start_loc_host
+/// = pc.query_start_loc.data() (std::invalid_argument when either is missing); NULL both for plain decode.
+/// q_stride_seq / out_stride_seq are the stride of one query row. The attention variants come from `c`: sliding_window and logits_soft_cap (0 = none), and
 /// `alibi_slopes` / `sinks`, the device copies of c.alibi_slopes.resolve(num_heads) / c.sinks.resolve(...)
 /// ([num_heads] fp32), passed only when the case has them (NULL otherwise; std::invalid_argument when the
 /// case has them and the pointer is null).
@@ -155,6 +158,6 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head = nullptr,
                               const float* v_scales_per_head = nullptr, const float* alibi_slopes = nullptr,
-                              const float* sinks = nullptr);
+                              const float* sinks = nullptr, const std::int32_t* query_start_loc = nullptr);
 
 }  // namespace pacheck

@@ -299,7 +299,8 @@ class PluginKernel final : public Kernel {
     if (!d_.supports) return Support::yes();
 
     const std::vector<std::int32_t> lens(c.seq_lens.begin(), c.seq_lens.end());
-    const std::vector<std::int32_t> query_lens(lens.size(), 1);
+    std::vector<std::int32_t> query_lens(lens.size());
+    for (int s = 0; s < c.num_seqs(); ++s) query_lens[static_cast<std::size_t>(s)] = c.query_len(s);
     const std::vector<float> ks = c.k_scale.resolve(c.num_kv_heads), vs = c.v_scale.resolve(c.num_kv_heads);
     pacheck_case_info info{};
     info.struct_size = sizeof info;
@@ -314,8 +315,8 @@ class PluginKernel final : public Kernel {
     info.v_scale = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? kNaN : vf == PACHECK_SCALE_FORM_NONE ? 1.0f : vs.at(0);
     info.k_scales_per_head = kf == PACHECK_SCALE_FORM_PER_KV_HEAD ? ks.data() : nullptr;
     info.v_scales_per_head = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? vs.data() : nullptr;
-    // Attention variants (issue 19); one query token per sequence (several are not generated yet).
-    info.max_query_len = 1;
+    // Attention variants (issue 19), query tokens per sequence included (all 1 for plain decode).
+    info.max_query_len = c.max_query_len();
     info.query_lens = query_lens.data();
     info.sliding_window = c.sliding_window;
     info.logits_soft_cap = c.logits_soft_cap ? *c.logits_soft_cap : 0.0f;

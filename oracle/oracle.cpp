@@ -53,10 +53,10 @@ constexpr Index kTile = 128;
 void check_shapes(const Case& c, const PrePaging& p) {
   c.validate();
   const std::size_t H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
-  const std::size_t n = static_cast<std::size_t>(c.num_seqs());
-  if (p.q.size() != n * H * D)
+  const std::size_t n = static_cast<std::size_t>(c.num_seqs()), rows = static_cast<std::size_t>(c.num_query_tokens());
+  if (p.q.size() != rows * H * D)
     throw std::invalid_argument(fmt::format(
-        "oracle: q has {} elements, case needs num_seqs*num_heads*head_size = {}", p.q.size(), n * H * D));
+        "oracle: q has {} elements, case needs num_query_tokens*num_heads*head_size = {}", p.q.size(), rows * H * D));
   if (p.k.size() != n || p.v.size() != n)
     throw std::invalid_argument(
         fmt::format("oracle: {} K and {} V sequences for num_seqs = {}", p.k.size(), p.v.size(), n));
@@ -93,7 +93,7 @@ const S* as_scalar(const std::vector<float>& src, std::vector<S>& scratch) {
 /// The attention variants of one sequence as the softmax applies them (include/pacheck/kernel_abi.h,
 /// "Attention variants"): soft cap c (0 = none), ALiBi slope and sink logit of each query head (empty =
 /// none), and the first key position the query row sees (the sliding window's left edge; 0 = all). The
-/// query row sits at position L - 1 of its sequence.
+/// query row sits at position L - 1, where L is the number of keys it sees (causal: p + 1).
 template <class S>
 struct RowVariants {
   S cap = S(0);
@@ -101,13 +101,14 @@ struct RowVariants {
   Index first = 0;
 };
 
+/// The variants of the query row at position `pos` of its sequence.
 template <class S>
-RowVariants<S> row_variants(const Case& c, int s) {
+RowVariants<S> row_variants(const Case& c, int pos) {
   RowVariants<S> v;
   if (c.logits_soft_cap) v.cap = static_cast<S>(*c.logits_soft_cap);
   for (float x : c.alibi_slopes.resolve(c.num_heads)) v.slopes.push_back(static_cast<S>(x));
   for (float x : c.sinks.resolve(c.num_heads)) v.sinks.push_back(static_cast<S>(x));
-  v.first = c.window_start(s);
+  v.first = c.window_start_at(pos);
   return v;
 }
 
@@ -181,8 +182,9 @@ void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size, R = c.gqa_ratio();
   const Index row = static_cast<Index>(G) * D;  // one token of K or V: [num_kv_heads, head_size]
   const S scale = static_cast<S>(c.effective_scale());
-  out.assign(static_cast<std::size_t>(c.num_seqs()) * H * D, 0.0);
-  if (lse_out) lse_out->assign(static_cast<std::size_t>(c.num_seqs()) * H, 0.0);
+  const int rows = c.num_query_tokens();
+  out.assign(static_cast<std::size_t>(rows) * H * D, 0.0);
+  if (lse_out) lse_out->assign(static_cast<std::size_t>(rows) * H, 0.0);
 
   constexpr bool kSerial = mode == Mode::emulate;
   std::vector<S> kbuf, vbuf, q(static_cast<std::size_t>(H) * D), lse(H);
@@ -190,41 +192,47 @@ void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double
   std::vector<S> run(static_cast<std::size_t>(H) * D);
   std::vector<Acc> o(static_cast<std::size_t>(H) * D);
   std::vector<S> lgbuf;  // the logits of a sequence (ColMap, logits_stride)
+  // One query row at a time: row i of sequence s sits at position pos = seq_len - query_len + i and sees
+  // keys 0 .. pos (causal), i.e. the first L = pos + 1 tokens of K and V; with one query token per sequence
+  // (plain decode) L = seq_len. Its window edge and ALiBi distances are taken from pos.
   for (int s = 0; s < c.num_seqs(); ++s) {
-    const Index L = c.seq_lens[s];
     const S* k = as_scalar<S>(p.k[s], kbuf);
     const S* v = as_scalar<S>(p.v[s], vbuf);
-    for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<S>(p.q[s * q.size() + i]);
-    const Index ld = logits_stride<S>(L);
-    lgbuf.resize(static_cast<std::size_t>(ld) * H);
-    ColMap<S> lg(lgbuf.data(), L, H, Eigen::OuterStride<>(ld));
+    for (int qi = 0; qi < c.query_len(s); ++qi) {
+      const int pos = c.query_pos(s, qi), r = c.query_start(s) + qi;
+      const Index L = pos + 1;
+      for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<S>(p.q[static_cast<std::size_t>(r) * q.size() + i]);
+      const Index ld = logits_stride<S>(L);
+      lgbuf.resize(static_cast<std::size_t>(ld) * H);
+      ColMap<S> lg(lgbuf.data(), L, H, Eigen::OuterStride<>(ld));
 
-    // Logits: the [L, D] x [D, R] products of every KV head's group, token by token. The scale is applied
-    // to the dot products (softmax_columns), as kernels do.
-    prod.logits(q.data(), G, R, D, k, L, lg.data(), ld);
-    softmax_columns<S>(lg, scale, lse.data(), kSerial, row_variants<S>(c, s));
-    if constexpr (mode == Mode::emulate)
-      lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
+      // Logits: the [L, D] x [D, R] products of every KV head's group, token by token. The scale is applied
+      // to the dot products (softmax_columns), as kernels do.
+      prod.logits(q.data(), G, R, D, k, L, lg.data(), ld);
+      softmax_columns<S>(lg, scale, lse.data(), kSerial, row_variants<S>(c, pos));
+      if constexpr (mode == Mode::emulate)
+        lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
 
-    // Output: [R, T] x [T, D] for every group, per tile of kTile tokens (oracle: each tile's sums in S, then
-    // added in Acc = double), or carried over the whole sequence (emulate).
-    std::fill(o.begin(), o.end(), Acc(0));
-    std::fill(run.begin(), run.end(), S(0));
-    for (Index t0 = 0; t0 < L; t0 += kTile) {
-      const Index T = std::min(kTile, L - t0);
-      if constexpr (!kSerial) std::fill(run.begin(), run.end(), S(0));
-      prod.pv(lg.data() + t0, ld, G, R, D, v + t0 * row, T, run.data());
-      if constexpr (!kSerial)
-        for (std::size_t i = 0; i < run.size(); ++i) o[i] += static_cast<Acc>(run[i]);
+      // Output: [R, T] x [T, D] for every group, per tile of kTile tokens (oracle: each tile's sums in S, then
+      // added in Acc = double), or carried over the whole sequence (emulate).
+      std::fill(o.begin(), o.end(), Acc(0));
+      std::fill(run.begin(), run.end(), S(0));
+      for (Index t0 = 0; t0 < L; t0 += kTile) {
+        const Index T = std::min(kTile, L - t0);
+        if constexpr (!kSerial) std::fill(run.begin(), run.end(), S(0));
+        prod.pv(lg.data() + t0, ld, G, R, D, v + t0 * row, T, run.data());
+        if constexpr (!kSerial)
+          for (std::size_t i = 0; i < run.size(); ++i) o[i] += static_cast<Acc>(run[i]);
+      }
+      if constexpr (kSerial) std::copy(run.begin(), run.end(), o.begin());
+
+      const std::size_t base = static_cast<std::size_t>(r) * H * D;
+      for (std::size_t i = 0; i < o.size(); ++i)
+        out[base + i] = mode == Mode::emulate ? static_cast<double>(round_to(static_cast<float>(o[i]), c.out_dtype))
+                                              : static_cast<double>(o[i]);
+      if (lse_out)
+        for (int h = 0; h < H; ++h) (*lse_out)[static_cast<std::size_t>(r) * H + h] = static_cast<double>(lse[h]);
     }
-    if constexpr (kSerial) std::copy(run.begin(), run.end(), o.begin());
-
-    const std::size_t base = static_cast<std::size_t>(s) * H * D;
-    for (std::size_t i = 0; i < o.size(); ++i)
-      out[base + i] = mode == Mode::emulate ? static_cast<double>(round_to(static_cast<float>(o[i]), c.out_dtype))
-                                            : static_cast<double>(o[i]);
-    if (lse_out)
-      for (int h = 0; h < H; ++h) (*lse_out)[static_cast<std::size_t>(s) * H + h] = static_cast<double>(lse[h]);
   }
 }
 

@@ -62,12 +62,15 @@ OracleIsa resolve_oracle_isa(const char* env);
 OracleIsa oracle_isa();
 
 /// Oracle output of one case.
-///  - out: [num_seqs, num_heads, head_size], out[s,h,:] = softmax(scale * q[s,h,:] . K_s^T) V_s, where
-///    query head h reads KV head h / (num_heads / num_kv_heads).
-///  - lse: [num_seqs, num_heads], natural-log log-sum-exp of the scaled logits of each row.
+///  - out: [num_query_tokens, num_heads, head_size] (num_query_tokens = num_seqs for plain decode),
+///    out[r,h,:] = softmax(scale * q[r,h,:] . K_s[0..p]^T) V_s[0..p] for query row r of sequence s at
+///    position p = seq_len - query_len + i (Case::query_pos): causal, the row sees keys j <= p only; query
+///    head h reads KV head h / (num_heads / num_kv_heads).
+///  - lse: [num_query_tokens, num_heads], natural-log log-sum-exp of the scaled logits of each row.
 /// With attention variants (Case::sliding_window, logits_soft_cap, alibi_slopes, sinks) the logits are
 /// formed and masked in the order of include/pacheck/kernel_abi.h's "Attention variants" (soft cap, then
-/// ALiBi, then the window mask), and the sink logit joins the softmax denominator (lse includes it).
+/// ALiBi, then the window mask), and the sink logit joins the softmax denominator (lse includes it); a
+/// row's ALiBi distances and window edge are taken from its own position p (window: keys p - W < j <= p).
 /// Values are held as double whatever the precision the oracle computed in.
 struct OracleResult {
   std::vector<double> out;

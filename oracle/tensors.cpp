@@ -115,10 +115,17 @@ PrePaging generate(const Case& c) {
   ValueGen gen{c, std::move(v_full)};
   PrePaging p;
   const int H = c.num_heads, D = c.head_size;
-  p.q.resize(static_cast<std::size_t>(c.num_seqs()) * H * D);
-  for (int s = 0; s < c.num_seqs(); ++s)
-    for (std::size_t i = 0; i < static_cast<std::size_t>(H) * D; ++i)
-      p.q[s * static_cast<std::size_t>(H) * D + i] = round_to(gen.q(s, i), c.q_dtype);
+  // Query row i of sequence s (of query_len rows) draws from index (query_len - 1 - i) * H * D + element, so
+  // the last row (position seq_len - 1) holds the query a one-token case of the same seed has.
+  const std::size_t HD = static_cast<std::size_t>(H) * D;
+  p.q.resize(static_cast<std::size_t>(c.num_query_tokens()) * HD);
+  for (int s = 0; s < c.num_seqs(); ++s) {
+    const int ql = c.query_len(s), row0 = c.query_start(s);
+    for (int r = 0; r < ql; ++r)
+      for (std::size_t i = 0; i < HD; ++i)
+        p.q[static_cast<std::size_t>(row0 + r) * HD + i] =
+            round_to(gen.q(s, static_cast<std::uint64_t>(ql - 1 - r) * HD + i), c.q_dtype);
+  }
 
   p.k.resize(c.num_seqs());
   p.v.resize(c.num_seqs());

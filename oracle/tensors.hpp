@@ -10,7 +10,10 @@ namespace pacheck {
 
 /// The inputs of a case before paging, as fp32 values already rounded to their dtypes (so upcasting a
 /// stored bf16/f16 element gives exactly the value here).
-///  - q: [num_seqs, num_heads, head_size], rounded to q_dtype.
+///  - q: [num_query_tokens, num_heads, head_size], rounded to q_dtype: sequence s owns rows
+///    Case::query_start(s) .. + query_len(s) - 1 (one row per sequence for plain decode), row i of it the
+///    query token at position Case::query_pos(s, i); the last row of a sequence is the query a one-token
+///    case of the same seed has.
 ///  - k[s], v[s]: [seq_len_s, num_kv_heads, head_size] per sequence s, rounded to kv_dtype. For an fp8
 ///    kv_dtype they are the dequantised values a kernel reads: for element i of KV head g,
 ///    k[s][i] = fp8_decode(k_codes[s][i]) * k_scale_g, with k_codes[s][i] = fp8_encode(raw / k_scale_g)

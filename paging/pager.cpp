@@ -2,6 +2,7 @@
 
 #include <Random123/philox.h>
 
+#include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
@@ -52,6 +53,40 @@ std::vector<int> permutation(int n, std::uint64_t seed) {
   return perm;
 }
 
+/// The live blocks of a sparse pool (PagedCache::resident_blocks): the window [first, num_blocks), the
+/// block below it, the blocks a 32-bit wrapped offset of a window block lands on, block 0, the last block,
+/// an explicit padding target and 8 blocks below the window drawn from the seed. Ascending, unique.
+std::vector<int> resident_blocks(const PagedCache& pc, int first, int padding_target, std::uint64_t seed) {
+  std::vector<int> r;
+  for (int b = std::max(0, first - 1); b < pc.num_blocks; ++b) r.push_back(b);
+  const std::int64_t E = pc.strides.k[0];  // elements per block; v[0] is the same in every layout
+  constexpr std::int64_t k2to32 = std::int64_t{1} << 32;
+  for (int b = first; b < pc.num_blocks; ++b) {
+    const std::int64_t off = b * E;
+    if (off + E <= k2to32) continue;
+    // Every element of the block, its offset taken mod 2^32 (uint32 arithmetic; int32 lands there too
+    // whenever the wrapped value is below 2^31).
+    for (std::int64_t e = off; e < off + E; e += E - 1 > 0 ? E - 1 : 1) {
+      const std::int64_t w = e % k2to32;
+      if (e >= k2to32 && w / E < pc.num_blocks) r.push_back(static_cast<int>(w / E));
+    }
+  }
+  r.push_back(0);
+  r.push_back(pc.num_blocks - 1);
+  if (padding_target >= 0) r.push_back(padding_target);
+  if (first > 1) {
+    r123::Philox4x32 rng;
+    r123::Philox4x32::key_type key{{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+    for (std::uint32_t i = 0; i < 8; ++i) {
+      r123::Philox4x32::ctr_type ctr{{0x5a3b1u, i, 0, 0}};
+      r.push_back(static_cast<int>(rng(ctr, key)[0] % static_cast<std::uint32_t>(first - 1)));
+    }
+  }
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
 }  // namespace
 
 PagedCache page(const Case& c, const PrePaging& p) {
@@ -63,12 +98,11 @@ PagedCache page(const Case& c, const PrePaging& p) {
   pc.num_kv_heads = c.num_kv_heads;
   pc.head_size = c.head_size;
   pc.x = layout_vector_width(Layout::vllm, c.kv_dtype);
-  int needed = 0, longest = 0;
-  for (int s = 0; s < c.num_seqs(); ++s) {
-    needed += c.blocks_for(s);
-    longest = std::max(longest, c.blocks_for(s));
-  }
-  pc.num_blocks = needed + c.spare_blocks;
+  int longest = 0;
+  for (int s = 0; s < c.num_seqs(); ++s) longest = std::max(longest, c.blocks_for(s));
+  const Case::PoolPlan plan = c.pool_plan();
+  const int needed = static_cast<int>(plan.needed), first = static_cast<int>(plan.window_first);
+  pc.num_blocks = static_cast<int>(plan.num_blocks);
   pc.max_blocks_per_seq = longest + c.padding_columns;
   pc.strides = make_strides(static_cast<pacheck_layout>(c.layout), c.num_kv_heads, c.head_size, c.block_size, pc.x);
   pc.k_scales = c.k_scale.resolve(c.num_kv_heads);
@@ -80,16 +114,29 @@ PagedCache page(const Case& c, const PrePaging& p) {
     throw std::invalid_argument("page: fp8 kv_dtype but the pre-paging tensors carry no codes (use generate())");
 
   const std::size_t bytes = static_cast<std::size_t>(pc.elements()) * dtype_size(c.kv_dtype);
-  pc.key_cache.assign(bytes, 0);
-  pc.value_cache.assign(bytes, 0);
+  const bool sparse = c.high_block_ids != 0;
+  pc.key_cache = PoolBuffer(bytes, sparse);
+  pc.value_cache = PoolBuffer(bytes, sparse);
   pc.slot_map.assign(static_cast<std::size_t>(pc.num_blocks) * c.block_size, SlotClass::unused);
 
-  const std::vector<int> perm = permutation(pc.num_blocks, c.seed);
+  // The blocks of the window [first, num_blocks): all of a dense pool, the high window of a sparse one.
+  std::vector<int> perm = permutation(pc.num_blocks - first, c.seed);
+  for (int& b : perm) b += first;
   pc.padding_block = c.padding_target >= 0 ? c.padding_target : perm[needed];  // first spare by default
+  if (sparse) {
+    pc.resident_blocks = resident_blocks(pc, first, c.padding_target, c.seed);
+    const std::size_t block_bytes = static_cast<std::size_t>(pc.strides.k[0]) * dtype_size(c.kv_dtype);
+    for (int b : pc.resident_blocks) {
+      pc.key_cache.mark_live(b * block_bytes, (b + 1) * block_bytes);
+      pc.value_cache.mark_live(b * block_bytes, (b + 1) * block_bytes);
+    }
+  }
   pc.block_tables.assign(static_cast<std::size_t>(c.num_seqs()) * pc.max_blocks_per_seq, pc.padding_block);
   pc.seq_lens.assign(c.seq_lens.begin(), c.seq_lens.end());
   pc.window_first.resize(c.seq_lens.size());
   for (int s = 0; s < c.num_seqs(); ++s) pc.window_first[s] = c.window_start(s);
+  if (c.max_query_len() > 1)
+    for (int s = 0; s <= c.num_seqs(); ++s) pc.query_start_loc.push_back(c.query_start(s));
 
   // Padding targets first: a used block that padding also names stays written/tail below.
   for (int slot = 0; slot < c.block_size; ++slot)

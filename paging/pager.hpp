@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "paging/layout.hpp"
+#include "paging/pool_buffer.hpp"
 #include "core/case.hpp"
 #include "oracle/tensors.hpp"
 
@@ -26,7 +27,9 @@ std::string_view slot_class_name(SlotClass c);
 
 /// A paged KV cache in host memory, with its block tables and slot map.
 ///  - key_cache / value_cache: raw bytes of kv_dtype in `layout` (shapes in include/pacheck/kernel_abi.h),
-///    num_blocks = sum of blocks the sequences need + spare_blocks.
+///    num_blocks = sum of blocks the sequences need + spare_blocks, or with Case::high_block_ids the pool up
+///    to the end of the high window (Case::pool_plan()); such a pool is sparse (PoolBuffer): only the
+///    blocks in `resident_blocks` are live, every other block reads as zero and takes no memory.
 ///  - block_tables: [num_seqs, max_blocks_per_seq] int32, max_blocks_per_seq = longest sequence's blocks +
 ///    padding_columns; entries past a sequence's last block point at padding_block.
 ///  - seq_lens: [num_seqs] int32.
@@ -41,26 +44,47 @@ struct PagedCache {
   int max_blocks_per_seq = 0;
   int padding_block = -1;  ///< physical block padding entries name
   CacheStrides strides;
-  std::vector<std::uint8_t> key_cache, value_cache;
+  PoolBuffer key_cache, value_cache;
+  /// Sparse pools only (empty for a dense pool, whose every block is live): the physical blocks that are
+  /// live in both caches, ascending. They are the window of used and spare blocks, the block just below
+  /// it, the blocks a 32-bit wrapped offset (id x elements per block mod 2^32) of a window block lands on,
+  /// block 0, the last block and 8 blocks drawn from the seed below the window. Faults poison the slots of
+  /// their region in these blocks only (faults/inject.cpp); the rest of the pool stays zero.
+  std::vector<int> resident_blocks;
   std::vector<std::int32_t> block_tables, seq_lens;
   std::vector<SlotClass> slot_map;
   std::vector<float> k_scales, v_scales;
   bool k_per_head = false, v_per_head = false;
-  /// [num_seqs] the first key position each sequence's query sees (Case::window_start: seq_len - W with a
-  /// sliding window shorter than the sequence, else 0). Keys before it are written but outside the window:
-  /// the `window` fault region (faults/inject.cpp).
+  /// [num_seqs] the first key position some query row of each sequence sees (Case::window_start: that of
+  /// its first query row, seq_len - query_len + 1 - W with a sliding window shorter than that, else 0). Keys
+  /// before it are written but outside every row's window: the `window` fault region (faults/inject.cpp).
   std::vector<std::int32_t> window_first;
+  /// [num_seqs + 1] int32, the ABI's query_start_loc (Case::query_start), when some sequence has several
+  /// query tokens; empty for plain decode (kernels then get NULL and one query row per sequence).
+  std::vector<std::int32_t> query_start_loc;
 
   std::int64_t elements() const;  ///< elements in each of key_cache and value_cache
   std::int64_t key_offset(int block, int g, int slot, int d) const;
   std::int64_t value_offset(int block, int g, int slot, int d) const;
   SlotClass slot_class(int block, int slot) const { return slot_map[static_cast<std::size_t>(block) * block_size + slot]; }
+  bool sparse() const { return key_cache.sparse(); }
+  /// Calls f(block) for every block that may hold data or poison: all of them in a dense pool,
+  /// resident_blocks in a sparse one.
+  template <typename F>
+  void for_each_live_block(F&& f) const {
+    if (!sparse()) {
+      for (int b = 0; b < num_blocks; ++b) f(b);
+    } else {
+      for (int b : resident_blocks) f(b);
+    }
+  }
   /// Number of slots of each class (indexed by SlotClass).
   std::vector<std::int64_t> class_counts() const;
 };
 
 /// Pages `p` into a fresh pool for case `c`. Physical blocks are a permutation of the pool drawn from
-/// c.seed (Philox), so logical and physical ids differ; unwritten slots are zero. fp8 caches get the codes
+/// c.seed (Philox), so logical and physical ids differ; unwritten slots are zero. With c.high_block_ids
+/// the permutation is of the high window [window_first, num_blocks) of c.pool_plan() and the pool sparse. fp8 caches get the codes
 /// of p.k_codes / p.v_codes verbatim. Throws CaseError if `c` is invalid, std::invalid_argument if an fp8
 /// case's `p` has no codes.
 PagedCache page(const Case& c, const PrePaging& p);

@@ -371,6 +371,20 @@ Gen<Case> gen_case(const CaseSpace& sp) {
       return out;
     });
   });
+  // Issue 18: high physical block ids. From size 20, one case in 16 puts its blocks past 2^31 elements and
+  // one in 16 past 2^32 (Case::high_block_ids), when num_kv_heads x head_size >= 128: the pool is sparse,
+  // but its slot map has a byte per slot of the whole pool (2^B / (num_kv_heads x head_size) bytes, at most
+  // 32 MiB then). The draw is made after the budget and the scale, so it changes no other field.
+  g = gen::mapcat(std::move(g), [](Case c) {
+    return gen::withSize([c](int size) {
+      return gen::map(gen_uniform(0, 16), [c, size](int draw) {
+        Case out = c;
+        if (size >= 20 && draw < 2 && static_cast<long long>(c.num_kv_heads) * c.head_size >= 128)
+          out.high_block_ids = draw == 0 ? 31 : 32;
+        return out;
+      });
+    });
+  });
   if (!sp.supports) return g;
   return gen::suchThat(std::move(g), [sp](const Case& c) { return sp.supports(c).ok; });
 }

@@ -491,6 +491,61 @@ class TruncatingOutput final : public Planted {
   }
 };
 
+/// Every attention variant (kernel_abi.h): the variant planted kernels take the cells of all four.
+constexpr unsigned kAllVariants =
+    PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_SINKS;
+
+/// Sliding-window boundary class: the window W read as W - 1 positions (keys j with p - j < W - 1, the
+/// query's own included), as when vLLM's W is handed to an API whose window_size_left = W - 1 already
+/// counts the query, minus one again. Exact for W = 1 and for every W above seq_len; at W = seq_len the
+/// first token is dropped, so a window equal to the longest sequence is not the no-window output.
+/// Otherwise the online softmax of cpu.online, variants included.
+class WindowOffByOne final : public Planted {
+ public:
+  std::string name() const override { return "planted.window_off_by_one"; }
+  std::string description() const override {
+    return "sliding window of W read as W - 1 positions: at W = seq_len the first token is dropped";
+  }
+  unsigned variants() const override { return kAllVariants; }
+  void run(const pacheck_kernel_args& a) const override {
+    cpu::for_each_query_head(a, [&]<DType KV>(const cpu::SeqView& sv, int g, const std::vector<float>& q,
+                                              std::vector<float>& out) {
+      const int len = a.seq_lens[sv.s], w = a.sliding_window;
+      const int first = w > 1 && len > w - 1 ? len - (w - 1) : cpu::window_first(a, sv.s);  // the fault
+      cpu::OnlineSoftmax st(a.head_size);
+      st.start_from_sink(cpu::sink_logit(a, sv.h));
+      st.add_tokens<KV>(sv, g, q, a.scale, first, len, 32);
+      st.normalised(out.data());
+    });
+  }
+};
+
+/// Sink class: the sink logits staged through f16 (a model's sinks buffer kept in the KV dtype), and the
+/// online softmax seeded from the sink as m = sink, l = exp(sink - m). A sink below f16's range (-1e30:
+/// "no sink") becomes -inf, and l = exp(-inf - (-inf)) = NaN reaches every output of the head. Sinks inside
+/// f16's range only lose bits. Otherwise cpu.online's online softmax.
+class SinksF16 final : public Planted {
+ public:
+  std::string name() const override { return "planted.sinks_f16"; }
+  std::string description() const override {
+    return "sink logits staged through f16 and the running max seeded from them: -1e30 -> -inf, exp(-inf + inf) = NaN";
+  }
+  unsigned variants() const override { return kAllVariants; }
+  void run(const pacheck_kernel_args& a) const override {
+    cpu::for_each_query_head(a, [&]<DType KV>(const cpu::SeqView& sv, int g, const std::vector<float>& q,
+                                              std::vector<float>& out) {
+      const int len = a.seq_lens[sv.s];
+      cpu::OnlineSoftmax st(a.head_size);
+      if (const std::optional<float> sink = cpu::sink_logit(a, sv.h)) {
+        st.m = round_to(*sink, DType::f16);  // the fault: -1e30 rounds to -inf in f16
+        st.l = std::exp(st.m - st.m);
+      }
+      st.add_tokens<KV>(sv, g, q, a.scale, cpu::window_first(a, sv.s), len, 32);
+      st.normalised(out.data());
+    });
+  }
+};
+
 }  // namespace
 
 namespace {
@@ -509,6 +564,7 @@ std::vector<KernelPtr> make_planted_kernels() {
       std::make_shared<Stateful>(),           std::make_shared<TailLeak>(),
       std::make_shared<TruncatingOutput>(),
       std::make_shared<CrossSeqChunk>(),
+      std::make_shared<WindowOffByOne>(),     std::make_shared<SinksF16>(),
   };
 }
 }  // namespace

@@ -32,6 +32,8 @@ namespace pacheck::prop {
 ///                                  (verdict stateful)
 ///  - planted.tail_leak             a non-zero V tail slot moves one element by one ULP (verdict variant)
 ///  - planted.truncating_output     output rounded toward zero instead of to nearest even (verdict biased)
+///  - planted.window_off_by_one     sliding window W read as W - 1 positions (first token dropped at W = seq_len)
+///  - planted.sinks_f16             sink logits staged through f16, running max seeded from them (-1e30 -> NaN)
 const std::vector<KernelPtr>& planted_kernels();
 
 /// The planted kernel named `name`, or nullptr.

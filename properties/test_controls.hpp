@@ -215,6 +215,22 @@ inline const std::vector<Catch>& catches() {
          EXPECT_GE(max_len(cx.cell.c), 2) << "one token's softmax weight is 1 at any temperature: " << cx.cell.id();
          EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.exp2_no_log2e")));
        }},
+      // Attention variants (issue 19): the neutral forms catch a window boundary off by one and sinks that do
+      // not survive being "no sink".
+      {"planted.window_off_by_one", "neutral-variants", "AtAWindowEqualToTheLongestSeqLen",
+       [](const Counterexample& cx, double) {
+         EXPECT_EQ(cx.cell.c.sliding_window, max_len(cx.cell.c)) << cx.cell.id();
+         EXPECT_GE(max_len(cx.cell.c), 2) << "a window of 1 is read right: " << cx.cell.id();
+         EXPECT_NE(cx.what.find("beyond tolerance"), std::string::npos) << cx.what;
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "planted.window_off_by_one")));
+       }},
+      {"planted.sinks_f16", "neutral-variants", "WithSinksAtMinus1e30",
+       [](const Counterexample& cx, double) {
+         EXPECT_FALSE(cx.cell.c.sinks.is_default()) << cx.cell.id();
+         EXPECT_EQ(cx.cell.c.sinks.resolve(cx.cell.c.num_heads).at(0), -1e30f) << cx.cell.id();
+         EXPECT_EQ(cx.what.find("0 non-finite"), std::string::npos) << cx.what;
+         EXPECT_EQ(repro_verdict(cx.cell, "planted.sinks_f16"), Verdict::poisoned);
+       }},
       // The planted causes of a difference from the clean twin (judge/cause.hpp): within tolerance, so only a
       // property that compares runs sees them. tail-poison has no fresh processes (execute_cell without a
       // server), so it names the leak from its re-runs; `pacheck repro` forks a server and names it too.
@@ -324,12 +340,16 @@ inline const std::vector<Unreached>& unreached() {
        "(`pacheck fuzz --kernel cpu.fp8_scale_fault --property scale-folding`), but a catch row would also run "
        "the seven other properties over a kernel that is cpu.reference outside fp8"},
       // Attention-variant controls (issue 19): caught on suites/variants.toml and gate (tests/test_variants.cpp,
-      // selftest); the generators draw no attention variant.
+      // selftest); the generators draw no attention variant, and neutral-variants draws only neutral ones.
       {"cpu.softcap_ratio",
-       "its fault needs a logit soft cap and logits beyond 88.7 x the cap; the generators draw no soft cap"},
+       "its fault needs a logit soft cap and logits beyond 88.7 x the cap; the generators draw no soft cap, and "
+       "neutral-variants' cap is at least 1e4 x every |logit|"},
       {"cpu.window_scratch",
        "its fault needs a sliding window shorter than the context by a 256-token partition; the generators draw "
-       "no window"},
+       "no window, and neutral-variants' windows cover the whole context"},
+      {"cpu.qlen_no_causal",
+       "its fault needs several query tokens per sequence; the generators draw one query token per sequence "
+       "(plain decode)"},
   };
   return rows;
 }

@@ -167,6 +167,8 @@ TEST(Generators, CoverTheEdges) {
     if (c.num_seqs() == 256 || c.num_seqs() == 255) ++seen["batch 255/256"];
     if (c.max_seq_len() > 16384) ++seen["ctx>16K"];
     if (c.block_size >= 128) ++seen["block>=128"];
+    if (c.high_block_ids) ++seen["block ids>2^31"];
+    if (c.high_block_ids == 32) ++seen["block ids>2^32"];
     ++seen[std::string("dist=") + std::string(dist_name(c.dist))];
     ++seen[std::string("layout=") + std::string(layout_name(c.layout))];
     ++seen[std::string("kv=") + std::string(dtype_name(c.kv_dtype))];
@@ -197,11 +199,14 @@ TEST(Generators, CoverTheEdges) {
                           "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "kv=bf16", "kv=f16",
                           "kv=f32", "mixed dtypes", "padding into the pool", "len 1", "len bs-1", "len bs", "len bs+1",
                           "multiple +-1", "partition edge", "long", "scale 1/d", "scale qpas 168", "scale qpas 144",
-                          "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128"})
+                          "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128",
+                          "block ids>2^31", "block ids>2^32"})
     EXPECT_GT(seen[key], 0) << key;
   // gen_big_batch: one case in 8 from size 30 (70 of 101 sizes: about 8.7% of the draws, 260 expected).
   EXPECT_GT(seen["batch>=5"], n / 20);
   EXPECT_LT(seen["batch>=5"], n * 3 / 20);
+  // High block ids: 2 draws in 16 from size 20 where num_kv_heads x head_size >= 128: below 12.5% in all.
+  EXPECT_LT(seen["block ids>2^31"], n / 8);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);

@@ -422,7 +422,7 @@ class Parser {
   void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
     check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
                    "spare_blocks", "padding_columns", "padding_target", "scale", "scales", "k_scale", "v_scale",
-                   "k_scale_range", "v_scale_range", "variants"},
+                   "k_scale_range", "v_scale_range", "variants", "high_block_ids"},
                "cells.");
     const int gline = line_of(g);
     // heads = ["32/8", ...]
@@ -565,7 +565,7 @@ class Parser {
           const char* field = variant_token_field(tok);
           if (!field)
             throw SuiteError(file_, line, "cells.variants",
-                             fmt::format("'{}' in '{}' is not win=W, cap=C, alibi=FORM or sinks=FORM (or the item \"none\")", tok, text));
+                             fmt::format("'{}' in '{}' is not win=W, cap=C, alibi=FORM, sinks=FORM or qlen=N[,N...] (or the item \"none\")", tok, text));
           if (!seen.insert(field).second)
             throw SuiteError(file_, line, "cells.variants", fmt::format("'{}' sets {} twice", text, field));
           try {
@@ -583,6 +583,17 @@ class Parser {
     const int spare = int_value(g, "spare_blocks", "spare_blocks", defaults.spare_blocks);
     const int padcols = int_value(g, "padding_columns", "padding_columns", defaults.padding_columns);
     const int padto = int_value(g, "padding_target", "padding_target", defaults.padding_target);
+    // The high-block-id axis (issue 18): high_block_ids = 31 or [0, 31, 32] (Case::high_block_ids).
+    std::vector<std::pair<int, int>> hiblks{{defaults.high_block_ids, gline}};
+    if (auto n = g["high_block_ids"]) {
+      hiblks.clear();
+      for (const auto& [v, l] : int_list(*n.node(), "cells.high_block_ids")) {
+        if (v != 0 && v != 31 && v != 32)
+          throw SuiteError(file_, l, "cells.high_block_ids",
+                           fmt::format("{} is not 0 (a dense pool), 31 or 32 (block offsets past 2^31 / 2^32)", v));
+        hiblks.emplace_back(static_cast<int>(v), l);
+      }
+    }
 
     for (const auto& [h, kv, hline] : heads)
       for (const auto& [d, dline] : head_sizes)
@@ -594,6 +605,7 @@ class Parser {
                   for (const auto& [seed, sline] : seeds)
                     for (const auto& [scale, scline] : scales)
                     for (const auto& [var, vline] : variants)
+                    for (const auto& [hiblk, hbline] : hiblks)
                     for (const auto& f : faults) {
                       SuiteCell sc;
                       Case& c = sc.cell.c;
@@ -615,10 +627,12 @@ class Parser {
                       c.spare_blocks = spare;
                       c.padding_columns = padcols;
                       c.padding_target = padto;
+                      c.high_block_ids = hiblk;
                       c.sliding_window = var.sliding_window;
                       c.logits_soft_cap = var.logits_soft_cap;
                       c.alibi_slopes = var.alibi_slopes;
                       c.sinks = var.sinks;
+                      c.query_lens = var.query_lens;
                       sc.cell.fault = f;
                       try {
                         c.validate();
@@ -638,12 +652,14 @@ class Parser {
                         else if (f == "block_size") at = bline;
                         else if (f == "q_dtype" || f == "out_dtype") at = key_line(g, "dtypes");
                         else if (f == "scale") at = scline;
-                        else if (f == "sliding_window" || f == "logits_soft_cap" || f == "alibi_slopes" || f == "sinks")
+                        else if (f == "sliding_window" || f == "logits_soft_cap" || f == "alibi_slopes" || f == "sinks" ||
+                                 f == "query_lens")
                           at = vline;
                         else if (f == "k_scale") at = key_line(g, g["k_scale"] ? "k_scale" : "k_scale_range");
                         else if (f == "v_scale") at = key_line(g, g["v_scale"] ? "v_scale" : "v_scale_range");
                         else if (f == "spare_blocks" || f == "padding_columns" || f == "padding_target")
                           at = key_line(g, f);
+                        else if (f == "high_block_ids") at = hbline;
                         throw SuiteError(file_, at, fmt::format("cells.{}", f), e.reason);
                       }
                       try {

@@ -254,7 +254,7 @@ TEST(CaseId, FieldGivenTwiceOrEmptyLengthIsRejected) {
       {"ctx40", "seq_lens"}, {"f16", "kv_dtype"}, {"nhd", "layout"}, {"q=f32 q=f16", "q_dtype"},
       {"o=f32 o=f16", "out_dtype"}, {"dist=normal dist=peaked", "dist"}, {"scale=0.5 scale=0.25", "scale"},
       {"spare=2 spare=3", "spare_blocks"}, {"padcols=1 padcols=2", "padding_columns"},
-      {"padto=1 padto=2", "padding_target"}};
+      {"padto=1 padto=2", "padding_target"}, {"hiblk=31 hiblk=32", "high_block_ids"}};
   for (const auto& [extra, field] : twice) {
     SCOPED_TRACE(extra);
     const auto [f, what] = error_of(base + " " + extra);

@@ -256,6 +256,11 @@ void run_foreign(const fs::path& cases, const fs::path& outputs,
     a.v_scale = scalar("v_scale");
     if (const StTensor* t = in.find("k_scales_per_head")) a.k_scales_per_head = reinterpret_cast<const float*>(t->data.data());
     if (const StTensor* t = in.find("v_scales_per_head")) a.v_scales_per_head = reinterpret_cast<const float*>(t->data.data());
+    // Attention variants (format_version 2): the scalars always, the per-head tensors when present.
+    std::memcpy(&a.sliding_window, in.find("sliding_window")->data.data(), 4);
+    a.logits_soft_cap = scalar("logits_soft_cap");
+    if (const StTensor* t = in.find("alibi_slopes")) a.alibi_slopes = reinterpret_cast<const float*>(t->data.data());
+    if (const StTensor* t = in.find("sinks")) a.sinks = reinterpret_cast<const float*>(t->data.data());
     k->run(a);
     if (plant) plant(e, out);
     SafetensorsFile o;
@@ -285,31 +290,245 @@ class CaseFiles : public ::testing::Test {
   static inline ExportSummary summary_;
 };
 
-// Case files do not carry the attention variants yet (issue 19 item 7): export leaves their cells out and
-// counts them, as it does cells of a dtype it cannot tag, so a suite that mixes them (gate) still exports
-// its other cells instead of failing whole.
-TEST_F(CaseFiles, ExportLeavesOutAttentionVariantCellsAndCountsThem) {
+// Issue 18: a cell of high block ids has a pool of 4-16 GiB per cache, sparse in memory only: export leaves
+// such cells out and counts them, and exports the suite's other cells.
+TEST_F(CaseFiles, ExportLeavesOutHighBlockIdCellsAndCountsThem) {
   const Suite suite = parse_suite(R"(
-name = "variants-casefiles"
+name = "pool-casefiles"
 [[cells]]
 heads = "4/1"
 head_sizes = 64
 block_sizes = 16
 dtypes = "bf16"
 seq_lens = [37]
-variants = ["none", "win=8", "cap=50"]
+high_block_ids = [0, 31, 32]
 faults = ["clean", "V:nan@tail"]
 )",
-                                  "variants.toml");
-  const fs::path cases = fresh_dir("variants");
+                                  "pool.toml");
+  const fs::path cases = fresh_dir("pool");
   const ExportSummary sum = export_cases(suite, cases.string(), {});
   EXPECT_EQ(sum.cells, 2);
-  EXPECT_EQ(sum.skipped_variant, 4);
+  EXPECT_EQ(sum.skipped_high_ids, 4);
+  for (const auto& c : manifest(cases)["cells"])
+    EXPECT_EQ(c["case"].get<std::string>().find("hiblk="), std::string::npos);
+}
+
+Suite variants_suite() {
+  return parse_suite(R"(
+name = "variants-casefiles"
+[[cells]]
+heads = "4/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [[37, 20]]
+variants = ["none", "win=8", "win=64", "cap=5", "alibi=geo", "sinks=-1~1", "win=7 cap=5 alibi=geo sinks=-1~1"]
+faults = ["clean", "V:nan@tail"]
+[[cells]]
+heads = "4/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [[37, 20]]
+variants = ["win=8", "win=7 cap=5 alibi=geo sinks=-1~1"]
+faults = ["V:nan@window"]
+)",
+                     "variants.toml");
+}
+
+// Case files carry the attention variants (format_version 2; issue 19 item 5): every variant cell is
+// exported with its scalars and per-head tensors, a runner built from the files alone gets run's verdicts,
+// a runner that ignores the window is caught on exactly the cells whose window hides some key, and a
+// window of 8 and none over the same bytes are two calls, never one shared file.
+TEST(CaseFilesVariants, ExportCarriesThemAndScoreJudgesThemAsRun) {
+  const fs::path cases = fresh_dir("variants");
+  const ExportSummary sum = export_cases(variants_suite(), cases.string(), {});
+  const json m = manifest(cases);
+  EXPECT_EQ(m["format_version"], 2);
+  int window_cells = 0;
+  for (const auto& c : m["cells"]) window_cells += c["case"].get<std::string>().find("win=") != std::string::npos;
+  EXPECT_GT(window_cells, 0);
+  EXPECT_EQ(sum.cells, static_cast<int>(m["cells"].size()));
+  std::set<std::string> files_of_plain, files_of_window;
+  for (const auto& e : m["files"]) {
+    const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
+    const Case c = parse_case_id(e["case"].get<std::string>());
+    std::int32_t w;
+    std::memcpy(&w, f.expect("sliding_window", StDType::I32, {}).data.data(), 4);
+    EXPECT_EQ(w, c.sliding_window) << e["case"];
+    EXPECT_EQ(e["sliding_window"], c.sliding_window) << e["case"];
+    EXPECT_EQ(e["logits_soft_cap"].get<float>(), c.logits_soft_cap.value_or(0.0f)) << e["case"];
+    EXPECT_EQ(f.find("alibi_slopes") != nullptr, !c.alibi_slopes.is_default()) << e["case"];
+    EXPECT_EQ(f.find("sinks") != nullptr, !c.sinks.is_default()) << e["case"];
+    if (const StTensor* t = f.find("alibi_slopes")) {
+      const std::vector<float> want = c.alibi_slopes.resolve(c.num_heads);
+      ASSERT_EQ(t->data.size(), want.size() * 4);
+      EXPECT_EQ(std::memcmp(t->data.data(), want.data(), t->data.size()), 0) << e["case"];
+    }
+    if (e["fault"] == "clean" && !c.has_variant()) files_of_plain.insert(e["inputs_sha256"].get<std::string>());
+    if (e["fault"] == "clean" && c.sliding_window == 8 && !c.logits_soft_cap) files_of_window.insert(e["inputs_sha256"].get<std::string>());
+  }
+  // The window changes no byte of the inputs: only the geometry keeps the two calls apart.
+  EXPECT_FALSE(files_of_plain.empty());
+  EXPECT_EQ(files_of_plain, files_of_window);
+
+  const fs::path outs = fresh_dir("variants_ref");
+  run_foreign(cases, outs);
+  ScoreOptions so;
+  so.run.threads = 2;
+  const RunSummary scored = score_cases(cases.string(), outs.string(), so);
+  RunOptions ro;
+  ro.threads = 2;
+  const RunSummary ran = run_suite(variants_suite(), {Registry::global().find("cpu.reference")}, "cpu", ro);
+  ASSERT_EQ(scored.results.size(), ran.results.size());
+  const auto want = by_cell(ran);
+  for (const auto& r : scored.results) {
+    ASSERT_TRUE(want.count(r.cell_id)) << r.cell_id;
+    EXPECT_EQ(r.verdict, want.at(r.cell_id)->verdict) << r.cell_id << ": " << r.detail;
+    EXPECT_EQ(r.metrics.rel_linf, want.at(r.cell_id)->metrics.rel_linf) << r.cell_id;
+  }
+  EXPECT_EQ(scored.exit_code(), 0);
+
+  // A planted runner: computes as if there were no window. It fails exactly the cells whose window hides
+  // some key of some sequence (win=8 and win=7 at lengths 37 and 20; win=64 hides none) and passes the rest.
+  const fs::path bad = fresh_dir("variants_nowindow");
+  {
+    const fs::path cases_nw = fresh_dir("variants_nw_cases");
+    fs::copy(cases, cases_nw, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    const json mm = manifest(cases_nw);
+    for (const auto& e : mm["files"]) {
+      const fs::path p = cases_nw / e["file"].get<std::string>();
+      SafetensorsFile f = read_safetensors(p.string());
+      for (auto& t : f.tensors)
+        if (t.name == "sliding_window") std::fill(t.data.begin(), t.data.end(), 0);
+      write_safetensors(p.string(), f);
+    }
+    run_foreign(cases_nw, bad);
+  }
+  const RunSummary planted = score_cases(cases.string(), bad.string(), so);
+  int failed = 0;
+  for (const auto& r : planted.results) {
+    const Cell cell = parse_cell_id(r.cell_id);
+    bool hides = false;
+    for (int s = 0; s < cell.c.num_seqs(); ++s) hides = hides || cell.c.window_start(s) > 0;
+    EXPECT_EQ(counts_as_failure(planted, r), hides) << r.cell_id << ": " << verdict_name(r.verdict) << " " << r.detail;
+    failed += hides;
+  }
+  EXPECT_GT(failed, 0);
+}
+
+// The reader validates the variant fields (format_version 2): each bad value is refused before anything is
+// scored, naming the file and the tensor or field (the CLI exits 2 on it, as on every case-file error).
+TEST(CaseFilesVariants, BadVariantFieldsAreInputErrorsNamingTheField) {
+  const Suite suite = parse_suite(R"(
+name = "variants-bad"
+[[cells]]
+heads = "4/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [37]
+variants = ["win=8 cap=5 alibi=geo sinks=-1~1"]
+faults = ["clean"]
+)",
+                                  "variants-bad.toml");
+  const fs::path cases = fresh_dir("variants_bad");
+  export_cases(suite, cases.string(), {});
+  const std::string first = manifest(cases)["files"][0]["file"];
+  const fs::path outs = fresh_dir("variants_bad_outs");
+  run_foreign(cases, outs);
+  ASSERT_EQ(score_cases(cases.string(), outs.string(), {}).exit_code(), 0);
+
+  auto tampered = [&](const std::string& name, const std::function<void(SafetensorsFile&, json&)>& edit) {
+    const fs::path d = fresh_dir("variants_bad_" + name);
+    fs::copy(cases, d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    SafetensorsFile f = read_safetensors((d / first).string());
+    json m = manifest(d);
+    edit(f, m);
+    write_safetensors((d / first).string(), f);
+    std::ofstream(d / "manifest.json") << m.dump();
+    return d;
+  };
+  auto set_f32 = [](SafetensorsFile& f, const char* name, float v) {
+    for (auto& t : f.tensors)
+      if (t.name == name) std::memcpy(t.data.data(), &v, 4);
+  };
+  auto drop = [](SafetensorsFile& f, const char* name) {
+    f.tensors.erase(std::remove_if(f.tensors.begin(), f.tensors.end(), [&](const StTensor& t) { return t.name == name; }),
+                    f.tensors.end());
+  };
+  struct Bad {
+    std::string name, want;
+    std::function<void(SafetensorsFile&, json&)> edit;
+  };
+  const std::vector<Bad> bad = {
+      {"negative_window", "tensor 'sliding_window': -3 is negative",
+       [](SafetensorsFile& f, json& m) {
+         for (auto& t : f.tensors)
+           if (t.name == "sliding_window") {
+             const std::int32_t w = -3;
+             std::memcpy(t.data.data(), &w, 4);
+           }
+         m["files"][0]["sliding_window"] = -3;
+       }},
+      {"nan_cap", "tensor 'logits_soft_cap': nan is not a finite number >= 0",
+       [&](SafetensorsFile& f, json&) { set_f32(f, "logits_soft_cap", std::nanf("")); }},
+      {"entry_window", "field 'sliding_window' is 9 but its file holds 8",
+       [](SafetensorsFile&, json& m) { m["files"][0]["sliding_window"] = 9; }},
+      {"other_window", "field 'sliding_window' is 16 but its case",
+       [](SafetensorsFile& f, json& m) {
+         for (auto& t : f.tensors)
+           if (t.name == "sliding_window") {
+             const std::int32_t w = 16;
+             std::memcpy(t.data.data(), &w, 4);
+           }
+         m["files"][0]["sliding_window"] = 16;
+       }},
+      {"no_alibi", "tensor 'alibi_slopes' missing", [&](SafetensorsFile& f, json&) { drop(f, "alibi_slopes"); }},
+      {"inf_sink", "tensor 'sinks': head 0 is inf (every value must be finite)",
+       [&](SafetensorsFile& f, json&) { set_f32(f, "sinks", INFINITY); }},
+      {"no_window_scalar", "sliding_window", [&](SafetensorsFile& f, json&) { drop(f, "sliding_window"); }},
+      {"version_1", "has an attention variant, which a format_version 1 export cannot carry",
+       [](SafetensorsFile&, json& m) { m["format_version"] = 1; }},
+  };
+  for (const auto& b : bad) {
+    const fs::path d = tampered(b.name, b.edit);
+    try {
+      score_cases(d.string(), outs.string(), {});
+      ADD_FAILURE() << b.name << ": scored";
+    } catch (const std::runtime_error& e) {  // CaseFilesError or SafetensorsError: both exit 2 in the CLI
+      EXPECT_NE(std::string(e.what()).find(b.want), std::string::npos) << b.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(d.string()), std::string::npos) << b.name << ": " << e.what();
+    }
+  }
+}
+
+// Several query tokens per sequence (qlen=): case files hold one query row per sequence, so those cells are
+// left out and counted, while the other variants' cells (cap=50 here) are exported (format_version 2).
+TEST_F(CaseFiles, ExportLeavesOutQueryTokenCellsAndCountsThem) {
+  const Suite suite = parse_suite(R"(
+name = "qlen-casefiles"
+[[cells]]
+heads = "4/1"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [37]
+variants = ["none", "qlen=4", "qlen=2 win=8", "cap=50"]
+faults = ["clean", "V:nan@tail"]
+)",
+                                  "qlen.toml");
+  const fs::path cases = fresh_dir("qlen");
+  const ExportSummary sum = export_cases(suite, cases.string(), {});
+  EXPECT_EQ(sum.cells, 4);
+  EXPECT_EQ(sum.skipped_query_len, 4);
+  int capped = 0;
   for (const auto& c : manifest(cases)["cells"]) {
     const std::string id = c["case"].get<std::string>();
-    EXPECT_EQ(id.find("win="), std::string::npos) << id;
-    EXPECT_EQ(id.find("cap="), std::string::npos) << id;
+    EXPECT_EQ(id.find("qlen="), std::string::npos) << id;
+    capped += id.find("cap=50") != std::string::npos;
   }
+  EXPECT_EQ(capped, 2);
 }
 
 TEST_F(CaseFiles, ExportWritesEveryCellAndSharesFilesOfIdenticalInputs) {
@@ -583,7 +802,8 @@ TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
   // behaviour under UBSan).
   for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
            {R"({"format": 1})", "manifest.json: not a pacheck case manifest (format is not \"pacheck-cases\")"},
-           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1)"},
+           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 2; a newer export needs a newer pacheck)"},
+           {R"({"format": "pacheck-cases", "format_version": 3})", "manifest.json: format_version 3 (this pacheck reads 1 to 2; a newer export needs a newer pacheck)"},
            {R"({"format": "pacheck-cases", "format_version": "1"})", "manifest.json: field 'format_version': must be a number, not \"1\""}}) {
     const fs::path d = copy_cases("bad_format");
     std::ofstream(d / "manifest.json") << text;

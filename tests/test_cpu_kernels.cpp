@@ -193,6 +193,36 @@ TEST_P(CpuKernel, SoftmaxScalesAgreeOrAreCaughtExactly) {
     kernel_checks::expect_control_caught(*k, count, "the softmax-scale cells");
 }
 
+// Issue 18: physical block ids whose element offset passes 2^31 (int32) and 2^32 (uint32) in a sparse pool,
+// at a straddling and an aligned length, clean and under NaN in the tail and in every live unwritten slot.
+// An honest kernel (64-bit offsets) agrees and stays bitwise clean; cpu.int32_offset fails every such cell
+// and cpu.uint32_offset exactly those past 2^32 (expected_failures()); the other controls as ever.
+TEST_P(CpuKernel, HighBlockIdsAgreeOrAreCaughtExactly) {
+  const KernelPtr k = kernel_checks::registered_kernel(GetParam());
+  ASSERT_TRUE(k);
+  Count count;
+  for (int hiblk : {31, 32})
+    for (int len : {100, 96}) {
+      Case c;
+      c.num_heads = 4;
+      c.num_kv_heads = 2;
+      c.head_size = 64;
+      c.block_size = 16;
+      c.seq_lens = {len, 37};
+      c.kv_dtype = c.q_dtype = c.out_dtype = hiblk == 31 ? DType::bf16 : DType::f16;
+      c.layout = k->layouts().front();
+      c.high_block_ids = hiblk;
+      if (!k->supports(c).ok) continue;
+      SCOPED_TRACE(c.id());
+      const CaseData data = prepare_case(c, RunOptions{});
+      ASSERT_TRUE(data.cache.sparse());
+      kernel_checks::expect_poison_sweep(*k, cpu_backend(), data, {Poison::nan}, &count);
+    }
+  kernel_checks::expect_ran(*k, count, "the high-block-id cells");
+  if (count.must_fail > 0 || k->name().find("32_offset") != std::string::npos)
+    kernel_checks::expect_control_caught(*k, count, "the high-block-id cells");
+}
+
 INSTANTIATE_TEST_SUITE_P(All, CpuKernel, ::testing::ValuesIn(kernel_checks::registered("cpu", Kinds::all)),
                          kernel_checks::kernel_param_name);
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "core/fp8.hpp"
 #include "exec/execute.hpp"
@@ -247,6 +248,40 @@ TEST(SubnormalPoison, LeavesTheOutputBitwiseUnchangedOnReferenceAndVectorV) {
               Verdict::poisoned)
         << dtype_name(dt);
   }
+}
+
+// Issue 18: a sparse pool (high block ids) is poisoned in its live blocks only: every unused slot of a live
+// block holds the poison, every block outside resident_blocks still reads as zero, and the count of
+// written elements is that of the live unused slots.
+TEST(Inject, SparsePoolPoisonsItsLiveBlocksOnly) {
+  Case c;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_size = 64;
+  c.block_size = 16;
+  c.seq_lens = {100, 37};
+  c.layout = Layout::nhd;
+  c.high_block_ids = 32;
+  PagedCache pc = page(c, generate(c));
+  ASSERT_TRUE(pc.sparse());
+  std::int64_t unused_live = 0;
+  for (int b : pc.resident_blocks)
+    for (int slot = 0; slot < c.block_size; ++slot) unused_live += pc.slot_class(b, slot) == SlotClass::unused;
+  const std::int64_t written = inject(pc, parse_fault("K+V:nan@unused"));
+  EXPECT_EQ(written, unused_live * c.num_kv_heads * c.head_size * 2);
+  const std::uint32_t nan = poison_bits(Poison::nan, c.kv_dtype);
+  int poisoned_blocks = 0;
+  for (int b : pc.resident_blocks)
+    if (pc.slot_class(b, 3) == SlotClass::unused) {
+      EXPECT_EQ(load_bits(pc.key_cache.data(), pc.key_offset(b, 1, 3, 5), c.kv_dtype), nan) << "live block " << b;
+      ++poisoned_blocks;
+    }
+  EXPECT_GT(poisoned_blocks, 8) << "the wrapped-offset blocks, block 0 and the sampled ones at least";
+  const std::set<int> live(pc.resident_blocks.begin(), pc.resident_blocks.end());
+  int dead = 1;
+  while (live.count(dead)) ++dead;
+  EXPECT_EQ(pc.slot_class(dead, 0), SlotClass::unused);
+  EXPECT_EQ(load_bits(pc.key_cache.data(), pc.key_offset(dead, 0, 0, 0), c.kv_dtype), 0u) << "block " << dead;
 }
 
 }  // namespace

@@ -55,7 +55,11 @@ std::vector<Case> variant_cases(const Kernel& k) {
                          "h8/8 d128 bs16 bf16 ctx1030,33 vllm seed7 alibi=geo",
                          "h8/2 d128 bs16 f16 ctx1000,37 vllm seed7 sinks=-2~2",
                          "h8/2 d128 bs16 bf16 ctx1000,37 vllm seed7 sinks=dominant",
-                         "h8/2 d128 bs16 bf16 ctx1000,37 vllm seed7 win=100 cap=50 alibi=geo sinks=-1~1"}) {
+                         "h8/2 d128 bs16 bf16 ctx1000,37 vllm seed7 win=100 cap=50 alibi=geo sinks=-1~1",
+                         // Several query tokens: no GPU kernel lists PACHECK_VARIANT_MULTI_QUERY, so each declines
+                         // naming query_len (and a window first where it has none).
+                         "h8/2 d128 bs16 bf16 ctx1030,37 vllm seed7 qlen=4",
+                         "h8/2 d128 bs16 bf16 ctx1030,37 vllm seed7 cap=50 qlen=8,2"}) {
     Case c = parse_case_id(id);
     c.layout = k.layouts().front();
     out.push_back(c);
@@ -69,6 +73,7 @@ std::string field_of(unsigned bits) {
   if (bits & PACHECK_VARIANT_SOFT_CAP) return "logits_soft_cap";
   if (bits & PACHECK_VARIANT_ALIBI) return "alibi_slopes";
   if (bits & PACHECK_VARIANT_SINKS) return "sinks";
+  if (bits & PACHECK_VARIANT_MULTI_QUERY) return "query_len";
   return "";
 }
 

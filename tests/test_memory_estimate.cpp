@@ -147,5 +147,52 @@ TEST(MemoryEstimate, APlanCountsItsLargestCaseOncePerWorker) {
   EXPECT_EQ(plan_memory(suite, {kernel}, opt).concurrent, 1);
 }
 
+/// Resident bytes of this process (/proc/self/statm: resident pages).
+long long resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * 4096 : -1;
+}
+
+// Issue 18: a cell of high block ids has a pool of 2 x 8 GiB virtual (2^32 bf16 elements per cache); the
+// estimate counts its live blocks, and the process's resident memory after preparing the case and running a
+// faulted cell on the real CPU backend (sparse faulted copy, zeroed device mappings) stays within it.
+TEST(MemoryEstimate, HighBlockIdsCountResidentNotVirtualBytes) {
+  const KernelPtr kernel = Registry::global().find("cpu.reference");
+  ASSERT_TRUE(kernel);
+  const Cell cell = parse_cell_id("h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 hiblk=32 K+V:nan@unused");
+  const MemoryEstimate m = estimate_case_memory(cell.c);
+  EXPECT_LT(m.total(), 512.0 * (1 << 20)) << "the estimate counts live blocks";
+  const std::unique_ptr<Backend> backend = make_cpu_backend();
+  const long long before = resident_bytes();
+  long long during = 0;
+  std::size_t virtual_pool = 0;
+  {
+    const CaseData data = prepare_case(cell.c, RunOptions{});
+    virtual_pool = data.cache.key_cache.size() + data.cache.value_cache.size();
+    CleanTwin twin;
+    const Execution e = execute_cell(data, *kernel, cell, *backend, twin, Tolerance{});
+    EXPECT_EQ(e.error, ExecError::none) << e.result.detail;
+    EXPECT_EQ(e.result.verdict, Verdict::pass) << e.result.detail;
+    during = resident_bytes() - before;
+  }
+  EXPECT_GE(virtual_pool, std::size_t{16} << 30);
+  EXPECT_LT(static_cast<double>(during), m.total());
+  // The slot map spans the whole pool (pool_plan's num_blocks, spares included) and every spare of the
+  // window is live: a pool with 5,000 spare blocks counts them.
+  for (const char* id : {"h8/2 d128 bs16 bf16 ctx1000 nhd seed7 spare=5000 hiblk=31",
+                         "h8/2 d128 bs16 bf16 ctx1000 nhd seed7 spare=5000 hiblk=32"}) {
+    const Case c = parse_case_id(id);
+    const PagedCache pc = page(c, generate(c));
+    const double live = static_cast<double>(pc.key_cache.live_bytes() + pc.value_cache.live_bytes());
+    EXPECT_GE(estimate_case_memory(c).paged_cache, live + static_cast<double>(pc.slot_map.size())) << id;
+  }
+  std::printf("hiblk=32 cell: pool %.1f GiB virtual, estimate %.1f MiB, resident growth %.1f MiB\n",
+              static_cast<double>(virtual_pool) / (1 << 30), m.total() / (1 << 20), static_cast<double>(during) / (1 << 20));
+}
+
 }  // namespace
 }  // namespace pacheck

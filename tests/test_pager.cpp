@@ -2,7 +2,10 @@
 // permuted blocks, and the layouts put each element where the documented shape says.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -240,6 +243,96 @@ TEST(PagerOptions, DeterministicPerSeedAndValidated) {
   Case bad = c;
   bad.block_size = 0;
   EXPECT_THROW(page(bad, p), CaseError);
+}
+
+/// Resident bytes of this process (/proc/self/statm, field 2 in pages).
+long long resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  long long size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// Issue 18: high physical block ids. The window of used and spare blocks straddles the first block whose
+// element offset reaches 2^31 / 2^32 (some sequences' blocks below, some at or above it), the round trip is
+// exact in every layout, and the pool is virtual: its K and V caches span 2^B elements or more while the
+// process grows by a few MB (the live blocks), not by the pool's gigabytes.
+TEST(PagerHighBlockIds, BlocksStraddleTheOffsetAndThePoolIsSparse) {
+  for (int bits : {31, 32})
+    for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+      Case c;
+      c.num_heads = 8;
+      c.num_kv_heads = 2;
+      c.head_size = 128;
+      c.block_size = 16;
+      c.seq_lens = {1000, 37, 16};
+      c.layout = layout;
+      c.high_block_ids = bits;
+      SCOPED_TRACE(c.id());
+      const PrePaging p = generate(c);
+      const long long before = resident_bytes();
+      const PagedCache pc = page(c, p);
+      const PagedCache copy = pc;  // a faulted copy is made this way: it stays sparse
+      const long long grown = resident_bytes() - before;
+      ASSERT_TRUE(pc.sparse());
+      ASSERT_TRUE(copy.sparse());
+      const std::int64_t E = pc.strides.k[0], T = std::int64_t{1} << bits;
+      EXPECT_EQ(pc.strides.v[0], E);
+      EXPECT_GE(pc.elements(), T) << "the pool spans 2^" << bits << " elements";
+      EXPECT_EQ(pc.key_cache.size(), static_cast<std::size_t>(pc.elements()) * 2);
+      int below = 0, above = 0;
+      for (int s = 0; s < c.num_seqs(); ++s)
+        for (int j = 0; j < c.blocks_for(s); ++j) {
+          const std::int64_t b = pc.block_tables[static_cast<std::size_t>(s) * pc.max_blocks_per_seq + j];
+          (b * E >= T ? above : below)++;
+        }
+      // 67 blocks needed: the window's first 33 ids lie below 2^B; 3 spares may take some of them.
+      EXPECT_GE(below, 30) << "blocks below 2^" << bits;
+      EXPECT_LE(below, 33);
+      EXPECT_EQ(above, 67 - below);
+      for (int s = 0; s < c.num_seqs(); ++s) {
+        const auto [k, v] = gather(pc, s);
+        ASSERT_EQ(k, p.k[s]);
+        ASSERT_EQ(v, p.v[s]);
+      }
+      EXPECT_EQ(copy.key_cache, pc.key_cache);
+      EXPECT_LT(pc.key_cache.live_bytes(), std::size_t{64} << 20);
+      EXPECT_LT(grown, 256LL << 20) << "pool of " << pc.key_cache.size() << " bytes made the process grow by " << grown;
+      // Every block a 32-bit wrapped offset of a used block lands on inside the pool is live (so a kernel
+      // that wraps reads a mapped block that faults can poison).
+      const std::set<int> live(pc.resident_blocks.begin(), pc.resident_blocks.end());
+      for (std::int32_t b : pc.block_tables) {
+        const std::int64_t w = (static_cast<std::int64_t>(b) * E) % (std::int64_t{1} << 32);
+        if (static_cast<std::int64_t>(b) * E >= (std::int64_t{1} << 32)) EXPECT_TRUE(live.count(static_cast<int>(w / E))) << b;
+        EXPECT_TRUE(live.count(b)) << b;
+      }
+      std::printf("hiblk=%d %s: %d blocks, pool %.1f GiB virtual per cache, %zu live blocks, process grew %.1f MiB\n",
+                  bits, std::string(layout_name(layout)).c_str(), pc.num_blocks,
+                  static_cast<double>(pc.key_cache.size()) / (1 << 30), pc.resident_blocks.size(),
+                  static_cast<double>(grown) / (1 << 20));
+    }
+}
+
+TEST(PagerHighBlockIds, ValidatedAndInTheId) {
+  Case c;
+  c.seq_lens = {100};
+  c.high_block_ids = 31;
+  EXPECT_NE(c.id().find(" hiblk=31"), std::string::npos);
+  EXPECT_EQ(parse_case_id(c.id()).high_block_ids, 31);
+  c.high_block_ids = 30;
+  EXPECT_THROW(c.validate(), CaseError);
+  // 2^32 elements of blocks of 1 element need 2^32 blocks: more than a pool may have.
+  c.num_heads = c.num_kv_heads = 1;
+  c.head_size = 1;
+  c.block_size = 1;
+  c.layout = Layout::nhd;
+  c.high_block_ids = 32;
+  try {
+    c.validate();
+    ADD_FAILURE() << "no error";
+  } catch (const CaseError& e) {
+    EXPECT_EQ(e.field, "high_block_ids");
+  }
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace {
 TEST(BuiltinSuites, AllLoadWithExpectedCounts) {
   const auto names = list_suites();
   for (const char* want : {"tail-poison", "boundary", "sweep", "models", "gate", "fp8", "long-context", "pages",
-                           "batches", "shapes"})
+                           "batches", "shapes", "pool"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   EXPECT_EQ(load_suite("tail-poison").cells.size(), 32u);  // 2 dtypes x 2 ratios x 4 faults x 2 lengths
   // 5 shapes x 6 lengths x {aligned, straddling}; issue 18: 2 dtypes x 8 lengths to 131,072, 6 pages x 2
@@ -71,7 +71,7 @@ seq_lens = [17]
 
 TEST(SuiteErrors, NameFileLineAndField) {
   EXPECT_EQ(parse_suite(kGood, "good.toml").cells.size(), 1u);
-  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, scales, k_scale, v_scale, k_scale_range, v_scale_range, variants)");
+  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, scales, k_scale, v_scale, k_scale_range, v_scale_range, variants, high_block_ids)");
   EXPECT_EQ(error_of(R"(name = "x"
 [[cells]]
 heads = "8/3"
@@ -196,6 +196,38 @@ TEST(BuiltinSuites, Issue18AxesAreCovered) {
     for (const auto& sc : load_suite(name).cells) heads.insert(sc.cell.c.head_size), ratios.insert(sc.cell.c.gqa_ratio());
     for (int d : {32, 80, 112, 192}) EXPECT_TRUE(heads.count(d)) << name << " head " << d;
     for (int r : {5, 6, 12}) EXPECT_TRUE(ratios.count(r)) << name << " GQA " << r;
+  }
+}
+// Issue 18 item 2: high physical block ids. `pool` holds them in bf16, f16 and fp8, past 2^31 and 2^32, at
+// straddling and aligned lengths, with a block that straddles the offset (E = 2560 does not divide 2^31);
+// gate holds both offsets. The key is an axis (integer or list); another value is an error at its line.
+TEST(BuiltinSuites, HighBlockIdsAreCovered) {
+  std::set<std::string> seen;
+  for (const auto& sc : load_suite("pool").cells) {
+    const Case& c = sc.cell.c;
+    ASSERT_NE(c.high_block_ids, 0) << sc.cell.id();
+    seen.insert(fmt::format("{} {}", c.high_block_ids, dtype_name(c.kv_dtype)));
+    seen.insert(fmt::format("{} {}", c.high_block_ids, c.straddles() ? "straddling" : "aligned"));
+    const long long E = static_cast<long long>(c.num_kv_heads) * c.head_size * c.block_size;
+    if ((1LL << c.high_block_ids) % E != 0) seen.insert(fmt::format("{} block straddles", c.high_block_ids));
+  }
+  for (int b : {31, 32}) {
+    for (const char* what : {"bf16", "f16", "fp8_e4m3fn", "straddling", "aligned", "block straddles"})
+      EXPECT_TRUE(seen.count(fmt::format("{} {}", b, what))) << b << " " << what;
+    bool in_gate = false;
+    for (const auto& sc : load_suite("gate").cells) in_gate |= sc.cell.c.high_block_ids == b;
+    EXPECT_TRUE(in_gate) << "gate at 2^" << b;
+  }
+  const Suite two = parse_suite(group_with("high_block_ids", "[0, 32]"), "g.toml");
+  ASSERT_EQ(two.cells.size() % 2, 0u);
+  EXPECT_EQ(two.cells.front().cell.c.high_block_ids, 0);
+  EXPECT_EQ(two.cells.back().cell.c.high_block_ids, 32);
+  EXPECT_NE(two.cells.back().cell.id().find(" hiblk=32"), std::string::npos);
+  try {
+    parse_suite(group_with("high_block_ids", "30"), "bad.toml");
+    ADD_FAILURE() << "no error";
+  } catch (const SuiteError& e) {
+    EXPECT_EQ(std::string(e.what()), "bad.toml:7: cells.high_block_ids: 30 is not 0 (a dense pool), 31 or 32 (block offsets past 2^31 / 2^32)");
   }
 }
 // --- end issue 18 --------------------------------------------------------------------------------------

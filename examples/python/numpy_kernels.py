@@ -7,6 +7,12 @@ numpy_tail_fault: a PLANTED fault, the bug of vLLM issue 641 (pacheck's cpu.vect
 seq_len are masked (p = 0 exactly), but V is read across the whole final block and multiplied by p, so a
 NaN or Inf that pacheck put into the block's unwritten tail gives 0 * NaN = NaN in the output. It must fail
 exactly the cells whose fault is a non-finite V poison in the tail of a straddling length.
+
+Both implement the four attention variants (pacheck.Kernel(variants=ALL_VARIANTS)), in the order of
+include/pacheck/kernel_abi.h's "Attention variants": logit s = scale * q.k, then the soft cap
+c * tanh(s / c), then + alibi_slopes[h] * (j - p) with p = seq_len - 1, then the sliding window (only keys
+j > p - W take part: they are the only ones read), then the softmax whose denominator also holds
+exp(sinks[h] - m). A kernel that lacks one leaves it out of `variants`, and pacheck declines its cells.
 """
 import numpy as np
 
@@ -39,20 +45,38 @@ def _tokens(inp, cache, which, blocks, count):
     return to_float32(t, inp.kv_dtype) * _scales(inp, which)[None, :, None]
 
 
+ALL_VARIANTS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks")
+
+
 def _decode(inp, v_whole_block):
     S, H, G, D, B = inp.num_seqs, inp.num_heads, inp.num_kv_heads, inp.head_size, inp.block_size
+    r = H // G
     q_all = to_float32(inp.query.numpy(), inp.q_dtype)
     tables = inp.block_tables.numpy()
+    cap, window = float(inp.logits_soft_cap), int(inp.sliding_window)  # 0 = none
+    # [G, r, 1] per query head h = g * r + i, or None when the case has none.
+    slopes = None if inp.alibi_slopes is None else inp.alibi_slopes.numpy().astype(np.float64).reshape(G, r, 1)
+    sinks = None if inp.sinks is None else inp.sinks.numpy().astype(np.float64).reshape(G, r, 1)
     out = np.empty((S, H, D), np.float32)
     for s, length in enumerate(inp.seq_lens_host):
         nblocks = -(-length // B)
         blocks = tables[s, :nblocks]
-        k = _tokens(inp, inp.key_cache, "k", blocks, length).astype(np.float64)  # [L, G, D]
-        v = _tokens(inp, inp.value_cache, "v", blocks, nblocks * B if v_whole_block else length).astype(np.float64)
-        q = q_all[s].astype(np.float64).reshape(G, H // G, D)  # query head h reads KV head h // (H / G)
+        first = max(0, length - window) if window > 0 else 0  # the window's first key: keys before it are not read
+        k = _tokens(inp, inp.key_cache, "k", blocks, length)[first:].astype(np.float64)  # [L - first, G, D]
+        v = _tokens(inp, inp.value_cache, "v", blocks, nblocks * B if v_whole_block else length)[first:]
+        v = v.astype(np.float64)
+        q = q_all[s].astype(np.float64).reshape(G, r, D)  # query head h reads KV head h // (H / G)
         logits = np.einsum("grd,tgd->grt", q, k) * np.float64(inp.scale)
-        p = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        p /= p.sum(axis=-1, keepdims=True)
+        if cap > 0:
+            logits = cap * np.tanh(logits / cap)
+        if slopes is not None:
+            logits = logits + slopes * (np.arange(first, length) - (length - 1))
+        m = logits.max(axis=-1, keepdims=True)
+        if sinks is not None:
+            m = np.maximum(m, sinks)
+        p = np.exp(logits - m)
+        denom = p.sum(axis=-1, keepdims=True) + (np.exp(sinks - m) if sinks is not None else 0.0)
+        p /= denom
         if v_whole_block:  # the planted fault: p is 0 past seq_len, but the whole final block is multiplied
             p = np.concatenate([p, np.zeros(p.shape[:-1] + (nblocks * B - length,))], axis=-1)
         out[s] = np.einsum("grt,tgd->grd", p, v).reshape(H, D)
@@ -69,7 +93,8 @@ def decode_tail_fault(inp: pacheck.Inputs) -> None:
     _decode(inp, v_whole_block=True)
 
 
-numpy_decode = pacheck.Kernel("py.numpy_decode", decode, layouts=("nhd", "hnd", "vllm"),
+numpy_decode = pacheck.Kernel("py.numpy_decode", decode, layouts=("nhd", "hnd", "vllm"), variants=ALL_VARIANTS,
                               description="NumPy paged decode, reads only seq_lens[s] tokens")
 numpy_tail_fault = pacheck.Kernel("py.numpy_tail_fault", decode_tail_fault, layouts=("nhd", "hnd", "vllm"),
+                                  variants=ALL_VARIANTS,
                                   description="NumPy paged decode with V read over the whole final block (planted)")

@@ -6,9 +6,10 @@
     pacheck score --cases cases --outputs outs         # verdicts, report and exit code, as `pacheck run`
 
 For every entry of manifest.json "files" this reads the case file (safetensors: query, key_cache,
-value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale; interop/casefiles.hpp documents shapes,
-layouts and strides), computes one paged decode-attention step over the PAGED cache -- it follows
-block_tables into the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
+value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale, and the attention variants
+sliding_window, logits_soft_cap, alibi_slopes, sinks; interop/casefiles.hpp documents shapes, layouts and
+strides), computes one paged decode-attention step over the PAGED cache -- it follows block_tables into
+the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
 OUTPUTS/<same file name> holding one tensor "out" [num_seqs, num_heads, head_size] in the case's out dtype.
 A call the kernel cannot take is declined instead: OUTPUTS/<same file name>.declined holding the reason as
 one line of text (`--decline-kv-dtype` shows it); `pacheck score` then reports the case's cells as declined.
@@ -18,9 +19,26 @@ replace `decode_attention` (see `triton_template` at the bottom): it receives th
 return the output. Start from the file's `out` tensor as your output buffer: it holds pacheck's "never
 written" bit pattern, so elements your kernel skips are reported as `unwritten`.
 
+Attention variants (case-file format_version 2; include/pacheck/kernel_abi.h, "Attention variants", is the
+definition): for query head h of sequence s, whose only query token sits at position p = seq_lens[s] - 1,
+and a key at position j, the logit is built in this order, and a kernel must keep it:
+  1. s_j = scale * (q . k_j)                       (k dequantised for fp8 caches)
+  2. soft cap c > 0 (logits_soft_cap):  s_j = c * tanh(s_j / c)
+  3. ALiBi (alibi_slopes [num_heads]):  s_j = s_j + alibi_slopes[h] * (j - p)
+  4. mask: j <= p, and with a sliding window W > 0 (sliding_window) also p - j < W: the row sees its last W
+     positions, its own included (vLLM's sliding_window; FlashAttention's window_size_left = W - 1)
+  5. sinks (sinks [num_heads]): exp(sinks[h] - m) joins the softmax denominator only (no value row):
+     out = sum_j e^(s_j - m) v_j / (e^(sinks[h] - m) + sum_j e^(s_j - m)),  m = max(sinks[h], max_j s_j)
+sliding_window and logits_soft_cap are scalars, 0 = none; alibi_slopes and sinks are absent when unused.
+`variant_logits` and `softmax_rows` below do steps 2-5; a kernel that lacks a variant should decline the
+files that use it (`--decline-variant` shows how) rather than compute plain attention.
+
 `--bug v-tail` plants the fault of pacheck's cpu.vector_v negative control (probabilities masked past
 seq_len, but V multiplied over the whole final block, so 0 * NaN poisons the output): `pacheck score
---negative-control` must then catch it. It exists to prove the round trip can fail.
+--negative-control` must then catch it. It exists to prove the round trip can fail. `--bug no-window`
+ignores the sliding window (attends to the whole context); `--bug softcap-ratio` computes the soft cap as
+c * (e^x - e^-x) / (e^x + e^-x) in fp32, as vLLM #56578 did (inf / inf = NaN once |s| > 88.7 c): `pacheck
+score` must fail exactly the cells those faults change.
 
 Needs Python 3.8+ and NumPy; nothing else (the safetensors format is read and written here directly).
 """
@@ -202,8 +220,69 @@ def blocks_as_nbgd(phys, layout, is_key):
     return phys.transpose(0, 3, 1, 2)  # vllm value [nb, G, D, B]
 
 
+VARIANT_FIELDS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks")
+
+
+def variants_of(t, num_heads):
+    """The call's attention variants from its case file: (window, cap, slopes, sinks). window: int, 0 = none;
+    cap: float, 0 = none; slopes / sinks: float64 [num_heads] arrays or None. A format_version 1 file has none
+    of the tensors and means no variant."""
+    window = int(np.asarray(t["sliding_window"][1]).reshape(-1)[0]) if "sliding_window" in t else 0
+    cap = float(np.asarray(t["logits_soft_cap"][1]).reshape(-1)[0]) if "logits_soft_cap" in t else 0.0
+    slopes = t["alibi_slopes"][1].astype(np.float64).reshape(num_heads) if "alibi_slopes" in t else None
+    sinks = t["sinks"][1].astype(np.float64).reshape(num_heads) if "sinks" in t else None
+    if window < 0 or not np.isfinite(cap) or cap < 0:
+        raise CaseFileError(f"bad variant scalars: sliding_window {window}, logits_soft_cap {cap}")
+    return window, cap, slopes, sinks
+
+
+def variants_used(t):
+    """Names of the variant fields this call uses (a non-zero scalar or a present tensor), in ABI order."""
+    used = []
+    for name in VARIANT_FIELDS:
+        if name in t and (name in ("alibi_slopes", "sinks") or float(np.asarray(t[name][1]).reshape(-1)[0]) != 0):
+            used.append(name)
+    return used
+
+
+def window_first(L, window):
+    """Step 4: the first key position the query row of a sequence of length L sees (0 without a window)."""
+    return max(0, L - window) if window > 0 else 0
+
+
+def variant_logits(logits, positions, L, cap, slopes, bug=None):
+    """Steps 2 and 3 on scaled logits [G, r, T] (query head h = g * r + i) of keys at `positions` [T]:
+    the soft cap, then the ALiBi bias slope_h * (j - p) with p = L - 1. float64 unless a bug says otherwise."""
+    G, r, _ = logits.shape
+    if cap > 0:
+        if bug == "softcap-ratio":  # the planted fault: tanh as a ratio of fp32 exponentials (vLLM #56578)
+            y = (logits / cap).astype(np.float32)
+            with np.errstate(over="ignore", invalid="ignore"):
+                ep, en = np.exp(y), np.exp(-y)
+                logits = (np.float32(cap) * ((ep - en) / (ep + en))).astype(np.float64)
+        else:
+            logits = cap * np.tanh(logits / cap)
+    if slopes is not None:
+        logits = logits + slopes.reshape(G, r, 1) * (positions - (L - 1)).astype(np.float64)[None, None, :]
+    return logits
+
+
+def softmax_rows(logits, sinks, G, r):
+    """Step 5: softmax weights over the last axis of [G, r, T] logits and their denominator [G, r, 1]; with
+    sinks, exp(sinks[h] - m) joins the denominator and the running max only. Returns (p, denominator)."""
+    m = logits.max(axis=-1, keepdims=True) if logits.shape[-1] else np.full((G, r, 1), -np.inf)
+    if sinks is not None:
+        m = np.maximum(m, sinks.reshape(G, r, 1))
+    p = np.exp(logits - m)
+    denom = p.sum(axis=-1, keepdims=True)
+    if sinks is not None:
+        denom = denom + np.exp(sinks.reshape(G, r, 1) - m)
+    return p, denom
+
+
 def decode_attention(entry, t, bug=None):
-    """NumPy reference over the paged cache; returns float32 [num_seqs, num_heads, head_size]."""
+    """NumPy reference over the paged cache, attention variants included; returns float32
+    [num_seqs, num_heads, head_size]."""
     st = entry["strides"]
     q = to_float32(*t["query"])
     k_tag, k_pool = pool_view(t, "key_cache", st["key_cache"])
@@ -217,31 +296,35 @@ def decode_attention(entry, t, bug=None):
     k_scale = kv_scales(t, "k", G)[None, :, None]
     v_scale = kv_scales(t, "v", G)[None, :, None]
     r = H // G
+    window, cap, slopes, sinks = variants_of(t, H)
     out = np.empty((S, H, D), dtype=np.float32)
     for s in range(S):
         L = int(lens[s])
         nb = (L + B - 1) // B
         blocks = tables[s, :nb]
-        # Read whole blocks as a kernel does, then keep only the first L tokens (unless planting the bug).
+        # Step 4's window: keys before `first` take no part (and, as in a kernel, are not read at all).
+        first = 0 if bug == "no-window" else window_first(L, window)
+        # Read whole blocks as a kernel does, then keep only tokens first..L-1 (unless planting the bug).
         K = to_float32(k_tag, blocks_as_nbgd(k_pool[blocks], entry["layout"], True)).reshape(nb * B, G, D)
         V = to_float32(v_tag, blocks_as_nbgd(v_pool[blocks], entry["layout"], False)).reshape(nb * B, G, D)
         T = nb * B if bug == "v-tail" else L
         with np.errstate(invalid="ignore", over="ignore"):
-            K, V = (K[:T] * k_scale).astype(np.float64), (V[:T] * v_scale).astype(np.float64)
+            K, V = (K[first:T] * k_scale).astype(np.float64), (V[first:T] * v_scale).astype(np.float64)
         qg = q[s].reshape(G, r, D).astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
-            logits = np.einsum("grd,tgd->grt", qg, K) * scale
+            logits = np.einsum("grd,tgd->grt", qg, K) * scale                       # step 1
+            logits = variant_logits(logits, np.arange(first, T), L, cap, slopes, bug)  # steps 2, 3
             if bug == "v-tail":
-                logits[:, :, L:] = -np.inf  # the logit mask is right; V's tail is read anyway below
-            m = logits.max(axis=-1, keepdims=True)
-            p = np.exp(logits - m)
-            o = np.einsum("grt,tgd->grd", p, V) / p.sum(axis=-1, keepdims=True)
+                logits[:, :, L - first:] = -np.inf  # the logit mask is right; V's tail is read anyway below
+            p, denom = softmax_rows(logits, sinks, G, r)                             # step 5
+            o = np.einsum("grt,tgd->grd", p, V) / denom
         out[s] = o.reshape(H, D).astype(np.float32)
     return out
 
 
 def decode_attention_torch(entry, t, bug=None):
-    """The same computation in PyTorch (CUDA when available); a starting point for GPU kernels."""
+    """The same computation in PyTorch (CUDA when available), attention variants included (the same steps as
+    decode_attention, in fp32); a starting point for GPU kernels."""
     import torch
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -261,9 +344,14 @@ def decode_attention_torch(entry, t, bug=None):
     scale = float(np.asarray(t["scale"][1]).reshape(-1)[0])
     S, H, D = q.shape
     G, B = entry["num_kv_heads"], entry["block_size"]
+    r = H // G
+    window, cap, slopes, sinks = variants_of(t, H)
+    slopes = None if slopes is None else torch.from_numpy(slopes.astype(np.float32)).to(dev).reshape(G, r, 1)
+    sinks = None if sinks is None else torch.from_numpy(sinks.astype(np.float32)).to(dev).reshape(G, r, 1)
     out = torch.empty((S, H, D), dtype=torch.float32, device=dev)
     for s in range(S):
         L = int(lens[s])
+        first = 0 if bug == "no-window" else window_first(L, window)
         nb = (L + B - 1) // B
         blocks = tables[s, :nb]
         K = k_pool[blocks]
@@ -274,13 +362,26 @@ def decode_attention_torch(entry, t, bug=None):
             K = K.permute(0, 3, 1, 2, 4).reshape(nb, B, G, D)
             V = V.permute(0, 3, 1, 2)
         T = nb * B if bug == "v-tail" else L
-        K, V = K.reshape(nb * B, G, D)[:T] * k_scale, V.reshape(nb * B, G, D)[:T] * v_scale
-        qg = q[s].reshape(G, H // G, D)
-        logits = torch.einsum("grd,tgd->grt", qg, K) * scale
+        K, V = K.reshape(nb * B, G, D)[first:T] * k_scale, V.reshape(nb * B, G, D)[first:T] * v_scale
+        qg = q[s].reshape(G, r, D)
+        logits = torch.einsum("grd,tgd->grt", qg, K) * scale                 # step 1
+        if cap > 0:                                                           # step 2
+            if bug == "softcap-ratio":
+                y = logits / cap
+                logits = cap * ((torch.exp(y) - torch.exp(-y)) / (torch.exp(y) + torch.exp(-y)))
+            else:
+                logits = cap * torch.tanh(logits / cap)
+        if slopes is not None:                                                # step 3
+            pos = torch.arange(first, T, device=dev, dtype=torch.float32) - (L - 1)
+            logits = logits + slopes * pos
         if bug == "v-tail":
-            logits[:, :, L:] = float("-inf")
-        p = torch.softmax(logits, dim=-1)
-        out[s] = torch.einsum("grt,tgd->grd", p, V).reshape(H, D)
+            logits[:, :, L - first:] = float("-inf")
+        m = logits.amax(dim=-1, keepdim=True)                                 # step 5
+        if sinks is not None:
+            m = torch.maximum(m, sinks)
+        p = torch.exp(logits - m)
+        denom = p.sum(dim=-1, keepdim=True) + (torch.exp(sinks - m) if sinks is not None else 0)
+        out[s] = (torch.einsum("grt,tgd->grd", p, V) / denom).reshape(H, D)
     return out.cpu().numpy()
 
 
@@ -289,11 +390,15 @@ def main(argv=None):
     ap.add_argument("--cases", required=True, help="directory written by `pacheck export`")
     ap.add_argument("--outputs", required=True, help="directory to write one output file per case file into")
     ap.add_argument("--backend", choices=["numpy", "torch", "auto"], default="numpy")
-    ap.add_argument("--bug", choices=["none", "v-tail"], default="none", help="plant a known kernel fault")
+    ap.add_argument("--bug", choices=["none", "v-tail", "no-window", "softcap-ratio"], default="none",
+                    help="plant a known kernel fault (see the module docstring)")
     ap.add_argument("--decline-kv-dtype", action="append", default=[], metavar="DTYPE",
                     help="decline case files whose kv_dtype is DTYPE (e.g. fp8_e4m3fnuz), as a kernel that cannot "
                          "take it would: writes OUTPUTS/<file>.declined with the reason instead of an output; "
                          "repeatable")
+    ap.add_argument("--decline-variant", action="append", default=[], choices=list(VARIANT_FIELDS),
+                    help="decline case files that use this attention variant (a kernel without it must not compute "
+                         "plain attention instead); repeatable")
     args = ap.parse_args(argv)
 
     backend = args.backend
@@ -309,25 +414,34 @@ def main(argv=None):
 
     with open(os.path.join(args.cases, "manifest.json")) as f:
         manifest = json.load(f)
-    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") != 1:
-        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases v1 manifest")
+    # Version 2 added the attention variants; a runner that does not implement them must refuse version 2
+    # rather than ignore the new fields (this one reads both).
+    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2):
+        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 or 2 "
+                 f"(format_version {manifest.get('format_version')!r})")
     os.makedirs(args.outputs, exist_ok=True)
     bug = None if args.bug == "none" else args.bug
     declined = 0
     for entry in manifest["files"]:
         out_path = os.path.join(args.outputs, entry["output"]["file"])
+        t = read_safetensors(os.path.join(args.cases, entry["file"]))
+        reason = None
         if entry["kv_dtype"] in args.decline_kv_dtype:
+            reason = f"kv_dtype {entry['kv_dtype']} is not supported (runner.py --decline-kv-dtype)"
+        for name in variants_used(t):
+            if reason is None and name in args.decline_variant:
+                reason = f"{name}: this kernel does not implement it (runner.py --decline-variant)"
+        if reason:
             # A call this kernel cannot take: say why instead of writing an output, and leave no stale output
             # of an earlier run beside the note (pacheck score refuses both for one file).
             if os.path.exists(out_path):
                 os.remove(out_path)
             with open(out_path + ".declined", "w") as f:
-                f.write(f"kv_dtype {entry['kv_dtype']} is not supported (runner.py --decline-kv-dtype)\n")
+                f.write(reason + "\n")
             declined += 1
             continue
         if os.path.exists(out_path + ".declined"):
             os.remove(out_path + ".declined")
-        t = read_safetensors(os.path.join(args.cases, entry["file"]))
         out_tag = entry["output"]["dtype"]
         result = compute(entry, t, bug)
         # A real kernel writes into the provided buffer; copying over it keeps that contract visible.
@@ -357,6 +471,9 @@ def triton_template(entry, t):
 
     Shapes and strides of every tensor are in `entry["shapes"]` and `entry["strides"]` (elements); the
     pool's layout is `entry["layout"]` (vllm, nhd or hnd; export with --kernel-layout to choose).
+    Attention variants: `variants_of(t, num_heads)` gives (sliding_window, logits_soft_cap, alibi_slopes,
+    sinks); hand your kernel raw("alibi_slopes") / raw("sinks") when present, or decline the files whose
+    variants it lacks (`variants_used(t)`; main()'s --decline-variant writes the note).
     """
     raise NotImplementedError("a template: see the docstring")
 

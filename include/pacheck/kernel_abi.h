@@ -9,6 +9,7 @@
  *   out[s, h, :] = softmax(scale * q[s, h, :] . K_s^T) . V_s
  * where K_s, V_s are the first seq_lens[s] tokens of sequence s, found through block_tables[s, :], and
  * query head h reads KV head h / (num_heads / num_kv_heads) (GQA; ratio = num_heads / num_kv_heads).
+ * Version 2 adds attention variants and several query tokens per sequence (query_start_loc below).
  * Slots past seq_lens[s] in the final block, unused blocks and blocks named by block-table padding hold
  * arbitrary bits (pacheck fills them with NaN, Inf or garbage on purpose): a kernel must not let them
  * reach the output.
@@ -105,7 +106,7 @@ typedef struct pacheck_kernel_args {
   uint32_t struct_size; /* sizeof(pacheck_kernel_args) as the caller built it */
 
   /* Shapes. */
-  int32_t num_seqs;           /* number of sequences (one query token each) */
+  int32_t num_seqs;           /* number of sequences (one query token each unless query_start_loc is set) */
   int32_t num_heads;          /* query heads */
   int32_t num_kv_heads;       /* KV heads; num_heads % num_kv_heads == 0 */
   int32_t head_size;          /* elements per head */
@@ -115,7 +116,9 @@ typedef struct pacheck_kernel_args {
   pacheck_layout layout;
   pacheck_dtype q_dtype, kv_dtype, out_dtype;
 
-  /* query [num_seqs, num_heads, head_size]; element (s, h, d) at s*q_stride_seq + h*q_stride_head + d. */
+  /* query [num_seqs, num_heads, head_size]; element (s, h, d) at s*q_stride_seq + h*q_stride_head + d.
+   * With several query tokens per sequence (query_start_loc, version 2): [num_query_tokens, num_heads,
+   * head_size], the first index a query row. */
   const void* query;
   int64_t q_stride_seq, q_stride_head;
 
@@ -135,7 +138,8 @@ typedef struct pacheck_kernel_args {
   const int32_t* seq_lens;
 
   /* out [num_seqs, num_heads, head_size] in out_dtype; element (s, h, d) at
-   * s*out_stride_seq + h*out_stride_head + d. pacheck fills it with NaN before the call. */
+   * s*out_stride_seq + h*out_stride_head + d (with query_start_loc: [num_query_tokens, ...], one row per
+   * query row, every row written). pacheck fills it with NaN before the call. */
   void* out;
   int64_t out_stride_seq, out_stride_head;
 
@@ -162,7 +166,12 @@ typedef struct pacheck_kernel_args {
    * kernel's device, query_start_loc[0] = 0, query_start_loc[num_seqs] = num_query_tokens; a host copy in
    * query_start_loc_host), `query` and `out` are [num_query_tokens, num_heads, head_size] with
    * q_stride_seq / out_stride_seq the stride of one query row, and the query tokens are the last
-   * query_len(s) tokens of the sequence's seq_lens[s] (vLLM's convention: seq_lens counts them). */
+   * query_len(s) tokens of the sequence's seq_lens[s] (vLLM's convention: seq_lens counts them): query row
+   * query_start_loc[s] + i, i = 0 .. query_len(s) - 1, is the token at position
+   * p = seq_lens[s] - query_len(s) + i and sees keys 0 .. p only (see "Attention variants", step 4). Example:
+   * seq_lens = {4090, 37}, query lens {4, 1}: query_start_loc = {0, 4, 5}, rows 0..3 at positions
+   * 4086..4089, row 4 at 36. pacheck passes 1 to 8 query tokens per sequence
+   * (PACHECK_VARIANT_MULTI_QUERY). */
   int32_t max_query_len;
   int32_t num_query_tokens; /* rows of query and out: num_seqs when every sequence has one query token */
   const int32_t* query_start_loc;

@@ -69,15 +69,30 @@ struct Scales {
                               : std::vector<float>(a.num_kv_heads, a.v_scale)) {}
 };
 
-/// Query element (s, h, d) as fp32.
-inline float query(const pacheck_kernel_args& a, int s, int h, int d) {
-  return load(a.query, s * a.q_stride_seq + h * a.q_stride_head + d, static_cast<DType>(a.q_dtype));
+/// Query element (r, h, d) as fp32; r is the query row (= the sequence for plain decode, see query_rows).
+inline float query(const pacheck_kernel_args& a, int r, int h, int d) {
+  return load(a.query, r * a.q_stride_seq + h * a.q_stride_head + d, static_cast<DType>(a.q_dtype));
 }
 
-/// Writes output element (s, h, d), rounded to the output dtype.
-inline void store_out(const pacheck_kernel_args& a, int s, int h, int d, float v) {
-  store(a.out, static_cast<std::size_t>(s * a.out_stride_seq + h * a.out_stride_head + d),
+/// Writes output element (r, h, d) of query row r, rounded to the output dtype.
+inline void store_out(const pacheck_kernel_args& a, int r, int h, int d, float v) {
+  store(a.out, static_cast<std::size_t>(r * a.out_stride_seq + h * a.out_stride_head + d),
         static_cast<DType>(a.out_dtype), v);
+}
+
+/// The query rows [first, last) of sequence s: query_start_loc_host[s] .. [s + 1] with several query tokens
+/// per sequence (kernel_abi.h), else the one row s.
+struct QueryRows {
+  int first, last;
+};
+inline QueryRows query_rows(const pacheck_kernel_args& a, int s) {
+  if (a.query_start_loc_host) return {a.query_start_loc_host[s], a.query_start_loc_host[s + 1]};
+  return {s, s + 1};
+}
+/// Keys query row r of sequence s sees, causally: its position p + 1, where the sequence's rows are its last
+/// tokens (p = seq_len - 1 for its last row, and for the one row of plain decode).
+inline int row_keys(const pacheck_kernel_args& a, int s, int r) {
+  return a.seq_lens[s] - (query_rows(a, s).last - 1 - r);
 }
 
 /// x of the vllm key layout for the kv dtype (16 bytes per packed vector).
@@ -92,31 +107,34 @@ inline std::int64_t physical_block(const pacheck_kernel_args& a, int s, int j) {
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 /// Base of the CPU kernels: device CPU, every case supported (they read any layout, dtype and shape, and
-/// implement the sliding window, soft cap, ALiBi and sinks of kernel_abi.h's "Attention variants").
+/// implement the sliding window, soft cap, ALiBi, sinks and several query tokens per sequence of
+/// kernel_abi.h's "Attention variants").
 class CpuKernel : public Kernel {
  public:
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
   Support supports(const Case&) const override { return Support::yes(); }
   unsigned variants() const override {
-    return PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_SINKS;
+    return PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_SINKS |
+           PACHECK_VARIANT_MULTI_QUERY;
   }
 };
 
 // ---- Attention variants (include/pacheck/kernel_abi.h, "Attention variants"), as a decode kernel applies
-// them to the logit of key t of sequence s's one query row (position seq_lens[s] - 1). ----
+// them to the logit of key t of a query row that sees `len` keys (position p = len - 1: seq_lens[s] - 1 for
+// the one row of plain decode; row_keys() for several query tokens). ----
 
 /// Steps 2 and 3 of the ABI's order on an already scaled logit x = scale * q.k_t: the soft cap
-/// c tanh(x / c) (fp32 std::tanh) when logits_soft_cap > 0, then + alibi_slopes[h] * (t - (seq_len - 1))
+/// c tanh(x / c) (fp32 std::tanh) when logits_soft_cap > 0, then + alibi_slopes[h] * (t - (len - 1))
 /// when the call has slopes. x unchanged for plain decode.
-inline float apply_variants(const pacheck_kernel_args& a, int s, int h, int t, float x) {
+inline float apply_variants(const pacheck_kernel_args& a, int len, int h, int t, float x) {
   if (a.logits_soft_cap > 0.0f) x = a.logits_soft_cap * std::tanh(x / a.logits_soft_cap);
-  if (a.alibi_slopes) x += a.alibi_slopes[h] * static_cast<float>(t - (a.seq_lens[s] - 1));
+  if (a.alibi_slopes) x += a.alibi_slopes[h] * static_cast<float>(t - (len - 1));
   return x;
 }
-/// Step 4: the first key the query row of sequence s sees: seq_len - W with a sliding window W shorter
-/// than the sequence, else 0. Keys before it are never read.
-inline int window_first(const pacheck_kernel_args& a, int s) {
-  const int len = a.seq_lens[s], w = a.sliding_window;
+/// Step 4: the first key a query row that sees `len` keys (0 .. len - 1, causal) sees: len - W with a
+/// sliding window W shorter than that, else 0. Keys before it are never read.
+inline int window_first(const pacheck_kernel_args& a, int len) {
+  const int w = a.sliding_window;
   return w > 0 && len > w ? len - w : 0;
 }
 /// Step 5: the sink logit of query head h, or nullopt without sinks.
@@ -132,7 +150,9 @@ struct SeqView {
   const pacheck_kernel_args& a;
   int s, x;
   const Scales& sc;
-  int h = 0;  ///< the query head whose row is computed (ALiBi slope); for_each_query_head sets it
+  int h = 0;    ///< the query head whose row is computed (ALiBi slope); for_each_query_head sets it
+  int row = 0;  ///< the query/output row computed (query_rows); for_each_query_head sets it
+  int len = 0;  ///< keys that row sees, 0 .. len - 1 (row_keys: its position + 1); for_each_query_head sets it
   std::int64_t block_of(int t) const { return physical_block(a, s, t / a.block_size); }
   template <DType KV>
   float k(int t, int g, int d) const {
@@ -154,7 +174,7 @@ template <DType KV>
 float logit(const SeqView& sv, const std::vector<float>& q, int t, int g, float scale) {
   float dot = 0;
   for (std::size_t d = 0; d < q.size(); ++d) dot += q[d] * sv.k<KV>(t, g, static_cast<int>(d));
-  return apply_variants(sv.a, sv.s, sv.h, t, dot * scale);
+  return apply_variants(sv.a, sv.len, sv.h, t, dot * scale);
 }
 
 /// Online softmax state over the tokens seen so far (FlashAttention-2's m, l and O): running max `m`,
@@ -207,8 +227,9 @@ struct OnlineSoftmax {
   }
 };
 
-/// The loop every kernel of this folder shares: for each sequence s and query head h, calls
-/// row.template operator()<KV>(sv, g, q, out) with the row's SeqView (sv.s = s, sv.h = h), the KV head g = h / (num_heads /
+/// The loop every kernel of this folder shares: for each sequence s, query row r of it (query_rows) and
+/// query head h, calls row.template operator()<KV>(sv, g, q, out) with the row's SeqView (sv.s = s,
+/// sv.h = h, sv.row = r, sv.len = the keys it sees, row_keys), the KV head g = h / (num_heads /
 /// num_kv_heads), the query row q [head_size] in fp32 and out [head_size] to fill, then stores out rounded
 /// to the output dtype. KV is the cache dtype of `a` (dispatch_kv).
 template <typename Row>
@@ -218,11 +239,14 @@ void for_each_query_head(const pacheck_kernel_args& a, Row&& row) {
     const Scales sc(a);
     std::vector<float> q(D), out(D);
     for (int s = 0; s < a.num_seqs; ++s) {
-      for (int h = 0; h < a.num_heads; ++h) {
-        const SeqView sv{a, s, pack_x(a), sc, h};
-        for (int d = 0; d < D; ++d) q[d] = query(a, s, h, d);
-        row.template operator()<KV>(sv, h / ratio, q, out);
-        for (int d = 0; d < D; ++d) store_out(a, s, h, d, out[d]);
+      const QueryRows rows = query_rows(a, s);
+      for (int r = rows.first; r < rows.last; ++r) {
+        for (int h = 0; h < a.num_heads; ++h) {
+          const SeqView sv{a, s, pack_x(a), sc, h, r, row_keys(a, s, r)};
+          for (int d = 0; d < D; ++d) q[d] = query(a, r, h, d);
+          row.template operator()<KV>(sv, h / ratio, q, out);
+          for (int d = 0; d < D; ++d) store_out(a, r, h, d, out[d]);
+        }
       }
     }
   });

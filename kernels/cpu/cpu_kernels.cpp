@@ -25,6 +25,8 @@ KernelPtr make_cpu_half_products();               // half_products.cpp
 KernelPtr make_cpu_p_in_v_dtype();                // p_in_v_dtype.cpp
 KernelPtr make_cpu_softcap_ratio();               // variant_controls.cpp
 KernelPtr make_cpu_window_scratch();              // variant_controls.cpp
+KernelPtr make_cpu_offset32(bool is_signed);      // offset32.cpp
+KernelPtr make_cpu_qlen_no_causal();              // variant_controls.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -47,6 +49,10 @@ void register_cpu_kernels(Registry& r) {
   // Attention-variant controls (issue 19): each must fail its variant's cells.
   r.add(make_cpu_softcap_ratio());    // cpu.softcap_ratio: NEGATIVE CONTROL (soft cap as e^x ratio, vLLM #56578)
   r.add(make_cpu_window_scratch());   // cpu.window_scratch: NEGATIVE CONTROL (unwritten split scratch, PR #47188)
+  // High physical block ids (issue 18): block_id x stride in 32 bits (FlashInfer #3130, llama.cpp #24912).
+  r.add(make_cpu_offset32(/*is_signed=*/true));    // cpu.int32_offset: NEGATIVE CONTROL (past 2^31 elements)
+  r.add(make_cpu_offset32(/*is_signed=*/false));   // cpu.uint32_offset: NEGATIVE CONTROL (past 2^32 elements)
+  r.add(make_cpu_qlen_no_causal());   // cpu.qlen_no_causal: NEGATIVE CONTROL (no causal mask among query tokens)
 }
 
 }  // namespace pacheck

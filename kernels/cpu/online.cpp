@@ -23,10 +23,10 @@ class Online final : public CpuKernel {
   }
   void run(const pacheck_kernel_args& a) const override {
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
-      const int len = a.seq_lens[sv.s];
+      const int len = sv.len;
       OnlineSoftmax st(a.head_size);
       st.start_from_sink(sink_logit(a, sv.h));
-      st.add_tokens<KV>(sv, g, q, a.scale, window_first(a, sv.s), len, kOnlineTile);  // tiles from the window's edge
+      st.add_tokens<KV>(sv, g, q, a.scale, window_first(a, sv.len), len, kOnlineTile);  // tiles from the window's edge
       st.normalised(out.data());
     });
   }

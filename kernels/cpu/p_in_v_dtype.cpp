@@ -27,10 +27,10 @@ class PInVDtype final : public CpuKernel {
     const auto kv = static_cast<DType>(a.kv_dtype);
     const DType v_dtype = is_fp8(kv) ? static_cast<DType>(a.q_dtype) : kv;
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
-      const int len = a.seq_lens[sv.s];
+      const int len = sv.len;
       OnlineSoftmax st(a.head_size, v_dtype);
       st.start_from_sink(sink_logit(a, sv.h));
-      st.add_tokens<KV>(sv, g, q, a.scale, window_first(a, sv.s), len, kPInVTile);
+      st.add_tokens<KV>(sv, g, q, a.scale, window_first(a, sv.len), len, kPInVTile);
       st.normalised(out.data());
     });
   }

@@ -98,29 +98,32 @@ class Reference final : public CpuKernel {
         std::fill(sc.v.begin(), sc.v.end(), sc.v[0]);
       }
       for (int s = 0; s < a.num_seqs; ++s) {
-        const SeqView sv{a, s, cpu::pack_x(a), sc};
-        const int len = a.seq_lens[s];
-        logits.assign(len, 0.0f);
-        for (int h = 0; h < a.num_heads; ++h) {
-          const int g = h / ratio;
-          for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
-          const int first = window_first(a, s);  // keys before it are outside the sliding window
-          const std::optional<float> sink = sink_logit(a, h);
-          float m = sink.value_or(kNegInf);
-          for (int t = first; t < len; ++t) {
-            float dot = 0;
-            for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
-            logits[t] = apply_variants(a, s, h, t, dot * scale);
-            m = std::max(m, logits[t]);
+        const QueryRows rows = query_rows(a, s);
+        for (int r = rows.first; r < rows.last; ++r) {  // each query row sees keys 0 .. len - 1 (causal)
+          const SeqView sv{a, s, cpu::pack_x(a), sc};
+          const int len = row_keys(a, s, r);
+          logits.assign(len, 0.0f);
+          for (int h = 0; h < a.num_heads; ++h) {
+            const int g = h / ratio;
+            for (int d = 0; d < D; ++d) q[d] = cpu::query(a, r, h, d);
+            const int first = window_first(a, len);  // keys before it are outside the sliding window
+            const std::optional<float> sink = sink_logit(a, h);
+            float m = sink.value_or(kNegInf);
+            for (int t = first; t < len; ++t) {
+              float dot = 0;
+              for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
+              logits[t] = apply_variants(a, len, h, t, dot * scale);
+              m = std::max(m, logits[t]);
+            }
+            float sum = sink ? std::exp(*sink - m) : 0.0f;  // the sink: denominator only
+            for (int t = first; t < len; ++t) sum += (logits[t] = std::exp(logits[t] - m));
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (int t = first; t < len; ++t) {
+              const float w = logits[t] / sum;  // normalised first: |acc| <= max |V|, never Inf
+              for (int d = 0; d < D; ++d) acc[d] += w * sv.v<KV>(t, g, d);
+            }
+            for (int d = 0; d < D; ++d) cpu::store_out(a, r, h, d, acc[d]);
           }
-          float sum = sink ? std::exp(*sink - m) : 0.0f;  // the sink: denominator only
-          for (int t = first; t < len; ++t) sum += (logits[t] = std::exp(logits[t] - m));
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int t = first; t < len; ++t) {
-            const float w = logits[t] / sum;  // normalised first: |acc| <= max |V|, never Inf
-            for (int d = 0; d < D; ++d) acc[d] += w * sv.v<KV>(t, g, d);
-          }
-          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d]);
         }
       }
     });

@@ -25,47 +25,50 @@ class SplitKv final : public CpuKernel {
       std::vector<float> q(D), part_m, part_l, part_o, logits(P);
       const cpu::Scales sc(a);
       for (int s = 0; s < a.num_seqs; ++s) {
-        const SeqView sv{a, s, cpu::pack_x(a), sc};
-        const int len = a.seq_lens[s];
-        const int nparts = (len + P - 1) / P;
-        for (int h = 0; h < a.num_heads; ++h) {
-          const int g = h / ratio;
-          for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
-          part_m.assign(nparts, kNegInf);
-          part_l.assign(nparts, 0.0f);
-          part_o.assign(static_cast<std::size_t>(nparts) * D, 0.0f);
-          // Partitions cover the whole context as vLLM v2's grid does; with a sliding window those before
-          // its edge `first` read nothing and stay empty (m = -inf, skipped by the merge: PR #47188's fix).
-          const int first = window_first(a, s);
-          for (int pi = 0; pi < nparts; ++pi) {
-            const int t0 = std::max(pi * P, first), t1 = std::min(len, pi * P + P);
-            for (int t = t0; t < t1; ++t) {
-              float dot = 0;
-              for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
-              logits[t - t0] = apply_variants(a, s, h, t, dot * a.scale);
-              part_m[pi] = std::max(part_m[pi], logits[t - t0]);
+        const QueryRows rows = query_rows(a, s);
+        for (int r = rows.first; r < rows.last; ++r) {  // each query row sees keys 0 .. len - 1 (causal)
+          const SeqView sv{a, s, cpu::pack_x(a), sc};
+          const int len = row_keys(a, s, r);
+          const int nparts = (len + P - 1) / P;
+          for (int h = 0; h < a.num_heads; ++h) {
+            const int g = h / ratio;
+            for (int d = 0; d < D; ++d) q[d] = cpu::query(a, r, h, d);
+            part_m.assign(nparts, kNegInf);
+            part_l.assign(nparts, 0.0f);
+            part_o.assign(static_cast<std::size_t>(nparts) * D, 0.0f);
+            // Partitions cover the whole context as vLLM v2's grid does; with a sliding window those before
+            // its edge `first` read nothing and stay empty (m = -inf, skipped by the merge: PR #47188's fix).
+            const int first = window_first(a, len);
+            for (int pi = 0; pi < nparts; ++pi) {
+              const int t0 = std::max(pi * P, first), t1 = std::min(len, pi * P + P);
+              for (int t = t0; t < t1; ++t) {
+                float dot = 0;
+                for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
+                logits[t - t0] = apply_variants(a, len, h, t, dot * a.scale);
+                part_m[pi] = std::max(part_m[pi], logits[t - t0]);
+              }
+              for (int t = t0; t < t1; ++t) part_l[pi] += (logits[t - t0] = std::exp(logits[t - t0] - part_m[pi]));
+              for (int t = t0; t < t1; ++t) {
+                const float w = logits[t - t0] / part_l[pi];
+                for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * sv.v<KV>(t, g, d);
+              }
             }
-            for (int t = t0; t < t1; ++t) part_l[pi] += (logits[t - t0] = std::exp(logits[t - t0] - part_m[pi]));
-            for (int t = t0; t < t1; ++t) {
-              const float w = logits[t - t0] / part_l[pi];
-              for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * sv.v<KV>(t, g, d);
+            const std::optional<float> sink = sink_logit(a, h);  // joins the merge's max and denominator
+            float M = sink.value_or(kNegInf);
+            for (int pi = 0; pi < nparts; ++pi) M = std::max(M, part_m[pi]);
+            std::vector<float> weight(nparts, 0.0f), out(D, 0.0f);
+            float denom = sink ? std::exp(*sink - M) : 0.0f;
+            for (int pi = 0; pi < nparts; ++pi) {
+              if (part_m[pi] == kNegInf) continue;  // empty partition: weight 0
+              denom += (weight[pi] = std::exp(part_m[pi] - M) * part_l[pi]);
             }
+            for (int pi = 0; pi < nparts; ++pi) {
+              if (part_m[pi] == kNegInf) continue;
+              const float w = weight[pi] / denom;
+              for (int d = 0; d < D; ++d) out[d] += w * part_o[static_cast<std::size_t>(pi) * D + d];
+            }
+            for (int d = 0; d < D; ++d) cpu::store_out(a, r, h, d, out[d]);
           }
-          const std::optional<float> sink = sink_logit(a, h);  // joins the merge's max and denominator
-          float M = sink.value_or(kNegInf);
-          for (int pi = 0; pi < nparts; ++pi) M = std::max(M, part_m[pi]);
-          std::vector<float> weight(nparts, 0.0f), out(D, 0.0f);
-          float denom = sink ? std::exp(*sink - M) : 0.0f;
-          for (int pi = 0; pi < nparts; ++pi) {
-            if (part_m[pi] == kNegInf) continue;  // empty partition: weight 0
-            denom += (weight[pi] = std::exp(part_m[pi] - M) * part_l[pi]);
-          }
-          for (int pi = 0; pi < nparts; ++pi) {
-            if (part_m[pi] == kNegInf) continue;
-            const float w = weight[pi] / denom;
-            for (int d = 0; d < D; ++d) out[d] += w * part_o[static_cast<std::size_t>(pi) * D + d];
-          }
-          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, out[d]);
         }
       }
     });

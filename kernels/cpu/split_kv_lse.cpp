@@ -33,7 +33,7 @@ class SplitKvLse final : public CpuKernel {
     std::vector<float> lse, o;  // per partition: lse_i, and o_i [head_size]
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       // With a sliding window the partitions cover the window only, [first, len), from its left edge.
-      const int len = a.seq_lens[sv.s], D = a.head_size, first = window_first(a, sv.s);
+      const int len = sv.len, D = a.head_size, first = window_first(a, sv.len);
       const int nparts = (len - first + P - 1) / P;
       lse.assign(nparts, 0.0f);
       o.assign(static_cast<std::size_t>(nparts) * D, 0.0f);

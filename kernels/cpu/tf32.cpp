@@ -38,29 +38,32 @@ class Tf32 final : public CpuKernel {
       std::vector<float> q(D), p, acc(D);
       const cpu::Scales sc(a);
       for (int s = 0; s < a.num_seqs; ++s) {
-        const SeqView sv{a, s, cpu::pack_x(a), sc};
-        const int len = a.seq_lens[s];
-        p.assign(len, 0.0f);
-        for (int h = 0; h < a.num_heads; ++h) {
-          const int g = h / ratio;
-          for (int d = 0; d < D; ++d) q[d] = op(q_tf32, cpu::query(a, s, h, d));
-          const int first = window_first(a, s);
-          const std::optional<float> sink = sink_logit(a, h);
-          float m = sink.value_or(kNegInf);
-          for (int t = first; t < len; ++t) {
-            float dot = 0;
-            for (int d = 0; d < D; ++d) dot += q[d] * op(kv_tf32, sv.k<KV>(t, g, d));
-            p[t] = apply_variants(a, s, h, t, dot * a.scale);
-            m = std::max(m, p[t]);
+        const QueryRows rows = query_rows(a, s);
+        for (int r = rows.first; r < rows.last; ++r) {  // each query row sees keys 0 .. len - 1 (causal)
+          const SeqView sv{a, s, cpu::pack_x(a), sc};
+          const int len = row_keys(a, s, r);
+          p.assign(len, 0.0f);
+          for (int h = 0; h < a.num_heads; ++h) {
+            const int g = h / ratio;
+            for (int d = 0; d < D; ++d) q[d] = op(q_tf32, cpu::query(a, r, h, d));
+            const int first = window_first(a, len);
+            const std::optional<float> sink = sink_logit(a, h);
+            float m = sink.value_or(kNegInf);
+            for (int t = first; t < len; ++t) {
+              float dot = 0;
+              for (int d = 0; d < D; ++d) dot += q[d] * op(kv_tf32, sv.k<KV>(t, g, d));
+              p[t] = apply_variants(a, len, h, t, dot * a.scale);
+              m = std::max(m, p[t]);
+            }
+            float sum = sink ? std::exp(*sink - m) : 0.0f;
+            for (int t = first; t < len; ++t) sum += (p[t] = std::exp(p[t] - m));
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (int t = first; t < len; ++t) {
+              const float w = op(kv_tf32, p[t] / sum);
+              for (int d = 0; d < D; ++d) acc[d] += w * op(kv_tf32, sv.v<KV>(t, g, d));
+            }
+            for (int d = 0; d < D; ++d) cpu::store_out(a, r, h, d, acc[d]);
           }
-          float sum = sink ? std::exp(*sink - m) : 0.0f;
-          for (int t = first; t < len; ++t) sum += (p[t] = std::exp(p[t] - m));
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int t = first; t < len; ++t) {
-            const float w = op(kv_tf32, p[t] / sum);
-            for (int d = 0; d < D; ++d) acc[d] += w * op(kv_tf32, sv.v<KV>(t, g, d));
-          }
-          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d]);
         }
       }
     });

@@ -19,8 +19,8 @@ class TwoPass final : public CpuKernel {
   void run(const pacheck_kernel_args& a) const override {
     std::vector<float> s;
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
-      const int len = a.seq_lens[sv.s], D = a.head_size;
-      const int first = window_first(a, sv.s);
+      const int len = sv.len, D = a.head_size;
+      const int first = window_first(a, sv.len);
       const std::optional<float> sink = sink_logit(a, sv.h);
       s.resize(len);
       float m = sink.value_or(kNegInf);  // the sink takes part in the max and the sum, not in P.V

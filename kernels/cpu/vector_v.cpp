@@ -30,41 +30,46 @@ class VectorV final : public CpuKernel {
       std::vector<float> q(D), logits, acc(D), vvec(static_cast<std::size_t>(B) * D);
       const cpu::Scales sc(a);
       for (int s = 0; s < a.num_seqs; ++s) {
-        const SeqView sv{a, s, cpu::pack_x(a), sc};
-        const int len = a.seq_lens[s];
-        const int nblocks = (len + B - 1) / B;
-        logits.assign(static_cast<std::size_t>(nblocks) * B, kNegInf);
-        for (int h = 0; h < a.num_heads; ++h) {
-          const int g = h / ratio;
-          for (int d = 0; d < D; ++d) q[d] = cpu::query(a, s, h, d);
-          // With a sliding window the loop starts at the block holding its edge `first`; that block's
-          // slots before the edge are masked like the tail.
-          const int first = window_first(a, s), jfirst = first / B;
-          const std::optional<float> sink = sink_logit(a, h);
-          float m = sink.value_or(kNegInf);
-          for (int t = jfirst * B; t < nblocks * B; ++t) {
-            float dot = 0;
-            for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);  // whole block, tail included
-            logits[t] = t < len && t >= first ? apply_variants(a, s, h, t, dot * a.scale) : kNegInf;  // the mask
-            m = std::max(m, logits[t]);
-          }
-          // p = exp(-inf - m) = 0 exactly past seq_len.
-          float sum = sink ? std::exp(*sink - m) : 0.0f;
-          for (int t = jfirst * B; t < nblocks * B; ++t) sum += (logits[t] = std::exp(logits[t] - m));
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int j = jfirst; j < nblocks; ++j) {
-            // Load the block's V vector: every slot, as a vectorised load would.
-            for (int slot = 0; slot < B; ++slot)
-              for (int d = 0; d < D; ++d) {
-                const int t = j * B + slot;
-                vvec[static_cast<std::size_t>(slot) * D + d] = (MaskV && (t >= len || t < first)) ? 0.0f : sv.v<KV>(t, g, d);
-              }
-            for (int slot = 0; slot < B; ++slot) {
-              const float w = logits[j * B + slot] / sum;  // 0 past seq_len: 0 x NaN = NaN unmasked
-              for (int d = 0; d < D; ++d) acc[d] += w * vvec[static_cast<std::size_t>(slot) * D + d];
+        const QueryRows rows = query_rows(a, s);
+        for (int r = rows.first; r < rows.last; ++r) {
+          // Query row r sees keys 0 .. len - 1 (causal); the block holding its last key is read whole, the
+          // slots past it (later query tokens' keys, or the tail) masked in the logits only.
+          const SeqView sv{a, s, cpu::pack_x(a), sc};
+          const int len = row_keys(a, s, r);
+          const int nblocks = (len + B - 1) / B;
+          logits.assign(static_cast<std::size_t>(nblocks) * B, kNegInf);
+          for (int h = 0; h < a.num_heads; ++h) {
+            const int g = h / ratio;
+            for (int d = 0; d < D; ++d) q[d] = cpu::query(a, r, h, d);
+            // With a sliding window the loop starts at the block holding its edge `first`; that block's
+            // slots before the edge are masked like the tail.
+            const int first = window_first(a, len), jfirst = first / B;
+            const std::optional<float> sink = sink_logit(a, h);
+            float m = sink.value_or(kNegInf);
+            for (int t = jfirst * B; t < nblocks * B; ++t) {
+              float dot = 0;
+              for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);  // whole block, tail included
+              logits[t] = t < len && t >= first ? apply_variants(a, len, h, t, dot * a.scale) : kNegInf;  // the mask
+              m = std::max(m, logits[t]);
             }
+            // p = exp(-inf - m) = 0 exactly past seq_len.
+            float sum = sink ? std::exp(*sink - m) : 0.0f;
+            for (int t = jfirst * B; t < nblocks * B; ++t) sum += (logits[t] = std::exp(logits[t] - m));
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (int j = jfirst; j < nblocks; ++j) {
+              // Load the block's V vector: every slot, as a vectorised load would.
+              for (int slot = 0; slot < B; ++slot)
+                for (int d = 0; d < D; ++d) {
+                  const int t = j * B + slot;
+                  vvec[static_cast<std::size_t>(slot) * D + d] = (MaskV && (t >= len || t < first)) ? 0.0f : sv.v<KV>(t, g, d);
+                }
+              for (int slot = 0; slot < B; ++slot) {
+                const float w = logits[j * B + slot] / sum;  // 0 past seq_len: 0 x NaN = NaN unmasked
+                for (int d = 0; d < D; ++d) acc[d] += w * vvec[static_cast<std::size_t>(slot) * D + d];
+              }
+            }
+            for (int d = 0; d < D; ++d) cpu::store_out(a, r, h, d, acc[d]);
           }
-          for (int d = 0; d < D; ++d) cpu::store_out(a, s, h, d, acc[d]);
         }
       }
     });

@@ -67,6 +67,19 @@ class DeviceBackend final : public Backend {
     return p;
   }
 
+  // A sparse pool's device copy (high block ids): the whole pool really allocated, zeroed on the device
+  // rather than through uploads of zeros.
+  void* alloc_zeroed(std::size_t bytes) override {
+    void* p = alloc(bytes);
+    const Error e1 = memset_async(p, 0, std::max<std::size_t>(bytes, 1), stream_);
+    const Error e2 = e1 == kSuccess ? stream_sync(stream_) : e1;
+    if (e2 != kSuccess) {
+      release(p);
+      check(e2, "zero " + std::to_string(bytes) + " bytes");
+    }
+    return p;
+  }
+
   // Never throws: release runs during clean-up, also after the context was lost.
   void release(void* p) override {
     if (!p) return;

@@ -31,7 +31,7 @@ import traceback
 from . import _native
 from ._native import PacheckError
 
-__all__ = ["Kernel", "Inputs", "Buffer", "CaseInfo", "Decline", "CellInfo", "CellResult", "InstrumentCheck",
+__all__ = ["VARIANTS", "Kernel", "Inputs", "Buffer", "CaseInfo", "Decline", "CellInfo", "CellResult", "InstrumentCheck",
            "PacheckError", "cells", "run_cell", "check_instrument", "kernels", "load_plugin", "info"]
 
 _ELEM = {"f32": 4, "f16": 2, "bf16": 2, "fp8_e4m3fn": 1, "fp8_e4m3fnuz": 1, "fp8_e5m2": 1, "i32": 4}
@@ -136,6 +136,17 @@ class CaseInfo:
     scale: float
     k_scale_form: str
     v_scale_form: str
+    # Attention variants (kernel_abi.h, "Attention variants"): 0 / False when the case has none. supports()
+    # is asked only about variants the Kernel declares (Kernel(variants=...)); pacheck declines the others.
+    sliding_window: int = 0
+    logits_soft_cap: float = 0.0
+    has_alibi: bool = False
+    has_sinks: bool = False
+
+
+# The attention variants a Kernel can declare (Kernel(variants=...)), each the name of its Inputs field, and
+# its PACHECK_VARIANT_* bit (kernel_abi.h). Several query tokens per sequence are not offered here yet.
+VARIANTS = {"sliding_window": 0x1, "alibi_slopes": 0x2, "logits_soft_cap": 0x4, "sinks": 0x8}
 
 
 class Inputs:
@@ -149,6 +160,12 @@ class Inputs:
     query in out_dtype, NaN-filled: write every element. k_scales_per_head / v_scales_per_head: [num_kv_heads]
     f32 Buffers for per-head fp8 scales (k_scale / v_scale are then NaN), else None. stream: the CUDA stream
     (an int, 0 = default) to launch on; torch_stream() gives it as a torch stream.
+
+    Attention variants (kernel_abi.h, "Attention variants", gives the formulas and their order: soft cap,
+    then ALiBi, then the window mask, then sinks in the denominator): sliding_window (int, 0 = none: W > 0
+    keeps keys j with seq_len - 1 - j < W), logits_soft_cap (float, 0 = none: s = c tanh(s / c)),
+    alibi_slopes and sinks ([num_heads] f32 Buffers with the exact bytes pacheck placed, or None when the
+    case has none). A kernel sees non-default values only for the variants its Kernel declares.
     """
 
     def __init__(self, a, device):
@@ -184,6 +201,9 @@ class Inputs:
                                   if a.k_scales_per_head else None)
         self.v_scales_per_head = (Buffer("v_scales_per_head", a.v_scales_per_head, (G,), (1,), "f32", device)
                                   if a.v_scales_per_head else None)
+        self.sliding_window, self.logits_soft_cap = a.sliding_window, a.logits_soft_cap
+        self.alibi_slopes = Buffer("alibi_slopes", a.alibi_slopes, (H,), (1,), "f32", device) if a.alibi_slopes else None
+        self.sinks = Buffer("sinks", a.sinks, (H,), (1,), "f32", device) if a.sinks else None
 
     def buffers(self):
         """Every Buffer of the call, by name."""
@@ -266,6 +286,20 @@ def _check_sizes(where, field, values):
     return tuple(out)
 
 
+def _check_variants(where, values):
+    """A list (empty: plain decode only) of distinct names of VARIANTS, as a tuple."""
+    out = _check_list(where, "variants", values)
+    for i, v in enumerate(out):
+        if not isinstance(v, str):
+            raise TypeError(f"{where}: variants: entry {v!r} is a {type(v).__name__}, not a str (known: "
+                            f"{', '.join(VARIANTS)})")
+        if v not in VARIANTS:
+            raise ValueError(f"{where}: variants: {v!r} is not known (known: {', '.join(VARIANTS)})")
+        if v in out[:i]:
+            raise ValueError(f"{where}: variants: {v} listed twice")
+    return tuple(out)
+
+
 class Kernel:
     """A decode kernel written in Python, registered with pacheck on first use.
 
@@ -277,10 +311,14 @@ class Kernel:
     / head_sizes / block_sizes / gqa_ratios: what it takes (empty size lists: any). tf32: its f32 dots read
     TF32 (Triton's default tl.dot), judged against the TF32 limit. batch_variant: a sequence's output may
     depend on the rest of its batch. repro_label: what printed `pacheck repro` lines give as --plugin.
+    variants: the attention variants run() implements, by their Inputs field names ("sliding_window",
+    "logits_soft_cap", "alibi_slopes", "sinks"; default none): pacheck declines every cell that needs another
+    one, the reason naming the field ("sliding_window 128: ... does not implement a sliding window"), as it
+    does for a plugin's descriptor.
 
     Every argument is checked here, before anything reaches pacheck: a bad one raises TypeError (wrong type:
     a str or None where a list is expected, a non-int size, a run that is not callable) or ValueError (a
-    name outside the rule or not ASCII, an unknown or repeated layout/dtype, a size outside [1, 2^31-1]),
+    name outside the rule or not ASCII, an unknown or repeated layout/dtype/variant, a size outside [1, 2^31-1]),
     the message starting "pacheck.Kernel('NAME'): FIELD: ".
     """
 
@@ -288,7 +326,7 @@ class Kernel:
                  q_dtypes=("f32", "f16", "bf16"), kv_dtypes=("f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz",
                                                             "fp8_e5m2"),
                  out_dtypes=("f32", "f16", "bf16"), head_sizes=(), block_sizes=(), gqa_ratios=(), tf32=False,
-                 batch_variant=False, description="", repro_label=None):
+                 batch_variant=False, description="", repro_label=None, variants=()):
         where = f"pacheck.Kernel({name!r})"
         _check_name(where, name)
         if not callable(run):
@@ -310,6 +348,7 @@ class Kernel:
         self.head_sizes = _check_sizes(where, "head_sizes", head_sizes)
         self.block_sizes = _check_sizes(where, "block_sizes", block_sizes)
         self.gqa_ratios = _check_sizes(where, "gqa_ratios", gqa_ratios)
+        self.variants = _check_variants(where, variants)
         self.tf32, self.batch_variant, self.description = tf32, batch_variant, description
         self.repro_label = repro_label or f"<python kernel {name}: rerun its pytest test>"
         self.last_error = None  # traceback text of the last exception run() or supports() raised
@@ -354,6 +393,7 @@ class Kernel:
         for field, (arr, n) in arrays.items():
             setattr(d, field, ctypes.cast(arr, ctypes.POINTER(arr._type_)))
             setattr(d, "num_" + field, n)
+        d.variants = sum(VARIANTS[v] for v in _check_variants(where, self.variants))
         # Kept for the life of the process: pacheck calls them until it exits.
         self._run_cb = _native.RUN_FN(self._run_trampoline)
         self._supports_cb = _native.SUPPORTS_FN(self._supports_trampoline) if self.supports else _native.SUPPORTS_FN()
@@ -393,7 +433,8 @@ class Kernel:
                           _native.LAYOUT_NAMES[c.layout], _native.DTYPE_NAMES[c.q_dtype],
                           _native.DTYPE_NAMES[c.kv_dtype], _native.DTYPE_NAMES[c.out_dtype],
                           [c.seq_lens[i] for i in range(c.num_seqs)], c.max_seq_len, c.scale,
-                          _native.SCALE_FORMS.get(c.k_scale_form, "?"), _native.SCALE_FORMS.get(c.v_scale_form, "?"))
+                          _native.SCALE_FORMS.get(c.k_scale_form, "?"), _native.SCALE_FORMS.get(c.v_scale_form, "?"),
+                          c.sliding_window, c.logits_soft_cap, bool(c.has_alibi), bool(c.has_sinks))
             try:
                 answer = self.supports(ci)
             except Decline as d:

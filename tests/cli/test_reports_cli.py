@@ -612,7 +612,14 @@ SELFTEST_SCALES = selftest_suite("scales", "bf16", 'scales = ["query_pre_attn_sc
 # merges the unwritten one) with a soft cap of 50 on extreme logits (cpu.softcap_ratio's inf/inf).
 SELFTEST_VARIANTS = ('name = "variants"\ndescription = "cli.selftest stand-in"\n[[cells]]\nheads = "8/2"\n'
                      'head_sizes = 64\nblock_sizes = 16\ndtypes = "bf16"\nseq_lens = [300]\ndists = "extreme"\n'
-                     'variants = ["win=100 cap=50"]\nfaults = ["clean", "V:nan@tail"]\n')
+                     'variants = ["win=100 cap=50"]\nfaults = ["clean", "V:nan@tail"]\n'
+                     # 4 query tokens at ctx 37 (normal values): cpu.qlen_no_causal's rows see keys past them.
+                     '[[cells]]\nheads = "8/2"\nhead_sizes = 64\nblock_sizes = 16\ndtypes = "bf16"\nseq_lens = [37]\n'
+                     'variants = ["qlen=4"]\nfaults = ["clean", "V:nan@tail"]\n')
+
+# High block ids (issue 18): offsets past 2^32 elements, unused blocks NaN: cpu.int32_offset and cpu.uint32_offset.
+SELFTEST_POOL = selftest_suite("pool", "bf16", "high_block_ids = 32\n").replace(
+    'faults = ["clean", "V:nan@tail"]', 'faults = ["K+V:nan@unused"]')
 
 
 def scenario_selftest(args, tmp):
@@ -625,7 +632,7 @@ def scenario_selftest(args, tmp):
         d = os.path.join(tmp, name)
         os.makedirs(d)
         for file, text in (("tail-poison.toml", SELFTEST_TAIL), ("fp8.toml", fp8_text), ("scales.toml", SELFTEST_SCALES),
-                           ("variants.toml", SELFTEST_VARIANTS)):
+                           ("variants.toml", SELFTEST_VARIANTS), ("pool.toml", SELFTEST_POOL)):
             with open(os.path.join(d, file), "w") as f:
                 f.write(text)
         return dict(os.environ, PACHECK_SUITES_DIR=d)
@@ -636,7 +643,8 @@ def scenario_selftest(args, tmp):
     p = run(args, "selftest", env=suites("both", SELFTEST_FP8), expect=0)
     got = controls(p)
     check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault", "cpu.fixed_scale",
-                       "cpu.softcap_ratio", "cpu.window_scratch"}, p.stdout)
+                       "cpu.softcap_ratio", "cpu.window_scratch", "cpu.int32_offset", "cpu.uint32_offset",
+                       "cpu.qlen_no_causal"}, p.stdout)
     check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
     # Planted: an fp8 suite without an fp8 cell leaves the fp8 controls unexercised, which must fail.

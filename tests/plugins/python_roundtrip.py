@@ -5,6 +5,11 @@ Passes when (1) the NumPy runner's outputs score exactly the verdicts cpu.refere
 cell, (2) declining the fp8_e4m3fnuz files (runner.py --decline-kv-dtype) makes exactly their cells
 `declined` with the runner's reason, and (3) the same runner with the planted V-tail fault, scored as a negative control, is caught on
 exactly the cells that fault must poison and passes the rest (score exit 0; exit 3 would be blind).
+With --variants (the `variants` suite, case-file format_version 2), step (2) declines the sinks files
+instead (runner.py --decline-variant sinks), and two more planted runners must fail exactly their cells:
+--bug no-window the cells whose window hides some key of some sequence (a seq_len above W), --bug
+softcap-ratio exactly the cells pacheck's own control of that fault, cpu.softcap_ratio, fails in `pacheck
+run` (vLLM #56578: |logit| > 88.7 x cap).
 Exits 77 (ctest: skipped) with the reason when NumPy is missing.
 """
 import argparse
@@ -36,12 +41,45 @@ def verdicts(path):
         return {r["cell"]: r["verdict"] for r in json.load(f)["results"]}
 
 
+NOT_FAILURES = ("pass", "declined")  # every other verdict fails a cell (pacheck list verdicts)
+
+
+def failing(path):
+    return {c for c, v in verdicts(path).items() if v not in NOT_FAILURES}
+
+
+def window_hides_a_key(cell):
+    """The cell's case has a sliding window W and some sequence is longer than W (ids: 'ctx4096,37', 'win=128')."""
+    tokens = cell.split()
+    lens = [int(x) for t in tokens if t.startswith("ctx") for x in t[3:].split(",")]
+    wins = [int(t[4:]) for t in tokens if t.startswith("win=")]
+    return bool(wins) and max(lens) > wins[0]
+
+
+def check_planted_variants(a, py, cases, scored):
+    """The planted variant runners fail exactly their cells (score exit 1) and pass every other one."""
+    ctrl = os.path.join(a.work, "softcap_ratio.json")
+    run([a.pacheck, "run", "--suite", a.suite, "--kernel", "cpu.softcap_ratio", "--only-failures", "--json", ctrl], 0)
+    expected = {"no-window": {c for c in scored if window_hides_a_key(c)}, "softcap-ratio": failing(ctrl)}
+    for bug, want in expected.items():
+        outs = os.path.join(a.work, f"outputs-{bug}")
+        report = os.path.join(a.work, f"score-{bug}.json")
+        run([py, a.runner, "--cases", cases, "--outputs", outs, "--bug", bug], 0)
+        run([a.pacheck, "score", "--cases", cases, "--outputs", outs, "--only-failures", "--json", report], 1)
+        got = failing(report)
+        print(f"--bug {bug}: {len(got)} cells failed, {len(want)} expected")
+        if not want or got != want:
+            sys.exit(f"FAILED: --bug {bug} failed {len(got)} cells, expected {len(want)}; unexpected: "
+                     f"{sorted(got - want)[:3]}, missed: {sorted(want - got)[:3]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--runner", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--suite", default="gate")
+    ap.add_argument("--variants", action="store_true", help="the attention-variant checks (use with --suite variants)")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
@@ -63,20 +101,30 @@ def main():
     if missing or differ or not poisoned_cells:
         sys.exit(f"FAILED: cells not in the reference run: {missing[:5]}; verdicts differ: {differ[:5]}")
 
-    # The decline channel: a runner that cannot take fp8_e4m3fnuz declines those files; score reports their
-    # cells as declined with the runner's reason, every other verdict unchanged, exit 0.
+    if a.variants:
+        variant_cells = [c for c in scored if any(f" {t}=" in f" {c}" for t in ("win", "cap", "alibi", "sinks"))]
+        print(f"{len(variant_cells)} cells with an attention variant scored as cpu.reference's")
+        if not variant_cells:
+            sys.exit("FAILED: no cell with an attention variant was exported")
+        check_planted_variants(a, py, cases, scored)
+
+    # The decline channel: a runner that cannot take fp8_e4m3fnuz (or, with --variants, sinks) declines those
+    # files; score reports their cells as declined with the runner's reason, every other verdict unchanged,
+    # exit 0.
     dec = os.path.join(a.work, "outputs-decline")
     shutil.copytree(outs, dec)
-    run([py, a.runner, "--cases", cases, "--outputs", dec, "--decline-kv-dtype", "fp8_e4m3fnuz"], 0)
+    what, reason = ("sinks", "declined by the runner: sinks: this kernel does not implement it") if a.variants else \
+        ("fp8_e4m3fnuz", "declined by the runner: kv_dtype fp8_e4m3fnuz is not supported")
+    run([py, a.runner, "--cases", cases, "--outputs", dec,
+         "--decline-variant" if a.variants else "--decline-kv-dtype", what], 0)
     run([a.pacheck, "score", "--cases", cases, "--outputs", dec, "--only-failures", "--json",
          os.path.join(a.work, "declined.json")], 0)
     with open(os.path.join(a.work, "declined.json")) as f:
         rows = {r["cell"]: r for r in json.load(f)["results"]}
-    fnuz = [c for c in rows if "fp8_e4m3fnuz" in c]
-    bad = [c for c in fnuz if rows[c]["verdict"] != "declined" or
-           "declined by the runner: kv_dtype fp8_e4m3fnuz is not supported" not in rows[c].get("detail", "")]
+    fnuz = [c for c in rows if (" sinks=" in c if a.variants else "fp8_e4m3fnuz" in c)]
+    bad = [c for c in fnuz if rows[c]["verdict"] != "declined" or reason not in rows[c].get("detail", "")]
     changed = [c for c in rows if c not in fnuz and rows[c]["verdict"] != scored[c]]
-    print(f"decline channel: {len(fnuz)} fp8_e4m3fnuz cells declined, {len(rows) - len(fnuz)} others unchanged")
+    print(f"decline channel: {len(fnuz)} {what} cells declined, {len(rows) - len(fnuz)} others unchanged")
     if not fnuz or bad or changed:
         sys.exit(f"FAILED: declined cells wrong: {bad[:3]} {[rows[c] for c in bad[:1]]}; others changed: {changed[:3]}")
 

@@ -118,6 +118,62 @@ def test_bad_calls_raise():
         pacheck.Kernel("bad name!", _zero)
 
 
+# Every attention variant at once, a window edge inside a block (37 - 8 = 29) and GQA 4.
+VCELL = "h8/2 d64 bs16 bf16 ctx37,20 nhd seed7 win=8 cap=30 alibi=geo sinks=-1~1"
+
+
+def test_variant_inputs_carry_pacheck_bytes_and_none_when_absent():
+    seen = []
+
+    def look(inp):
+        seen.append({"window": inp.sliding_window, "cap": inp.logits_soft_cap,
+                     "alibi": None if inp.alibi_slopes is None else inp.alibi_slopes.numpy().copy(),
+                     "sinks": None if inp.sinks is None else inp.sinks.numpy().copy(),
+                     "shape": None if inp.sinks is None else (inp.sinks.shape, inp.sinks.dtype)})
+        inp.out.numpy()[...] = 0
+
+    infos = []
+    k = pacheck.Kernel("t.variant_inputs", look, variants=tuple(pacheck.VARIANTS),
+                       supports=lambda c: infos.append(c))
+    pacheck.run_cell(None, k, VCELL + " clean")
+    v = seen[0]
+    assert v["window"] == 8 and v["cap"] == 30.0
+    assert v["shape"] == ((8,), "f32")
+    # ALiBi's geometric slopes 2^(-8 (h + 1) / num_heads), rounded to fp32 (core/case.hpp): exact bytes.
+    assert v["alibi"].tobytes() == np.float32([2.0 ** (-8 * (h + 1) / 8) for h in range(8)]).tobytes()
+    # sinks=-1~1: linear from head 0 to head 7, the ends exact.
+    assert v["sinks"][0] == -1.0 and v["sinks"][-1] == 1.0
+    assert np.allclose(v["sinks"], np.linspace(-1, 1, 8), rtol=0, atol=1e-6)
+    assert (infos[0].sliding_window, infos[0].logits_soft_cap, infos[0].has_alibi, infos[0].has_sinks) == (8, 30.0, True, True)
+    seen.clear()
+    pacheck.run_cell(None, k, "h8/2 d64 bs16 bf16 ctx37,20 nhd seed7 clean")
+    assert seen[0] == {"window": 0, "cap": 0.0, "alibi": None, "sinks": None, "shape": None}
+
+
+def test_undeclared_variants_are_declined_naming_the_field():
+    r = pacheck.run_cell(None, pacheck.Kernel("t.no_variants", _zero), "h8/2 d64 bs16 bf16 ctx37 nhd seed7 win=8 clean")
+    assert r.verdict == "declined" and not r.failed and "sliding_window 8:" in r.detail, r.message()
+    k = pacheck.Kernel("t.window_only", _zero, variants=("sliding_window",))
+    r = pacheck.run_cell(None, k, "h8/2 d64 bs16 bf16 ctx37 nhd seed7 win=8 sinks=-1~1 clean")
+    assert r.verdict == "declined" and "sinks -1~1:" in r.detail, r.message()
+    with pytest.raises(ValueError, match=r"variants: 'window' is not known \(known: sliding_window"):
+        pacheck.Kernel("t.bad_variant", _zero, variants=("window",))
+    with pytest.raises(TypeError, match="variants: a list or tuple"):
+        pacheck.Kernel("t.bad_variant2", _zero, variants="sinks")
+    with pytest.raises(ValueError, match="variants: sinks listed twice"):
+        pacheck.Kernel("t.bad_variant3", _zero, variants=("sinks", "sinks"))
+
+
+def test_numpy_example_kernel_implements_the_variants():
+    from numpy_kernels import numpy_decode, numpy_tail_fault
+
+    for fault in ("clean", "V:nan@tail", "V:nan@window"):
+        r = pacheck.run_cell(None, numpy_decode, f"{VCELL} {fault}")
+        assert r.verdict == "pass", r.message()
+    # The planted tail fault still reads the V tail through the variants' softmax.
+    assert pacheck.run_cell(None, numpy_tail_fault, f"{VCELL} V:nan@tail").verdict == "poisoned"
+
+
 def test_dtype_codecs():
     assert dtypes.from_float32(np.float32([1.0, 1.00390625, 1.01171875]), "bf16").tolist() == [0x3F80, 0x3F80, 0x3F82]
     assert dtypes.to_float32(np.uint16([0x3F80, 0xFF80]), "bf16").tolist() == [1.0, -np.inf]
@@ -129,9 +185,10 @@ def test_dtype_codecs():
     assert dtypes.to_float32(np.uint8([0x01]), "fp8_e4m3fnuz")[0] == 2.0 ** -10
 
 
-# -k that leaves out the gate cells with an attention variant (issue 19: win=, cap=, alibi=, sinks=), which the
-# NumPy example kernels decline: the selections below are of plain decode cells.
-_NO_VARIANTS = " and not win and not cap and not alibi and not sinks"
+# -k that leaves out the gate cells with an attention variant (issue 19: win=, cap=, alibi=, sinks=, qlen=): the
+# counts below are of plain decode cells (the NumPy example kernels run the four variants' cells too, and decline
+# the qlen= ones; python.numpy_gate).
+_NO_VARIANTS = " and not win and not cap and not alibi and not sinks and not qlen"
 
 _INNER = """
 import pacheck, pacheck.pytest_plugin as pp
@@ -155,8 +212,9 @@ def test_d(pacheck_cell):
     res = pytester.runpytest("-p", "pacheck.pytest_plugin", "-k", "ctx1000 and V:nan and bf16 and not fp8" + _NO_VARIANTS, "-rs",
                              "--pacheck-no-instrument")
     # -k on the cell ids: the 8 bf16 gate cells at ctx1000 with a NaN in V, and the 6 page-size cells at
-    # ctx1000,37,257 with K+V:nan@all (issue 18), once per kernel (see --co)
-    res.assert_outcomes(passed=14, skipped=14)
+    # ctx1000,37,257 with K+V:nan@all (issue 18), and the 2 high-block-id cells at ctx1000,37 with
+    # K+V:nan@unused (hiblk=31, hiblk=32), once per kernel (see --co)
+    res.assert_outcomes(passed=16, skipped=16)
     res.stdout.fnmatch_lines(["*declined: q_dtype bf16: not here*"])
     ids = pytester.runpytest_subprocess("-p", "pacheck.pytest_plugin", "--co", "-q", "-k", "test_k and ctx1000 and V:nan and h8" + _NO_VARIANTS)
     ids.stdout.fnmatch_lines(["test_inner.py::test_k[[]h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 V:nan@tail[]]"])
