@@ -72,7 +72,16 @@ void add_export_command(CLI::App& app, Context& ctx) {
     } catch (const SafetensorsError& e) {
       throw UsageError(e.what());
     }
-    if (s.cells == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
+    if (s.cells == 0) {
+      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids + s.skipped_query_len;
+      if (left_out == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
+      throw UsageError(fmt::format("export: none of the {} selected cells of suite {} can be written as case files "
+                                   "({} pinned to another layout, {} of an untagged dtype, {} with high block ids, {} "
+                                   "with several query tokens per sequence): run them with `pacheck run` or the Python "
+                                   "module",
+                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids,
+                                   s.skipped_query_len));
+    }
     std::string skipped;
     if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout", s.skipped_layout);
     if (s.skipped_dtype) skipped += fmt::format(", skipped {} cells of a dtype safetensors cannot tag", s.skipped_dtype);

@@ -295,7 +295,7 @@ class PluginKernel final : public Kernel {
                                          scale_form_words(form), join_names(forms)));
     }
     // Attention variants (issue 19): a cell needing one the descriptor does not list is declined, naming the field.
-    if (auto no = variant_decline(c, d_.variants, "the plugin's variants")) return *no;
+    if (auto no = variant_decline(c, d_.variants, fmt::format("{} (not in its descriptor's variants)", d_.name))) return *no;
     if (!d_.supports) return Support::yes();
 
     const std::vector<std::int32_t> lens(c.seq_lens.begin(), c.seq_lens.end());
