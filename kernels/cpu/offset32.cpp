@@ -42,7 +42,7 @@ class Offset32 final : public CpuKernel {
     };
     std::vector<float> s;
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
-      const int len = a.seq_lens[sv.s], D = a.head_size, first = window_first(a, sv.s);
+      const int len = sv.len, D = a.head_size, first = window_first(a, sv.len);  // keys the query row sees
       auto k = [&](int t, int d) {
         const std::int64_t off = base(sv.block_of(t), a.k_strides[0]) +
                                  key_offset(a.layout, a.k_strides, x, 0, g, t % a.block_size, d);
@@ -61,7 +61,7 @@ class Offset32 final : public CpuKernel {
       for (int t = first; t < len; ++t) {
         float dot = 0;
         for (int d = 0; d < D; ++d) dot += q[d] * k(t, d);
-        m = std::max(m, s[t] = apply_variants(a, sv.s, sv.h, t, dot * a.scale));
+        m = std::max(m, s[t] = apply_variants(a, sv.len, sv.h, t, dot * a.scale));
       }
       float l = sink ? std::exp(*sink - m) : 0.0f;
       std::fill(out.begin(), out.end(), 0.0f);

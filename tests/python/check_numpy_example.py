@@ -77,7 +77,9 @@ def main():
         import pacheck
         from numpy_kernels import numpy_tail_fault
 
-        want = {c.id for c in pacheck.cells("gate", numpy_tail_fault) if c.poisons_v_tail}
+        # The example kernels take one query token per sequence: pacheck declines the qlen= cells (skipped above),
+        # so a straddling V-poison cell with several query tokens is not one this kernel can fail.
+        want = {c.id for c in pacheck.cells("gate", numpy_tail_fault) if c.poisons_v_tail and " qlen=" not in f" {c.id}"}
         if p.returncode != 1:
             problems.append(f"pytest exit {p.returncode}, expected 1 (failures)")
         if not want:
