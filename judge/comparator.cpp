@@ -43,8 +43,25 @@ bool same_inf(double o, double r) { return std::isinf(o) && std::isinf(r) && std
 
 Index3 index3(std::int64_t i, const Case& c) {
   const std::int64_t H = c.num_heads, D = c.head_size;
-  return {static_cast<int>(i / (H * D)), static_cast<int>((i / D) % H), static_cast<int>(i % D)};
+  const int row = static_cast<int>(i / (H * D));
+  Index3 at{row, static_cast<int>((i / D) % H), static_cast<int>(i % D)};
+  if (c.max_query_len() > 1) {  // output row -> (sequence, query token)
+    int s = 0;
+    while (s + 1 < c.num_seqs() && c.query_start(s + 1) <= row) ++s;
+    at.seq = s;
+    at.token = row - c.query_start(s);
+  }
+  return at;
 }
+
+}  // namespace
+
+std::string describe(const Index3& at) {
+  if (at.token < 0) return fmt::format("seq {}, head {}, dim {}", at.seq, at.head, at.dim);
+  return fmt::format("seq {}, query token {}, head {}, dim {}", at.seq, at.token, at.head, at.dim);
+}
+
+namespace {
 
 /// The functions the self-test drives. The real comparator, or a blinded one that reports every
 /// output equal to the reference (the negative control of the self-test itself).
@@ -292,8 +309,7 @@ SelfTestResult comparator_selftest(int ulps, std::vector<std::int64_t> offsets, 
   const std::vector<std::int64_t> where = fns.differing(bad, clean, dt);
   check(where == offsets,
         fmt::format("reported locations are exactly the seeded offsets: [{}]", fmt::join(where, ",")));
-  const std::int64_t worst_flat =
-      (static_cast<std::int64_t>(mb.worst.seq) * c.num_heads + mb.worst.head) * c.head_size + mb.worst.dim;
+  const std::int64_t worst_flat = mb.worst.flat(c);
   check(mb.worst.seq >= 0 && std::binary_search(offsets.begin(), offsets.end(), worst_flat),
         fmt::format("worst element (seq {}, head {}, dim {}) is a seeded offset", mb.worst.seq, mb.worst.head,
                     mb.worst.dim));
@@ -307,7 +323,7 @@ SelfTestResult comparator_selftest(int ulps, std::vector<std::int64_t> offsets, 
   const std::vector<std::int64_t> nan_where = fns.differing(nan_row, clean, dt);
   const Index3 want3 = index3(offsets.front(), c);
   check(nan_where == std::vector<std::int64_t>{offsets.front()} && mn.worst.seq == want3.seq &&
-            mn.worst.head == want3.head && mn.worst.dim == want3.dim,
+            mn.worst.token == want3.token && mn.worst.head == want3.head && mn.worst.dim == want3.dim,
         fmt::format("NaN located at offset {} only (worst = seq {}, head {}, dim {})", offsets.front(), mn.worst.seq,
                     mn.worst.head, mn.worst.dim));
 

@@ -10,12 +10,23 @@
 
 namespace pacheck {
 
-/// (row, head, dim) coordinates of one output element. `seq` is the output row: the sequence for plain decode,
-/// the query row (Case::query_start(s) + i for query token i of sequence s) with several query tokens per
-/// sequence, so (seq * num_heads + head) * head_size + dim is the element's flat index either way.
+/// Coordinates of one output element: its sequence, query token, head and dim. `token` is the query token
+/// within sequence `seq` (0..query_len - 1) when the case has several query tokens per sequence (Case::
+/// query_lens), -1 for plain decode (one output row per sequence). flat() gives the element's index in the
+/// [num_query_tokens, num_heads, head_size] output: output row Case::query_start(seq) + token.
 struct Index3 {
   int seq = -1, head = -1, dim = -1;
+  int token = -1;
+  /// The flat index in `c`'s output (the case the metrics were computed for); -1 when no element was named.
+  std::int64_t flat(const Case& c) const {
+    if (seq < 0) return -1;
+    const std::int64_t row = c.query_start(seq) + (token < 0 ? 0 : token);
+    return (row * c.num_heads + head) * c.head_size + dim;
+  }
 };
+
+/// "seq 1, head 0, dim 5", or "seq 1, query token 2, head 0, dim 5" with several query tokens per sequence.
+std::string describe(const Index3& at);
 
 /// Metrics of `out` against `ref`, both [num_query_tokens, num_heads, head_size] (num_query_tokens =
 /// num_seqs for plain decode).

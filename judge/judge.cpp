@@ -87,17 +87,17 @@ CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std
   const bool overflow = c.dist == Dist::overflow && cell.fault.clean();
   if (r.metrics.bad_nonfinite > 0)
     found.emplace_back(overflow ? Verdict::overflow : Verdict::poisoned, fmt::format("{} NaN, {} Inf of {} elements where the oracle is finite; first at "
-                                                      "(seq {}, head {}, dim {}){}",
+                                                      "({}){}",
                                                       r.metrics.nan_count, r.metrics.inf_count, r.metrics.elements,
-                                                      w.seq, w.head, w.dim, nonfinite_sequences(c, run.out, ref.out)));
+                                                      describe(w), nonfinite_sequences(c, run.out, ref.out)));
   if (r.variant_elements > 0) {
     if (cause) found.emplace_back(cause->verdict, cause->detail);
     else found.emplace_back(Verdict::variant,
                             fmt::format("{} elements differ bitwise from the clean-cache run", r.variant_elements));
   }
   if (!(r.metrics.rel_linf <= r.limit)) {
-    std::string detail = fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at (seq {}, head {}, dim {})",
-                                     r.metrics.rel_linf, r.limit, w.seq, w.head, w.dim);
+    std::string detail = fmt::format("rel_linf {:.3e} > limit {:.3e}, worst at ({})", r.metrics.rel_linf, r.limit,
+                                     describe(w));
     // An error of TF32's size on a cell with f32 operands: the likeliest cause is TF32 dots the kernel does
     // not declare. Not below tf32_hint_floor(): an error that small (a calibrated limit's f32 failure at 7e-6)
     // is no TF32 error, and the hint would send its author the wrong way.

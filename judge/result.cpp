@@ -15,6 +15,12 @@ std::string result_key(const std::string& kernel, const std::string& cell_id) { 
 namespace {
 /// JSON has no Inf/NaN: such metrics are written as null and read back as +inf.
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+/// metrics.worst: {"seq", "head", "dim"}, and "query_token" when the case has several query tokens per sequence.
+nlohmann::json worst_json(const Index3& w) {
+  nlohmann::json j{{"seq", w.seq}, {"head", w.head}, {"dim", w.dim}};
+  if (w.token >= 0) j["query_token"] = w.token;
+  return j;
+}
 double get_num(const nlohmann::json& j, const char* key) {
   const auto& v = j.at(key);
   return v.is_null() ? std::numeric_limits<double>::infinity() : v.get<double>();
@@ -77,7 +83,7 @@ nlohmann::json to_json(const CellResult& r) {
         {"bias_away", m.bias_away},
         {"bias_rows_toward", m.bias_rows_toward},
         {"bias_rows_away", m.bias_rows_away},
-        {"worst", {{"seq", m.worst.seq}, {"head", m.worst.head}, {"dim", m.worst.dim}}}}},
+        {"worst", worst_json(m.worst)}}},
       {"limit", num(r.limit)},
       {"margin", num(r.margin)},
       {"variant_elements", r.variant_elements},
@@ -116,7 +122,8 @@ CellResult cell_result_from_json(const nlohmann::json& j) {
     r.metrics.bias_rows_toward = get_int<std::int64_t>(m, "bias_rows_toward", 0);
     r.metrics.bias_rows_away = get_int<std::int64_t>(m, "bias_rows_away", 0);
     const auto& w = m.at("worst");
-    r.metrics.worst = {get_int<int>(w, "seq"), get_int<int>(w, "head"), get_int<int>(w, "dim")};
+    r.metrics.worst = {get_int<int>(w, "seq"), get_int<int>(w, "head"), get_int<int>(w, "dim"),
+                       get_int<int>(w, "query_token", -1)};  // absent for plain decode
     r.limit = get_num(j, "limit");
     r.margin = get_num(j, "margin");
     r.variant_elements = get_int<std::int64_t>(j, "variant_elements");

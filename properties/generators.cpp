@@ -273,6 +273,11 @@ CaseSpace probe_space(const KernelPtr& k) {
     if (ok(c)) sp.dists.push_back(d);
   }
   if (sp.dists.empty()) sp.dists = {base->dist};
+  {
+    Case c = *base;
+    c.query_lens = {3};
+    sp.query_lens = ok(c);
+  }
   // GPU kernels are fast; the CPU oracle and generation then bound the cost, so allow more work.
   sp.max_work = k->device() == PACHECK_DEVICE_CPU ? all.max_work : 4 * all.max_work;
   sp.supports = [k](const Case& c) { return k->supports(c); };
@@ -385,8 +390,44 @@ Gen<Case> gen_case(const CaseSpace& sp) {
       });
     });
   });
+  if (sp.query_lens)
+    g = gen::mapcat(std::move(g), [sp](Case c) {
+      return gen::withSize([sp, c](int size) { return gen_query_lens(c, size, work_budget(sp, size)); });
+    });
   if (!sp.supports) return g;
   return gen::suchThat(std::move(g), [sp](const Case& c) { return sp.supports(c).ok; });
+}
+
+Gen<Case> gen_query_lens(Case c, int size, std::int64_t budget) {
+  // The cap: Case::kMaxQueryLen, the shortest seq_len (a query_len is at most its seq_len), and the work
+  // bound (each query row reads up to its sequence's keys, so the rows multiply case_work).
+  const std::int64_t work = std::max<std::int64_t>(1, case_work(c));
+  int cap = static_cast<int>(std::min<std::int64_t>(Case::kMaxQueryLen, 2 * budget / work));
+  if (size < 10 || cap < 2) return gen::just(c);
+  // The branch is drawn in [0, 8) and only the last value adds query tokens, so shrinking drops them first.
+  return gen::mapcat(gen_uniform(0, 8), [c, cap](int which) -> Gen<Case> {
+    if (which != 7) return gen::just(c);
+    const int n = c.num_seqs();
+    return gen::map(gen::pair(gen_uniform(0, 2), gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_uniform(0, cap))),
+                    [c, cap](const std::pair<int, std::vector<int>>& t) {
+                      Case out = c;
+                      if (t.first == 0 || out.num_seqs() == 1) {
+                        // One query_len for every sequence: 2..cap, at most the shortest seq_len.
+                        const int q = std::min(2 + t.second[0] % (cap - 1), *std::min_element(c.seq_lens.begin(), c.seq_lens.end()));
+                        if (q > 1) out.query_lens = {q};
+                        return out;
+                      }
+                      // One per sequence: 1..cap each, capped by its seq_len; a list of ones is plain decode.
+                      std::vector<int> q(t.second.size());
+                      bool several = false;
+                      for (std::size_t s = 0; s < q.size(); ++s) {
+                        q[s] = std::min(1 + t.second[s], c.seq_lens[s]);
+                        several = several || q[s] > 1;
+                      }
+                      if (several) out.query_lens = std::move(q);
+                      return out;
+                    });
+  });
 }
 
 Gen<FaultSpec> gen_fault() {

@@ -27,6 +27,9 @@ struct CaseSpace {
   bool mixed_dtypes = true;      ///< whether q_dtype and out_dtype may differ from kv_dtype
   std::vector<Layout> layouts;
   std::vector<Dist> dists;
+  /// Whether cases may carry several query tokens per sequence (Case::query_lens, issue 19): the kernel
+  /// accepts a case with query_len 3 (probe_space), or every kernel (full_space).
+  bool query_lens = true;
   /// Work bound at the largest size (100), in units of padded tokens x num_heads x head_size summed over
   /// sequences; smaller sizes get proportionally less (work_budget). The CPU kernels are scalar code, so
   /// this is what keeps a property run of hundreds of cases within seconds.
@@ -71,8 +74,17 @@ rc::Gen<int> gen_scale_choice();
 /// A whole case: block_size, then 1..4 seq_lens for it, then GQA ratio, num_kv_heads, head_size,
 /// dtypes, layout, distribution, seed and paging (spare_blocks, padding_columns, padding_target),
 /// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it;
-/// then the softmax scale (gen_scale_choice: non-default one case in four).
+/// then the softmax scale (gen_scale_choice: non-default one case in four), high block ids (from size 20,
+/// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.query_lens`, several query tokens
+/// (gen_query_lens: from size 10, one case in 8).
 rc::Gen<Case> gen_case(const CaseSpace& space);
+
+/// Query tokens per sequence for `c` (issue 19, speculative decode): from RapidCheck size 10, one case in 8
+/// gets them, half the time one query_len for every sequence (2..8), else one per sequence (1..8, at least one
+/// of them > 1); each is capped by its seq_len and so that the rows' work (case_work x max query_len) stays
+/// within twice `budget`. Returns the case unchanged otherwise, or when no cap above 1 is left. Shrinks
+/// towards no query tokens, then towards fewer.
+rc::Gen<Case> gen_query_lens(Case c, int size, std::int64_t budget);
 
 /// A fault that writes something: poison value (NaN first), target (V first) and region (tail first).
 rc::Gen<FaultSpec> gen_fault();

@@ -115,10 +115,16 @@ Partial partial(const Seq& seq, int g, const std::vector<float>& q, float scale,
   return p;
 }
 
+/// A planted kernel runs every case except the attention variants it does not implement (variants(): none
+/// unless it says otherwise), which it declines naming the field, as a registered kernel does: the
+/// generators then leave them out of its case space (probe_space), e.g. several query tokens per sequence.
 class Planted : public Kernel {
  public:
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
-  Support supports(const Case&) const override { return Support::yes(); }
+  Support supports(const Case& c) const override {
+    if (std::optional<Support> no = variant_decline(c, variants(), name())) return *no;
+    return Support::yes();
+  }
 };
 
 /// Boundary and stepping class: the final block's token count is taken as seq_len % block_size, which

@@ -35,7 +35,9 @@ void classify(const Case& c) {
          // Issue 18's axes: large batches, long contexts, large pages.
          c.num_seqs() >= 5 ? "batch>=5" : "batch<5", c.max_seq_len() > 16384 ? "ctx>16K" : "ctx<=16K",
          c.block_size >= 128 ? "block>=128" : "block<128",
-         c.high_block_ids ? "block ids>2^31" : "dense pool");
+         c.high_block_ids ? "block ids>2^31" : "dense pool",
+         // Issue 19: several query tokens per sequence (speculative decode).
+         c.max_query_len() > 1 ? "qlen>1" : "qlen=1");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -104,8 +106,12 @@ CaseData paged(const Case& c, PrePaging pre) {
 }
 
 std::string where(const Case& c, std::int64_t flat) {
-  const std::int64_t D = c.head_size, H = c.num_heads;
-  return fmt::format("(seq {}, head {}, dim {})", flat / (H * D), (flat / D) % H, flat % D);
+  const std::int64_t D = c.head_size, H = c.num_heads, row = flat / (H * D);
+  if (c.max_query_len() == 1) return fmt::format("(seq {}, head {}, dim {})", row, (flat / D) % H, flat % D);
+  // Several query tokens per sequence: output row `row` is query token i of sequence s.
+  int s = 0;
+  while (s + 1 < c.num_seqs() && c.query_start(s + 1) <= row) ++s;
+  return fmt::format("(seq {}, query token {}, head {}, dim {})", s, row - c.query_start(s), (flat / D) % H, flat % D);
 }
 
 /// One kernel run with the runner's integrity checks; a guard, input or unwritten problem fails the case.
@@ -232,6 +238,7 @@ void determinism(Property self, const KernelUnderTest& t) {
     Case other = cell.c;
     other.seed = cell.c.seed + 1;
     other.seq_lens = {std::min(cell.c.seq_lens[0], 2 * cell.c.block_size + 1)};
+    other.query_lens.clear();  // one query token: the point is the state between calls, not its shape
     if (other.padding_target >= other.spare_blocks + other.blocks_for(0)) other.padding_target = -1;
     const CaseData b = paged(other, generate(other));
     const RawRun r1 = run_checked(self, t, cell, a, "first");
@@ -255,8 +262,9 @@ void determinism(Property self, const KernelUnderTest& t) {
 /// Sequence `s` of `pre` (a case of `c`'s shapes) as the pre-paging tensors of a one-sequence case.
 PrePaging slice(const Case& c, const PrePaging& pre, int s) {
   const std::size_t row = static_cast<std::size_t>(c.num_heads) * c.head_size;
+  const std::size_t first = static_cast<std::size_t>(c.query_start(s)) * row, rows = static_cast<std::size_t>(c.query_len(s));
   PrePaging one;
-  one.q.assign(pre.q.begin() + static_cast<std::ptrdiff_t>(s * row), pre.q.begin() + static_cast<std::ptrdiff_t>((s + 1) * row));
+  one.q.assign(pre.q.begin() + static_cast<std::ptrdiff_t>(first), pre.q.begin() + static_cast<std::ptrdiff_t>(first + rows * row));
   one.k = {pre.k[s]};
   one.v = {pre.v[s]};
   return one;
@@ -273,6 +281,12 @@ void batch(Property self, const KernelUnderTest& t) {
         return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, size / 2));
       });
     });
+    // Several query tokens: the companions keep the lone sequence's query_len where their length allows.
+    if (b.max_query_len() > 1) {
+      const int q = b.query_len(0);
+      b.query_lens = {q};
+      for (int len : extra) b.query_lens.push_back(std::min(q, len));
+    }
     b.seq_lens.insert(b.seq_lens.end(), extra.begin(), extra.end());
   }
   RC_PRE(t.kernel->supports(b).ok);
@@ -283,24 +297,28 @@ void batch(Property self, const KernelUnderTest& t) {
     const RawRun rb = run_checked(self, t, cell, paged(b, pre), "batch");
     const std::size_t row = static_cast<std::size_t>(b.num_heads) * b.head_size;
     const bool bitwise = t.kernel->batch_invariant();
-    // Compares sequence `s` of the batch run with sequence `s2` of run `r` of case `c2`.
+    // Compares sequence `s` of the batch run with sequence `s2` of run `r` of case `c2`: its query_len(s)
+    // output rows (one for plain decode), from query_start(s) in the batch and query_start(s2) in `r`.
     auto check = [&](const RawRun& r, const Case& c2, int s2, int s, const std::string& how) {
+      const std::size_t n = static_cast<std::size_t>(b.query_len(s)) * row;
+      const std::size_t at = static_cast<std::size_t>(b.query_start(s)) * row, at2 = static_cast<std::size_t>(c2.query_start(s2)) * row;
       if (bitwise) {
-        const BitDiff d = diff_bits(rb.bits, s * row, r.bits, s2 * row, row);
+        const BitDiff d = diff_bits(rb.bits, at, r.bits, at2, n);
         if (d.count > 0)
           fail(self, t, cell,
                fmt::format("sequence {} (seq_len {}) {} differs bitwise from the batch in {} of {} elements; first at "
-                           "head {}, dim {}: {} vs {} in the batch",
-                           s, b.seq_lens[s], how, d.count, row, d.first / b.head_size, d.first % b.head_size,
-                           r.out[s2 * row + d.first], rb.out[s * row + d.first]),
+                           "query token {}, head {}, dim {}: {} vs {} in the batch",
+                           s, b.seq_lens[s], how, d.count, n, d.first / row, (d.first % row) / b.head_size,
+                           d.first % b.head_size, r.out[at2 + d.first], rb.out[at + d.first]),
                fmt::format("  {:<6} {}\n", how == "alone" ? "alone" : "other", c2.id()));
         return;
       }
       // Not declared batch invariant: within tolerance, and finite exactly where the batch is.
-      std::vector<double> mine(r.out.begin() + s2 * row, r.out.begin() + (s2 + 1) * row);
-      std::vector<double> ref(rb.out.begin() + s * row, rb.out.begin() + (s + 1) * row);
+      std::vector<double> mine(r.out.begin() + at2, r.out.begin() + at2 + n);
+      std::vector<double> ref(rb.out.begin() + at, rb.out.begin() + at + n);
       Case one = b;
       one.seq_lens = {b.seq_lens[s]};
+      one.query_lens = b.query_len(s) > 1 ? std::vector<int>{b.query_len(s)} : std::vector<int>{};
       const Metrics m = compare(mine, ref, one, b.out_dtype);
       const double limit = fixed_limit(b.out_dtype, one.max_seq_len());
       if (m.bad_nonfinite > 0 || !(m.rel_linf <= limit))
@@ -321,6 +339,7 @@ void batch(Property self, const KernelUnderTest& t) {
     for (int s : alone_seqs) {
       Case alone = b;
       alone.seq_lens = {b.seq_lens[s]};
+      alone.query_lens = b.query_len(s) > 1 ? std::vector<int>{b.query_len(s)} : std::vector<int>{};
       if (alone.padding_target >= alone.spare_blocks + alone.blocks_for(0)) alone.padding_target = -1;
       const RawRun ra = run_checked(self, t, cell, paged(alone, slice(b, pre, s)), "alone");
       check(ra, alone, 0, s, "alone");
@@ -328,6 +347,7 @@ void batch(Property self, const KernelUnderTest& t) {
     // The same sequences in reverse order: each output must follow its sequence.
     Case rev = b;
     std::reverse(rev.seq_lens.begin(), rev.seq_lens.end());
+    std::reverse(rev.query_lens.begin(), rev.query_lens.end());  // one per sequence, or one for all (or none)
     PrePaging pre_rev;
     for (int s = b.num_seqs() - 1; s >= 0; --s) {
       const PrePaging one = slice(b, pre, s);
@@ -385,7 +405,7 @@ void gqa_expansion(Property self, const KernelUnderTest& t) {
     const Metrics m = compare(rg.out, rm.out, c, c.out_dtype);
     const double limit = fixed_limit(c.out_dtype, c.max_seq_len());
     if (finiteness > 0 || !(m.rel_linf <= limit)) {
-      const std::int64_t at = first >= 0 ? first : (static_cast<std::int64_t>(m.worst.seq) * H + m.worst.head) * D + m.worst.dim;
+      const std::int64_t at = first >= 0 ? first : m.worst.flat(c);
       fail(self, t, cell,
            fmt::format("GQA output differs from its MHA expansion: rel_linf {:.3e} (limit {:.3e}), {} elements finite in "
                        "one only; worst at {}: {} (GQA) vs {} (MHA)",
@@ -397,37 +417,41 @@ void gqa_expansion(Property self, const KernelUnderTest& t) {
 
 // ---- 7. Exact scaling -----------------------------------------------------------------------------
 
-/// Per output element (seq, head, dim) of case `c` (as RawRun::out): whether some nonzero product p_t x V_t
-/// of its softmax weights and values has magnitude below `floor`. p_t is the exact normalised weight
-/// exp(s_t - m) / sum (fp64, from the pre-paging values), taken as 0 where fp32's exp(s_t - m) is 0 (s_t - m
-/// below -105, exp < 2^-151), as every kernel computes it in fp32.
+/// Per output element (query row, head, dim) of case `c` (as RawRun::out: one row per query token, the
+/// rows of sequence s from query_start(s)): whether some nonzero product p_t x V_t of its softmax weights and
+/// values has magnitude below `floor`. Query token i of sequence s sees keys 0..query_pos(s, i) (causal; the
+/// generators draw no window). p_t is the exact normalised weight exp(s_t - m) / sum (fp64, from the
+/// pre-paging values), taken as 0 where fp32's exp(s_t - m) is 0 (s_t - m below -105, exp < 2^-151), as
+/// every kernel computes it in fp32.
 std::vector<char> small_products(const Case& c, const PrePaging& pre, double floor) {
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size, ratio = c.gqa_ratio();
   const double scale = c.effective_scale();
-  std::vector<char> small(static_cast<std::size_t>(c.num_seqs()) * H * D, 0);
+  std::vector<char> small(static_cast<std::size_t>(c.num_query_tokens()) * H * D, 0);
   std::vector<double> p;
   for (int s = 0; s < c.num_seqs(); ++s) {
-    const int len = c.seq_lens[s];
     const std::vector<float>& k = pre.k[s];
     const std::vector<float>& v = pre.v[s];
-    for (int h = 0; h < H; ++h) {
-      const int g = h / ratio;
-      const float* q = &pre.q[(static_cast<std::size_t>(s) * H + h) * D];
-      p.assign(len, 0.0);
-      double m = -std::numeric_limits<double>::infinity(), sum = 0;
-      for (int t = 0; t < len; ++t) {
-        const float* kt = &k[(static_cast<std::size_t>(t) * G + g) * D];
-        double dot = 0;
-        for (int d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * kt[d];
-        m = std::max(m, p[t] = dot * scale);
-      }
-      for (double& x : p) sum += (x = x - m < -105 ? 0.0 : std::exp(x - m));
-      for (int t = 0; t < len; ++t) {
-        if (p[t] == 0) continue;
-        const float* vt = &v[(static_cast<std::size_t>(t) * G + g) * D];
-        for (int d = 0; d < D; ++d) {
-          const double x = p[t] / sum * std::abs(static_cast<double>(vt[d]));
-          if (x != 0 && x < floor) small[(static_cast<std::size_t>(s) * H + h) * D + d] = 1;
+    for (int i = 0; i < c.query_len(s); ++i) {
+      const int len = c.query_pos(s, i) + 1, row = c.query_start(s) + i;
+      for (int h = 0; h < H; ++h) {
+        const int g = h / ratio;
+        const float* q = &pre.q[(static_cast<std::size_t>(row) * H + h) * D];
+        p.assign(len, 0.0);
+        double m = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (int t = 0; t < len; ++t) {
+          const float* kt = &k[(static_cast<std::size_t>(t) * G + g) * D];
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * kt[d];
+          m = std::max(m, p[t] = dot * scale);
+        }
+        for (double& x : p) sum += (x = x - m < -105 ? 0.0 : std::exp(x - m));
+        for (int t = 0; t < len; ++t) {
+          if (p[t] == 0) continue;
+          const float* vt = &v[(static_cast<std::size_t>(t) * G + g) * D];
+          for (int d = 0; d < D; ++d) {
+            const double x = p[t] / sum * std::abs(static_cast<double>(vt[d]));
+            if (x != 0 && x < floor) small[(static_cast<std::size_t>(row) * H + h) * D + d] = 1;
+          }
         }
       }
     }
@@ -941,15 +965,15 @@ std::string tag_summary(const rc::detail::Distribution& d) {
   if (total == 0) return {};  // a run that failed before any case held has no distribution
   auto pct = [&](const std::string& tag) { return 100.0 * per_tag[tag] / total; };
   std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%, scale set {:.0f}%, "
-                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%, block ids>2^31 {:.0f}%",
+                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%, block ids>2^31 {:.0f}%, qlen>1 {:.0f}%",
                                 pct("straddling"), pct("GQA>1"), pct("multi-partition"), pct("scale set"),
-                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"), pct("block ids>2^31"));
+                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"), pct("block ids>2^31"), pct("qlen>1"));
   // A tag a property adds beyond classify()'s pairs is shown by its name, as the share of cases that carry it.
   for (const auto& [tag, n] : per_tag)
     if (tag != "straddling" && tag != "aligned" && tag != "GQA>1" && tag != "GQA=1" && tag != "multi-partition" &&
         tag != "one partition" && tag != "scale set" && tag != "default scale" && tag != "batch>=5" &&
         tag != "batch<5" && tag != "ctx>16K" && tag != "ctx<=16K" && tag != "block>=128" && tag != "block<128" &&
-        tag != "block ids>2^31" && tag != "dense pool")
+        tag != "block ids>2^31" && tag != "dense pool" && tag != "qlen>1" && tag != "qlen=1")
       out += fmt::format(", {} {:.0f}%", tag, pct(tag));
   return out;
 }

@@ -104,6 +104,26 @@ TEST(Generators, ProbeKeepsOnlyWhatTheKernelSupports) {
   }
 }
 
+// A kernel that declines several query tokens (the GPU kernels, plugins without PACHECK_VARIANT_MULTI_QUERY)
+// gets a space without them, so no generated case is a decline; one that takes them gets them (issue 19).
+TEST(Generators, ProbeFindsWhetherTheKernelTakesSeveralQueryTokens) {
+  class OneQueryToken final : public Kernel {
+   public:
+    std::string name() const override { return "test.one_query_token"; }
+    std::string description() const override { return "declines query_len > 1"; }
+    pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+    Support supports(const Case& c) const override {
+      return c.max_query_len() > 1 ? Support::no("query_len") : Support::yes();
+    }
+    void run(const pacheck_kernel_args&) const override {}
+  };
+  const CaseSpace one = probe_space(std::make_shared<OneQueryToken>());
+  EXPECT_FALSE(one.query_lens);
+  const auto gen = gen_case(one);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(gen(rc::Random(i), i % 101).value().max_query_len(), 1);
+  EXPECT_TRUE(probe_space(std::make_shared<Narrow>()).query_lens);
+}
+
 // Every registered CPU kernel: the space probed from it generates only cells it supports, so no property
 // case is wasted on a decline (a new kernel is covered with no edit here).
 class ProbedSpace : public ::testing::TestWithParam<std::string> {};
@@ -169,6 +189,17 @@ TEST(Generators, CoverTheEdges) {
     if (c.block_size >= 128) ++seen["block>=128"];
     if (c.high_block_ids) ++seen["block ids>2^31"];
     if (c.high_block_ids == 32) ++seen["block ids>2^32"];
+    // Issue 19: several query tokens, one for all or one per sequence, each within 1..8 and its seq_len.
+    if (c.max_query_len() > 1) {
+      ++seen["qlen>1"];
+      ++seen[c.query_lens.size() == 1 ? "qlen one for all" : "qlen per sequence"];
+      if (c.max_query_len() == Case::kMaxQueryLen) ++seen["qlen 8"];
+      for (int s = 0; s < c.num_seqs(); ++s) {
+        EXPECT_GE(c.query_len(s), 1) << c.id();
+        EXPECT_LE(c.query_len(s), std::min(Case::kMaxQueryLen, c.seq_lens[s])) << c.id();
+      }
+      EXPECT_NO_THROW(c.validate()) << c.id();
+    }
     ++seen[std::string("dist=") + std::string(dist_name(c.dist))];
     ++seen[std::string("layout=") + std::string(layout_name(c.layout))];
     ++seen[std::string("kv=") + std::string(dtype_name(c.kv_dtype))];
@@ -200,13 +231,18 @@ TEST(Generators, CoverTheEdges) {
                           "kv=f32", "mixed dtypes", "padding into the pool", "len 1", "len bs-1", "len bs", "len bs+1",
                           "multiple +-1", "partition edge", "long", "scale 1/d", "scale qpas 168", "scale qpas 144",
                           "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128",
-                          "block ids>2^31", "block ids>2^32"})
+                          "block ids>2^31", "block ids>2^32", "qlen>1", "qlen one for all", "qlen per sequence",
+                          "qlen 8"})
     EXPECT_GT(seen[key], 0) << key;
   // gen_big_batch: one case in 8 from size 30 (70 of 101 sizes: about 8.7% of the draws, 260 expected).
   EXPECT_GT(seen["batch>=5"], n / 20);
   EXPECT_LT(seen["batch>=5"], n * 3 / 20);
   // High block ids: 2 draws in 16 from size 20 where num_kv_heads x head_size >= 128: below 12.5% in all.
   EXPECT_LT(seen["block ids>2^31"], n / 8);
+  // gen_query_lens: one case in 8 from size 10 (91 of 101 sizes: about 11%, 338 expected), less where the
+  // work bound leaves no room for a second query row.
+  EXPECT_GT(seen["qlen>1"], n / 20);
+  EXPECT_LT(seen["qlen>1"], n * 3 / 20);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);

@@ -81,13 +81,12 @@ std::string metrics_text(const CellResult& r) {
   return fmt::format(
       "verdict: {}\ndetail: {}\nrel_linf: {}\nlimit: {}\nmargin: {}\nmax_abs: {}\nnmse: {}\nmax_ulp: {}\n"
       "bitwise_equal_pct: {:.4f}\nbias_ulp: {}\nnan: {}\ninf: {}\n"
-      "variant_elements: {}\nworst: (seq {}, head {}, dim {})\nexpected_fail: {}",
+      "variant_elements: {}\nworst: ({})\nexpected_fail: {}",
       verdict_name(r.verdict), r.detail, unless_nonfinite(m, sci(m.rel_linf)), sci(r.limit), sci(r.margin),
       unless_nonfinite(m, sci(m.max_abs)), unless_nonfinite(m, sci(m.nmse)),
       m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct, bias,
       m.nan_count,
-      m.inf_count, r.variant_elements, m.worst.seq, m.worst.head,
-      m.worst.dim, r.expected_fail);
+      m.inf_count, r.variant_elements, describe(m.worst), r.expected_fail);
 }
 
 bool is_error_verdict(Verdict v) { return v == Verdict::error || v == Verdict::crash || v == Verdict::timeout; }

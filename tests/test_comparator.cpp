@@ -54,6 +54,36 @@ void expect_nonfinite_and_worst(const Metrics& m, std::int64_t nan, std::int64_t
   EXPECT_EQ(m.worst.dim, worst.dim);
 }
 
+// Issue 19: with several query tokens per sequence the worst element is named by its sequence and query
+// token (output row query_start(s) + i), not by its output row; flat() maps it back to the element.
+TEST(Compare, WorstElementOfSeveralQueryTokensNamesSequenceAndToken) {
+  Case c;
+  c.num_heads = c.num_kv_heads = 1;
+  c.head_size = 2;
+  c.seq_lens = {4, 5, 6};
+  c.query_lens = {2, 3, 1};  // rows: seq 0 -> 0, 1; seq 1 -> 2, 3, 4; seq 2 -> 5
+  c.validate();
+  const std::vector<double> ref(12, 1.0);
+  std::vector<double> out = ref;
+  out[9] = 2.0;  // row 4, dim 1: sequence 1's third query token
+  const Metrics m = compare(out, ref, c, DType::f32);
+  EXPECT_EQ(m.worst.seq, 1);
+  EXPECT_EQ(m.worst.token, 2);
+  EXPECT_EQ(m.worst.head, 0);
+  EXPECT_EQ(m.worst.dim, 1);
+  EXPECT_EQ(m.worst.flat(c), 9);
+  EXPECT_EQ(describe(m.worst), "seq 1, query token 2, head 0, dim 1");
+  // Plain decode keeps the row as the sequence and names no query token.
+  Case d = c;
+  d.query_lens.clear();
+  std::vector<double> out_d(6, 1.0);
+  out_d[5] = 2.0;  // row 2, dim 1
+  const Metrics md = compare(out_d, std::vector<double>(6, 1.0), d, DType::f32);
+  EXPECT_EQ(md.worst.token, -1);
+  EXPECT_EQ(describe(md.worst), "seq 2, head 0, dim 1");
+  EXPECT_EQ(md.worst.flat(d), 5);
+}
+
 TEST(Compare, MetricsOfHandMadeVectors) {
   const Case c = tiny_case();
   const std::vector<double> ref = tiny_ref();

@@ -136,10 +136,10 @@ std::int64_t differing(const std::vector<std::uint32_t>& a, const std::vector<st
 /// "worst at (seq, head, dim): out X, oracle Y" for failure messages.
 std::string worst_element(const Case& c, const Metrics& m, const RawRun& r, const CaseData& d) {
   if (m.worst.seq < 0) return "no worst element";
-  const std::size_t i = (static_cast<std::size_t>(m.worst.seq) * c.num_heads + m.worst.head) * c.head_size + m.worst.dim;
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "worst at (seq %d, head %d, dim %d): out %.6g, oracle %.6g; nan %lld", m.worst.seq,
-                m.worst.head, m.worst.dim, r.out[i], d.ref.out[i], static_cast<long long>(m.nan_count));
+  const auto i = static_cast<std::size_t>(m.worst.flat(c));
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "worst at (%s): out %.6g, oracle %.6g; nan %lld", describe(m.worst).c_str(), r.out[i],
+                d.ref.out[i], static_cast<long long>(m.nan_count));
   return buf;
 }
 
