@@ -96,6 +96,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   auto control = std::make_shared<RunControlFlags>();
   auto color = std::make_shared<std::string>("auto");
   auto with_controls = std::make_shared<bool>(false);
+  auto controls_everywhere = std::make_shared<bool>(false);
   opts->bind(cmd);
   cmd->add_option("--report-dir", *report_dir,
                   fmt::format("write {} (one line per finished cell, as it finishes), {} into this directory, "
@@ -116,10 +117,14 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--with-controls", *with_controls,
                 "also run every built-in negative control of the device (a --plugin's kernels alone are the selection "
                 "otherwise): the evidence `pacheck verify` needs that the checks can fail on this device");
+  cmd->add_flag("--controls-everywhere", *controls_everywhere,
+                "run each negative control on every selected cell, not only on those where its planted fault can "
+                "show (its expected failures; the others are reported as not_run): an audit that a control passes "
+                "every other cell");
   bind_format_option(cmd, *format);
   bind_color_option(cmd, *color);
   cmd->callback([&ctx, opts, json_path, only_failures, report_dir, resume_dir, format, quiet, control, color,
-                 with_controls] {
+                 with_controls, controls_everywhere] {
     // Before anything is run or written: a bad --format must not empty an earlier run's report directory.
     FormatOptions fo;
     fo.only_failures = *only_failures;
@@ -145,6 +150,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     // A default device was found by resolve_device (itself a probe): only a named one is opened here.
     if (!opts->device.empty()) check_device(device);
     RunOptions ro = opts->run_options();
+    ro.controls_everywhere = *controls_everywhere;
     opts->check_selection(suite, kernels, ro);
     check_memory(plan_memory(suite, kernels, ro), opts->memory.budget());
     // Pre-flight: a --json that cannot be written is found now, not after the run (and before the report

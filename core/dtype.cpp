@@ -25,10 +25,7 @@ constexpr DTypeInfo kDTypes[] = {
 
 std::span<const DTypeInfo> dtype_table() { return kDTypes; }
 
-std::size_t dtype_size(DType t) {
-  if (const DTypeInfo* r = find_row(dtype_table(), t)) return r->size;
-  throw std::invalid_argument("dtype_size: unknown dtype");
-}
+void throw_unknown_dtype() { throw std::invalid_argument("dtype_size: unknown dtype"); }
 
 std::string_view dtype_name(DType t) { return name_of(dtype_table(), t); }
 DType parse_dtype(std::string_view s) { return parse(dtype_table(), s, "dtype"); }
@@ -45,7 +42,10 @@ double dtype_max_finite(DType t) {
   return 0;
 }
 
-std::uint32_t to_bits(float v, DType t) {
+std::uint32_t fp8_to_bits(float v, DType t) { return is_fp8(t) ? fp8_encode(v, fp8_of(t)) : 0; }
+float fp8_from_bits(std::uint32_t bits, DType t) { return is_fp8(t) ? fp8_decode_table(fp8_of(t))[bits & 0xFFu] : 0; }
+
+std::uint32_t to_bits_reference(float v, DType t) {
   switch (t) {
     case DType::f32: return std::bit_cast<std::uint32_t>(v);
     case DType::f16: return Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(v));
@@ -57,7 +57,7 @@ std::uint32_t to_bits(float v, DType t) {
   return 0;
 }
 
-float from_bits(std::uint32_t bits, DType t) {
+float from_bits_reference(std::uint32_t bits, DType t) {
   switch (t) {
     case DType::f32: return std::bit_cast<float>(bits);
     case DType::f16:
@@ -69,32 +69,6 @@ float from_bits(std::uint32_t bits, DType t) {
   }
   return 0;
 }
-
-void store_bits(void* base, std::size_t i, DType t, std::uint32_t bits) {
-  if (dtype_size(t) == 4) {
-    std::memcpy(static_cast<char*>(base) + 4 * i, &bits, 4);
-  } else if (dtype_size(t) == 1) {
-    static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(bits);
-  } else {
-    auto b16 = static_cast<std::uint16_t>(bits);
-    std::memcpy(static_cast<char*>(base) + 2 * i, &b16, 2);
-  }
-}
-
-std::uint32_t load_bits(const void* base, std::size_t i, DType t) {
-  if (dtype_size(t) == 4) {
-    std::uint32_t b;
-    std::memcpy(&b, static_cast<const char*>(base) + 4 * i, 4);
-    return b;
-  }
-  if (dtype_size(t) == 1) return static_cast<const std::uint8_t*>(base)[i];
-  std::uint16_t b16;
-  std::memcpy(&b16, static_cast<const char*>(base) + 2 * i, 2);
-  return b16;
-}
-
-void store(void* base, std::size_t i, DType t, float v) { store_bits(base, i, t, to_bits(v, t)); }
-float load(const void* base, std::size_t i, DType t) { return from_bits(load_bits(base, i, t), t); }
 
 std::int64_t ordered_bits(std::uint32_t bits, DType t) {
   const std::int64_t u = bits;

@@ -164,6 +164,16 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
       p.settled.push_back(sel.result_index);
       continue;
     }
+    if (const auto expected = k.expected_failures(); expected && !opt.controls_everywhere && !(*expected)(sel.cell)) {
+      // A negative control proves the checks can fail only where its planted fault shows: elsewhere it must
+      // pass, which --controls-everywhere audits. Settled, counted and reported, never dropped.
+      CellResult& r = p.results[sel.result_index];
+      r = unrun_result(sel.cell, k, Verdict::not_run, kNotRunDetail);
+      r.suite = suite.name;
+      r.index = sel.index;
+      p.settled.push_back(sel.result_index);
+      continue;
+    }
     const Lane lane = lane_of(k, sel.isolated);
     // Isolated GPU work is grouped per kernel (its child keeps one context across cases); everything
     // else per case, shared by the kernels that run it.

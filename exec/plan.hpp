@@ -61,9 +61,17 @@ struct Plan {
   const Job& job(JobRef r) const { return items[r.item].jobs[r.job]; }
 };
 
-/// Plans `suite` x `kernels` with `opt`'s shard, seed, filter, previous and isolate. A kernel that declines
-/// a cell settles it as `declined` with its reason; an isolated kernel whose supports() could not be asked
-/// (supports_in_child) settles every cell of it as `error`. Calls supports() of in-process kernels here,
+/// The detail of a Verdict::not_run result.
+inline constexpr const char* kNotRunDetail =
+    "not run: fault cannot show on this cell (outside the negative control's expected failures; "
+    "--controls-everywhere runs it)";
+
+/// Plans `suite` x `kernels` with `opt`'s shard, seed, filter, previous, isolate and controls_everywhere. A
+/// kernel that declines a cell settles it as `declined` with its reason; a negative control's supported cell
+/// outside its expected_failures() is settled as `not_run` (kNotRunDetail) unless opt.controls_everywhere
+/// (its planted fault cannot show there, so running it shows nothing the run needs; the cell is still
+/// counted and reported); an isolated kernel whose supports() could not be asked (supports_in_child)
+/// settles every cell of it as `error`. Calls supports() of in-process kernels here,
 /// except that of in-process GPU kernels when some kernel runs isolated: those are asked in a child too, so
 /// that no device query initialises CUDA in this process before the isolated children are forked.
 Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);

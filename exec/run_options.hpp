@@ -56,6 +56,10 @@ struct RunOptions {
   /// running in this process finish and are reported, isolated children running a cell are killed and
   /// reaped (their cells stay unrun), and run_suite returns the finished results with RunSummary::stopped.
   std::function<bool()> stop;
+  /// Run every negative control on every selected cell (`--controls-everywhere`, for audits: a control must
+  /// then pass the cells outside its expected_failures()). False (the default): a control runs only on the
+  /// cells its expected_failures() marks, the others are settled as Verdict::not_run while planning.
+  bool controls_everywhere = false;
 };
 
 /// opt.stop is set and says stop.

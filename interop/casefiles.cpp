@@ -843,6 +843,9 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
   RunOptions ro = opt.run;
   ro.filter.reset();
   ro.seed.reset();
+  // The runner already wrote a control's outputs for every cell, and judging them costs little: a replayed
+  // control is judged on every cell (it must pass those outside its expected failures), as before not_run.
+  ro.controls_everywhere = true;
   if (opt.preflight) opt.preflight(suite, {kernel}, ro);
   return run_suite(suite, {kernel}, "cpu", ro);
 }

@@ -22,6 +22,7 @@ int RunSummary::exit_code() const {
 
 CellOutcome cell_outcome(const CellResult& r, bool negative_control) {
   if (r.verdict == Verdict::declined) return CellOutcome::declined;
+  if (r.verdict == Verdict::not_run) return CellOutcome::not_run;
   if (negative_control && r.expected_fail) return is_failure(r.verdict) ? CellOutcome::caught : CellOutcome::missed;
   return is_failure(r.verdict) ? CellOutcome::failed : CellOutcome::passed;
 }
@@ -50,7 +51,7 @@ std::string verdict_counts_text(const std::vector<int>& verdicts) {
 
 void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
   sum.kernels.clear();
-  sum.passed = sum.failed = sum.declined = sum.caught = 0;
+  sum.passed = sum.failed = sum.declined = sum.caught = sum.not_run = 0;
   sum.verdicts.assign(verdict_table().size(), 0);
   sum.blind = sum.vacuous = false;
   for (const auto& k : kernels) {
@@ -68,9 +69,12 @@ void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
         case CellOutcome::declined: ++ks.declined; break;
         case CellOutcome::caught: ++ks.caught; break;
         case CellOutcome::missed: ++ks.missed; break;
+        case CellOutcome::not_run: ++ks.not_run; break;
       }
     }
-    ks.vacuous = ks.passed + ks.failed + ks.caught + ks.missed == 0;
+    // A control whose cells were all not_run had cells selected, none of which can show its fault: it is
+    // not_exercised (below), as when the selection holds no planted cell, not a kernel that ran nothing.
+    ks.vacuous = ks.passed + ks.failed + ks.caught + ks.missed + ks.not_run == 0;
     if (control)
       ks.control = ks.caught + ks.missed == 0 ? ControlOutcome::not_exercised
                    : ks.missed                ? ControlOutcome::blind
@@ -79,6 +83,7 @@ void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
     sum.failed += ks.failed;
     sum.declined += ks.declined;
     sum.caught += ks.caught;
+    sum.not_run += ks.not_run;
     sum.blind = sum.blind || ks.control == ControlOutcome::blind;
     sum.vacuous = sum.vacuous || (ks.vacuous && !sum.shard);
     sum.kernels.push_back(ks);

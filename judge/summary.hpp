@@ -19,10 +19,14 @@ std::string_view control_outcome_name(ControlOutcome o);
 struct KernelSummary {
   std::string kernel;
   int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0;
+  /// Cells of a negative control not run because its planted fault cannot show there (Verdict::not_run).
+  int not_run = 0;
   /// Cells per verdict, indexed by verdict_rank(): one count per row of verdict_table(), in its order.
   std::vector<int> verdicts;
   ControlOutcome control = ControlOutcome::not_control;
-  bool vacuous = false;  ///< no cell of this kernel ran (all declined or none selected)
+  /// No cell of this kernel ran (all declined or none selected). A negative control whose selected cells were
+  /// all not_run is not vacuous: it is `not_exercised` (nothing selected could show its fault).
+  bool vacuous = false;
 };
 
 struct RunSummary {
@@ -30,6 +34,7 @@ struct RunSummary {
   std::vector<KernelSummary> kernels;
   SelfTestResult selftest;
   int passed = 0, failed = 0, declined = 0, caught = 0;
+  int not_run = 0;                   ///< negative controls' cells not run: their fault cannot show there
   std::vector<int> verdicts;         ///< cells per verdict over every kernel, as KernelSummary::verdicts
   bool blind = false;                ///< a negative control was not caught or the self-test failed
   bool vacuous = false;              ///< some kernel ran no cell (not counted for one shard of a run)
@@ -61,9 +66,10 @@ enum class CellOutcome {
   declined,  ///< the kernel does not support the cell: neither passes nor fails
   caught,    ///< a negative control's expected failure that failed, as it must
   missed,    ///< a negative control's expected failure that passed: the instrument is blind there
+  not_run,   ///< a negative control's cell outside its expected failures, not run (Verdict::not_run)
 };
 
-/// The rule: declined cells are declined; a cell `r.expected_fail` marks on a negative control is caught
+/// The rule: declined cells are declined, not_run ones not_run; a cell `r.expected_fail` marks on a negative control is caught
 /// when its verdict is a failure and missed otherwise; any other cell failed when its verdict is a failure
 /// (is_failure) and passed otherwise. `negative_control`: r's kernel is a negative control.
 CellOutcome cell_outcome(const CellResult& r, bool negative_control);
@@ -78,7 +84,7 @@ bool counts_as_failure(const RunSummary& s, const CellResult& r);
 /// verdict names, in verdict_table() order; "no cells" when every count is 0.
 std::string verdict_counts_text(const std::vector<int>& verdicts);
 
-/// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, verdicts, blind, vacuous) from
+/// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, not_run, verdicts, blind, vacuous) from
 /// `s.results`, one KernelSummary per entry of `kernels` in that order. run_suite and merge share it, so a
 /// merged report is judged exactly as a single run would be.
 void summarize(RunSummary& s, const std::vector<KernelRole>& kernels);

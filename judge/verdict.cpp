@@ -30,6 +30,10 @@ constexpr VerdictInfo kVerdicts[] = {
      "nearest is beyond what honest designs show (a truncating conversion rounds toward zero)",
      true},
     {Verdict::declined, "declined", "the kernel does not support the cell (with its reason)", false},
+    {Verdict::not_run, "not_run",
+     "a negative control was not run on this cell: its planted fault cannot show here (the cell is outside its "
+     "expected failures); --controls-everywhere runs it",
+     false},
     {Verdict::error, "error", "the kernel or device reported an error", true},
     {Verdict::crash, "crash", "the kernel's isolated child process died (the signal is in the detail)", true},
     {Verdict::timeout, "timeout", "the kernel's isolated child process hung past --cell-timeout", true},

@@ -18,8 +18,8 @@ namespace pacheck {
 
 /// Outcome of one cell on one kernel, in order of precedence when several apply (first wins). oob_write to
 /// fail are judge()'s (variant, nondeterministic and stateful name the cause of one check, a faulted output
-/// that differs from its clean twin: judge/cause.hpp); declined, error, crash and timeout come from the
-/// runner, pass when nothing applies.
+/// that differs from its clean twin: judge/cause.hpp); declined, not_run, error, crash and timeout come from
+/// the runner, pass when nothing applies.
 enum class Verdict {
   oob_write,      ///< a guard region around the output changed
   input_mutated,  ///< query, caches, block_tables or seq_lens changed
@@ -32,6 +32,7 @@ enum class Verdict {
   fail,           ///< beyond tolerance
   biased,         ///< within tolerance, but rounded off-centre: a one-way signed mean error (comparator BiasCheck)
   declined,       ///< the kernel does not support the cell
+  not_run,        ///< a negative control not run on a cell its planted fault cannot show in (exec/plan.hpp)
   error,          ///< the kernel or device reported an error
   crash,          ///< the kernel's process died (isolated runs)
   timeout,        ///< the kernel's process hung past the cell timeout (isolated runs)
@@ -43,7 +44,7 @@ struct VerdictInfo {
   Verdict value;
   std::string_view name;     ///< as reports write it ("oob_write")
   std::string_view meaning;  ///< README.md's "meaning" column, without its Markdown
-  bool fails_gate;           ///< counts as a failure of the cell (is_failure): all but pass and declined
+  bool fails_gate;           ///< counts as a failure of the cell (is_failure): all but pass, declined, not_run
 };
 /// Every verdict in order of precedence, highest first: the enum's order.
 std::span<const VerdictInfo> verdict_table();
@@ -52,7 +53,7 @@ std::span<const VerdictInfo> verdict_table();
 std::string_view verdict_name(Verdict v);
 /// Parses a verdict_name(); throws std::invalid_argument listing the names otherwise.
 Verdict parse_verdict(std::string_view s);
-/// True for every verdict but pass and declined (VerdictInfo::fails_gate).
+/// True for every verdict but pass, declined and not_run (VerdictInfo::fails_gate).
 bool is_failure(Verdict v);
 /// Position of `v` in verdict_table(): 0 for the verdict that wins over every other. When several verdicts
 /// apply to one run, the one of lowest rank is the cell's.

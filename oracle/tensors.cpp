@@ -13,8 +13,8 @@ namespace {
 
 enum Stream : std::uint32_t { kQ = 1, kK = 2, kV = 3, kHot = 4, kSign = 5 };
 
-/// Four independent 32-bit draws for coordinate (stream, seq, index).
-r123::Philox4x32::ctr_type draw(std::uint64_t seed, Stream stream, std::uint32_t seq, std::uint64_t index) {
+/// Four independent 32-bit draws for coordinate (stream, seq, index). Inlined into the per-element loops.
+inline __attribute__((always_inline)) r123::Philox4x32::ctr_type draw(std::uint64_t seed, Stream stream, std::uint32_t seq, std::uint64_t index) {
   r123::Philox4x32 rng;
   r123::Philox4x32::ctr_type ctr{{stream, seq, static_cast<std::uint32_t>(index),
                                   static_cast<std::uint32_t>(index >> 32)}};
@@ -141,21 +141,23 @@ PrePaging generate(const Case& c) {
       p.k_codes[s].resize(n);
       p.v_codes[s].resize(n);
     }
-    for (std::size_t i = 0; i < n; ++i) {
-      const int t = static_cast<int>(i / (static_cast<std::size_t>(G) * D));
-      const int g = static_cast<int>((i / D) % G);
-      const float rk = gen.k(s, i, t, g), rv = gen.v(s, i, g);
-      if (fp8) {
-        const Quantised qk = quantise(rk, ks[g], c.kv_dtype), qv = quantise(rv, vs[g], c.kv_dtype);
-        p.k_codes[s][i] = qk.code;
-        p.v_codes[s][i] = qv.code;
-        p.k[s][i] = qk.value;
-        p.v[s][i] = qv.value;
-      } else {
-        p.k[s][i] = round_to(rk, c.kv_dtype);
-        p.v[s][i] = round_to(rv, c.kv_dtype);
-      }
-    }
+    // Element i = (t * G + g) * D + d, walked in that order (no division per element).
+    std::size_t i = 0;
+    for (int t = 0; t < c.seq_lens[s]; ++t)
+      for (int g = 0; g < G; ++g)
+        for (int d = 0; d < D; ++d, ++i) {
+          const float rk = gen.k(s, i, t, g), rv = gen.v(s, i, g);
+          if (fp8) {
+            const Quantised qk = quantise(rk, ks[g], c.kv_dtype), qv = quantise(rv, vs[g], c.kv_dtype);
+            p.k_codes[s][i] = qk.code;
+            p.v_codes[s][i] = qv.code;
+            p.k[s][i] = qk.value;
+            p.v[s][i] = qv.value;
+          } else {
+            p.k[s][i] = round_to(rk, c.kv_dtype);
+            p.v[s][i] = round_to(rv, c.kv_dtype);
+          }
+        }
   }
   return p;
 }

@@ -28,7 +28,8 @@ std::string colored(const std::string& padded, CellOutcome outcome, bool color) 
     case CellOutcome::caught: sgr = "\033[32m"; break;
     case CellOutcome::failed:
     case CellOutcome::missed: sgr = "\033[1;31m"; break;
-    case CellOutcome::declined: sgr = "\033[33m"; break;
+    case CellOutcome::declined:
+    case CellOutcome::not_run: sgr = "\033[33m"; break;
   }
   const std::size_t end = padded.find_last_not_of(' ') + 1;
   return fmt::format("{}{}\033[0m{}", sgr, padded.substr(0, end), padded.substr(end));
@@ -58,7 +59,9 @@ class ConsoleFormat : public ReportFormat {
     const CellOutcome outcome = cell_outcome(r, /*negative_control=*/r.expected_fail);
     const bool failing = outcome == CellOutcome::failed || outcome == CellOutcome::missed;
     if (quiet_ && !failing) return;
-    if (only_failures_ && (outcome == CellOutcome::passed || outcome == CellOutcome::declined)) return;
+    if (only_failures_ &&
+        (outcome == CellOutcome::passed || outcome == CellOutcome::declined || outcome == CellOutcome::not_run))
+      return;
     std::string verdict(verdict_name(r.verdict));
     if (outcome == CellOutcome::caught) verdict += " (caught)";
     if (outcome == CellOutcome::missed) verdict += " (MISSED)";
@@ -82,11 +85,11 @@ class ConsoleFormat : public ReportFormat {
     if (s.stopped)
       out_ << fmt::format("\nSTOPPED EARLY: {} of {} results finished; the counts below are theirs\n",
                           s.results.size(), s.planned);
-    out_ << fmt::format("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}\n", "kernel", "passed", "failed", "declined",
-                        "caught", "missed", "negative control");
+    out_ << fmt::format("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7}  {}\n", "kernel", "passed", "failed",
+                        "declined", "caught", "missed", "not run", "negative control");
     for (const auto& k : s.kernels)
-      out_ << fmt::format("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6}  {}{}\n", k.kernel, k.passed, k.failed, k.declined,
-                          k.caught, k.missed, control_outcome_name(k.control),
+      out_ << fmt::format("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7}  {}{}\n", k.kernel, k.passed, k.failed,
+                          k.declined, k.caught, k.missed, k.not_run, control_outcome_name(k.control),
                           !k.vacuous   ? ""
                           : s.stopped  ? "  (no cell finished before the stop)"
                           : s.shard    ? "  (no cell in this shard: the merged run is judged)"
@@ -101,8 +104,16 @@ class ConsoleFormat : public ReportFormat {
         }))
       out_ << "negative controls: none ran, so this run does not show that its checks can fail here "
               "(`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel selection)\n";
-    out_ << fmt::format("\n{} passed, {} failed ({} declined, {} caught by negative controls)\n", s.passed, s.failed,
-                        s.declined, s.caught);
+    for (const auto& k : s.kernels)
+      if (k.control == ControlOutcome::not_exercised && !k.vacuous)
+        out_ << fmt::format("negative control {}: not exercised, no selected cell can show its fault{}\n", k.kernel,
+                            k.not_run > 0 ? fmt::format(" ({} not run)", k.not_run) : "");
+    if (s.not_run > 0)
+      out_ << fmt::format("not run: {} cells of negative controls where their fault cannot show "
+                          "(--controls-everywhere runs them)\n",
+                          s.not_run);
+    out_ << fmt::format("\n{} passed, {} failed ({} declined, {} caught by negative controls{})\n", s.passed, s.failed,
+                        s.declined, s.caught, s.not_run > 0 ? fmt::format(", {} not run", s.not_run) : "");
     if (is_all_devices_spec(meta.device)) print_devices(s);
     print_failures(s);
     out_.flush();

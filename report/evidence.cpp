@@ -126,6 +126,7 @@ nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const 
                         {"outcome", std::string(control_outcome_name(k.control))},
                         {"planted", k.caught + k.missed},
                         {"caught", k.caught},
+                        {"not_run", k.not_run},
                         {"devices", std::vector<std::string>(devices.begin(), devices.end())}});
   }
   nlohmann::json plugins = nlohmann::json::array();
@@ -140,7 +141,12 @@ nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const 
       {"results", s.results.size()},
       {"kernels", kernels},
       {"summary",
-       {{"passed", s.passed}, {"failed", s.failed}, {"declined", s.declined}, {"caught", s.caught}, {"missed", missed}}},
+       {{"passed", s.passed},
+        {"failed", s.failed},
+        {"declined", s.declined},
+        {"caught", s.caught},
+        {"missed", missed},
+        {"not_run", s.not_run}}},
       {"controls", controls},
       {"selftest", {{"passed", s.selftest.passed}}},
       {"judge_flags", s.judge_flags},
@@ -338,7 +344,7 @@ VerifyOutcome verify(const VerifyRequest& req) {
   const std::size_t ev_results = count_field(ev, "results", ev_path);
   if (ev_results != log.results.size())
     fail(kVerifyResults, fmt::format("{} results: {}, but {} holds {}", ev_path, ev_results, results_path, log.results.size()));
-  int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0;
+  int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0, not_run = 0;
   std::string first_failed;  // "KERNEL 'CELL' (VERDICT)" of the first failed result, for --require-pass
   struct ControlCount {
     int planted = 0, caught = 0;
@@ -356,6 +362,16 @@ VerifyOutcome verify(const VerifyRequest& req) {
       case CellOutcome::declined: ++declined; break;
       case CellOutcome::caught: ++caught; break;
       case CellOutcome::missed: ++missed; break;
+      case CellOutcome::not_run:
+        // Only a control's cell outside its expected failures may be left unrun: a not_run planted cell would
+        // hide a miss, and an ordinary kernel runs every cell it supports.
+        if (!k.negative_control || r.expected_fail)
+          fail(kVerifyResults,
+               fmt::format("{}: {} '{}' is not_run, but {}: a cell that had to run was left out", results_path,
+                           r.kernel, r.cell_id,
+                           k.negative_control ? "it is one of the control's planted cells" : "the kernel is no negative control"));
+        ++not_run;
+        break;
     }
     if (k.negative_control) {
       // Planted = caught + missed, as the run's summary counts them (report.json, evidence.json controls[]): a
@@ -380,6 +396,12 @@ VerifyOutcome verify(const VerifyRequest& req) {
       fail(kVerifyResults, fmt::format("{} summary.{}: {}, but {} counts {}", path_in(dir, "report.json"), name,
                                        json_text(rsum.value(name, nlohmann::json())), results_path, value));
   }
+  // not_run: in reports since negative controls run only where their fault can show; an earlier report has
+  // no such field and no such result.
+  for (const auto& [json, where] : {std::pair{&summary, ev_path}, std::pair{&rsum, path_in(dir, "report.json")}})
+    if (json->value("not_run", 0) != not_run)
+      fail(kVerifyResults, fmt::format("{} summary.not_run: {}, but {} counts {}", where,
+                                       json_text(json->value("not_run", nlohmann::json(0))), results_path, not_run));
 
   // 5. The plugin.
   const nlohmann::json& plugins = array_field(ev, "plugins", ev_path);

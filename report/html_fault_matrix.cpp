@@ -165,7 +165,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
   std::vector<LegendEntry> legend;
   for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::biased, Verdict::poisoned, Verdict::overflow, Verdict::variant, Verdict::nondeterministic,
                     Verdict::stateful, Verdict::unwritten, Verdict::oob_write, Verdict::input_mutated, Verdict::declined,
-                    Verdict::error, Verdict::crash, Verdict::timeout}) {
+                    Verdict::not_run, Verdict::error, Verdict::crash, Verdict::timeout}) {
     if (!present.count(v)) continue;
     const VerdictStyle st = style_of(v);
     legend.push_back({"verdict-" + std::string(verdict_name(v)), std::string(verdict_name(v)), fill_swatch(st.fill, st.mark)});
@@ -259,7 +259,7 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
                                        : "",
                               sci(r.metrics.rel_linf), sci(r.limit), sci(r.margin), r.detail));
           w.rect(cx + 1, cy + 1, cell_w - 2, row_h - 2,
-                 {{"class", "fill"}, {"fill", st.fill.hex()}, {"stroke", r.verdict == Verdict::declined ? "#999" : "none"}});
+                 {{"class", "fill"}, {"fill", st.fill.hex()}, {"stroke", r.verdict == Verdict::declined || r.verdict == Verdict::not_run ? "#999" : "none"}});
           if (expected)
             w.rect(cx + 2.5, cy + 2.5, cell_w - 5, row_h - 5,
                    {{"fill", "none"}, {"stroke", "#111"}, {"stroke-width", "1.6"}, {"stroke-dasharray", "3 2"}, {"data-series", "expected"}});

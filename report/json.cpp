@@ -26,6 +26,7 @@ nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std:
                        {"declined", k.declined},
                        {"caught", k.caught},
                        {"missed", k.missed},
+                       {"not_run", k.not_run},
                        {"negative_control", std::string(control_outcome_name(k.control))},
                        {"vacuous", k.vacuous},
                        {"verdicts", verdict_counts(k.verdicts)}});
@@ -40,6 +41,7 @@ nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std:
             {"failed", s.failed},
             {"declined", s.declined},
             {"caught", s.caught},
+            {"not_run", s.not_run},
             {"blind", s.blind},
             {"vacuous", s.vacuous},
             {"verdicts", verdict_counts(s.verdicts)}}},

@@ -106,6 +106,10 @@ Counts add_cells(pugi::xml_node suite, const RunSummary& s, const std::string& s
         ++c.skipped;
         add_skipped(tc, "declined: " + r.detail);
         break;
+      case CellOutcome::not_run:
+        ++c.skipped;
+        add_skipped(tc, r.detail);
+        break;
       case CellOutcome::caught:
         tc.append_child("system-out").text() =
             xml_text(fmt::format("negative control: the planted fault was caught ({})\n", verdict_name(r.verdict)) +

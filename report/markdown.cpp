@@ -67,10 +67,11 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
   for (const auto& suite : suites_of(s))
     for (const auto& k : s.kernels) {
       const KernelSummary ks = summary_for(s, suite, k.kernel);
-      if (ks.passed + ks.failed + ks.declined + ks.caught + ks.missed == 0) continue;
+      if (ks.passed + ks.failed + ks.declined + ks.caught + ks.missed + ks.not_run == 0) continue;
       std::string control(control_outcome_name(ks.control));
       if (ks.control == ControlOutcome::caught || ks.control == ControlOutcome::blind)
         control += fmt::format(" ({} caught, {} missed)", ks.caught, ks.missed);
+      if (ks.not_run > 0) control += fmt::format("; not run on {} cells (fault cannot show)", ks.not_run);
       o << fmt::format("| {} | `{}` | {} | {} | {} | {}{} |\n", md(suite), md(k.kernel), ks.passed, ks.failed + ks.missed,
                        ks.declined, control, ks.vacuous ? " - **no cell ran**" : "");
     }

@@ -78,6 +78,7 @@ class TapFormat : public ReportFormat {
         case CellOutcome::declined:
           out_ << fmt::format("ok {} - {} # SKIP declined: {}\n", ++n, what, reason(r.detail));
           break;
+        case CellOutcome::not_run: out_ << fmt::format("ok {} - {} # SKIP {}\n", ++n, what, reason(r.detail)); break;
         case CellOutcome::caught:
           out_ << fmt::format("ok {} - {} (negative control: the planted fault was caught, {})\n", ++n, what,
                               verdict_name(r.verdict));

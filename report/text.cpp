@@ -91,7 +91,7 @@ std::string metrics_text(const CellResult& r) {
 
 bool is_error_verdict(Verdict v) { return v == Verdict::error || v == Verdict::crash || v == Verdict::timeout; }
 
-bool has_output(Verdict v) { return v != Verdict::declined && !is_error_verdict(v); }
+bool has_output(Verdict v) { return v != Verdict::declined && v != Verdict::not_run && !is_error_verdict(v); }
 
 std::vector<std::string> suites_of(const RunSummary& s) {
   std::vector<std::string> out;

@@ -152,5 +152,91 @@ TEST(Dtype, UlpDistance) {
   EXPECT_EQ(ulp_distance(one, std::nanf(""), DType::f32), std::numeric_limits<std::uint64_t>::max());
 }
 
+// The inline f16/bf16/f32 conversions (core/dtype.hpp) against the Eigen-based ones they replaced
+// (to_bits_reference, from_bits_reference), bit for bit.
+TEST(Dtype, InlineDecodeMatchesReferenceOnEvery16BitPattern) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    int differ = 0;
+    for (std::uint32_t b = 0; b <= 0xFFFFu; ++b) {
+      const std::uint32_t got = std::bit_cast<std::uint32_t>(from_bits(b, t));
+      const std::uint32_t want = std::bit_cast<std::uint32_t>(from_bits_reference(b, t));
+      if (got != want && ++differ <= 5)
+        ADD_FAILURE() << dtype_name(t) << " pattern 0x" << std::hex << b << ": inline 0x" << got << ", reference 0x"
+                      << want;
+      // The round trip through the inline encoder keeps every non-NaN pattern.
+      const bool nan = std::isnan(from_bits_reference(b, t));
+      if (!nan && to_bits(from_bits(b, t), t) != b && ++differ <= 5)
+        ADD_FAILURE() << dtype_name(t) << " pattern 0x" << std::hex << b << " does not re-encode to itself";
+    }
+    EXPECT_EQ(differ, 0) << dtype_name(t);
+  }
+}
+
+/// fp32 inputs for the encoders: every 16-bit top half (so every bf16 and f16 exponent, Inf and NaN payloads)
+/// with low halves around both rounding points (bit 15 for bf16, bit 12 of the 13 bits f16 drops), the
+/// midpoints between neighbouring f16 and bf16 values (ties, subnormal ones and the one past 65504 included)
+/// and their neighbours, fp32 subnormals, and pseudo-random patterns.
+std::vector<float> encoder_inputs() {
+  std::vector<float> v;
+  std::vector<std::uint32_t> lows;
+  for (std::uint32_t top3 = 0; top3 < 8; ++top3)
+    for (std::uint32_t m : {0x0u, 0x1u, 0xFFFu, 0x1000u, 0x1001u, 0x1FFFu}) lows.push_back(top3 << 13 | m);
+  for (std::uint32_t hi = 0; hi <= 0xFFFFu; ++hi)
+    for (std::uint32_t lo : lows) v.push_back(f32(hi << 16 | lo));
+  for (DType t : {DType::f16, DType::bf16})
+    for (std::uint32_t b = 0; b < 0x7FFFu; ++b) {  // b and b + 1 both finite or b + 1 the Inf pattern
+      const double a = from_bits_reference(b, t), c = from_bits_reference(b + 1, t);
+      if (std::isnan(a) || std::isnan(c)) continue;
+      const auto mid = static_cast<float>((a + c) / 2);  // exact: one bit more than the type holds
+      for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+        v.push_back(x);
+        v.push_back(-x);
+      }
+    }
+  for (std::uint32_t b : {0x1u, 0x2u, 0x7FFFFFu, 0x400000u, 0x33000000u, 0x33000001u, 0x32FFFFFFu, 0x477FF000u,
+                          0x477FEFFFu, 0x477FF001u, 0x7F800000u, 0x7F800001u, 0x7FC00000u, 0x7FFFFFFFu})
+    for (std::uint32_t s : {0u, 0x80000000u}) v.push_back(f32(b | s));
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < (1 << 20); ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v.push_back(f32(static_cast<std::uint32_t>(x >> 16)));
+  }
+  return v;
+}
+
+TEST(Dtype, InlineEncodeMatchesReference) {
+  const std::vector<float> inputs = encoder_inputs();
+  ASSERT_GT(inputs.size(), 3'000'000u);
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    int differ = 0;
+    for (float f : inputs) {
+      const std::uint32_t got = to_bits(f, t), want = to_bits_reference(f, t);
+      if (got != want && ++differ <= 5)
+        ADD_FAILURE() << dtype_name(t) << " of fp32 0x" << std::hex << std::bit_cast<std::uint32_t>(f) << ": inline 0x"
+                      << got << ", reference 0x" << want;
+    }
+    EXPECT_EQ(differ, 0) << dtype_name(t);
+  }
+  // Spot checks that the inputs reach the cases that matter.
+  EXPECT_EQ(to_bits(65520.0f, DType::f16), 0x7C00u) << "the tie past 65504 rounds to even: Inf";
+  EXPECT_EQ(to_bits(std::ldexp(1.0f, -25), DType::f16), 0x0000u) << "2^-25 ties to 0";
+  EXPECT_EQ(to_bits(std::ldexp(3.0f, -25), DType::f16), 0x0002u) << "1.5 * 2^-24 ties to 2 * 2^-24";
+  EXPECT_EQ(to_bits(-std::nanf(""), DType::bf16), 0xFFC0u);
+}
+
+TEST(Dtype, StoreAndLoadAgreeWithReferenceForEveryType) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3fn, DType::fp8_e4m3fnuz, DType::fp8_e5m2}) {
+    std::vector<std::uint8_t> buf(4 * 8, 0xAB);
+    const float values[] = {0.0f, -1.5f, 3.14159f, 1e-6f, -448.0f, 65504.0f, 1e30f, -0.0f};
+    for (std::size_t i = 0; i < 8; ++i) store(buf.data(), i, t, values[i]);
+    for (std::size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(load_bits(buf.data(), i, t), to_bits_reference(values[i], t)) << dtype_name(t) << " " << i;
+      const float a = load(buf.data(), i, t), b = from_bits_reference(to_bits_reference(values[i], t), t);
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(b)) << dtype_name(t) << " " << i;
+    }
+    for (std::size_t i = 8 * dtype_size(t); i < buf.size(); ++i) EXPECT_EQ(buf[i], 0xAB) << "wrote past element 7";
+  }
+}
+
 }  // namespace
 }  // namespace pacheck

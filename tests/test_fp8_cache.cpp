@@ -209,6 +209,9 @@ RunSummary run(const Suite& s, const std::vector<std::string>& names) {
   for (const auto& n : names) ks.push_back(Registry::global().find(n));
   RunOptions o;
   o.threads = 2;
+  // The tests below also check that a control passes the cells outside its expected failures: the audit
+  // that --controls-everywhere runs (by default those cells are not_run).
+  o.controls_everywhere = true;
   return run_suite(s, ks, "cpu", o);
 }
 
@@ -300,9 +303,17 @@ TEST(Fp8Controls, ScaleFaultsAreCaught) {
   }
   // A "fault" that sets a scale to its own value changes nothing: not expected to fail, and passes.
   const float own = c.v_scale.resolve(4)[1];
-  const RunSummary s = run_suite(suite, {make_cpu_scale_fault("test.noop", ScaleFault{Target::v, 1, own})}, "cpu", RunOptions{});
+  RunOptions everywhere;
+  everywhere.controls_everywhere = true;
+  const KernelPtr noop = make_cpu_scale_fault("test.noop", ScaleFault{Target::v, 1, own});
+  const RunSummary s = run_suite(suite, {noop}, "cpu", everywhere);
   EXPECT_EQ(s.kernels[0].control, ControlOutcome::not_exercised);
   EXPECT_EQ(s.results[0].verdict, Verdict::pass);
+  // By default it is not run on them at all: not exercised, not vacuous, exit 0.
+  const RunSummary d = run_suite(suite, {noop}, "cpu", RunOptions{});
+  EXPECT_EQ(d.kernels[0].control, ControlOutcome::not_exercised);
+  EXPECT_EQ(d.not_run, 2);
+  EXPECT_EQ(d.exit_code(), 0);
   // Applying a fault: head -1 is the last head, a head past the end changes nothing.
   std::vector<float> k{1, 2, 3}, v{4, 5, 6};
   ScaleFault{Target::kv, -1, 0.0f}.apply(k, v);

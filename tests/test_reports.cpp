@@ -620,6 +620,37 @@ TEST(Junit, CountsMatchTheElementsAndFailuresCarryVerdictAndMetrics) {
                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
+// A negative control's cells where its fault cannot show are not_run: counted and visible in every format,
+// never dropped, and no format counts them as passed, failed or declined.
+TEST(Formats, NotRunCellsAreCountedAndShownInEveryFormat) {
+  const Suite suite = suite_of({17, 33});
+  const std::vector<KernelPtr> ks = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
+  RunOptions o;
+  const RunSummary s = run_suite(suite, ks, "cpu", o);
+  const ReportMeta meta = meta_for(suite, ks, o);
+  ASSERT_GT(s.not_run, 0);
+  ASSERT_GT(s.caught, 0);
+  EXPECT_EQ(s.exit_code(), 0);
+  const nlohmann::json j = report_json(s, meta);
+  EXPECT_EQ(j["summary"]["not_run"].get<int>(), s.not_run);
+  EXPECT_EQ(j["summary"]["verdicts"]["not_run"].get<int>(), s.not_run);
+  EXPECT_EQ(j["kernels"][1]["not_run"].get<int>(), s.not_run);
+  EXPECT_EQ(j["results"].size(), s.results.size()) << "every cell has a result";
+  const std::string console = render_format("console", s, meta);
+  EXPECT_NE(console.find(fmt::format("not run: {} cells of negative controls where their fault cannot show", s.not_run)),
+            std::string::npos)
+      << console;
+  EXPECT_NE(console.find(fmt::format("{} caught by negative controls, {} not run)", s.caught, s.not_run)), std::string::npos);
+  const pugi::xml_document doc = parse_junit(render_format("junit", s, meta));
+  EXPECT_EQ(nodes(doc, (std::string("//skipped[@message=\"") + kNotRunDetail + "\"]").c_str()), static_cast<std::size_t>(s.not_run));
+  EXPECT_EQ(nodes(doc, "//failure"), 0u);
+  const std::string tap = render_format("tap", s, meta);
+  EXPECT_EQ(count(tap, std::string("# SKIP ") + kNotRunDetail), s.not_run);
+  EXPECT_EQ(tap.find("not ok"), std::string::npos) << tap;
+  EXPECT_NE(render_format("markdown", s, meta).find(fmt::format("not run on {} cells (fault cannot show)", s.not_run)),
+            std::string::npos);
+}
+
 TEST(Junit, FailsExactlyWhenTheExitCodeIsNotZero) {
   const Suite suite = suite_of({17, 33});
   const std::vector<KernelPtr> ks = {Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")};
@@ -659,7 +690,11 @@ TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {
   const std::string md = render_format("markdown", s, meta_for(suite, ks, o));
   EXPECT_NE(md.find("## pacheck rep: FAIL (exit 1)"), std::string::npos) << md;
   EXPECT_NE(md.find("| rep | `planted.error` | 2 | 2 | 0 | - |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| rep | `cpu.vector_v` | 2 | 0 | 0 | caught (2 caught, 0 missed) |"), std::string::npos) << md;
+  // The control runs only on its two planted cells; the two clean ones are not_run.
+  EXPECT_NE(md.find("| rep | `cpu.vector_v` | 0 | 0 | 0 | caught (2 caught, 0 missed); not run on 2 cells (fault "
+                    "cannot show) |"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("**Comparator self-test:** passed"), std::string::npos) << md;
   EXPECT_NE(md.find("### Worst cells (2 failing)"), std::string::npos) << md;
   EXPECT_NE(md.find("| `planted.error` | `h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean` | error | - | - | planted failure |"), std::string::npos) << md;
@@ -741,10 +776,12 @@ TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
     if (p.directive.rfind("SKIP ", 0) == 0) skipped.insert(p.description);
   }
   // The two ctx33 cells of the kernel that errors fail; its ctx1 cells (declined) are skipped; the negative
-  // control's caught cells pass.
-  const std::string k = "planted#error h4/2 d32 bs16 bf16 ";
+  // control's caught cells pass, its cells where the V-tail fault cannot show (clean ones) are skipped as not_run.
+  const std::string k = "planted#error h4/2 d32 bs16 bf16 ", c = "cpu.vector_v h4/2 d32 bs16 bf16 ";
   EXPECT_EQ(not_ok, (std::set<std::string>{k + "ctx33,32 vllm seed7 clean", k + "ctx33,32 vllm seed7 V:nan@tail"}));
-  EXPECT_EQ(skipped, (std::set<std::string>{k + "ctx1,32 vllm seed7 clean", k + "ctx1,32 vllm seed7 V:nan@tail"}));
+  EXPECT_EQ(skipped, (std::set<std::string>{k + "ctx1,32 vllm seed7 clean", k + "ctx1,32 vllm seed7 V:nan@tail",
+                                            c + "ctx1,32 vllm seed7 clean", c + "ctx17,32 vllm seed7 clean",
+                                            c + "ctx33,32 vllm seed7 clean"}));
   const auto err = std::find_if(points.begin(), points.end(), [](const TapPoint& p) { return !p.ok; });
   EXPECT_EQ(err->yaml.at("verdict"), "error");
   EXPECT_EQ(err->yaml.at("detail"), "launch\nfailed");

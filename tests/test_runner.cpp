@@ -151,6 +151,104 @@ TEST(NegativeControl, BlindWhenAControlPasses) {
   EXPECT_EQ(s.exit_code(), 3);
 }
 
+// A negative control runs only on the cells its expected_failures() marks; the others are settled as
+// not_run, counted and reported, never dropped.
+TEST(NegativeControl, NotRunOutsideItsExpectedCells) {
+  const KernelPtr vv = Registry::global().find("cpu.vector_v");
+  const Suite suite = small_suite({kClean, kVNanTail, kV1e4Tail}, {17, 37, 48});
+  const RunSummary s = run_suite(suite, {vv}, "cpu", RunOptions{});
+  ASSERT_EQ(s.results.size(), suite.cells.size()) << "every cell accounted for";
+  int not_run = 0, caught = 0;
+  for (const CellResult& r : s.results) {
+    if (r.expected_fail) {
+      ++caught;
+      EXPECT_TRUE(is_failure(r.verdict)) << r.cell_id;
+    } else {
+      ++not_run;
+      EXPECT_EQ(r.verdict, Verdict::not_run) << r.cell_id;
+      EXPECT_EQ(r.detail, kNotRunDetail);
+      EXPECT_EQ(r.seconds, 0) << "no kernel call";
+    }
+  }
+  EXPECT_EQ(caught, 2) << "ctx 17 and 37 straddle with NaN in the V tail";
+  EXPECT_EQ(s.kernels[0].not_run, not_run);
+  EXPECT_EQ(s.not_run, not_run);
+  EXPECT_EQ(s.kernels[0].caught, 2);
+  EXPECT_EQ(s.kernels[0].passed, 0);
+  EXPECT_EQ(s.verdicts[verdict_rank(Verdict::not_run)], not_run);
+  EXPECT_EQ(s.kernels[0].control, ControlOutcome::caught);
+  EXPECT_FALSE(s.vacuous);
+  EXPECT_EQ(s.exit_code(), 0);
+}
+
+// --controls-everywhere (an audit): the control runs on every cell, passes those outside its expected
+// failures, and is caught on exactly the same cells with the same verdicts as in a default run.
+TEST(NegativeControl, EverywhereGivesTheSameCaughtSet) {
+  std::vector<KernelPtr> controls = Registry::global().negative_controls(PACHECK_DEVICE_CPU);
+  ASSERT_GE(controls.size(), 2u);
+  const Suite suite = small_suite({kClean, kVNanTail, kV1e4Tail, {Poison::nan, Target::k, Region::tail}}, {17, 48});
+  RunOptions everywhere;
+  everywhere.controls_everywhere = true;
+  const RunSummary a = run_suite(suite, controls, "cpu", RunOptions{});
+  const RunSummary b = run_suite(suite, controls, "cpu", everywhere);
+  ASSERT_EQ(a.results.size(), b.results.size());
+  int expected = 0;
+  for (std::size_t i = 0; i < a.results.size(); ++i) {
+    const CellResult &x = a.results[i], &y = b.results[i];
+    ASSERT_EQ(x.cell_id, y.cell_id);
+    ASSERT_EQ(x.kernel, y.kernel);
+    EXPECT_EQ(x.expected_fail, y.expected_fail);
+    if (x.verdict == Verdict::declined) {
+      EXPECT_EQ(y.verdict, Verdict::declined) << x.kernel << " " << x.cell_id;
+    } else if (x.expected_fail) {
+      ++expected;
+      EXPECT_EQ(x.verdict, y.verdict) << x.kernel << " " << x.cell_id;
+      EXPECT_EQ(cell_outcome(a, x), CellOutcome::caught) << x.kernel << " " << x.cell_id;
+    } else {
+      EXPECT_EQ(x.verdict, Verdict::not_run) << x.kernel << " " << x.cell_id;
+      EXPECT_EQ(cell_outcome(b, y), CellOutcome::passed) << "a control passes the cells outside its expected "
+                                                            "failures: "
+                                                         << y.kernel << " " << y.cell_id << " " << verdict_name(y.verdict);
+    }
+  }
+  EXPECT_GT(expected, 0);
+  EXPECT_EQ(a.caught, b.caught);
+  EXPECT_EQ(b.not_run, 0);
+  EXPECT_EQ(a.not_run + a.caught + a.declined, static_cast<int>(a.results.size()));
+  for (std::size_t k = 0; k < a.kernels.size(); ++k) EXPECT_EQ(a.kernels[k].control, b.kernels[k].control) << a.kernels[k].kernel;
+  EXPECT_EQ(a.exit_code(), b.exit_code());
+}
+
+// A control with no cell of the selection that can show its fault is "not exercised": not vacuous, not a
+// failure (exit 0), as when the selection holds none of its planted cells.
+TEST(NegativeControl, OnlyNotRunCellsIsNotExercisedNotVacuous) {
+  const KernelPtr vv = Registry::global().find("cpu.vector_v");
+  const RunSummary s = run_suite(small_suite({kClean}), {vv}, "cpu", RunOptions{});
+  ASSERT_EQ(s.results.size(), 2u);
+  EXPECT_EQ(s.kernels[0].not_run, 2);
+  EXPECT_EQ(s.kernels[0].control, ControlOutcome::not_exercised);
+  EXPECT_FALSE(s.kernels[0].vacuous);
+  EXPECT_FALSE(s.vacuous);
+  EXPECT_EQ(s.exit_code(), 0);
+}
+
+// The audit finds a control whose planted fault shows outside its declared expected failures; the default
+// run does not run it there.
+TEST(NegativeControl, EverywhereFindsAFaultOutsideTheExpectedCells) {
+  Planted k(Planted::What::nan_everywhere, "planted.nan_control", /*control=*/true);
+  const Suite suite = small_suite({kClean, kVNanTail});
+  RunOptions everywhere;
+  everywhere.controls_everywhere = true;
+  const RunSummary a = run_suite(suite, {exec_test::unowned(&k)}, "cpu", RunOptions{});
+  const RunSummary b = run_suite(suite, {exec_test::unowned(&k)}, "cpu", everywhere);
+  EXPECT_EQ(a.kernels[0].caught, 1);
+  EXPECT_EQ(a.kernels[0].not_run, 3);
+  EXPECT_EQ(a.exit_code(), 0);
+  EXPECT_EQ(b.kernels[0].caught, 1);
+  EXPECT_EQ(b.kernels[0].failed, 3) << "poisoned outside its expected failures";
+  EXPECT_EQ(b.exit_code(), 1);
+}
+
 TEST(Runner, ResultsIndependentOfThreadCount) {
   const KernelPtr k = Registry::global().find("cpu.split_kv");
   const Suite suite = small_suite({kClean, kVNanTail, kV1e4Tail}, {1, 15, 16, 17, 600});

@@ -209,7 +209,7 @@ def scenario_console(args, tmp):
     f = os.path.join(tmp, "f")
     p = run(args, "run", *FAILING, "-j3", "--report-dir", f, expect=1)
     rep = check_reports_dir(f)
-    failing = [x for x in rep["results"] if x["verdict"] not in ("pass", "declined")]
+    failing = [x for x in rep["results"] if x["verdict"] not in ("pass", "declined", "not_run")]
     check(failing, "the planted kernel failed no cell")
     want = [f"pacheck repro {shlex.quote(x['cell'])} --kernel {x['kernel']}" for x in failing]
     tail = p.stdout.rstrip("\n").splitlines()
@@ -230,8 +230,8 @@ def scenario_quiet(args, tmp):
     quiet = run(args, "run", *FAILING, "-j2", "--quiet", expect=1)
     all_rows, quiet_rows = rows(loud.stdout), rows(quiet.stdout)
     check(any(r[1] == "pass" for r in all_rows), "the loud run has no passing row")
-    check(quiet_rows and all(r[1] not in ("pass", "declined") for r in quiet_rows), f"--quiet rows: {quiet_rows[:3]}")
-    check(quiet_rows == [r for r in all_rows if r[1] not in ("pass", "declined") and "(caught)" not in r[1]],
+    check(quiet_rows and all(r[1] not in ("pass", "declined", "not_run") for r in quiet_rows), f"--quiet rows: {quiet_rows[:3]}")
+    check(quiet_rows == [r for r in all_rows if r[1] not in ("pass", "declined", "not_run") and "(caught)" not in r[1]],
           "--quiet does not print exactly the failing rows")
     for want in ("verdicts: ", "passed, ", "failures ("):
         check(want in quiet.stdout, f"--quiet lacks {want!r}")

@@ -40,7 +40,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-VERDICTS = {"pass", "fail", "poisoned", "variant", "unwritten", "oob_write", "input_mutated", "declined", "error",
+VERDICTS = {"pass", "fail", "poisoned", "variant", "unwritten", "oob_write", "input_mutated", "declined", "not_run", "error",
             "crash", "timeout"}
 ERROR_VERDICTS = {"error", "crash", "timeout"}
 
@@ -263,7 +263,7 @@ def check_junit(path, report):
         check(c is not None, f"no testcase for {r['kernel']} {r['cell']}")
         bad = c.find("failure") if c.find("failure") is not None else c.find("error")
         control = r["expected_fail"] and r["kernel"] in controls
-        want_bad = (r["verdict"] == "pass") if control else r["verdict"] not in ("pass", "declined")
+        want_bad = (r["verdict"] == "pass") if control else r["verdict"] not in ("pass", "declined", "not_run")
         check((bad is not None) == want_bad, f"{r['kernel']} {r['cell']}: verdict {r['verdict']} but junit "
                                              f"{'fails' if bad is not None else 'passes'} it")
         if bad is not None and not control:
@@ -271,8 +271,8 @@ def check_junit(path, report):
             check(bad.get("type") == r["verdict"], f"{r['cell']}: type {bad.get('type')} != {r['verdict']}")
             check(bad.tag == ("error" if r["verdict"] in ERROR_VERDICTS else "failure"), f"{r['cell']}: <{bad.tag}>")
             check("rel_linf: " in (bad.text or ""), f"{r['cell']}: failure text lacks the metrics")
-        if r["verdict"] == "declined":
-            check(c.find("skipped") is not None, f"{r['cell']}: declined but not skipped")
+        if r["verdict"] in ("declined", "not_run"):
+            check(c.find("skipped") is not None, f"{r['cell']}: {r['verdict']} but not skipped")
     any_bad = totals["failures"] + totals["errors"] > 0
     check(any_bad == (report["exit_code"] != 0), f"junit {'fails' if any_bad else 'passes'} but exit code is "
                                                   f"{report['exit_code']}")
@@ -308,7 +308,7 @@ def scenario_junit(args, tmp):
     closing = f"reports in {d}: results.jsonl report.json junit.xml summary.md report.html\n"
     check(p.stdout.endswith(closing), f"closing line is not {closing!r}: {p.stdout[-300:]!r}")
     check(os.path.isfile(os.path.join(d, "report.html")), f"{d}: no report.html")
-    check(all(r.get("device") == "cpu" for r in report["results"] if r["verdict"] != "declined"),
+    check(all(r.get("device") == "cpu" for r in report["results"] if r["verdict"] not in ("declined", "not_run")),
           "a CPU run's results do not name device cpu")
     check(report["summary"]["caught"] == 4, "the negative control's 4 bf16 cells were not caught")
     check_stdout_formats(args, tmp, d, report)

@@ -302,6 +302,32 @@ def scenario_verify_tamper(args, tmp):
         ev["summary"]["declined"] += 1
     forge(d, one_declined)
     verify(args, d, *S, expect=0, says=["verified:", "controls 1/1 caught"])
+    # A control's planted cell turned into not_run (as if its fault could not show there), counts forged to
+    # match: only a control's cells outside its expected failures may be left unrun (exit 13). The same for a
+    # cell of cpu.reference, which is no control.
+    for kernel, expected, why in (("cpu.vector_v", True, "it is one of the control's planted cells"),
+                                  ("cpu.reference", False, "the kernel is no negative control")):
+        d = fresh()
+        lines = lines_of(d)
+        for k, l in enumerate(lines):
+            r = json.loads(l)
+            if r["kernel"] == kernel and r["expected_fail"] == expected and r["verdict"] != "not_run":
+                was_caught = expected
+                r["verdict"] = "not_run"
+                r["detail"] = "not run: fault cannot show on this cell (a forged one)"
+                lines[k] = (json.dumps(r) + "\n").encode()
+                break
+        write(os.path.join(d, "results.jsonl"), b"".join(lines))
+
+        def unrun(summary, was_caught=was_caught):
+            summary["caught" if was_caught else "passed"] -= 1
+            summary["not_run"] = summary.get("not_run", 0) + 1
+        rp = os.path.join(d, "report.json")
+        report = json.loads(read(rp))
+        unrun(report["summary"])
+        write(rp, dump(report).encode())
+        forge(d, lambda ev: unrun(ev["summary"]))
+        verify(args, d, *S, expect=13, says=["is not_run, but", why])
     # A failed self-test written into report.json and the manifest: exit 16.
     d = fresh()
     rp = os.path.join(d, "report.json")

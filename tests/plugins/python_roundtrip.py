@@ -41,7 +41,7 @@ def verdicts(path):
         return {r["cell"]: r["verdict"] for r in json.load(f)["results"]}
 
 
-NOT_FAILURES = ("pass", "declined")  # every other verdict fails a cell (pacheck list verdicts)
+NOT_FAILURES = ("pass", "declined", "not_run")  # every other verdict fails a cell (pacheck list verdicts)
 
 
 def failing(path):
