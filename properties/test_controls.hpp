@@ -284,9 +284,15 @@ inline const std::vector<Catch>& catches() {
       // seed 5: determinism, gqa-expansion, exact-scaling, scale-folding, neutral-variants).
       // Issue 19: cpu.qlen_no_causal lets every query token of a sequence see the whole context (no causal
       // mask among the query tokens). The generators give one case in 8 several query tokens (from size 10);
-      // only agreement compares against the oracle's causal rows: the other properties compare the kernel with
-      // itself, and its mistake is the same in both runs.
+      // agreement and tail-poison (which judges the poisoned cell against the oracle too) compare with the
+      // oracle's causal rows: the other properties compare the kernel with itself, and its mistake is the same
+      // in both runs.
       {"cpu.qlen_no_causal", "agreement", "WithSeveralQueryTokensAndTheReproFails",
+       [](const Counterexample& cx, double) {
+         EXPECT_GE(cx.cell.c.max_query_len(), 2) << cx.cell.id();
+         EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "cpu.qlen_no_causal"))) << cx.cell.id();
+       }},
+      {"cpu.qlen_no_causal", "tail-poison", "WithSeveralQueryTokensAndTheReproFails",
        [](const Counterexample& cx, double) {
          EXPECT_GE(cx.cell.c.max_query_len(), 2) << cx.cell.id();
          EXPECT_TRUE(is_failure(repro_verdict(cx.cell, "cpu.qlen_no_causal"))) << cx.cell.id();
