@@ -106,9 +106,12 @@ struct ExportSummary {
   int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   int skipped_high_ids = 0;///< cells with high block ids (hiblk=): their 4-16 GiB pools are not written to files
-  int skipped_query_len = 0; ///< cells with several query tokens per sequence (qlen=): not carried yet
   std::string manifest;    ///< path of manifest.json
 };
+
+/// The skipped_* counts of `sum` as manifest "left_out" entries (kind, cells, reason), every kind in a fixed
+/// order, zero counts included (the manifest keeps only the others).
+std::vector<LeftOut> left_out_kinds(const ExportSummary& sum);
 
 /// Exports `suite` into `dir` (created if needed), opt.threads cases at a time. Every file is written
 /// through a temporary file renamed into place, so a symbolic link planted in `dir` is replaced, never
@@ -121,6 +124,9 @@ struct ScoreOptions {
   /// The outputs come from a runner with the planted V-tail fault (examples/python/runner.py --bug v-tail):
   /// report it as a negative control that must fail exactly the cells poisons_v_tail() names.
   bool negative_control = false;
+  /// Cell ids (exactly as the manifest's cells[j].id) to score; empty: every exported cell. An id the
+  /// manifest does not hold is a CaseFilesError naming it (`pacheck score --cell`, the repro line score prints).
+  std::vector<std::string> cells;
   RunOptions run;  ///< tolerance, oracle precision, threads (filter and seed are fixed by the export)
   /// Called with the suite, kernel and options run_suite gets, after the export was read and before any
   /// case is generated; may throw to refuse the run (the CLI's --max-memory check).
@@ -148,7 +154,7 @@ struct ScoreOptions {
 /// the file and the tensor or field (the CLI: exit 2). Variant cells are judged as `run` judges them: the
 /// oracle of the case's variant, the same verdicts. `suite_name` receives the exported suite's name.
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
-                       std::string* suite_name = nullptr);
+                       std::string* suite_name = nullptr, std::vector<LeftOut>* left_out = nullptr);
 
 /// SHA-256 over the input bytes of one call in the order query, key_cache, value_cache, block_tables,
 /// seq_lens, then k_scales_per_head and v_scales_per_head when present (the sizes follow from the shapes
