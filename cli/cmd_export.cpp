@@ -73,14 +73,12 @@ void add_export_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     if (s.cells == 0) {
-      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids + s.skipped_query_len;
+      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids;
       if (left_out == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
       throw UsageError(fmt::format("export: none of the {} selected cells of suite {} can be written as case files "
-                                   "({} pinned to another layout, {} of an untagged dtype, {} with high block ids, {} "
-                                   "with several query tokens per sequence): run them with `pacheck run` or the Python "
-                                   "module",
-                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids,
-                                   s.skipped_query_len));
+                                   "({} pinned to another layout, {} of an untagged dtype, {} with high block ids): "
+                                   "run them with `pacheck run` or the Python module",
+                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids));
     }
     std::string skipped;
     if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout", s.skipped_layout);
@@ -89,10 +87,6 @@ void add_export_command(CLI::App& app, Context& ctx) {
       skipped += fmt::format(", left out {} cells with high block ids (their pools of 2^31 elements and more are "
                              "not written to case files)",
                              s.skipped_high_ids);
-    if (s.skipped_query_len)
-      skipped += fmt::format(", left out {} cells with several query tokens per sequence (case files do not carry "
-                             "query_len yet)",
-                             s.skipped_query_len);
     fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check){} -> {}\n",
                s.cells, suite.name, s.files, s.baselines, skipped, s.manifest);
     ctx.exit_code = kPass;

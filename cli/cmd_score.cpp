@@ -17,6 +17,7 @@
 #include "report/json.hpp"
 #include "report/report_dir.hpp"
 #include "report/run_identity.hpp"
+#include "report/text.hpp"
 
 namespace pacheck::cli {
 
@@ -25,6 +26,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
   struct Opts {
     std::string cases, outputs, json, report_dir, kernel = "foreign", format = kDefaultFormat, color = "auto";
     bool only_failures = false, negative_control = false, quiet = false;
+    std::vector<std::string> cells;
   };
   auto o = std::make_shared<Opts>();
   auto common = std::make_shared<CommonOptions>();  // for the tolerance flags only
@@ -32,6 +34,9 @@ void add_score_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--cases", o->cases, "directory written by `pacheck export`")->required();
   cmd->add_option("--outputs", o->outputs, "directory holding one output safetensors per case file")->required();
   cmd->add_option("--kernel-name", o->kernel, "name to report the outputs under")->capture_default_str();
+  cmd->add_option("--cell", o->cells,
+                  "score only this cell (its id exactly as score prints it; repeatable): the repro line of a failing "
+                  "cell");
   cmd->add_option("--json", o->json, "write the full report (summary and every cell's metrics) to this JSON file");
   cmd->add_option("--report-dir", o->report_dir,
                   fmt::format("write {} (one line per scored cell, as it is scored), {} into this directory, as "
@@ -65,7 +70,17 @@ void add_score_command(CLI::App& app, Context& ctx) {
     ScoreOptions so;
     so.kernel_name = o->kernel;
     so.negative_control = o->negative_control;
+    so.cells = o->cells;
     so.run = common->run_options();
+    // The replayed kernel exists only in this process: a failing cell's repro line is this command for it.
+    set_repro_command(o->kernel, [o](const std::string& cell_id, const std::string& judge_flags) {
+      std::string line = fmt::format("pacheck score --cases {} --outputs {} --cell {}", shell_quote(o->cases),
+                                     shell_quote(o->outputs), shell_quote(cell_id));
+      if (o->kernel != "foreign") line += " --kernel-name " + shell_quote(o->kernel);
+      if (o->negative_control) line += " --negative-control";
+      if (!judge_flags.empty()) line += " " + judge_flags;
+      return line;
+    });
     const MemoryBudget budget = common->memory.budget();
     const std::string device = "cpu (replayed outputs)";
     // The report directory is started only once the case files passed their checks (the pre-flight): a
@@ -110,9 +125,10 @@ void add_score_command(CLI::App& app, Context& ctx) {
     };
     control_run.attach(so.run);
     std::string suite;
+    std::vector<LeftOut> left_out;
     RunSummary s;
     try {
-      s = control_run.run([&] { return score_cases(o->cases, o->outputs, so, &suite); },
+      s = control_run.run([&] { return score_cases(o->cases, o->outputs, so, &suite, &left_out); },
                           {{o->kernel, o->negative_control}});
     } catch (const CaseFilesError& e) {
       throw UsageError(e.what());
@@ -151,6 +167,12 @@ void add_score_command(CLI::App& app, Context& ctx) {
     // Outputs are judged on the CPU.
     if (reports || out->needs_environment()) meta.environment = collect_environment("cpu");
     out->run_ended(s, meta);
+    // What the export could not write as case files is not covered by this score: say so after the summary.
+    for (const auto& l : left_out)
+      if (l.cells > 0)
+        fmt::print(notes, "pacheck: not scored: the export left out {} cell(s) of suite {} ({}: {}); run them with "
+                          "`pacheck run` or the Python module\n",
+                   l.cells, suite, l.kind, l.reason);
     if (!o->json.empty()) write_output_file("--json", o->json, to_json(s, suite, device).dump(1) + "\n");
     ctx.exit_code = s.exit_code();
     if (reports) {

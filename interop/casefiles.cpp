@@ -66,17 +66,32 @@ struct Sizes {
   std::size_t k_scales, v_scales;  ///< [num_kv_heads] fp32 per-head scales, 0 bytes when absent
   std::size_t alibi, sinks;        ///< [num_heads] fp32 ALiBi slopes / sink logits, 0 bytes when absent
 };
+/// Rows of `query` and `out` in a call: num_query_tokens with several query tokens per sequence (version 2's
+/// query_start_loc), else one per sequence.
+std::size_t query_rows(const pacheck_kernel_args& a) {
+  return static_cast<std::size_t>(a.query_start_loc_host && a.num_query_tokens > 0 ? a.num_query_tokens : a.num_seqs);
+}
+
+/// query_lens of a call: from query_start_loc_host when set, else 1 for each sequence.
+std::vector<std::int32_t> query_lens_of(const pacheck_kernel_args& a) {
+  std::vector<std::int32_t> q(static_cast<std::size_t>(a.num_seqs), 1);
+  if (a.query_start_loc_host)
+    for (int s = 0; s < a.num_seqs; ++s) q[s] = a.query_start_loc_host[s + 1] - a.query_start_loc_host[s];
+  return q;
+}
+
 Sizes sizes_of(const pacheck_kernel_args& a) {
+  const auto T = query_rows(a);
   const auto S = static_cast<std::size_t>(a.num_seqs), H = static_cast<std::size_t>(a.num_heads),
              D = static_cast<std::size_t>(a.head_size), N = static_cast<std::size_t>(a.num_blocks);
   const std::size_t kv = dtype_size(static_cast<DType>(a.kv_dtype));
   // The pager's pools are contiguous: dimension 0 (the block) strides over one whole block.
-  return {S * H * D * dtype_size(static_cast<DType>(a.q_dtype)),
+  return {T * H * D * dtype_size(static_cast<DType>(a.q_dtype)),
           N * static_cast<std::size_t>(a.k_strides[0]) * kv,
           N * static_cast<std::size_t>(a.v_strides[0]) * kv,
           S * static_cast<std::size_t>(a.max_blocks_per_seq) * 4,
           S * 4,
-          S * H * D * dtype_size(static_cast<DType>(a.out_dtype)),
+          T * H * D * dtype_size(static_cast<DType>(a.out_dtype)),
           a.k_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0,
           a.v_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0,
           a.alibi_slopes ? H * 4 : 0,
@@ -142,10 +157,19 @@ class CaptureKernel final : public Kernel {
     alibi = a.alibi_slopes ? grab(a.alibi_slopes, n.alibi) : std::vector<std::uint8_t>{};
     sinks = a.sinks ? grab(a.sinks, n.sinks) : std::vector<std::uint8_t>{};
     out = grab(a.out, n.out);  // the fill pattern, left untouched: that is what a runner should start from
+    query_lens = query_lens_of(a);
+    // The call's pointers are valid during the call only: keep a copy of query_start_loc for geometry_of.
+    if (a.query_start_loc_host) {
+      query_start_loc.assign(a.query_start_loc_host, a.query_start_loc_host + a.num_seqs + 1);
+      args.query_start_loc_host = query_start_loc.data();
+    }
+    args.query_start_loc = nullptr;
   }
   mutable pacheck_kernel_args args{};
   mutable std::vector<std::uint8_t> query, key_cache, value_cache, block_tables, seq_lens, k_scales, v_scales, alibi,
       sinks, out;
+  mutable std::vector<std::int32_t> query_lens;  ///< [num_seqs], 1 each for plain decode
+  mutable std::vector<std::int32_t> query_start_loc;  ///< [num_seqs + 1] with several query tokens, else empty
   std::string sha() const {
     return hash_inputs({{query.data(), query.size()},
                         {key_cache.data(), key_cache.size()},
@@ -176,10 +200,11 @@ constexpr const char* kShapeFields[] = {"num_seqs",   "num_heads", "num_kv_heads
                                         "block_size", "num_blocks", "max_blocks_per_seq", "layout",
                                         "x",          "q_dtype",    "kv_dtype",           "out_dtype",
                                         "strides"};
-/// The attention-variant scalars of a geometry (format_version 2): sliding_window (I32, 0 = none) and
-/// logits_soft_cap (F32, 0 = none), read from the case file's scalar tensors of those names like
-/// kScalarFields; a version-1 file has neither and means 0.
-constexpr const char* kVariantFields[] = {"sliding_window", "logits_soft_cap"};
+/// The attention-variant fields of a geometry: sliding_window (I32, 0 = none) and logits_soft_cap (F32, 0 =
+/// none), read from the case file's scalar tensors of those names like kScalarFields (format_version 2; a
+/// version-1 file has neither and means 0), and query_lens ([num_seqs] I32, format_version 3; an older file
+/// has none and means 1 per sequence).
+constexpr const char* kVariantFields[] = {"sliding_window", "logits_soft_cap", "query_lens"};
 
 /// A scale as a geometry holds it: fp32's shortest round-trip text, and "nan" for every NaN (the per-head
 /// case's scalars), so that equal calls compare equal.
@@ -217,7 +242,8 @@ json geometry_of(const pacheck_kernel_args& a) {
   for (std::size_t i = 0; i < std::size(kScalarFields); ++i) g[kScalarFields[i]] = scalar_text(scalars[i]);
   g["sliding_window"] = a.sliding_window;
   g["logits_soft_cap"] = scalar_text(a.logits_soft_cap);
-  static_assert(std::size(kVariantFields) == 2);
+  g["query_lens"] = query_lens_of(a);
+  static_assert(std::size(kVariantFields) == 3);
   return g;
 }
 
@@ -252,6 +278,16 @@ pacheck_kernel_args call_of(const Case& c) {
   return a;
 }
 
+/// The geometry of the call a cell of case `c` makes: geometry_of(call_of(c)) with the case's query_lens
+/// (call_of's query_start_loc died with its pool).
+json expected_geometry(const Case& c) {
+  json g = geometry_of(call_of(c));
+  std::vector<std::int32_t> q;
+  for (int s = 0; s < c.num_seqs(); ++s) q.push_back(c.query_len(s));
+  g["query_lens"] = q;
+  return g;
+}
+
 /// The first field (in kShapeFields then kScalarFields order) in which geometries `a` and `b` differ: its
 /// name ("strides.TENSOR" for a stride) and both values as JSON text; nullopt when they are equal.
 struct FieldDiff {
@@ -282,16 +318,17 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
   const pacheck_kernel_args& a = cap.args;
   const int x = layout_vector_width(c.layout, c.kv_dtype);
   const std::int64_t S = a.num_seqs, H = a.num_heads, D = a.head_size;
+  const auto T = static_cast<std::int64_t>(query_rows(a));  // query / out rows: num_query_tokens
   SafetensorsFile st;
   st.metadata = {{"format", kFormat},     {"pacheck", pacheck_version()}, {"case", c.id()},
                  {"fault", f.id()},       {"layout", std::string(layout_name(c.layout))},
                  {"inputs_sha256", sha},  {"kv_dtype", std::string(dtype_name(c.kv_dtype))}};
-  st.add("query", st_of(c.q_dtype), {S, H, D}, cap.query.data());
+  st.add("query", st_of(c.q_dtype), {T, H, D}, cap.query.data());
   st.add("key_cache", kv_st_of(c.kv_dtype), key_shape(a, x), cap.key_cache.data());
   st.add("value_cache", kv_st_of(c.kv_dtype), value_shape(a), cap.value_cache.data());
   st.add("block_tables", StDType::I32, {S, a.max_blocks_per_seq}, cap.block_tables.data());
   st.add("seq_lens", StDType::I32, {S}, cap.seq_lens.data());
-  st.add("out", st_of(c.out_dtype), {S, H, D}, cap.out.data());
+  st.add("out", st_of(c.out_dtype), {T, H, D}, cap.out.data());
   st.add("scale", StDType::F32, {}, &a.scale);
   // With per-KV-head scales the scalars are NaN (make_args): a kernel must read the arrays.
   st.add("k_scale", StDType::F32, {}, &a.k_scale);
@@ -304,6 +341,12 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
   st.add("logits_soft_cap", StDType::F32, {}, &a.logits_soft_cap);
   if (!cap.alibi.empty()) st.add("alibi_slopes", StDType::F32, {H}, cap.alibi.data());
   if (!cap.sinks.empty()) st.add("sinks", StDType::F32, {H}, cap.sinks.data());
+  // Query tokens per sequence (format_version 3): always present, 1 each for plain decode, and their
+  // prefix sums (the ABI's query_start_loc) so a runner need not compute them.
+  std::vector<std::int32_t> qsl{0};
+  for (std::int32_t q : cap.query_lens) qsl.push_back(qsl.back() + q);
+  st.add("query_lens", StDType::I32, {S}, cap.query_lens.data());
+  st.add("query_start_loc", StDType::I32, {S + 1}, qsl.data());
   write_safetensors((fs::path(dir) / file).string(), st);
 
   json shapes = json::object();
@@ -319,9 +362,10 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
                 {"v_scale", a.v_scale},
                 {"sliding_window", a.sliding_window},
                 {"logits_soft_cap", a.logits_soft_cap},
+                {"num_query_tokens", T},
                 {"shapes", shapes},
                 {"output",
-                 {{"file", file}, {"tensor", "out"}, {"dtype", st_dtype_name(st_of(c.out_dtype))}, {"shape", {S, H, D}}}}});
+                 {{"file", file}, {"tensor", "out"}, {"dtype", st_dtype_name(st_of(c.out_dtype))}, {"shape", {T, H, D}}}}});
   return entry;
 }
 
@@ -340,6 +384,13 @@ std::string inputs_sha256(const pacheck_kernel_args& a) {
                       {a.sinks, n.sinks}});
 }
 
+std::vector<LeftOut> left_out_kinds(const ExportSummary& sum) {
+  return {{"layout", sum.skipped_layout, "pinned to a layout other than the export's --kernel-layout"},
+          {"dtype", sum.skipped_dtype, "a query or output dtype safetensors has no tag for"},
+          {"high_block_ids", sum.skipped_high_ids,
+           "high block ids (hiblk=): their pools of 2^31 elements and more are not written to case files"}};
+}
+
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt) {
   ExportSummary sum;
   // Resolve cells as `run` would, then group them by case: each case is generated and paged once.
@@ -353,12 +404,6 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
     }
     if (opt.seed) cell.c.seed = *opt.seed;
     if (opt.filter && !std::regex_search(cell.id(), *opt.filter)) continue;
-    // Several query tokens per sequence (qlen=): case files hold one query row per sequence; such cells are
-    // left out and counted, as cells of a dtype safetensors cannot tag are, so `export --suite gate` still works.
-    if (cell.c.max_query_len() > 1) {
-      ++sum.skipped_query_len;
-      continue;
-    }
     // A pool of high block ids is 4-16 GiB per cache, sparse in memory but not in a safetensors file: such
     // cells are left out and counted too (run them in-process or through a plugin).
     if (cell.c.high_block_ids != 0) {
@@ -426,7 +471,7 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
       try {
         const auto& [c, faults] = groups.at(case_order[ci]);
         const CaseData data = prepare_inputs(c);  // no oracle: the export compares nothing
-        const json expected = geometry_of(call_of(c));
+        const json expected = expected_geometry(c);
         std::vector<Captured>& out = captured[ci];
         for (std::size_t fi = 0; fi < faults.size(); ++fi) {
           const FaultSpec& f = faults[fi];
@@ -503,12 +548,18 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
                       {"file", file_of_variant.at(cell.id())},
                       {"baseline", cell.fault.clean() ? json(nullptr) : json(file_of_variant.at(base))}});
   }
+  // The selected cells case files could not carry: `score` prints them, so a user sees what the file route
+  // left to `pacheck run`.
+  json left_out = json::array();
+  for (const auto& [kind, n, reason] : left_out_kinds(sum))
+    if (n > 0) left_out.push_back({{"kind", kind}, {"cells", n}, {"reason", reason}});
   json manifest = {{"format", kFormat},
                    {"format_version", kFormatVersion},
                    {"pacheck", pacheck_version()},
                    {"abi_version", PACHECK_ABI_VERSION},
                    {"suite", suite.name},
                    {"kernel_layout", opt.kernel_layout ? json(layout_name(*opt.kernel_layout)) : json(nullptr)},
+                   {"left_out", left_out},
                    {"files", files},
                    {"cells", jcells}};
   sum.manifest = (fs::path(dir) / "manifest.json").string();
@@ -564,9 +615,11 @@ class ReplayKernel final : public Kernel {
   std::string name() const override { return name_; }
   std::string description() const override { return "outputs of a foreign runner, replayed from case files"; }
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
-  /// Every variant a case file carries (format_version 2): the runner declines what its kernel cannot take.
+  /// Every variant a case file carries (format_version 2, query_lens from 3): the runner declines what its
+  /// kernel cannot take.
   unsigned variants() const override {
-    return PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SINKS;
+    return PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SINKS |
+           PACHECK_VARIANT_MULTI_QUERY;
   }
   Support supports(const Case& c) const override {
     const auto it = declines_.find(c.id());
@@ -595,7 +648,9 @@ class ReplayKernel final : public Kernel {
     }
     const std::size_t row = static_cast<std::size_t>(a.head_size) * dtype_size(static_cast<DType>(a.out_dtype));
     const std::size_t esz = dtype_size(static_cast<DType>(a.out_dtype));
-    for (int s = 0; s < a.num_seqs; ++s)
+    // Every output row: num_query_tokens of them with several query tokens per sequence.
+    const auto rows = static_cast<std::int64_t>(query_rows(a));
+    for (std::int64_t s = 0; s < rows; ++s)
       for (int h = 0; h < a.num_heads; ++h)
         std::memcpy(static_cast<std::uint8_t*>(a.out) + (s * a.out_stride_seq + h * a.out_stride_head) * esz,
                     o.bytes.data() + (static_cast<std::size_t>(s) * a.num_heads + h) * row, row);
@@ -618,7 +673,8 @@ class ReplayKernel final : public Kernel {
 /// logits_soft_cap (F32, finite, >= 0; 0 = none), which must equal the entry's fields of the same names.
 /// A version-1 file has no variant scalars: both are 0. Throws CaseFilesError naming `where` and a missing
 /// or bad field, SafetensorsError for a scalar tensor that is missing or not a scalar of its type.
-json geometry_of(const json& entry, const SafetensorsFile& in, const std::string& where, int format_version) {
+json geometry_of(const json& entry, const SafetensorsFile& in, const std::string& where, int format_version,
+                 const std::vector<std::int32_t>& query_lens) {
   json g = json::object();
   for (const char* k : kShapeFields) g[k] = manifest_field<json>(entry, k, where);
   for (const char* k : kScalarFields) {
@@ -653,7 +709,66 @@ json geometry_of(const json& entry, const SafetensorsFile& in, const std::string
   }
   g["sliding_window"] = window;
   g["logits_soft_cap"] = scalar_text(cap);
+  g["query_lens"] = query_lens;
   return g;
+}
+
+/// The query tokens of each sequence of case file `in` (its "where" in the manifest: `where`, its entry:
+/// `entry`), checked: format_version 3 files hold query_lens [num_seqs] I32, each 1 to Case::kMaxQueryLen
+/// and at most its sequence's seq_lens entry, summing to the rows of `query`; query_start_loc [num_seqs + 1]
+/// I32, their prefix sums from 0; and the entry's "query_lens" and "num_query_tokens", which must say the
+/// same. Older files have neither tensor (one query token per sequence). Throws CaseFilesError naming the
+/// file or entry and the tensor or field, SafetensorsError for a tensor that is missing or of another dtype
+/// or shape.
+std::vector<std::int32_t> read_query_lens(const SafetensorsFile& in, const json& entry, const std::string& where,
+                                          std::int64_t S, int format_version) {
+  std::vector<std::int32_t> q(static_cast<std::size_t>(S), 1);
+  if (format_version < 3) {
+    for (const char* k : {"query_lens", "query_start_loc"})
+      if (in.find(k) || entry.contains(k))
+        throw CaseFilesError(fmt::format("{}: '{}' in a format_version {} export (several query tokens per sequence "
+                                         "came with format_version 3)", where, k, format_version));
+    return q;
+  }
+  const StTensor& ql = in.expect("query_lens", StDType::I32, {S});
+  const StTensor& lens = in.expect("seq_lens", StDType::I32, {S});
+  std::memcpy(q.data(), ql.data.data(), q.size() * 4);
+  std::int64_t sum = 0;
+  for (std::int64_t s = 0; s < S; ++s) {
+    std::int32_t L;
+    std::memcpy(&L, lens.data.data() + 4 * s, 4);
+    if (q[s] < 1 || q[s] > Case::kMaxQueryLen)
+      throw CaseFilesError(fmt::format("{}: tensor 'query_lens': sequence {} has {} query tokens (1 to {})", in.path, s,
+                                       q[s], Case::kMaxQueryLen));
+    if (q[s] > L)
+      throw CaseFilesError(fmt::format("{}: tensor 'query_lens': sequence {} has {} query tokens, more than its seq_lens "
+                                       "entry {} (the query tokens are the last query_len tokens of the context)",
+                                       in.path, s, q[s], L));
+    sum += q[s];
+  }
+  const StTensor* query = in.find("query");
+  const std::int64_t rows = query && !query->shape.empty() ? query->shape[0] : -1;
+  if (sum != rows)
+    throw CaseFilesError(fmt::format("{}: tensor 'query_lens': sums to {} query tokens but tensor 'query' has {} rows",
+                                     in.path, sum, rows));
+  const StTensor& qsl = in.expect("query_start_loc", StDType::I32, {S + 1});
+  std::int32_t want = 0;
+  for (std::int64_t s = 0; s <= S; ++s) {
+    std::int32_t v;
+    std::memcpy(&v, qsl.data.data() + 4 * s, 4);
+    if (v != want)
+      throw CaseFilesError(fmt::format("{}: tensor 'query_start_loc': entry {} is {} but the prefix sum of query_lens "
+                                       "is {}", in.path, s, v, want));
+    if (s < S) want += q[s];
+  }
+  const json eq = manifest_field<json>(entry, "query_lens", where);
+  if (eq != json(q))
+    throw CaseFilesError(fmt::format("{}: field 'query_lens' is {} but its file holds {}", where, eq.dump(), json(q).dump()));
+  const json en = manifest_field<json>(entry, "num_query_tokens", where);
+  if (!en.is_number_integer() || en.get<std::int64_t>() != sum)
+    throw CaseFilesError(fmt::format("{}: field 'num_query_tokens' is {} but its file's query_lens sum to {}", where,
+                                     en.dump(), sum));
+  return q;
 }
 
 /// Checks the per-query-head variant tensor `name` (alibi_slopes or sinks) of case file `in` against case
@@ -682,7 +797,7 @@ void check_head_tensor(const SafetensorsFile& in, const char* name, const std::v
 }  // namespace
 
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
-                       std::string* suite_name) {
+                       std::string* suite_name, std::vector<LeftOut>* left_out) {
   const std::string mpath = (fs::path(cases_dir) / "manifest.json").string();
   std::string mtext;
   try {
@@ -728,14 +843,20 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     if (m.format_version < 2 && c.has_variant())
       throw CaseFilesError(fmt::format("{}: case '{}' has an attention variant, which a format_version 1 export "
                                        "cannot carry", where, case_id));
+    if (m.format_version < 3 && c.max_query_len() > 1)
+      throw CaseFilesError(fmt::format("{}: case '{}' has several query tokens per sequence (query_lens), which a "
+                                       "format_version {} export cannot carry", where, case_id, m.format_version));
+    in.expect("seq_lens", StDType::I32, {S});
+    const std::vector<std::int32_t> query_lens = read_query_lens(in, e, where, S, m.format_version);
+    std::int64_t T = 0;  // rows of query and out: num_query_tokens
+    for (std::int32_t q : query_lens) T += q;
     check_head_tensor(in, "alibi_slopes", c.alibi_slopes.resolve(c.num_heads), c);
     check_head_tensor(in, "sinks", c.sinks.resolve(c.num_heads), c);
     for (const char* name : {"k_scales_per_head", "v_scales_per_head", "alibi_slopes", "sinks"}) {
       const StTensor* t = in.find(name);
       parts.push_back(t ? Bytes{t->data.data(), t->data.size()} : Bytes{nullptr, 0});
     }
-    in.expect("query", st_of(c.q_dtype), {S, H, D});
-    in.expect("seq_lens", StDType::I32, {S});
+    in.expect("query", st_of(c.q_dtype), {T, H, D});
     // The caches' bytes mean what the case's kv dtype says: their tag must be its storage tag, and a file
     // that names its kv dtype (every export does; U8 caches depend on it) must name the case's.
     for (const char* name : {"key_cache", "value_cache"}) {
@@ -748,14 +869,14 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     if (auto it = in.metadata.find("kv_dtype"); it != in.metadata.end() && it->second != dtype_name(c.kv_dtype))
       throw CaseFilesError(fmt::format("{}: metadata kv_dtype '{}' but the case's kv dtype is {}", in.path, it->second,
                                        dtype_name(c.kv_dtype)));
-    in.expect("out", st_of(c.out_dtype), {S, H, D});
+    in.expect("out", st_of(c.out_dtype), {T, H, D});
     const std::string got = hash_inputs(parts);
     if (got != sha)
       throw CaseFilesError(fmt::format("{}: inputs changed since export (SHA-256 {} , manifest says {})", in.path, got, sha));
     // The entry's fields are what a runner reads the bytes with: they must be the call the file's case makes.
-    const json geometry = geometry_of(e, in, where, m.format_version);
+    const json geometry = geometry_of(e, in, where, m.format_version, query_lens);
     const pacheck_kernel_args call = call_of(c);
-    if (const auto d = first_difference(geometry, geometry_of(call)))
+    if (const auto d = first_difference(geometry, expected_geometry(c)))
       throw CaseFilesError(fmt::format("{}: file '{}': field '{}' is {} but its case '{}' gives a kernel {}", where,
                                        file, d->field, d->a, case_id, d->b));
     const int x = layout_vector_width(c.layout, c.kv_dtype);
@@ -790,7 +911,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     } else {
       // An output holds one [S, H, D] tensor: anything much larger is not one, and is refused before it is
       // read (a sparse 10 GiB file used to be read whole). A FIFO, directory or device is an input error too.
-      const std::uint64_t out_bytes = static_cast<std::uint64_t>(S * H * D) * dtype_size(c.out_dtype);
+      const std::uint64_t out_bytes = static_cast<std::uint64_t>(T * H * D) * dtype_size(c.out_dtype);
       const ReadLimit limit{8 + kMaxSafetensorsHeader + out_bytes, "an output file of this case"};
       std::string obytes;
       try {
@@ -801,7 +922,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
       try {
         const SafetensorsFile out =
             parse_safetensors(reinterpret_cast<const std::uint8_t*>(obytes.data()), obytes.size(), opath);
-        o.bytes = out.expect("out", st_of(c.out_dtype), {S, H, D}).data;
+        o.bytes = out.expect("out", st_of(c.out_dtype), {T, H, D}).data;
       } catch (const SafetensorsError& err) {
         o.error = err.what();
       }
@@ -821,7 +942,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     // A file is shared only by cells of one call: a cell whose case gives a kernel another call than the
     // file it claims would be judged against the wrong oracle (exports before files were keyed by call
     // shared files between geometries of identical bytes, e.g. h16/8 d256 and h32/16 d128).
-    const json expected = geometry_of(call_of(sc.cell.c));
+    const json expected = expected_geometry(sc.cell.c);
     for (const char* key : {"file", "baseline"}) {
       const json& f = key == std::string_view("file") ? mc.file : mc.baseline;
       if (f.is_null()) continue;
@@ -837,7 +958,21 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     }
     suite.cells.push_back(std::move(sc));
   }
+  if (!opt.cells.empty()) {
+    // Only the named cells (their clean twins' outputs stay loaded: a poisoned cell is judged against them).
+    std::set<std::string> ids;
+    for (const auto& sc : suite.cells) ids.insert(sc.cell.id());
+    for (const auto& id : opt.cells)
+      if (!ids.count(id))
+        throw CaseFilesError(fmt::format("--cell '{}': no such cell in {} ({} cells; the ids are the manifest's "
+                                         "cells[j].id, as score prints them)", id, mpath, ids.size()));
+    const std::set<std::string> keep(opt.cells.begin(), opt.cells.end());
+    suite.cells.erase(std::remove_if(suite.cells.begin(), suite.cells.end(),
+                                     [&](const SuiteCell& sc) { return !keep.count(sc.cell.id()); }),
+                      suite.cells.end());
+  }
   if (suite_name) *suite_name = suite.name;
+  if (left_out) *left_out = m.left_out;
   auto kernel = std::make_shared<ReplayKernel>(opt.kernel_name, std::move(outputs), std::move(declines),
                                                std::move(case_of_call), opt.negative_control);
   RunOptions ro = opt.run;

@@ -3,33 +3,48 @@
 //
 // Quick start: testing a kernel pacheck cannot call
 //  `pacheck export --suite S --out DIR`, run the kernel on every DIR/NNNN.safetensors (examples/python/
-//  runner.py is the template) writing the `out` tensor the manifest names, then `pacheck score DIR` judges
-//  the outputs exactly as `pacheck run` would (same verdicts, same reports).
+//  runner.py is the template: `python3 examples/python/runner.py --cases DIR --outputs OUTS`) writing the
+//  `out` tensor the manifest names into OUTS, then `pacheck score --cases DIR --outputs OUTS` judges the
+//  outputs exactly as `pacheck run` would (same verdicts, same reports; `--cell ID` scores one cell, which is
+//  the repro line score prints for a failing one).
 //
 // `export_cases` writes into DIR:
-//   manifest.json  {"format": "pacheck-cases", "format_version": 2, "pacheck", "abi_version", "suite",
-//                   "kernel_layout", "files": [...], "cells": [...]}
+//   manifest.json  {"format": "pacheck-cases", "format_version": 3, "pacheck", "abi_version", "suite",
+//                   "kernel_layout", "left_out": [...], "files": [...], "cells": [...]}
+//     left_out[k]: selected cells of one kind no case file can carry, {"kind" ("layout", "dtype",
+//               "high_block_ids"), "cells" (how many), "reason"}; kinds with no cell are not listed. `pacheck
+//               score` prints each after its summary ("not scored: the export left out ..."), so a user sees
+//               what the file route did not cover.
 //     files[i]: one distinct set of kernel inputs, {"file": "0003.safetensors", "inputs_sha256", "case" (case
 //               id), "fault" (fault id), "layout", "x", shape fields (num_seqs, num_heads, num_kv_heads,
 //               head_size, block_size, num_blocks, max_blocks_per_seq), "q_dtype", "kv_dtype",
 //               "kv_tensor_dtype" (the safetensors tag of key_cache / value_cache: F32, F16, BF16, F8_E4M3,
 //               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale",
-//               "sliding_window" (int, 0 = none), "logits_soft_cap" (number, 0 = none), "shapes" and
-//               "strides" (elements) of query,
+//               "sliding_window" (int, 0 = none), "logits_soft_cap" (number, 0 = none), "query_lens" ([num_seqs]
+//               ints, 1 each for plain decode), "num_query_tokens" (their sum: the rows of query and out),
+//               "shapes" and "strides" (elements) of query,
 //               key_cache, value_cache, block_tables and out, "output": {"file", "tensor": "out", "dtype",
-//               "shape"}}.
+//               "shape" ([num_query_tokens, num_heads, head_size])}}.
 //     cells[j]: one suite cell, {"id" (cell id as `pacheck run` prints it), "case", "fault", "straddle",
 //               "file" (its inputs), "baseline" (file of the same case with a clean cache, null for a
 //               clean cell)}. A baseline that is not itself a suite cell is still exported: the
 //               tail-poison invariance check compares every poisoned cell bitwise against it.
 //   NNNN.safetensors, one per files[i], holding exactly the bytes a plugin kernel receives in
 //   pacheck_kernel_args (include/pacheck/kernel_abi.h):
-//     query [num_seqs, num_heads, head_size] q_dtype
+//     query [num_query_tokens, num_heads, head_size] q_dtype: one row per query token (num_query_tokens =
+//       num_seqs for plain decode); sequence s owns rows query_start_loc[s] .. query_start_loc[s+1] - 1
 //     key_cache, value_cache: the paged pool in `layout` (shapes on pacheck_layout), kv_dtype, with the
 //       unwritten slots holding the cell's poison
 //     block_tables [num_seqs, max_blocks_per_seq] I32, seq_lens [num_seqs] I32
-//     out [num_seqs, num_heads, head_size] out_dtype, pre-filled with pacheck's "never written" pattern:
-//       a runner should start its output buffer from it so elements it never writes are detected
+//     out [num_query_tokens, num_heads, head_size] out_dtype, rows as query's, pre-filled with pacheck's
+//       "never written" pattern: a runner should start its output buffer from it so elements it never writes
+//       are detected (every row is judged and guarded, as in `pacheck run`)
+//     query_lens [num_seqs] I32 (format_version 3, always present): the query tokens of each sequence, 1 to 8
+//       and at most its seq_lens entry (1 each for plain decode); query_start_loc [num_seqs + 1] I32: their
+//       prefix sums from 0 (the ABI's query_start_loc). Row i of sequence s is the token at position
+//       p = seq_lens[s] - query_lens[s] + i (the last query_lens[s] tokens of the context, vLLM's convention)
+//       and sees keys j <= p only (causal among the new tokens; the window and ALiBi use that p). They are
+//       part of a call's geometry (not of inputs_sha256; the query bytes are).
 //     scale, k_scale, v_scale: F32 scalars (shape []); k_scale / v_scale are NaN when the case has
 //       per-KV-head scales, which then come as k_scales_per_head / v_scales_per_head [num_kv_heads] F32
 //     sliding_window: I32 scalar, logits_soft_cap: F32 scalar, both always present (0 = none); alibi_slopes
@@ -49,10 +64,13 @@
 //   and scored the d256 cells against d128 outputs; `score` refuses such a manifest, see score_cases).
 //   The manifest's fields are unchanged by the rule.
 //   Versions: format_version 2 added the attention variants (the two scalars, the two tensors and the
-//   manifest fields above); version 1 had none and left variant cells out of the export. This pacheck reads
-//   both (a version-1 directory scores as before); a pacheck that reads only version 1 refuses a version-2
-//   manifest with "format_version 2 (this pacheck reads 1)", exit 2, and so does examples/python/runner.py
-//   of that time, so no reader computes plain attention for a variant cell by ignoring the new fields.
+//   manifest fields above); version 1 had none and left variant cells out of the export. Version 3 added
+//   several query tokens per sequence (query_lens, query_start_loc, num_query_tokens; query and out with
+//   num_query_tokens rows) and left_out; version 2 left qlen= cells out. The bump is needed: a version-2
+//   reader that ignored query_lens would take query row s for sequence s's decode token and silently compute
+//   attention at the wrong positions. This pacheck reads 1 to 3 (older directories score as before, one query
+//   token per sequence); a pacheck or examples/python/runner.py that reads only up to 2 refuses a version-3
+//   manifest by its format_version, exit 2.
 //
 // A foreign runner writes, for each files[i], OUTPUTS/<same file name> holding one tensor "out" of
 // files[i].output's dtype and shape, or, for a call it cannot take, OUTPUTS/<same file name>.declined
@@ -106,9 +124,12 @@ struct ExportSummary {
   int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   int skipped_high_ids = 0;///< cells with high block ids (hiblk=): their 4-16 GiB pools are not written to files
-  int skipped_query_len = 0; ///< cells with several query tokens per sequence (qlen=): not carried yet
   std::string manifest;    ///< path of manifest.json
 };
+
+/// The skipped_* counts of `sum` as manifest "left_out" entries (kind, cells, reason), every kind in a fixed
+/// order, zero counts included (the manifest keeps only the others).
+std::vector<LeftOut> left_out_kinds(const ExportSummary& sum);
 
 /// Exports `suite` into `dir` (created if needed), opt.threads cases at a time. Every file is written
 /// through a temporary file renamed into place, so a symbolic link planted in `dir` is replaced, never
@@ -121,6 +142,9 @@ struct ScoreOptions {
   /// The outputs come from a runner with the planted V-tail fault (examples/python/runner.py --bug v-tail):
   /// report it as a negative control that must fail exactly the cells poisons_v_tail() names.
   bool negative_control = false;
+  /// Cell ids (exactly as the manifest's cells[j].id) to score; empty: every exported cell. An id the
+  /// manifest does not hold is a CaseFilesError naming it (`pacheck score --cell`, the repro line score prints).
+  std::vector<std::string> cells;
   RunOptions run;  ///< tolerance, oracle precision, threads (filter and seed are fixed by the export)
   /// Called with the suite, kernel and options run_suite gets, after the export was read and before any
   /// case is generated; may throw to refuse the run (the CLI's --max-memory check).
@@ -146,9 +170,14 @@ struct ScoreOptions {
 /// of those names and be the call its case makes, and alibi_slopes / sinks must be present exactly when the
 /// case has them, F32 [num_heads], finite; anything else is a CaseFilesError or SafetensorsError naming
 /// the file and the tensor or field (the CLI: exit 2). Variant cells are judged as `run` judges them: the
-/// oracle of the case's variant, the same verdicts. `suite_name` receives the exported suite's name.
+/// oracle of the case's variant, the same verdicts. Query tokens (format_version 3): query_lens must be 1 to
+/// 8 each, at most the sequence's seq_lens entry, sum to the rows of query, have query_start_loc as their
+/// prefix sums and equal the entry's query_lens / num_query_tokens and the case's; anything else is a
+/// CaseFilesError (SafetensorsError for a missing tensor) naming the file and the tensor or field; a case
+/// with several query tokens in a version 1 or 2 manifest is one too. `suite_name` receives the exported
+/// suite's name, `left_out` the manifest's left_out entries (empty before format_version 3).
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
-                       std::string* suite_name = nullptr);
+                       std::string* suite_name = nullptr, std::vector<LeftOut>* left_out = nullptr);
 
 /// SHA-256 over the input bytes of one call in the order query, key_cache, value_cache, block_tables,
 /// seq_lens, then k_scales_per_head and v_scales_per_head when present (the sizes follow from the shapes

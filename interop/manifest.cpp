@@ -64,6 +64,18 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   }
 
   out.suite = manifest_field<std::string>(m, "suite", path);
+  if (out.format_version >= 3) {
+    const json left = manifest_field<json>(m, "left_out", path);
+    if (!left.is_array()) throw CaseFilesError(fmt::format("{}: 'left_out' is not an array", path));
+    for (std::size_t i = 0; i < left.size(); ++i) {
+      const std::string where = fmt::format("{}: left_out[{}]", path, i);
+      if (!left[i].is_object()) throw CaseFilesError(fmt::format("{}: not a JSON object", where));
+      LeftOut l{manifest_field<std::string>(left[i], "kind", where), manifest_field<int>(left[i], "cells", where),
+                manifest_field<std::string>(left[i], "reason", where)};
+      if (l.cells < 0) throw CaseFilesError(fmt::format("{}: field 'cells': {} is negative", where, l.cells));
+      out.left_out.push_back(std::move(l));
+    }
+  }
   const json cells = manifest_field<json>(m, "cells", path);
   if (!cells.is_array()) throw CaseFilesError(fmt::format("{}: 'cells' is not an array", path));
   for (std::size_t i = 0; i < cells.size(); ++i) {

@@ -32,9 +32,11 @@ T manifest_field(const nlohmann::json& entry, const char* key, const std::string
 /// manifest.json's "format" and "format_version" (interop/casefiles.hpp describes the fields). Export
 /// writes kManifestFormatVersion; parse_manifest reads kManifestOldestFormatVersion up to it. Version 2
 /// added the attention variants (sliding_window, logits_soft_cap, alibi_slopes, sinks); a version-1
-/// export holds no variant cell and reads as one whose variant fields are all none.
+/// export holds no variant cell and reads as one whose variant fields are all none. Version 3 added several
+/// query tokens per sequence (query_lens, query_start_loc; query and out [num_query_tokens, ...]) and
+/// "left_out"; a version-1 or -2 export holds no such cell and reads as one query token per sequence.
 inline constexpr const char* kManifestFormat = "pacheck-cases";
-inline constexpr int kManifestFormatVersion = 2;
+inline constexpr int kManifestFormatVersion = 3;
 inline constexpr int kManifestOldestFormatVersion = 1;
 
 /// One files[i] entry: a set of kernel inputs in the case directory.
@@ -54,10 +56,20 @@ struct ManifestCell {
   nlohmann::json baseline;   ///< "baseline" as written: null for a clean cell
 };
 
+/// Selected cells of one kind that an export could not write as case files (manifest "left_out", format_version
+/// 3): `kind` is "layout" (pinned to a layout other than --kernel-layout), "dtype" (a q/out dtype safetensors
+/// has no tag for) or "high_block_ids" (pools of 4-16 GiB per cache); `reason` says why, for people.
+struct LeftOut {
+  std::string kind;
+  int cells = 0;
+  std::string reason;
+};
+
 /// manifest.json as read.
 struct Manifest {
-  int format_version = kManifestFormatVersion;  ///< as written: 1 or 2
+  int format_version = kManifestFormatVersion;  ///< as written: 1 to 3
   std::string suite;                ///< the exported suite's name
+  std::vector<LeftOut> left_out;    ///< "left_out" (format_version 3; empty for older manifests)
   std::vector<ManifestFile> files;  ///< in file order
   std::vector<ManifestCell> cells;  ///< in file order
 };

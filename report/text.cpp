@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
+#include <mutex>
 
 #include "kernels/plugin.hpp"
 
@@ -50,7 +52,31 @@ std::string plugin_flag(const std::string& kernel) {
   return path.empty() ? std::string() : " --plugin " + shell_quote(path);
 }
 
+namespace {
+struct ReproOverrides {
+  std::mutex mu;
+  std::map<std::string, ReproCommandFn> by_kernel;
+};
+ReproOverrides& repro_overrides() {
+  static ReproOverrides o;
+  return o;
+}
+}  // namespace
+
+void set_repro_command(const std::string& kernel, ReproCommandFn fn) {
+  ReproOverrides& o = repro_overrides();
+  std::lock_guard<std::mutex> lock(o.mu);
+  if (fn) o.by_kernel[kernel] = std::move(fn);
+  else o.by_kernel.erase(kernel);
+}
+
 std::string repro_command(const CellResult& r, const std::string& judge_flags) {
+  {
+    ReproOverrides& o = repro_overrides();
+    std::lock_guard<std::mutex> lock(o.mu);
+    const auto it = o.by_kernel.find(r.kernel);
+    if (it != o.by_kernel.end()) return it->second(r.cell_id, judge_flags);
+  }
   return fmt::format("pacheck repro {} --kernel {}{}{}{}", shell_quote(r.cell_id), shell_quote(r.kernel),
                      plugin_flag(r.kernel), judge_flags.empty() ? "" : " ", judge_flags);
 }

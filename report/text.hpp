@@ -3,6 +3,7 @@
 // meaning per exit code and one list of the run-level checks behind it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ std::string plugin_flag(const std::string& kernel);
 /// (RunSummary::judge_flags: "--tolerance calibrated --oracle-precision f64" and the like) last, so the
 /// line reproduces the verdict under the limits that gave it.
 std::string repro_command(const CellResult& r, const std::string& judge_flags);
+
+/// How results of one kernel name are reproduced when `pacheck repro` cannot (a kernel that exists only in
+/// the process that made its results, such as `pacheck score`'s replayed outputs): given the cell id and the
+/// judge flags, the whole command line to print. Registered for the life of the process.
+using ReproCommandFn = std::function<std::string(const std::string& cell_id, const std::string& judge_flags)>;
+
+/// Makes repro_command print `fn`'s line for results of kernel `kernel` (replacing an earlier registration;
+/// an empty `fn` removes it). Thread-safe. `pacheck score` registers the `pacheck score --cell` line of its
+/// kernel here, so every report format prints a command that works pasted.
+void set_repro_command(const std::string& kernel, ReproCommandFn fn);
 
 /// What exit code 0, 1 or 3 means, in one clause ("every cell passed and every negative control was
 /// caught"); "?" for any other code.

@@ -261,6 +261,14 @@ void run_foreign(const fs::path& cases, const fs::path& outputs,
     a.logits_soft_cap = scalar("logits_soft_cap");
     if (const StTensor* t = in.find("alibi_slopes")) a.alibi_slopes = reinterpret_cast<const float*>(t->data.data());
     if (const StTensor* t = in.find("sinks")) a.sinks = reinterpret_cast<const float*>(t->data.data());
+    // Query tokens (format_version 3): query and out have num_query_tokens rows; query_start_loc as the ABI
+    // wants it (NULL and max_query_len 1 for plain decode).
+    a.num_query_tokens = e["num_query_tokens"];
+    const std::vector<std::int32_t> ql = e["query_lens"];
+    a.max_query_len = *std::max_element(ql.begin(), ql.end());
+    if (a.max_query_len > 1)
+      a.query_start_loc = a.query_start_loc_host =
+          reinterpret_cast<const std::int32_t*>(in.find("query_start_loc")->data.data());
     k->run(a);
     if (plant) plant(e, out);
     SafetensorsFile o;
@@ -311,6 +319,19 @@ faults = ["clean", "V:nan@tail"]
   EXPECT_EQ(sum.skipped_high_ids, 4);
   for (const auto& c : manifest(cases)["cells"])
     EXPECT_EQ(c["case"].get<std::string>().find("hiblk="), std::string::npos);
+  // The manifest records what was left out (format_version 3), and score hands it on for the CLI to print.
+  const json left = manifest(cases)["left_out"];
+  ASSERT_EQ(left.size(), 1u) << left.dump();
+  EXPECT_EQ(left[0]["kind"], "high_block_ids");
+  EXPECT_EQ(left[0]["cells"], 4);
+  const fs::path outs = fresh_dir("pool_outs");
+  run_foreign(cases, outs);
+  std::vector<LeftOut> scored_left;
+  EXPECT_EQ(score_cases(cases.string(), outs.string(), {}, nullptr, &scored_left).exit_code(), 0);
+  ASSERT_EQ(scored_left.size(), 1u);
+  EXPECT_EQ(scored_left[0].kind, "high_block_ids");
+  EXPECT_EQ(scored_left[0].cells, 4);
+  EXPECT_NE(scored_left[0].reason.find("high block ids"), std::string::npos);
 }
 
 Suite variants_suite() {
@@ -344,7 +365,7 @@ TEST(CaseFilesVariants, ExportCarriesThemAndScoreJudgesThemAsRun) {
   const fs::path cases = fresh_dir("variants");
   const ExportSummary sum = export_cases(variants_suite(), cases.string(), {});
   const json m = manifest(cases);
-  EXPECT_EQ(m["format_version"], 2);
+  EXPECT_EQ(m["format_version"], 3);
   int window_cells = 0;
   for (const auto& c : m["cells"]) window_cells += c["case"].get<std::string>().find("win=") != std::string::npos;
   EXPECT_GT(window_cells, 0);
@@ -503,28 +524,199 @@ faults = ["clean"]
   }
 }
 
-// Several query tokens per sequence (qlen=): case files hold one query row per sequence, so those cells are
-// left out and counted, while the other variants' cells (cap=50 here) are exported (format_version 2).
-TEST_F(CaseFiles, ExportLeavesOutQueryTokenCellsAndCountsThem) {
-  const Suite suite = parse_suite(R"(
+Suite qlen_suite() {
+  return parse_suite(R"(
 name = "qlen-casefiles"
 [[cells]]
 heads = "4/1"
 head_sizes = 64
 block_sizes = 16
 dtypes = "bf16"
-seq_lens = [37]
-variants = ["none", "qlen=4", "qlen=2 win=8", "cap=50"]
+seq_lens = [[37, 20]]
+variants = ["none", "qlen=4", "qlen=3,1", "qlen=2 win=8", "cap=50"]
 faults = ["clean", "V:nan@tail"]
 )",
-                                  "qlen.toml");
+                     "qlen.toml");
+}
+
+// Several query tokens per sequence (qlen=, format_version 3): export writes every such cell (query and out
+// [num_query_tokens, num_heads, head_size], query_lens, query_start_loc), a runner built from the files alone
+// gets run's verdicts on every output row, and a runner that gives each query row its sequence's last row
+// (no causal mask among the new tokens) fails exactly the cells with a sequence of several query tokens.
+TEST(CaseFilesQueryLen, ExportCarriesThemAndScoreJudgesEveryRowAsRun) {
   const fs::path cases = fresh_dir("qlen");
-  const ExportSummary sum = export_cases(suite, cases.string(), {});
-  EXPECT_EQ(sum.cells, 4);
-  EXPECT_EQ(sum.skipped_query_len, 4);
-  for (const auto& c : manifest(cases)["cells"]) {
-    const std::string id = c["case"].get<std::string>();
-    EXPECT_EQ(id.find("qlen="), std::string::npos) << id;
+  const ExportSummary sum = export_cases(qlen_suite(), cases.string(), {});
+  EXPECT_EQ(sum.cells, 10);
+  const json m = manifest(cases);
+  EXPECT_EQ(m["format_version"], 3);
+  EXPECT_TRUE(m["left_out"].empty()) << m["left_out"].dump();
+  int qlen_files = 0;
+  for (const auto& e : m["files"]) {
+    const Case c = parse_case_id(e["case"].get<std::string>());
+    const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
+    const std::int64_t T = c.num_query_tokens();
+    EXPECT_EQ(e["num_query_tokens"], T) << e["case"];
+    EXPECT_EQ(f.find("query")->shape, (std::vector<std::int64_t>{T, 4, 64})) << e["case"];
+    EXPECT_EQ(f.find("out")->shape, (std::vector<std::int64_t>{T, 4, 64})) << e["case"];
+    EXPECT_EQ(e["output"]["shape"], json({T, 4, 64})) << e["case"];
+    std::vector<std::int32_t> ql(2), qsl(3);
+    std::memcpy(ql.data(), f.expect("query_lens", StDType::I32, {2}).data.data(), 8);
+    std::memcpy(qsl.data(), f.expect("query_start_loc", StDType::I32, {3}).data.data(), 12);
+    EXPECT_EQ(ql, (std::vector<std::int32_t>{c.query_len(0), c.query_len(1)})) << e["case"];
+    EXPECT_EQ(e["query_lens"], json(ql)) << e["case"];
+    EXPECT_EQ(qsl, (std::vector<std::int32_t>{0, ql[0], ql[0] + ql[1]})) << e["case"];
+    qlen_files += c.max_query_len() > 1;
+  }
+  EXPECT_GT(qlen_files, 0);
+
+  const fs::path outs = fresh_dir("qlen_ref");
+  run_foreign(cases, outs);
+  ScoreOptions so;
+  so.run.threads = 2;
+  const RunSummary scored = score_cases(cases.string(), outs.string(), so);
+  RunOptions ro;
+  ro.threads = 2;
+  const RunSummary ran = run_suite(qlen_suite(), {Registry::global().find("cpu.reference")}, "cpu", ro);
+  ASSERT_EQ(scored.results.size(), ran.results.size());
+  const auto want = by_cell(ran);
+  for (const auto& r : scored.results) {
+    ASSERT_TRUE(want.count(r.cell_id)) << r.cell_id;
+    EXPECT_EQ(r.verdict, want.at(r.cell_id)->verdict) << r.cell_id << ": " << r.detail;
+    EXPECT_EQ(r.metrics.rel_linf, want.at(r.cell_id)->metrics.rel_linf) << r.cell_id;
+  }
+  EXPECT_EQ(scored.exit_code(), 0);
+
+  // Planted: every query row of a sequence gets the output of the sequence's last row (the decode row), as
+  // a kernel that ignores the causal mask among the new tokens would come close to.
+  const fs::path bad = fresh_dir("qlen_nocausal");
+  run_foreign(cases, bad, [](const json& e, std::vector<std::uint8_t>& out) {
+    const std::vector<int> ql = e["query_lens"];
+    const std::size_t row = out.size() / e["num_query_tokens"].get<std::size_t>();
+    std::size_t start = 0;
+    for (int q : ql) {
+      for (int i = 0; i + 1 < q; ++i)
+        std::memcpy(out.data() + (start + i) * row, out.data() + (start + q - 1) * row, row);
+      start += static_cast<std::size_t>(q);
+    }
+  });
+  const RunSummary planted = score_cases(cases.string(), bad.string(), so);
+  int failed = 0;
+  for (const auto& r : planted.results) {
+    const bool several = parse_cell_id(r.cell_id).c.max_query_len() > 1;
+    EXPECT_EQ(counts_as_failure(planted, r), several) << r.cell_id << ": " << verdict_name(r.verdict) << " " << r.detail;
+    failed += several;
+  }
+  EXPECT_GT(failed, 0);
+
+  // A runner that writes only the first num_seqs rows (one per sequence, as a version-2 runner would)
+  // leaves rows unwritten: every row is guarded, as in `pacheck run`.
+  const fs::path short_rows = fresh_dir("qlen_short");
+  run_foreign(cases, short_rows, [&](const json& e, std::vector<std::uint8_t>& out) {
+    const std::size_t row = out.size() / e["num_query_tokens"].get<std::size_t>();
+    const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
+    const auto& fill = f.find("out")->data;
+    std::memcpy(out.data() + e["num_seqs"].get<std::size_t>() * row, fill.data() + e["num_seqs"].get<std::size_t>() * row,
+                out.size() - e["num_seqs"].get<std::size_t>() * row);
+  });
+  for (const auto& r : score_cases(cases.string(), short_rows.string(), so).results) {
+    const bool several = parse_cell_id(r.cell_id).c.max_query_len() > 1;
+    EXPECT_EQ(r.verdict == Verdict::unwritten, several) << r.cell_id << ": " << verdict_name(r.verdict) << " " << r.detail;
+  }
+
+  // score --cell: only the named cell, and an unknown id is an input error naming it.
+  ScoreOptions one = so;
+  const std::string id = m["cells"][3]["id"];
+  one.cells = {id};
+  const RunSummary single = score_cases(cases.string(), outs.string(), one);
+  ASSERT_EQ(single.results.size(), 1u);
+  EXPECT_EQ(single.results[0].cell_id, id);
+  one.cells = {"h4/1 no such cell"};
+  try {
+    score_cases(cases.string(), outs.string(), one);
+    ADD_FAILURE() << "scored an unknown --cell";
+  } catch (const CaseFilesError& e) {
+    EXPECT_NE(std::string(e.what()).find("--cell 'h4/1 no such cell': no such cell"), std::string::npos) << e.what();
+  }
+}
+
+// The reader validates query_lens (format_version 3): each bad value is refused before anything is scored,
+// naming the file and the tensor or field (the CLI exits 2 on it, as on every case-file error).
+TEST(CaseFilesQueryLen, BadQueryLensAreInputErrorsNamingTheField) {
+  const Suite suite = parse_suite(R"(
+name = "qlen-bad"
+[[cells]]
+heads = "4/1"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [[37, 5]]
+variants = ["qlen=3,2"]
+faults = ["clean"]
+)",
+                                  "qlen-bad.toml");
+  const fs::path cases = fresh_dir("qlen_bad");
+  export_cases(suite, cases.string(), {});
+  const std::string first = manifest(cases)["files"][0]["file"];
+  const fs::path outs = fresh_dir("qlen_bad_outs");
+  run_foreign(cases, outs);
+  ASSERT_EQ(score_cases(cases.string(), outs.string(), {}).exit_code(), 0);
+
+  auto tampered = [&](const std::string& name, const std::function<void(SafetensorsFile&, json&)>& edit) {
+    const fs::path d = fresh_dir("qlen_bad_" + name);
+    fs::copy(cases, d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    SafetensorsFile f = read_safetensors((d / first).string());
+    json m = manifest(d);
+    edit(f, m);
+    write_safetensors((d / first).string(), f);
+    std::ofstream(d / "manifest.json") << m.dump();
+    return d;
+  };
+  auto set_i32 = [](SafetensorsFile& f, const char* name, std::vector<std::int32_t> v) {
+    for (auto& t : f.tensors)
+      if (t.name == name) std::memcpy(t.data.data(), v.data(), v.size() * 4);
+  };
+  struct Bad {
+    std::string name, want;
+    std::function<void(SafetensorsFile&, json&)> edit;
+  };
+  const std::vector<Bad> bad = {
+      {"zero", "tensor 'query_lens': sequence 1 has 0 query tokens (1 to 8)",
+       [&](SafetensorsFile& f, json&) { set_i32(f, "query_lens", {3, 0}); }},
+      {"nine", "tensor 'query_lens': sequence 0 has 9 query tokens (1 to 8)",
+       [&](SafetensorsFile& f, json&) { set_i32(f, "query_lens", {9, 2}); }},
+      {"past_seq_len", "tensor 'query_lens': sequence 1 has 6 query tokens, more than its seq_lens entry 5",
+       [&](SafetensorsFile& f, json&) { set_i32(f, "query_lens", {3, 6}); }},
+      {"sum", "tensor 'query_lens': sums to 4 query tokens but tensor 'query' has 5 rows",
+       [&](SafetensorsFile& f, json&) { set_i32(f, "query_lens", {2, 2}); }},
+      {"start_loc", "tensor 'query_start_loc': entry 1 is 2 but the prefix sum of query_lens is 3",
+       [&](SafetensorsFile& f, json&) { set_i32(f, "query_start_loc", {0, 2, 5}); }},
+      {"entry", "field 'query_lens' is [2,3] but its file holds [3,2]",
+       [](SafetensorsFile&, json& m) { m["files"][0]["query_lens"] = {2, 3}; }},
+      {"entry_tokens", "field 'num_query_tokens' is 4 but its file's query_lens sum to 5",
+       [](SafetensorsFile&, json& m) { m["files"][0]["num_query_tokens"] = 4; }},
+      {"other_case", "field 'query_lens' is [2,3] but its case",
+       [&](SafetensorsFile& f, json& m) {
+         set_i32(f, "query_lens", {2, 3});
+         set_i32(f, "query_start_loc", {0, 2, 5});
+         m["files"][0]["query_lens"] = {2, 3};
+       }},
+      {"missing", "query_lens", [](SafetensorsFile& f, json&) {
+         f.tensors.erase(std::remove_if(f.tensors.begin(), f.tensors.end(),
+                                        [](const StTensor& t) { return t.name == "query_lens"; }),
+                         f.tensors.end());
+       }},
+      {"version_2", "has several query tokens per sequence (query_lens), which a format_version 2 export cannot carry",
+       [](SafetensorsFile&, json& m) { m["format_version"] = 2; }},
+  };
+  for (const auto& b : bad) {
+    const fs::path d = tampered(b.name, b.edit);
+    try {
+      score_cases(d.string(), outs.string(), {});
+      ADD_FAILURE() << b.name << ": scored";
+    } catch (const std::runtime_error& e) {  // CaseFilesError or SafetensorsError: both exit 2 in the CLI
+      EXPECT_NE(std::string(e.what()).find(b.want), std::string::npos) << b.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(d.string()), std::string::npos) << b.name << ": " << e.what();
+    }
   }
 }
 
@@ -799,8 +991,8 @@ TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
   // behaviour under UBSan).
   for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
            {R"({"format": 1})", "manifest.json: not a pacheck case manifest (format is not \"pacheck-cases\")"},
-           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 2; a newer export needs a newer pacheck)"},
-           {R"({"format": "pacheck-cases", "format_version": 3})", "manifest.json: format_version 3 (this pacheck reads 1 to 2; a newer export needs a newer pacheck)"},
+           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 3; a newer export needs a newer pacheck)"},
+           {R"({"format": "pacheck-cases", "format_version": 4})", "manifest.json: format_version 4 (this pacheck reads 1 to 3; a newer export needs a newer pacheck)"},
            {R"({"format": "pacheck-cases", "format_version": "1"})", "manifest.json: field 'format_version': must be a number, not \"1\""}}) {
     const fs::path d = copy_cases("bad_format");
     std::ofstream(d / "manifest.json") << text;
@@ -959,6 +1151,17 @@ faults = ["clean", "V:nan@tail"]
 // ---------------------------------------------------------------------------------------------------
 // The commands' exit codes
 
+/// stdout and stderr of `pacheck ARGS` (a shell command line after the binary).
+std::string cli_output(const std::string& args) {
+  std::string out;
+  FILE* p = popen((std::string(PACHECK_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
 int cli(const std::string& args) {
   const int st = std::system((std::string(PACHECK_BINARY) + " " + args + " >/dev/null 2>&1").c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -976,8 +1179,33 @@ TEST(CaseFilesCli, ExitCodes) {
     if (e["fault"] != "clean") out[0] ^= 1;  // changes under the poison: variant
   });
   EXPECT_EQ(cli("score --cases " + cases.string() + " --outputs " + bad.string()), 1);
+  // The failure list's repro line is the `pacheck score --cell` command for the cell (it named kernel
+  // `foreign`, which `pacheck repro` cannot load), and pasted it scores that cell alone, failing it again.
+  {
+    const std::string out = cli_output("score --cases " + cases.string() + " --outputs " + bad.string());
+    EXPECT_EQ(out.find("--kernel foreign"), std::string::npos) << out;
+    const std::string want = "pacheck score --cases " + cases.string() + " --outputs " + bad.string() + " --cell '";
+    const auto at = out.rfind(want);
+    ASSERT_NE(at, std::string::npos) << out;
+    const std::string line = out.substr(at, out.find('\n', at) - at);
+    const std::string again = cli_output(line.substr(std::string("pacheck ").size()) + "; echo exit=$?");
+    EXPECT_NE(again.find("exit=1"), std::string::npos) << again;
+    const std::string id = line.substr(line.find("--cell '") + 8, line.rfind('\'') - line.find("--cell '") - 8);
+    EXPECT_NE(again.find(id), std::string::npos) << again;
+  }
   EXPECT_EQ(cli("score --cases " + fresh_dir("cli_nothing").string() + " --outputs " + outs.string()), 2);
   EXPECT_EQ(cli("score --cases " + cases.string() + " --outputs /nonexistent/outputs"), 2);
+  // Cells the export left out are named by score, so the file route's gap shows (issue 19 audit).
+  {
+    const fs::path dir = fresh_dir("cli_pool"), pool_outs = fresh_dir("cli_pool_outs");
+    std::ofstream(dir / "pool.toml") << "name = \"pool\"\n[[cells]]\nheads = \"4/1\"\nhead_sizes = 64\nblock_sizes = 16\n"
+                                        "dtypes = \"bf16\"\nseq_lens = [37]\nhigh_block_ids = [0, 31]\nfaults = [\"clean\"]\n";
+    EXPECT_EQ(cli("export --suite " + (dir / "pool.toml").string() + " --out " + (dir / "cases").string()), 0);
+    run_foreign(dir / "cases", pool_outs);
+    const std::string out = cli_output("score --cases " + (dir / "cases").string() + " --outputs " + pool_outs.string());
+    EXPECT_NE(out.find("pacheck: not scored: the export left out 1 cell(s) of suite pool (high_block_ids: high block "
+                       "ids"), std::string::npos) << out;
+  }
   EXPECT_EQ(cli("export --suite tail-poison --kernel-layout nchw --out " + fresh_dir("cli_x").string()), 2);
   EXPECT_EQ(cli("export --suite tail-poison --filter 'matches nothing' --out " + fresh_dir("cli_y").string()), 2);
 }

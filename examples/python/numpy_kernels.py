@@ -8,11 +8,13 @@ seq_len are masked (p = 0 exactly), but V is read across the whole final block a
 NaN or Inf that pacheck put into the block's unwritten tail gives 0 * NaN = NaN in the output. It must fail
 exactly the cells whose fault is a non-finite V poison in the tail of a straddling length.
 
-Both implement the four attention variants (pacheck.Kernel(variants=ALL_VARIANTS)), in the order of
+Both implement the attention variants (pacheck.Kernel(variants=ALL_VARIANTS)), in the order of
 include/pacheck/kernel_abi.h's "Attention variants": logit s = scale * q.k, then the soft cap
-c * tanh(s / c), then + alibi_slopes[h] * (j - p) with p = seq_len - 1, then the sliding window (only keys
-j > p - W take part: they are the only ones read), then the softmax whose denominator also holds
-exp(sinks[h] - m). A kernel that lacks one leaves it out of `variants`, and pacheck declines its cells.
+c * tanh(s / c), then + alibi_slopes[h] * (j - p), then the sliding window (only keys j > p - W take part:
+they are the only ones read), then the softmax whose denominator also holds exp(sinks[h] - m); and several
+query tokens per sequence ("query_lens"): row i of sequence s is the token at position
+p = seq_len - query_lens[s] + i and sees keys j <= p only (p = seq_len - 1 for plain decode). A kernel that
+lacks one leaves it out of `variants`, and pacheck declines its cells naming the field and the kernel.
 """
 import numpy as np
 
@@ -45,7 +47,7 @@ def _tokens(inp, cache, which, blocks, count):
     return to_float32(t, inp.kv_dtype) * _scales(inp, which)[None, :, None]
 
 
-ALL_VARIANTS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks")
+ALL_VARIANTS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks", "query_lens")
 
 
 def _decode(inp, v_whole_block):
@@ -57,29 +59,33 @@ def _decode(inp, v_whole_block):
     # [G, r, 1] per query head h = g * r + i, or None when the case has none.
     slopes = None if inp.alibi_slopes is None else inp.alibi_slopes.numpy().astype(np.float64).reshape(G, r, 1)
     sinks = None if inp.sinks is None else inp.sinks.numpy().astype(np.float64).reshape(G, r, 1)
-    out = np.empty((S, H, D), np.float32)
-    for s, length in enumerate(inp.seq_lens_host):
-        nblocks = -(-length // B)
+    out = np.empty((inp.num_query_tokens, H, D), np.float32)
+    for s, seq_len in enumerate(inp.seq_lens_host):
+        nblocks = -(-seq_len // B)
         blocks = tables[s, :nblocks]
-        first = max(0, length - window) if window > 0 else 0  # the window's first key: keys before it are not read
-        k = _tokens(inp, inp.key_cache, "k", blocks, length)[first:].astype(np.float64)  # [L - first, G, D]
-        v = _tokens(inp, inp.value_cache, "v", blocks, nblocks * B if v_whole_block else length)[first:]
-        v = v.astype(np.float64)
-        q = q_all[s].astype(np.float64).reshape(G, r, D)  # query head h reads KV head h // (H / G)
-        logits = np.einsum("grd,tgd->grt", q, k) * np.float64(inp.scale)
-        if cap > 0:
-            logits = cap * np.tanh(logits / cap)
-        if slopes is not None:
-            logits = logits + slopes * (np.arange(first, length) - (length - 1))
-        m = logits.max(axis=-1, keepdims=True)
-        if sinks is not None:
-            m = np.maximum(m, sinks)
-        p = np.exp(logits - m)
-        denom = p.sum(axis=-1, keepdims=True) + (np.exp(sinks - m) if sinks is not None else 0.0)
-        p /= denom
-        if v_whole_block:  # the planted fault: p is 0 past seq_len, but the whole final block is multiplied
-            p = np.concatenate([p, np.zeros(p.shape[:-1] + (nblocks * B - length,))], axis=-1)
-        out[s] = np.einsum("grt,tgd->grd", p, v).reshape(H, D)
+        k_seq = _tokens(inp, inp.key_cache, "k", blocks, seq_len)
+        v_seq = _tokens(inp, inp.value_cache, "v", blocks, nblocks * B if v_whole_block else seq_len)
+        for i in range(inp.query_lens[s]):
+            row = inp.query_start_loc_host[s] + i
+            length = seq_len - inp.query_lens[s] + i + 1  # keys 0..p of the row at position p (causal)
+            first = max(0, length - window) if window > 0 else 0  # the window's first key: keys before it unused
+            k = k_seq[first:length].astype(np.float64)  # [L - first, G, D]
+            v = v_seq[first:nblocks * B if v_whole_block else length].astype(np.float64)
+            q = q_all[row].astype(np.float64).reshape(G, r, D)  # query head h reads KV head h // (H / G)
+            logits = np.einsum("grd,tgd->grt", q, k) * np.float64(inp.scale)
+            if cap > 0:
+                logits = cap * np.tanh(logits / cap)
+            if slopes is not None:
+                logits = logits + slopes * (np.arange(first, length) - (length - 1))
+            m = logits.max(axis=-1, keepdims=True)
+            if sinks is not None:
+                m = np.maximum(m, sinks)
+            p = np.exp(logits - m)
+            denom = p.sum(axis=-1, keepdims=True) + (np.exp(sinks - m) if sinks is not None else 0.0)
+            p /= denom
+            if v_whole_block:  # the planted fault: p is 0 past the row's keys, but the whole final block is read
+                p = np.concatenate([p, np.zeros(p.shape[:-1] + (nblocks * B - length,))], axis=-1)
+            out[row] = np.einsum("grt,tgd->grd", p, v).reshape(H, D)
     inp.out.numpy()[...] = from_float32(out, inp.out_dtype)
 
 

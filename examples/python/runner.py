@@ -6,11 +6,12 @@
     pacheck score --cases cases --outputs outs         # verdicts, report and exit code, as `pacheck run`
 
 For every entry of manifest.json "files" this reads the case file (safetensors: query, key_cache,
-value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale, and the attention variants
-sliding_window, logits_soft_cap, alibi_slopes, sinks; interop/casefiles.hpp documents shapes, layouts and
-strides), computes one paged decode-attention step over the PAGED cache -- it follows block_tables into
-the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
-OUTPUTS/<same file name> holding one tensor "out" [num_seqs, num_heads, head_size] in the case's out dtype.
+value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale, the attention variants sliding_window,
+logits_soft_cap, alibi_slopes, sinks, and query_lens / query_start_loc; interop/casefiles.hpp documents
+shapes, layouts and strides), computes one paged decode-attention step over the PAGED cache -- it follows
+block_tables into the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
+OUTPUTS/<same file name> holding one tensor "out" [num_query_tokens, num_heads, head_size] in the case's
+out dtype (num_query_tokens = num_seqs unless some sequence has several query tokens).
 A call the kernel cannot take is declined instead: OUTPUTS/<same file name>.declined holding the reason as
 one line of text (`--decline-kv-dtype` shows it); `pacheck score` then reports the case's cells as declined.
 
@@ -19,9 +20,17 @@ replace `decode_attention` (see `triton_template` at the bottom): it receives th
 return the output. Start from the file's `out` tensor as your output buffer: it holds pacheck's "never
 written" bit pattern, so elements your kernel skips are reported as `unwritten`.
 
+Several query tokens per sequence (format_version 3; speculative decoding): query_lens [num_seqs] I32 (1 to
+8 each) and query_start_loc [num_seqs + 1] I32 (their prefix sums from 0). Sequence s owns query and out
+rows query_start_loc[s] .. query_start_loc[s+1] - 1; its row i is the token at position
+p = seq_lens[s] - query_lens[s] + i (the query tokens are the LAST query_lens[s] tokens of the context, as in
+vLLM) and sees keys j <= p only (causal among the new tokens). Plain decode: query_lens all 1, p = L - 1.
+`--decline-variant query_lens` declines the files with a sequence of several query tokens.
+
 Attention variants (case-file format_version 2; include/pacheck/kernel_abi.h, "Attention variants", is the
-definition): for query head h of sequence s, whose only query token sits at position p = seq_lens[s] - 1,
-and a key at position j, the logit is built in this order, and a kernel must keep it:
+definition): for query head h of a query row at position p of sequence s (p = seq_lens[s] - 1 for the only
+query token of a decode row) and a key at position j, the logit is built in this order, and a kernel must
+keep it:
   1. s_j = scale * (q . k_j)                       (k dequantised for fp8 caches)
   2. soft cap c > 0 (logits_soft_cap):  s_j = c * tanh(s_j / c)
   3. ALiBi (alibi_slopes [num_heads]):  s_j = s_j + alibi_slopes[h] * (j - p)
@@ -37,8 +46,9 @@ files that use it (`--decline-variant` shows how) rather than compute plain atte
 seq_len, but V multiplied over the whole final block, so 0 * NaN poisons the output): `pacheck score
 --negative-control` must then catch it. It exists to prove the round trip can fail. `--bug no-window`
 ignores the sliding window (attends to the whole context); `--bug softcap-ratio` computes the soft cap as
-c * (e^x - e^-x) / (e^x + e^-x) in fp32, as vLLM #56578 did (inf / inf = NaN once |s| > 88.7 c): `pacheck
-score` must fail exactly the cells those faults change.
+c * (e^x - e^-x) / (e^x + e^-x) in fp32, as vLLM #56578 did (inf / inf = NaN once |s| > 88.7 c); `--bug
+no-causal` computes every query row of a sequence as its last (no causal mask among several query tokens,
+pacheck's cpu.qlen_no_causal): `pacheck score` must fail exactly the cells those faults change.
 
 Needs Python 3.8+ and NumPy; nothing else (the safetensors format is read and written here directly).
 """
@@ -220,7 +230,7 @@ def blocks_as_nbgd(phys, layout, is_key):
     return phys.transpose(0, 3, 1, 2)  # vllm value [nb, G, D, B]
 
 
-VARIANT_FIELDS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks")
+VARIANT_FIELDS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks", "query_lens")
 
 
 def variants_of(t, num_heads):
@@ -236,11 +246,35 @@ def variants_of(t, num_heads):
     return window, cap, slopes, sinks
 
 
+def query_lens_of(t, num_seqs):
+    """query_lens [num_seqs] as ints (1 each for plain decode, and for format_version 1 and 2 files, which have
+    no such tensor), checked as pacheck checks them: 1 to 8 each, at most the sequence's seq_len, summing to
+    the rows of query, with query_start_loc their prefix sums."""
+    if "query_lens" not in t:
+        return [1] * num_seqs
+    ql = [int(v) for v in t["query_lens"][1].reshape(-1)]
+    lens = [int(v) for v in t["seq_lens"][1].reshape(-1)]
+    if len(ql) != num_seqs or any(not 1 <= q <= min(8, L) for q, L in zip(ql, lens)):
+        raise CaseFileError(f"query_lens {ql}: each must be 1 to 8 and at most its seq_lens entry ({lens})")
+    if sum(ql) != t["query"][1].shape[0]:
+        raise CaseFileError(f"query_lens {ql} sum to {sum(ql)}, but query has {t['query'][1].shape[0]} rows")
+    qsl = [int(v) for v in t["query_start_loc"][1].reshape(-1)]
+    if qsl != [sum(ql[:s]) for s in range(num_seqs + 1)]:
+        raise CaseFileError(f"query_start_loc {qsl} is not the prefix sums of query_lens {ql}")
+    return ql
+
+
 def variants_used(t):
-    """Names of the variant fields this call uses (a non-zero scalar or a present tensor), in ABI order."""
+    """Names of the variant fields this call uses (a non-zero scalar, a present tensor, a query_lens entry
+    above 1), in ABI order."""
     used = []
     for name in VARIANT_FIELDS:
-        if name in t and (name in ("alibi_slopes", "sinks") or float(np.asarray(t[name][1]).reshape(-1)[0]) != 0):
+        if name not in t:
+            continue
+        if name == "query_lens":
+            if int(t[name][1].max()) > 1:
+                used.append(name)
+        elif name in ("alibi_slopes", "sinks") or float(np.asarray(t[name][1]).reshape(-1)[0]) != 0:
             used.append(name)
     return used
 
@@ -281,8 +315,8 @@ def softmax_rows(logits, sinks, G, r):
 
 
 def decode_attention(entry, t, bug=None):
-    """NumPy reference over the paged cache, attention variants included; returns float32
-    [num_seqs, num_heads, head_size]."""
+    """NumPy reference over the paged cache, attention variants and several query tokens included; returns
+    float32 [num_query_tokens, num_heads, head_size]."""
     st = entry["strides"]
     q = to_float32(*t["query"])
     k_tag, k_pool = pool_view(t, "key_cache", st["key_cache"])
@@ -290,35 +324,42 @@ def decode_attention(entry, t, bug=None):
     k_tag, v_tag = cache_tag(entry, k_tag), cache_tag(entry, v_tag)
     tables, lens = t["block_tables"][1], t["seq_lens"][1]
     scale = float(np.asarray(t["scale"][1]).reshape(-1)[0])
-    S, H, D = q.shape
+    T_rows, H, D = q.shape
+    S = len(lens)
     G, B = entry["num_kv_heads"], entry["block_size"]
     # fp8 code c of KV head g means decode(c) * scale_g, the product in fp32 (as pacheck's oracle).
     k_scale = kv_scales(t, "k", G)[None, :, None]
     v_scale = kv_scales(t, "v", G)[None, :, None]
     r = H // G
     window, cap, slopes, sinks = variants_of(t, H)
-    out = np.empty((S, H, D), dtype=np.float32)
+    query_lens = query_lens_of(t, S)
+    out = np.empty((T_rows, H, D), dtype=np.float32)
+    row = 0
     for s in range(S):
-        L = int(lens[s])
-        nb = (L + B - 1) // B
+        nb = (int(lens[s]) + B - 1) // B
         blocks = tables[s, :nb]
-        # Step 4's window: keys before `first` take no part (and, as in a kernel, are not read at all).
-        first = 0 if bug == "no-window" else window_first(L, window)
-        # Read whole blocks as a kernel does, then keep only tokens first..L-1 (unless planting the bug).
-        K = to_float32(k_tag, blocks_as_nbgd(k_pool[blocks], entry["layout"], True)).reshape(nb * B, G, D)
-        V = to_float32(v_tag, blocks_as_nbgd(v_pool[blocks], entry["layout"], False)).reshape(nb * B, G, D)
-        T = nb * B if bug == "v-tail" else L
-        with np.errstate(invalid="ignore", over="ignore"):
-            K, V = (K[first:T] * k_scale).astype(np.float64), (V[first:T] * v_scale).astype(np.float64)
-        qg = q[s].reshape(G, r, D).astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            logits = np.einsum("grd,tgd->grt", qg, K) * scale                       # step 1
-            logits = variant_logits(logits, np.arange(first, T), L, cap, slopes, bug)  # steps 2, 3
-            if bug == "v-tail":
-                logits[:, :, L - first:] = -np.inf  # the logit mask is right; V's tail is read anyway below
-            p, denom = softmax_rows(logits, sinks, G, r)                             # step 5
-            o = np.einsum("grt,tgd->grd", p, V) / denom
-        out[s] = o.reshape(H, D).astype(np.float32)
+        # Read whole blocks as a kernel does (the planted v-tail bug multiplies V over all of them).
+        K_all = to_float32(k_tag, blocks_as_nbgd(k_pool[blocks], entry["layout"], True)).reshape(nb * B, G, D)
+        V_all = to_float32(v_tag, blocks_as_nbgd(v_pool[blocks], entry["layout"], False)).reshape(nb * B, G, D)
+        for i in range(query_lens[s]):
+            # Query row i of the sequence sits at position p = seq_len - query_len + i and sees keys 0..p: as a
+            # decode row of a context of L = p + 1 tokens (steps 3 and 4 read p = L - 1).
+            L = int(lens[s]) if bug == "no-causal" else int(lens[s]) - query_lens[s] + i + 1
+            # Step 4's window: keys before `first` take no part (and, as in a kernel, are not read at all).
+            first = 0 if bug == "no-window" else window_first(L, window)
+            T = nb * B if bug == "v-tail" else L
+            with np.errstate(invalid="ignore", over="ignore"):
+                K, V = (K_all[first:T] * k_scale).astype(np.float64), (V_all[first:T] * v_scale).astype(np.float64)
+            qg = q[row].reshape(G, r, D).astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                logits = np.einsum("grd,tgd->grt", qg, K) * scale                       # step 1
+                logits = variant_logits(logits, np.arange(first, T), L, cap, slopes, bug)  # steps 2, 3
+                if bug == "v-tail":
+                    logits[:, :, L - first:] = -np.inf  # the logit mask is right; V's tail is read anyway below
+                p, denom = softmax_rows(logits, sinks, G, r)                             # step 5
+                o = np.einsum("grt,tgd->grd", p, V) / denom
+            out[row] = o.reshape(H, D).astype(np.float32)
+            row += 1
     return out
 
 
@@ -342,17 +383,22 @@ def decode_attention_torch(entry, t, bug=None):
     tables = torch.from_numpy(t["block_tables"][1].astype(np.int64)).to(dev)
     lens = t["seq_lens"][1]
     scale = float(np.asarray(t["scale"][1]).reshape(-1)[0])
-    S, H, D = q.shape
+    T_rows, H, D = q.shape
+    S = len(lens)
     G, B = entry["num_kv_heads"], entry["block_size"]
     r = H // G
     window, cap, slopes, sinks = variants_of(t, H)
+    query_lens = query_lens_of(t, S)
     slopes = None if slopes is None else torch.from_numpy(slopes.astype(np.float32)).to(dev).reshape(G, r, 1)
     sinks = None if sinks is None else torch.from_numpy(sinks.astype(np.float32)).to(dev).reshape(G, r, 1)
-    out = torch.empty((S, H, D), dtype=torch.float32, device=dev)
-    for s in range(S):
-        L = int(lens[s])
+    out = torch.empty((T_rows, H, D), dtype=torch.float32, device=dev)
+    # One (sequence, query row) at a time, as decode_attention: row i of sequence s is a decode row of a
+    # context of L = seq_len - query_len + i + 1 tokens (causal among the new tokens).
+    rows = [(s, int(lens[s]) if bug == "no-causal" else int(lens[s]) - query_lens[s] + i + 1)
+            for s in range(S) for i in range(query_lens[s])]
+    for row, (s, L) in enumerate(rows):
         first = 0 if bug == "no-window" else window_first(L, window)
-        nb = (L + B - 1) // B
+        nb = (int(lens[s]) + B - 1) // B
         blocks = tables[s, :nb]
         K = k_pool[blocks]
         V = v_pool[blocks]
@@ -363,7 +409,7 @@ def decode_attention_torch(entry, t, bug=None):
             V = V.permute(0, 3, 1, 2)
         T = nb * B if bug == "v-tail" else L
         K, V = K.reshape(nb * B, G, D)[first:T] * k_scale, V.reshape(nb * B, G, D)[first:T] * v_scale
-        qg = q[s].reshape(G, r, D)
+        qg = q[row].reshape(G, r, D)
         logits = torch.einsum("grd,tgd->grt", qg, K) * scale                 # step 1
         if cap > 0:                                                           # step 2
             if bug == "softcap-ratio":
@@ -381,7 +427,7 @@ def decode_attention_torch(entry, t, bug=None):
             m = torch.maximum(m, sinks)
         p = torch.exp(logits - m)
         denom = p.sum(dim=-1, keepdim=True) + (torch.exp(sinks - m) if sinks is not None else 0)
-        out[s] = (torch.einsum("grt,tgd->grd", p, V) / denom).reshape(H, D)
+        out[row] = (torch.einsum("grt,tgd->grd", p, V) / denom).reshape(H, D)
     return out.cpu().numpy()
 
 
@@ -390,7 +436,7 @@ def main(argv=None):
     ap.add_argument("--cases", required=True, help="directory written by `pacheck export`")
     ap.add_argument("--outputs", required=True, help="directory to write one output file per case file into")
     ap.add_argument("--backend", choices=["numpy", "torch", "auto"], default="numpy")
-    ap.add_argument("--bug", choices=["none", "v-tail", "no-window", "softcap-ratio"], default="none",
+    ap.add_argument("--bug", choices=["none", "v-tail", "no-window", "softcap-ratio", "no-causal"], default="none",
                     help="plant a known kernel fault (see the module docstring)")
     ap.add_argument("--decline-kv-dtype", action="append", default=[], metavar="DTYPE",
                     help="decline case files whose kv_dtype is DTYPE (e.g. fp8_e4m3fnuz), as a kernel that cannot "
@@ -414,10 +460,10 @@ def main(argv=None):
 
     with open(os.path.join(args.cases, "manifest.json")) as f:
         manifest = json.load(f)
-    # Version 2 added the attention variants; a runner that does not implement them must refuse version 2
-    # rather than ignore the new fields (this one reads both).
-    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2):
-        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 or 2 "
+    # Version 2 added the attention variants, version 3 several query tokens per sequence; a runner that does
+    # not implement them must refuse the version rather than ignore the new fields (this one reads 1 to 3).
+    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2, 3):
+        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 to 3 "
                  f"(format_version {manifest.get('format_version')!r})")
     os.makedirs(args.outputs, exist_ok=True)
     bug = None if args.bug == "none" else args.bug
@@ -473,7 +519,9 @@ def triton_template(entry, t):
     pool's layout is `entry["layout"]` (vllm, nhd or hnd; export with --kernel-layout to choose).
     Attention variants: `variants_of(t, num_heads)` gives (sliding_window, logits_soft_cap, alibi_slopes,
     sinks); hand your kernel raw("alibi_slopes") / raw("sinks") when present, or decline the files whose
-    variants it lacks (`variants_used(t)`; main()'s --decline-variant writes the note).
+    variants it lacks (`variants_used(t)`; main()'s --decline-variant writes the note). Several query tokens
+    per sequence: query and out have sum(query_lens) rows; hand your kernel raw("query_start_loc") (vLLM's
+    query_start_loc / FlashAttention's cu_seqlens_q) and max(query_lens), or decline "query_lens".
     """
     raise NotImplementedError("a template: see the docstring")
 

@@ -142,17 +142,23 @@ class CaseInfo:
     logits_soft_cap: float = 0.0
     has_alibi: bool = False
     has_sinks: bool = False
+    # Query tokens per sequence (max_query_len 1 and query_lens all 1 for plain decode); above 1 only for a
+    # Kernel that declares "query_lens".
+    max_query_len: int = 1
+    query_lens: list = None
 
 
 # The attention variants a Kernel can declare (Kernel(variants=...)), each the name of its Inputs field, and
-# its PACHECK_VARIANT_* bit (kernel_abi.h). Several query tokens per sequence are not offered here yet.
-VARIANTS = {"sliding_window": 0x1, "alibi_slopes": 0x2, "logits_soft_cap": 0x4, "sinks": 0x8}
+# its PACHECK_VARIANT_* bit (kernel_abi.h): "query_lens" is several query tokens per sequence
+# (PACHECK_VARIANT_MULTI_QUERY; Inputs.query_lens / query_start_loc).
+VARIANTS = {"sliding_window": 0x1, "alibi_slopes": 0x2, "logits_soft_cap": 0x4, "sinks": 0x8, "query_lens": 0x10}
 
 
 class Inputs:
     """The arguments of one decode call (kernel_abi.h's pacheck_kernel_args), with every pointer as a Buffer.
 
-    Shapes: query [num_seqs, num_heads, head_size]; key_cache / value_cache per `layout` (vllm: key
+    Shapes: query [num_query_tokens, num_heads, head_size] (num_query_tokens = num_seqs for plain decode, one
+    query row per sequence; see query_lens below); key_cache / value_cache per `layout` (vllm: key
     [num_blocks, num_kv_heads, head_size/x, block_size, x] with x = 16 bytes / element, value
     [num_blocks, num_kv_heads, head_size, block_size]; nhd: [num_blocks, block_size, num_kv_heads,
     head_size]; hnd: [num_blocks, num_kv_heads, block_size, head_size]); block_tables [num_seqs,
@@ -166,6 +172,14 @@ class Inputs:
     keeps keys j with seq_len - 1 - j < W), logits_soft_cap (float, 0 = none: s = c tanh(s / c)),
     alibi_slopes and sinks ([num_heads] f32 Buffers with the exact bytes pacheck placed, or None when the
     case has none). A kernel sees non-default values only for the variants its Kernel declares.
+
+    Several query tokens per sequence (speculative decoding; only for a Kernel declaring "query_lens"):
+    query_lens (a host list [num_seqs] of ints 1 to 8; all 1 for plain decode), max_query_len,
+    num_query_tokens (their sum: the rows of query and out), query_start_loc ([num_seqs + 1] i32 Buffer on the
+    kernel's device, their prefix sums from 0; None for plain decode, as kernel_abi.h's NULL) and
+    query_start_loc_host (the same as a list). Sequence s owns rows query_start_loc[s] ..
+    query_start_loc[s+1] - 1; its row i is the token at position p = seq_len - query_len + i and sees keys
+    j <= p only (causal among the new tokens; the window and ALiBi use that p).
     """
 
     def __init__(self, a, device):
@@ -173,13 +187,25 @@ class Inputs:
         for f in ("num_seqs", "num_heads", "num_kv_heads", "head_size", "block_size", "num_blocks",
                   "max_blocks_per_seq", "max_seq_len", "scale", "k_scale", "v_scale"):
             setattr(self, f, getattr(a, f))
+        S = a.num_seqs
+        if a.query_start_loc_host:
+            loc = ctypes.cast(a.query_start_loc_host, ctypes.POINTER(ctypes.c_int32))
+            self.query_start_loc_host = [loc[i] for i in range(S + 1)]
+            self.query_start_loc = Buffer("query_start_loc", a.query_start_loc, (S + 1,), (1,), "i32", device)
+        else:
+            self.query_start_loc_host = list(range(S + 1))
+            self.query_start_loc = None
+        self.query_lens = [self.query_start_loc_host[s + 1] - self.query_start_loc_host[s] for s in range(S)]
+        self.num_query_tokens = self.query_start_loc_host[S]
+        self.max_query_len = max(self.query_lens, default=1)
         self.layout = _native.LAYOUT_NAMES[a.layout]
         self.q_dtype, self.kv_dtype = _native.DTYPE_NAMES[a.q_dtype], _native.DTYPE_NAMES[a.kv_dtype]
         self.out_dtype = _native.DTYPE_NAMES[a.out_dtype]
         self.stream = a.stream or 0
         S, H, G, D, B, N = a.num_seqs, a.num_heads, a.num_kv_heads, a.head_size, a.block_size, a.num_blocks
-        self.query = Buffer("query", a.query, (S, H, D), (a.q_stride_seq, a.q_stride_head, 1), self.q_dtype, device)
-        self.out = Buffer("out", a.out, (S, H, D), (a.out_stride_seq, a.out_stride_head, 1), self.out_dtype, device,
+        T = self.num_query_tokens
+        self.query = Buffer("query", a.query, (T, H, D), (a.q_stride_seq, a.q_stride_head, 1), self.q_dtype, device)
+        self.out = Buffer("out", a.out, (T, H, D), (a.out_stride_seq, a.out_stride_head, 1), self.out_dtype, device,
                           writable=True)
         if self.layout == "vllm":
             x = 16 // _ELEM[self.kv_dtype]
@@ -287,8 +313,19 @@ def _check_sizes(where, field, values):
 
 
 def _check_variants(where, values):
-    """A list (empty: plain decode only) of distinct names of VARIANTS, as a tuple."""
-    out = _check_list(where, "variants", values)
+    """A list (empty: plain decode only) of distinct names of VARIANTS, as a tuple. A mapping (a dict of
+    flags: its keys would be read as the names) and anything that is not a list of names raise TypeError
+    naming `variants` and the names it takes."""
+    import collections.abc
+
+    known = ", ".join(VARIANTS)
+    if isinstance(values, (collections.abc.Mapping, type)) or values is None:
+        raise TypeError(f"{where}: variants: a list or tuple of names (known: {known}), not "
+                        f"{type(values).__name__} {values!r}")
+    try:
+        out = _check_list(where, "variants", values)
+    except TypeError as e:
+        raise TypeError(f"{e} (known: {known})") from None
     for i, v in enumerate(out):
         if not isinstance(v, str):
             raise TypeError(f"{where}: variants: entry {v!r} is a {type(v).__name__}, not a str (known: "
@@ -312,9 +349,10 @@ class Kernel:
     TF32 (Triton's default tl.dot), judged against the TF32 limit. batch_variant: a sequence's output may
     depend on the rest of its batch. repro_label: what printed `pacheck repro` lines give as --plugin.
     variants: the attention variants run() implements, by their Inputs field names ("sliding_window",
-    "logits_soft_cap", "alibi_slopes", "sinks"; default none): pacheck declines every cell that needs another
-    one, the reason naming the field ("sliding_window 128: ... does not implement a sliding window"), as it
-    does for a plugin's descriptor.
+    "logits_soft_cap", "alibi_slopes", "sinks", and "query_lens" for several query tokens per sequence; a
+    list or tuple, default none): pacheck declines every cell that needs another one, the reason naming the
+    field and the kernel ("sliding_window 128: ... does not implement a sliding window", "query_len 4:
+    py.mine ... takes one query token per sequence"), as it does for a plugin's descriptor.
 
     Every argument is checked here, before anything reaches pacheck: a bad one raises TypeError (wrong type:
     a str or None where a list is expected, a non-int size, a run that is not callable) or ValueError (a
@@ -350,7 +388,10 @@ class Kernel:
         self.gqa_ratios = _check_sizes(where, "gqa_ratios", gqa_ratios)
         self.variants = _check_variants(where, variants)
         self.tf32, self.batch_variant, self.description = tf32, batch_variant, description
+        # Without a repro_label no `pacheck repro` line can load this kernel: run_cell's repro is then the
+        # Python call (and the pytest plugin prints the test's rerun command).
         self.repro_label = repro_label or f"<python kernel {name}: rerun its pytest test>"
+        self._label_given = repro_label is not None
         self.last_error = None  # traceback text of the last exception run() or supports() raised
         self._registered = False
 
@@ -434,7 +475,9 @@ class Kernel:
                           _native.DTYPE_NAMES[c.kv_dtype], _native.DTYPE_NAMES[c.out_dtype],
                           [c.seq_lens[i] for i in range(c.num_seqs)], c.max_seq_len, c.scale,
                           _native.SCALE_FORMS.get(c.k_scale_form, "?"), _native.SCALE_FORMS.get(c.v_scale_form, "?"),
-                          c.sliding_window, c.logits_soft_cap, bool(c.has_alibi), bool(c.has_sinks))
+                          c.sliding_window, c.logits_soft_cap, bool(c.has_alibi), bool(c.has_sinks),
+                          c.max_query_len or 1,
+                          [c.query_lens[i] for i in range(c.num_seqs)] if c.query_lens else [1] * c.num_seqs)
             try:
                 answer = self.supports(ci)
             except Decline as d:
@@ -475,7 +518,8 @@ class CellInfo:
 @dataclasses.dataclass
 class CellResult:
     """What one cell gave: verdict (pass, poisoned, variant, fail, unwritten, declined, error, ...), declined,
-    failed (counts as a failure of a run), detail, metrics (text; "" when no output was judged), repro (the `pacheck repro` line) and
+    failed (counts as a failure of a run), detail, metrics (text; "" when no output was judged), repro (the
+    `pacheck repro` line; for a Python Kernel without a repro_label, the pacheck.run_cell call) and
     result (the whole result as report.json writes it: metrics, limit, margin, worst element, ...)."""
 
     cell_id: str
@@ -565,6 +609,9 @@ def run_cell(suite, kernel, cell_id, device=None):
     r = CellResult(**ans)
     if isinstance(kernel, Kernel) and kernel.last_error and r.verdict == "error":
         r.traceback = kernel.last_error
+    if isinstance(kernel, Kernel) and not getattr(kernel, "_label_given", True):
+        # `pacheck repro` cannot load a Python kernel: the line that reruns the cell is this call.
+        r.repro = f"pacheck.run_cell({suite!r}, KERNEL, {cell_id!r})  # KERNEL: the pacheck.Kernel {name!r}"
     return r
 
 

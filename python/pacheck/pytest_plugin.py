@@ -9,10 +9,12 @@
 
 Loaded by the pytest11 entry point of an installed pacheck, or with `-p pacheck.pytest_plugin`. Test ids
 are the cell ids ("test_my_kernel[h32/8 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail]"), so `-k 'ctx4090 and
-V:nan'`, `-x`, `--junitxml` and xdist (`-n`) work as usual; each test's junit <testcase> carries the properties
+V:nan'`, `-x`, `--junitxml` and xdist (`-n`) work as usual (-k matches words with and/or/not and has no
+'=': the window cells are `-k 'win and not qlen'`, never `-k 'win='`); each test's junit <testcase> carries the properties
 pacheck_cell_id and (once the cell ran) pacheck_verdict, in xunit1 and xunit2. A failing cell's message gives
-the verdict, the worst element, the `pacheck repro` line and a `rerun:` pytest command that works pasted in
-the directory pytest was started in; a declined cell is skipped with the kernel's reason. A marker whose suite
+the verdict, the worst element, the repro line (`pacheck repro`, or for a Python kernel without a
+repro_label the pacheck.run_cell call) and a `rerun:` pytest command that works pasted in the directory pytest
+was started in, and the session's summary lists the failing cells' rerun commands; a declined cell is skipped with the kernel's reason. A marker whose suite
 does not load (or whose test lacks the pacheck_cell argument) is a collection error naming the test, the
 suite and the known suites. Before the
 first cell, the comparator self-test and pacheck's CPU negative controls run once per suite in the session
@@ -21,7 +23,8 @@ exits with code 3 (under xdist the workers' cells fail, and pytest's own exit co
 returns).
 
 Options: --pacheck-suite NAME runs every marked test over NAME instead of its marker's suite (gate in CI,
-sweep on a GPU machine, same test file); --pacheck-device DEV overrides the device ("cuda:1");
+sweep on a GPU machine, same test file); --pacheck-device DEV overrides the device ("cuda:1"); an empty
+value of either is a usage error;
 --pacheck-no-instrument leaves the instrument check out (a quick -k rerun; say so wherever it is used).
 """
 import pytest
@@ -114,6 +117,12 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "pacheck(suite, kernel, device=None): parametrise over a suite's cells")
+    # An empty value would be ignored (the marker's suite or device would run instead): refuse it.
+    for opt, what in (("--pacheck-suite", "a suite name or .toml path"), ("--pacheck-device", "cpu, cuda or cuda:N")):
+        value = config.getoption(opt)
+        if value is not None and not str(value).strip():
+            raise pytest.UsageError(f"{opt}: empty value {value!r} (give {what}, or leave the option out to use each "
+                                    "test's marker)")
     config._pacheck = {"checks": {}, "blind": [], "failed_repro": []}
 
 
@@ -225,7 +234,12 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     if ran and rep.failed:
-        item.config._pacheck["failed_repro"].append(cell.result.repro)
+        # The pytest command that reruns the test (pasteable where pytest was started), and the pacheck repro
+        # line too when it names a loadable kernel (a built-in, a plugin, a Kernel with a repro_label).
+        lines = [cell.rerun or cell.result.repro]
+        if cell.rerun and cell.result.repro.startswith("pacheck repro "):
+            lines.append(cell.result.repro)
+        item.config._pacheck["failed_repro"].append(lines)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -239,9 +253,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in c.summary.splitlines():
             tr.write_line("  " + line)
     if st["failed_repro"]:
-        tr.write_line(f"{len(st['failed_repro'])} failing cells; repro lines:")
-        for line in st["failed_repro"]:
-            tr.write_line("  " + line)
+        tr.write_line(f"{len(st['failed_repro'])} failing cells; rerun lines (pytest, then pacheck repro where "
+                      "pacheck can load the kernel):")
+        for lines in st["failed_repro"]:
+            for line in lines:
+                tr.write_line("  " + line)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -505,11 +505,11 @@ def scenario_bad_input(args, tmp):
                        ("7x", "--seed: '7x' is not an unsigned 64-bit integer")]:
         rejected(want, *tiny, "--seed", seed)
         rejected(want, "export", "--suite", "tail-poison", "--out", os.path.join(tmp, "exp"), "--seed", seed)
-    # A selection that exists but that case files cannot carry (several query tokens per sequence) is said to be
-    # that, not "no cell was selected".
-    rejected("export: none of the 36 selected cells of suite variants can be written as case files (0 pinned to "
-             "another layout, 0 of an untagged dtype, 0 with high block ids, 36 with several query tokens",
-             "export", "--suite", "variants", "--filter", "qlen=", "--out", os.path.join(tmp, "exp-qlen"))
+    # A selection that exists but that case files cannot carry (high block ids; several query tokens per sequence
+    # are carried since format_version 3) is said to be that, not "no cell was selected".
+    rejected("export: none of the 2 selected cells of suite gate can be written as case files (0 pinned to "
+             "another layout, 0 of an untagged dtype, 2 with high block ids)",
+             "export", "--suite", "gate", "--filter", "hiblk=", "--out", os.path.join(tmp, "exp-hiblk"))
     rejected("export: no cell of suite tail-poison was selected", "export", "--suite", "tail-poison", "--filter",
              "NOTHING", "--out", os.path.join(tmp, "exp-none"))
     rejected("--shard '0/99999999999': N must be at most 2147483647", *tiny, "--shard", "0/99999999999")

@@ -5,11 +5,12 @@ Passes when (1) the NumPy runner's outputs score exactly the verdicts cpu.refere
 cell, (2) declining the fp8_e4m3fnuz files (runner.py --decline-kv-dtype) makes exactly their cells
 `declined` with the runner's reason, and (3) the same runner with the planted V-tail fault, scored as a negative control, is caught on
 exactly the cells that fault must poison and passes the rest (score exit 0; exit 3 would be blind).
-With --variants (the `variants` suite, case-file format_version 2), step (2) declines the sinks files
-instead (runner.py --decline-variant sinks), and two more planted runners must fail exactly their cells:
+With --variants (the `variants` suite, case-file format_version 3), step (2) declines the sinks files
+instead (runner.py --decline-variant sinks), and three more planted runners must fail exactly their cells:
 --bug no-window the cells whose window hides some key of some sequence (a seq_len above W), --bug
 softcap-ratio exactly the cells pacheck's own control of that fault, cpu.softcap_ratio, fails in `pacheck
-run` (vLLM #56578: |logit| > 88.7 x cap).
+run` (vLLM #56578: |logit| > 88.7 x cap), --bug no-causal exactly those cpu.qlen_no_causal fails (every
+query row of a sequence computed as its last).
 Exits 77 (ctest: skipped) with the reason when NumPy is missing.
 """
 import argparse
@@ -60,7 +61,10 @@ def check_planted_variants(a, py, cases, scored):
     """The planted variant runners fail exactly their cells (score exit 1) and pass every other one."""
     ctrl = os.path.join(a.work, "softcap_ratio.json")
     run([a.pacheck, "run", "--suite", a.suite, "--kernel", "cpu.softcap_ratio", "--only-failures", "--json", ctrl], 0)
-    expected = {"no-window": {c for c in scored if window_hides_a_key(c)}, "softcap-ratio": failing(ctrl)}
+    qctrl = os.path.join(a.work, "qlen_no_causal.json")
+    run([a.pacheck, "run", "--suite", a.suite, "--kernel", "cpu.qlen_no_causal", "--only-failures", "--json", qctrl], 0)
+    expected = {"no-window": {c for c in scored if window_hides_a_key(c)}, "softcap-ratio": failing(ctrl),
+                "no-causal": failing(qctrl)}
     for bug, want in expected.items():
         outs = os.path.join(a.work, f"outputs-{bug}")
         report = os.path.join(a.work, f"score-{bug}.json")
@@ -102,10 +106,12 @@ def main():
         sys.exit(f"FAILED: cells not in the reference run: {missing[:5]}; verdicts differ: {differ[:5]}")
 
     if a.variants:
-        variant_cells = [c for c in scored if any(f" {t}=" in f" {c}" for t in ("win", "cap", "alibi", "sinks"))]
-        print(f"{len(variant_cells)} cells with an attention variant scored as cpu.reference's")
-        if not variant_cells:
-            sys.exit("FAILED: no cell with an attention variant was exported")
+        variant_cells = [c for c in scored if any(f" {t}=" in f" {c}" for t in ("win", "cap", "alibi", "sinks", "qlen"))]
+        qlen_cells = [c for c in scored if " qlen=" in c]
+        print(f"{len(variant_cells)} cells with an attention variant ({len(qlen_cells)} with several query tokens) "
+              "scored as cpu.reference's")
+        if not variant_cells or not qlen_cells:
+            sys.exit("FAILED: no cell with an attention variant (or none with several query tokens) was exported")
         check_planted_variants(a, py, cases, scored)
 
     # The decline channel: a runner that cannot take fp8_e4m3fnuz (or, with --variants, sinks) declines those

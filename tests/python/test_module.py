@@ -79,7 +79,7 @@ def test_kernel_exception_is_an_error_with_its_traceback():
     r = pacheck.run_cell("gate", pacheck.Kernel("t.boom", boom), CELL)
     assert r.verdict == "error" and r.failed
     assert "ZeroDivisionError" in r.detail and "ZeroDivisionError" in r.message()
-    assert "repro: pacheck repro" in r.message()
+    assert "repro: pacheck.run_cell('gate', KERNEL, " in r.message()  # a Python kernel without a repro_label
     # no output was judged: no metrics, no "worst element: (seq -1 ...) rel_linf 0 against limit 0.0" line
     assert r.metrics == "" and "worst element" not in r.message() and "limit" not in r.message(), r.message()
 
@@ -101,7 +101,14 @@ def test_planted_kernel_cell_and_repro():
 
     bad = pacheck.run_cell("gate", numpy_tail_fault, CELL)
     assert bad.verdict == "poisoned" and bad.failed, bad.message()
-    assert bad.repro.startswith("pacheck repro 'h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 V:nan@tail'")
+    # A Python kernel without a repro_label cannot be loaded by `pacheck repro`: its repro is the Python call
+    # (it named a placeholder plugin '<python kernel ...>' before).
+    assert bad.repro == (f"pacheck.run_cell('gate', KERNEL, '{CELL}')  # KERNEL: the pacheck.Kernel "
+                         "'py.numpy_tail_fault'"), bad.repro
+    assert "<python kernel" not in bad.message()
+    labelled = pacheck.Kernel("t.labelled", numpy_tail_fault.run, layouts=("nhd",), repro_label="build/libmine.so")
+    r = pacheck.run_cell("gate", labelled, CELL)
+    assert r.repro == f"pacheck repro '{CELL}' --kernel t.labelled --plugin build/libmine.so", r.repro
     assert "worst element" in bad.message() and "worst: (seq " in bad.metrics
     good = pacheck.run_cell("gate", numpy_decode, CELL)
     assert good.verdict == "pass", good.message()
@@ -162,6 +169,55 @@ def test_undeclared_variants_are_declined_naming_the_field():
         pacheck.Kernel("t.bad_variant2", _zero, variants="sinks")
     with pytest.raises(ValueError, match="variants: sinks listed twice"):
         pacheck.Kernel("t.bad_variant3", _zero, variants=("sinks", "sinks"))
+
+
+@pytest.mark.parametrize("variants", [{"sliding_window": True}, {"sinks": 1, "nope": 2}, dict, None, 3,
+                                      "query_lens"])
+def test_variants_that_are_not_a_list_of_names_are_refused(variants):
+    # A dict was accepted before (its keys read as the names, its values ignored).
+    with pytest.raises(TypeError) as e:
+        pacheck.Kernel("t.bad_variants", _zero, variants=variants)
+    assert "pacheck.Kernel('t.bad_variants'): variants: a list or tuple" in str(e.value), str(e.value)
+    assert "(known: sliding_window, alibi_slopes, logits_soft_cap, sinks, query_lens)" in str(e.value), str(e.value)
+
+
+# Several query tokens per sequence: 3 and 1 tokens, the first sequence's straddling the block edge 32 (ctx 33:
+# positions 30..32).
+QCELL = "h8/2 d64 bs16 bf16 ctx33,20 nhd seed7 qlen=3,1"
+
+
+def test_query_tokens_inputs_and_decline_naming_query_len_and_the_kernel():
+    seen = {}
+
+    def look(inp):
+        seen.update(query=inp.query.shape, out=inp.out.shape, lens=inp.query_lens, loc=inp.query_start_loc_host,
+                    loc_buf=None if inp.query_start_loc is None else inp.query_start_loc.numpy().tolist(),
+                    n=inp.num_query_tokens, m=inp.max_query_len)
+        inp.out.numpy()[...] = 0
+
+    infos = []
+    k = pacheck.Kernel("t.qlen_inputs", look, variants=("query_lens",), supports=lambda c: infos.append(c))
+    pacheck.run_cell(None, k, QCELL + " clean")
+    assert seen == {"query": (4, 8, 64), "out": (4, 8, 64), "lens": [3, 1], "loc": [0, 3, 4], "loc_buf": [0, 3, 4],
+                    "n": 4, "m": 3}, seen
+    assert (infos[0].max_query_len, infos[0].query_lens) == (3, [3, 1])
+    seen.clear()
+    pacheck.run_cell(None, k, "h8/2 d64 bs16 bf16 ctx33,20 nhd seed7 clean")  # plain decode: NULL, one row each
+    assert (seen["query"], seen["lens"], seen["loc_buf"], seen["m"]) == ((2, 8, 64), [1, 1], None, 1), seen
+    # A kernel that does not declare "query_lens" never sees such a cell: declined, naming query_len and it.
+    r = pacheck.run_cell(None, pacheck.Kernel("t.one_token", _zero), QCELL + " clean")
+    assert r.verdict == "declined" and not r.failed, r.message()
+    assert "query_len 3:" in r.detail and "t.one_token" in r.detail, r.detail
+
+
+def test_numpy_example_kernel_implements_query_tokens():
+    from numpy_kernels import numpy_decode, numpy_tail_fault
+
+    for cell in (QCELL, QCELL + " win=2 cap=30 alibi=geo sinks=-1~1"):
+        for fault in ("clean", "V:nan@tail"):
+            r = pacheck.run_cell(None, numpy_decode, f"{cell} {fault}")
+            assert r.verdict == "pass", r.message()
+    assert pacheck.run_cell(None, numpy_tail_fault, f"{QCELL} V:nan@tail").verdict == "poisoned"
 
 
 def test_numpy_example_kernel_implements_the_variants():
@@ -352,6 +408,26 @@ def test_plugin_rerun_line_works_from_the_invocation_dir(pytester):
     again = subprocess.run(words, cwd=sub, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env=dict(env, PYTEST_ADDOPTS="--pacheck-no-instrument -p no:cacheprovider"))
     assert again.returncode == 1 and "1 failed" in again.stdout and "verdict poisoned" in again.stdout, again.stdout
+
+
+@pytest.mark.parametrize("option", ["--pacheck-suite", "--pacheck-device"])
+def test_plugin_empty_option_is_a_usage_error(pytester, option):
+    # `--pacheck-suite ''` was ignored: every test ran its marker's suite.
+    pytester.makepyfile(test_inner=_PLANTED)
+    res = pytester.runpytest_subprocess("-p", "pacheck.pytest_plugin", option, "", "--co", "-q")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, res.stdout.str() + res.stderr.str()
+    assert f"{option}: empty value ''" in res.stderr.str(), res.stderr.str()
+
+
+def test_plugin_summary_lists_pasteable_rerun_lines(pytester):
+    pytester.makepyfile(test_inner=_PLANTED)
+    res = pytester.runpytest("-p", "pacheck.pytest_plugin", "--pacheck-no-instrument", "-k", _ONE_FAILING)
+    res.assert_outcomes(failed=1)
+    out = res.stdout.str()
+    assert "<python kernel" not in out, out
+    summary = out.split("1 failing cells; rerun lines")[1].splitlines()[1]
+    assert summary.strip().endswith(f"'test_inner.py::test_k[{CELL}]'"), summary
+    assert f"repro: pacheck.run_cell('gate', KERNEL, '{CELL}')" in out, out
 
 
 def test_plugin_bad_suite_is_a_clean_collection_error(pytester):
