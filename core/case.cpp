@@ -20,9 +20,10 @@ const Case kDefaults{};  // not constexpr: std::vector is not a constant express
 
 namespace {
 constexpr LayoutInfo kLayouts[] = {
-    {Layout::vllm, "vllm", true},
-    {Layout::nhd, "nhd", false},
-    {Layout::hnd, "hnd", false},
+    {Layout::vllm, "vllm", true, 1},
+    {Layout::nhd, "nhd", false, 1},
+    {Layout::hnd, "hnd", false, 1},
+    {Layout::aiter, "aiter", true, kAiterSlotGroup},
 };
 constexpr DistInfo kDists[] = {
     {Dist::uniform, "uniform", "Q, K and V ~ U(-1, 1)"},
@@ -212,6 +213,12 @@ void Case::validate() const {
     throw CaseError("head_size", fmt::format("{} is not a multiple of the {} layout's vector width {} for {}",
                                              head_size, layout_name(layout), vw, dtype_name(kv_dtype)));
   if (block_size < 1) throw CaseError("block_size", fmt::format("must be >= 1, got {}", block_size));
+  if (const LayoutInfo* li = find_row(layout_table(), layout); li && block_size % li->block_multiple != 0)
+    throw CaseError("block_size",
+                    fmt::format("{} is not a multiple of {}: the {} layout stores V in groups of {} slots "
+                                "([num_blocks, num_kv_heads, block_size / {}, head_size, {}])",
+                                block_size, li->block_multiple, layout_name(layout), li->block_multiple,
+                                li->block_multiple, li->block_multiple));
   if (seq_lens.empty()) throw CaseError("seq_lens", "needs at least one sequence");
   for (std::size_t i = 0; i < seq_lens.size(); ++i)
     if (seq_lens[i] < 1)

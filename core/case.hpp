@@ -17,20 +17,24 @@ enum class Layout : std::uint8_t {
   vllm = PACHECK_LAYOUT_VLLM,
   nhd = PACHECK_LAYOUT_NHD,
   hnd = PACHECK_LAYOUT_HND,
+  aiter = PACHECK_LAYOUT_AITER,  ///< K as vllm, V shuffled [blocks, G, block_size/16, D, 16]; block_size % 16 == 0
 };
 /// One row of layout_table().
 struct LayoutInfo {
   Layout value;
   std::string_view name;  ///< as case ids and suite files spell it ("vllm")
   bool packed_key;        ///< the key cache packs head_size in vectors of 16 bytes (layout_vector_width)
+  int block_multiple;     ///< block_size must be a multiple of this (16 for aiter's V groups, else 1)
 };
-/// vllm, nhd, hnd.
+/// Slots per V group of the aiter layout (value_cache [.., block_size / 16, head_size, 16]).
+inline constexpr int kAiterSlotGroup = 16;
+/// vllm, nhd, hnd, aiter.
 std::span<const LayoutInfo> layout_table();
-std::string_view layout_name(Layout l);  ///< "vllm", "nhd", "hnd"
-/// Parses "vllm", "nhd" or "hnd"; throws std::invalid_argument listing them otherwise.
+std::string_view layout_name(Layout l);  ///< "vllm", "nhd", "hnd", "aiter"
+/// Parses "vllm", "nhd", "hnd" or "aiter"; throws std::invalid_argument listing them otherwise.
 Layout parse_layout(std::string_view s);
-/// Elements per packed vector of the layout's key cache: x = 16 bytes / element size for `vllm`, 1 for
-/// `nhd` and `hnd`. head_size must be a multiple of it.
+/// Elements per packed vector of the layout's key cache: x = 16 bytes / element size for `vllm` and
+/// `aiter` (same key cache), 1 for `nhd` and `hnd`. head_size must be a multiple of it.
 int layout_vector_width(Layout l, DType kv_dtype);
 
 /// Distribution of the pre-paging Q, K and V values.

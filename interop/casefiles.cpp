@@ -104,6 +104,7 @@ std::vector<std::int64_t> key_shape(const pacheck_kernel_args& a, int x) {
     case PACHECK_LAYOUT_VLLM: return {a.num_blocks, a.num_kv_heads, a.head_size / x, a.block_size, x};
     case PACHECK_LAYOUT_NHD: return {a.num_blocks, a.block_size, a.num_kv_heads, a.head_size};
     case PACHECK_LAYOUT_HND: return {a.num_blocks, a.num_kv_heads, a.block_size, a.head_size};
+    case PACHECK_LAYOUT_AITER: return {a.num_blocks, a.num_kv_heads, a.head_size / x, a.block_size, x};
   }
   return {};
 }
@@ -112,6 +113,7 @@ std::vector<std::int64_t> value_shape(const pacheck_kernel_args& a) {
     case PACHECK_LAYOUT_VLLM: return {a.num_blocks, a.num_kv_heads, a.head_size, a.block_size};
     case PACHECK_LAYOUT_NHD: return {a.num_blocks, a.block_size, a.num_kv_heads, a.head_size};
     case PACHECK_LAYOUT_HND: return {a.num_blocks, a.num_kv_heads, a.block_size, a.head_size};
+    case PACHECK_LAYOUT_AITER: return {a.num_blocks, a.num_kv_heads, a.block_size / 16, a.head_size, 16};
   }
   return {};
 }
@@ -160,10 +162,12 @@ class CaptureKernel final : public Kernel {
 };
 
 json strides_json(const pacheck_kernel_args& a) {
-  const int k_rank = a.layout == PACHECK_LAYOUT_VLLM ? 5 : 4;
+  const bool aiter = a.layout == PACHECK_LAYOUT_AITER;
+  const int k_rank = a.layout == PACHECK_LAYOUT_VLLM || aiter ? 5 : 4;
+  const int v_rank = aiter ? 5 : 4;
   return {{"query", {a.q_stride_seq, a.q_stride_head, 1}},
           {"key_cache", std::vector<std::int64_t>(a.k_strides, a.k_strides + k_rank)},
-          {"value_cache", std::vector<std::int64_t>(a.v_strides, a.v_strides + 4)},
+          {"value_cache", std::vector<std::int64_t>(a.v_strides, a.v_strides + v_rank)},
           {"block_tables", {a.block_tables_stride, 1}},
           {"out", {a.out_stride_seq, a.out_stride_head, 1}}};
 }
@@ -346,8 +350,17 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
   std::vector<Cell> cells;
   for (const auto& sc : suite.cells) {
     Cell cell = sc.cell;
-    if (sc.native_layout) cell.c.layout = opt.kernel_layout.value_or(Layout::vllm);
-    else if (opt.kernel_layout && cell.c.layout != *opt.kernel_layout) {
+    if (sc.native_layout) {
+      cell.c.layout = opt.kernel_layout.value_or(Layout::vllm);
+      // A native cell the kernel's layout cannot hold (aiter needs block_size % 16 == 0) is left out and
+      // counted with the cells of other layouts, as `run` would decline it for a kernel of that layout.
+      try {
+        cell.c.validate();
+      } catch (const CaseError&) {
+        ++sum.skipped_layout;
+        continue;
+      }
+    } else if (opt.kernel_layout && cell.c.layout != *opt.kernel_layout) {
       ++sum.skipped_layout;
       continue;
     }

@@ -69,7 +69,7 @@ class Kernel {
   virtual unsigned variants() const { return 0; }
   /// Layouts the kernel reads, preferred first. Suite cells that do not pin a layout ("native") run in
   /// the first one.
-  virtual std::vector<Layout> layouts() const { return {Layout::vllm, Layout::nhd, Layout::hnd}; }
+  virtual std::vector<Layout> layouts() const { return {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}; }
   /// Runs one decode call. Pointers in `args` live on the kernel's device. Throws KernelError on failure.
   virtual void run(const pacheck_kernel_args& args) const = 0;
   /// True when a sequence's output does not depend on the other sequences of its batch (bitwise).

@@ -29,6 +29,7 @@ constexpr std::size_t kDescV1Size = offsetof(pacheck_kernel_desc, user_data) + s
 constexpr std::size_t kDescV2Size = offsetof(pacheck_kernel_desc, scale_forms) + sizeof(std::uint32_t);
 static_assert(kDescV2Size == sizeof(pacheck_kernel_desc), "a descriptor field was added: give it a version");
 
+// Version 3 added enum values only (PACHECK_LAYOUT_AITER); the descriptor kept its size.
 /// The smallest descriptor a plugin of ABI `version` may pass (its version's full struct).
 std::size_t desc_size_of_version(std::uint32_t version) { return version >= 2 ? kDescV2Size : kDescV1Size; }
 constexpr std::size_t kMaxNameLength = 64;
@@ -162,8 +163,13 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
   const auto layouts = copy_array(d->layouts, d->num_layouts, "layouts", true);
   for (const auto& l : layouts) {
     const std::int32_t b = enum_bits(l);
-    if (b < PACHECK_LAYOUT_VLLM || b > PACHECK_LAYOUT_HND)
+    if (b < PACHECK_LAYOUT_VLLM || b > PACHECK_LAYOUT_AITER)
       throw InvalidField(fmt::format("layouts: {} is not a pacheck_layout value", b));
+    // AITER is a version-3 value: a plugin declaring an older version cannot mean it.
+    if (b == PACHECK_LAYOUT_AITER && abi_version < 3)
+      throw InvalidField(fmt::format("layouts: {} (PACHECK_LAYOUT_AITER) is a version-3 value and the library declares "
+                                     "ABI version {}: declare version 3 (PACHECK_PLUGIN_DEFINE_ABI_VERSION)",
+                                     b, abi_version));
     out.layouts.push_back(static_cast<Layout>(b));
   }
   check_unique(layouts, "layouts");

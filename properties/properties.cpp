@@ -35,7 +35,9 @@ void classify(const Case& c) {
          // Issue 18's axes: large batches, long contexts, large pages.
          c.num_seqs() >= 5 ? "batch>=5" : "batch<5", c.max_seq_len() > 16384 ? "ctx>16K" : "ctx<=16K",
          c.block_size >= 128 ? "block>=128" : "block<128",
-         c.high_block_ids ? "block ids>2^31" : "dense pool");
+         c.high_block_ids ? "block ids>2^31" : "dense pool",
+         // Seed 002: AITER's shuffled-V layout (gen_case: 1 in 8 of the cases with block_size % 16 == 0).
+         c.layout == Layout::aiter ? "aiter layout" : "other layout");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -941,15 +943,17 @@ std::string tag_summary(const rc::detail::Distribution& d) {
   if (total == 0) return {};  // a run that failed before any case held has no distribution
   auto pct = [&](const std::string& tag) { return 100.0 * per_tag[tag] / total; };
   std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%, scale set {:.0f}%, "
-                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%, block ids>2^31 {:.0f}%",
+                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%, block ids>2^31 {:.0f}%, "
+                                "aiter layout {:.0f}%",
                                 pct("straddling"), pct("GQA>1"), pct("multi-partition"), pct("scale set"),
-                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"), pct("block ids>2^31"));
+                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"), pct("block ids>2^31"),
+                                pct("aiter layout"));
   // A tag a property adds beyond classify()'s pairs is shown by its name, as the share of cases that carry it.
   for (const auto& [tag, n] : per_tag)
     if (tag != "straddling" && tag != "aligned" && tag != "GQA>1" && tag != "GQA=1" && tag != "multi-partition" &&
         tag != "one partition" && tag != "scale set" && tag != "default scale" && tag != "batch>=5" &&
         tag != "batch<5" && tag != "ctx>16K" && tag != "ctx<=16K" && tag != "block>=128" && tag != "block<128" &&
-        tag != "block ids>2^31" && tag != "dense pool")
+        tag != "block ids>2^31" && tag != "dense pool" && tag != "aiter layout" && tag != "other layout")
       out += fmt::format(", {} {:.0f}%", tag, pct(tag));
   return out;
 }

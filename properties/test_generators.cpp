@@ -196,7 +196,7 @@ TEST(Generators, CoverTheEdges) {
     }
   }
   for (const char* key : {"straddling", "aligned", "gqa", "multi-partition", "batch", "dist=uniform", "dist=normal",
-                          "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "kv=bf16", "kv=f16",
+                          "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "layout=aiter", "kv=bf16", "kv=f16",
                           "kv=f32", "mixed dtypes", "padding into the pool", "len 1", "len bs-1", "len bs", "len bs+1",
                           "multiple +-1", "partition edge", "long", "scale 1/d", "scale qpas 168", "scale qpas 144",
                           "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128",
@@ -207,6 +207,9 @@ TEST(Generators, CoverTheEdges) {
   EXPECT_LT(seen["batch>=5"], n * 3 / 20);
   // High block ids: 2 draws in 16 from size 20 where num_kv_heads x head_size >= 128: below 12.5% in all.
   EXPECT_LT(seen["block ids>2^31"], n / 8);
+  // The aiter layout: one draw in 8 from size 10 of the cases whose block_size is a multiple of 16 (a few
+  // percent in all), never with another block size.
+  EXPECT_LT(seen["layout=aiter"], n / 8);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);

@@ -1,5 +1,5 @@
 /*
- * pacheck kernel C ABI, version 2.
+ * pacheck kernel C ABI, version 3.
  *
  * The contract between pacheck and a paged-attention decode kernel. Built-in kernels and plugin kernels
  * (shared libraries loaded with `pacheck run --plugin lib.so`) are called through the same
@@ -32,6 +32,9 @@
  *      pacheck_kernel_desc: `variants` and `scale_forms`, what the kernel accepts of each.
  *      Callers of each callback documented ("Calls pacheck makes into a plugin").
  *      C++ plugins compile PACHECK_PLUGIN_DEFINE_ABI_VERSION without warnings.
+ *   3  pacheck_layout: PACHECK_LAYOUT_AITER (AITER's shuffled-V fp8 cache). No struct changed. A plugin
+ *      declaring version 1 or 2 that lists the value is refused (it could not have meant it), and a kernel
+ *      is only ever given a layout its descriptor lists, so older plugins never see it.
  * pacheck loads plugins of every version from PACHECK_ABI_MIN_VERSION to PACHECK_ABI_VERSION. A plugin
  * built against version 1 keeps working unchanged: it is handed structs whose version-1 prefix is
  * exactly what version 1 laid out, and pacheck reads nothing of its descriptor past the version-1 end.
@@ -46,7 +49,7 @@
 extern "C" {
 #endif
 
-#define PACHECK_ABI_VERSION 2
+#define PACHECK_ABI_VERSION 3
 #define PACHECK_ABI_MIN_VERSION 1 /* the oldest plugin ABI this header's pacheck still loads */
 
 /* Element types. Bit patterns: IEEE binary32 / binary16; bf16 = upper 16 bits of binary32;
@@ -69,11 +72,23 @@ typedef enum pacheck_dtype {
  *         (vLLM's CUDA/ROCm paged_attention_v1/v2 layout, csrc/attention/)
  *   NHD:  key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_size]
  *         (FlashAttention / FlashInfer "NHD")
- *   HND:  key_cache, value_cache [num_blocks, num_kv_heads, block_size, head_size] (FlashInfer "HND") */
+ *   HND:  key_cache, value_cache [num_blocks, num_kv_heads, block_size, head_size] (FlashInfer "HND")
+ *   AITER (version 3): AMD AITER's asm paged-attention decode (pa_fwd_asm) on an fp8 cache, as vLLM's
+ *         ROCm backends hand it (seed 002: vLLM's split_kv_cache + unsqueeze(2), and AITER's
+ *         "shuffled" KV cache layout of its fused RoPE + KV-cache writer):
+ *         key_cache   [num_blocks, num_kv_heads, head_size / x, block_size, x], x = 16 / sizeof(elem):
+ *                     exactly the VLLM key layout (x-packed; [.., head_size / 16, block_size, 16] for fp8)
+ *         value_cache [num_blocks, num_kv_heads, block_size / 16, head_size, 16] (V "shuffled"): slot t of
+ *                     a block is group t / 16, lane t % 16; k_strides rank 5, v_strides rank 5.
+ *         block_size must be a multiple of 16. With 16-token blocks the value cache is byte-for-byte the
+ *         VLLM value cache [num_blocks, num_kv_heads, head_size, 16] (one group); above 16 they differ.
+ *         Only kernels that list PACHECK_LAYOUT_AITER in pacheck_kernel_desc::layouts are ever given it, so
+ *         plugins of versions 1 and 2 (which cannot list it) never see it. */
 typedef enum pacheck_layout {
   PACHECK_LAYOUT_VLLM = 0,
   PACHECK_LAYOUT_NHD = 1,
-  PACHECK_LAYOUT_HND = 2
+  PACHECK_LAYOUT_HND = 2,
+  PACHECK_LAYOUT_AITER = 3
 } pacheck_layout;
 
 typedef enum pacheck_device {

@@ -155,7 +155,8 @@ class Inputs:
     Shapes: query [num_seqs, num_heads, head_size]; key_cache / value_cache per `layout` (vllm: key
     [num_blocks, num_kv_heads, head_size/x, block_size, x] with x = 16 bytes / element, value
     [num_blocks, num_kv_heads, head_size, block_size]; nhd: [num_blocks, block_size, num_kv_heads,
-    head_size]; hnd: [num_blocks, num_kv_heads, block_size, head_size]); block_tables [num_seqs,
+    head_size]; hnd: [num_blocks, num_kv_heads, block_size, head_size]; aiter: key as vllm, value
+    [num_blocks, num_kv_heads, block_size/16, head_size, 16]); block_tables [num_seqs,
     max_blocks_per_seq] i32; seq_lens [num_seqs] i32 (seq_lens_host: a host copy as a Python list); out like
     query in out_dtype, NaN-filled: write every element. k_scales_per_head / v_scales_per_head: [num_kv_heads]
     f32 Buffers for per-head fp8 scales (k_scale / v_scale are then NaN), else None. stream: the CUDA stream
@@ -184,6 +185,9 @@ class Inputs:
         if self.layout == "vllm":
             x = 16 // _ELEM[self.kv_dtype]
             kshape, vshape = (N, G, D // x, B, x), (N, G, D, B)
+        elif self.layout == "aiter":  # K as vllm, V shuffled in groups of 16 slots (kernel_abi.h)
+            x = 16 // _ELEM[self.kv_dtype]
+            kshape, vshape = (N, G, D // x, B, x), (N, G, B // 16, D, 16)
         elif self.layout == "nhd":
             kshape = vshape = (N, B, G, D)
         else:
