@@ -72,18 +72,27 @@ Dist parse_dist(std::string_view s);
 ///  - per KV head, explicit: `values` holds num_kv_heads values, head 0 first ("0.5,1,2,4");
 ///  - per KV head, range: `range` = {first, last}, spaced linearly from head 0 to head num_kv_heads - 1,
 ///    scale_g = first + (last - first) * g / (num_kv_heads - 1) in double, rounded to fp32 ("0.3~3").
+///  - per slot (seed 002: AITER's per-slot scale tables): `slot` = {lo, hi}: token p of sequence s, KV head
+///    g, has its own scale lo * (hi / lo)^u, u in (0, 1] a Philox draw of (seed, cache, s, p, g)
+///    (oracle/tensors.cpp, PrePaging::k_slot_scales), rounded to fp32 ("slot0.25~4"). Kernels get the
+///    paged table (pacheck_kernel_args::k_scales_per_slot, PACHECK_SCALE_FORM_PER_SLOT); the oracle reads
+///    the per-token scales before paging. Not with high_block_ids (the table is dense).
 /// The default (no values, no range) is per tensor 1 and is left out of ids. Only fp8 caches take
 /// scales other than the default.
 struct KvScale {
   std::vector<float> values;
   std::optional<std::pair<float, float>> range;
+  std::optional<std::pair<float, float>> slot;  ///< per slot: {lo, hi} of the log-uniform per-token scales
 
-  bool is_default() const { return values.empty() && !range; }
+  bool is_default() const { return values.empty() && !range && !slot; }
+  /// True when kernels get per-slot tables (pacheck_kernel_args::k_scales_per_slot).
+  bool per_slot() const { return slot.has_value(); }
   /// True when kernels get a per-head array (pacheck_kernel_args::k_scales_per_head).
   bool per_head() const { return range.has_value() || values.size() > 1; }
-  /// The scale of each KV head, [num_kv_heads] (all equal for a per-tensor scale).
+  /// The scale of each KV head, [num_kv_heads] (all equal for a per-tensor scale; per slot: the smallest
+  /// scale a token may get, min(lo, hi), for every head: the bound the generator keeps V within).
   std::vector<float> resolve(int num_kv_heads) const;
-  /// The id text ("0.5", "0.5,1,2,4", "0.3~3"); "1" for the default.
+  /// The id text ("0.5", "0.5,1,2,4", "0.3~3", "slot0.25~4"); "1" for the default.
   std::string text() const;
   /// Parses text(); throws std::invalid_argument naming the text.
   static KvScale parse(std::string_view text);

@@ -378,6 +378,11 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
       ++sum.skipped_high_ids;
       continue;
     }
+    // Per-slot fp8 scale tables (seed 002) are not in the case-file format yet: left out and counted.
+    if (is_fp8(cell.c.kv_dtype) && (cell.c.k_scale.per_slot() || cell.c.v_scale.per_slot())) {
+      ++sum.skipped_per_slot;
+      continue;
+    }
     if (!st_tag(cell.c.q_dtype) || !kv_tag(cell.c.kv_dtype) || !st_tag(cell.c.out_dtype)) {
       ++sum.skipped_dtype;
       continue;

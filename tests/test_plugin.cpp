@@ -78,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(
         AbiError{"v1_with_v2_fields", "declares ABI version 1 but sets scale_forms = 0x2, a version-2 field"},
         AbiError{"unknown_flag", "flags: unknown bits 0x80"},
         AbiError{"unknown_variant", "kernel #0 ('plug.bad'): variants: unknown bits 0x40 (known: 0x1f)"},
-        AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known: 0x6"},
+        AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known to ABI v3: 0xe"},
         AbiError{"null_desc", "descriptor pointer is NULL"},
         AbiError{"register_fails", "pacheck_register_kernels failed: planted: no device for this plugin"},
         AbiError{"no_kernels", "registered no kernel"}),
@@ -391,6 +391,48 @@ TEST(PluginAbiV3, TheAiterLayoutIsAVersion3Value) {
   const Support no = reg.find("linked.nhd_reader")->supports(c);
   EXPECT_FALSE(no.ok);
   EXPECT_NE(no.reason.find("aiter"), std::string::npos) << no.reason;
+}
+
+// PACHECK_SCALE_FORM_PER_SLOT is a version-3 form too: a version-2 kernel whose scale_forms is 0 ("every
+// form") takes per-tensor and per-KV-head scales only and declines a per-slot cell naming k_scale (it has no
+// fields for the tables); declared as version 3, 0 means every form, PER_SLOT included.
+pacheck_status register_fp8_kernel(pacheck_registrar* r) {
+  static const pacheck_layout layouts[] = {PACHECK_LAYOUT_VLLM};
+  static const pacheck_dtype qo[] = {PACHECK_DTYPE_BF16};
+  static const pacheck_dtype kv[] = {PACHECK_DTYPE_FP8_E4M3FN};
+  pacheck_kernel_desc d{};
+  d.struct_size = sizeof d;
+  d.name = "linked.fp8_reader";
+  d.device = PACHECK_DEVICE_CPU;
+  d.layouts = layouts;
+  d.num_layouts = 1;
+  d.q_dtypes = d.out_dtypes = qo;
+  d.kv_dtypes = kv;
+  d.num_q_dtypes = d.num_kv_dtypes = d.num_out_dtypes = 1;
+  d.run = [](void*, const pacheck_kernel_args*, char*, size_t) { return PACHECK_OK; };
+  return r->add_kernel(r, &d);
+}
+
+TEST(PluginAbiV3, PerSlotScalesReachOnlyVersion3Kernels) {
+  Case c;
+  c.q_dtype = c.out_dtype = DType::bf16;
+  c.kv_dtype = DType::fp8_e4m3fn;
+  c.layout = Layout::vllm;
+  c.k_scale.slot = std::pair{0.5f, 2.0f};
+  c.v_scale.slot = std::pair{0.25f, 4.0f};
+  {
+    Registry reg = builtins();
+    add_linked_kernels("linked-fp8", register_fp8_kernel, 2, reg);
+    const Support no = reg.find("linked.fp8_reader")->supports(c);
+    EXPECT_FALSE(no.ok);
+    EXPECT_NE(no.reason.find("k_scale: per-slot scales"), std::string::npos) << no.reason;
+    Case per_tensor = c;
+    per_tensor.k_scale = per_tensor.v_scale = KvScale{};
+    EXPECT_TRUE(reg.find("linked.fp8_reader")->supports(per_tensor).ok);
+  }
+  Registry reg = builtins();
+  add_linked_kernels("linked-fp8", register_fp8_kernel, 3, reg);
+  EXPECT_TRUE(reg.find("linked.fp8_reader")->supports(c).ok) << reg.find("linked.fp8_reader")->supports(c).reason;
 }
 
 // A plugin compiled against the frozen version-1 header (tests/plugins/abi_v1/) still loads, is treated

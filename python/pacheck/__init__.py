@@ -398,6 +398,9 @@ class Kernel:
             setattr(d, field, ctypes.cast(arr, ctypes.POINTER(arr._type_)))
             setattr(d, "num_" + field, n)
         d.variants = sum(VARIANTS[v] for v in _check_variants(where, self.variants))
+        # Per-tensor and per-KV-head fp8 scales (PACHECK_SCALE_FORM_BIT 1 and 2): Inputs does not expose the
+        # per-slot tables of ABI version 3 yet, so Python kernels decline per-slot cells naming the scale.
+        d.scale_forms = (1 << 1) | (1 << 2)
         # Kept for the life of the process: pacheck calls them until it exits.
         self._run_cb = _native.RUN_FN(self._run_trampoline)
         self._supports_cb = _native.SUPPORTS_FN(self._supports_trampoline) if self.supports else _native.SUPPORTS_FN()

@@ -51,6 +51,8 @@ class KernelArgs(ctypes.Structure):
         ("query_start_loc", _p), ("query_start_loc_host", _p),
         ("sliding_window", _i32), ("logits_soft_cap", _f32),
         ("alibi_slopes", _p), ("sinks", _p),
+        # version 3
+        ("k_scales_per_slot", _p), ("v_scales_per_slot", _p),
     ]
 
 
