@@ -508,7 +508,8 @@ def scenario_bad_input(args, tmp):
     # A selection that exists but that case files cannot carry (several query tokens per sequence) is said to be
     # that, not "no cell was selected".
     rejected("export: none of the 36 selected cells of suite variants can be written as case files (0 pinned to "
-             "another layout, 0 of an untagged dtype, 0 with high block ids, 36 with several query tokens",
+             "another layout or not valid in it, 0 of an untagged dtype, 0 with high block ids, 36 with several "
+             "query tokens per sequence, 0 with per-slot scales)",
              "export", "--suite", "variants", "--filter", "qlen=", "--out", os.path.join(tmp, "exp-qlen"))
     rejected("export: no cell of suite tail-poison was selected", "export", "--suite", "tail-poison", "--filter",
              "NOTHING", "--out", os.path.join(tmp, "exp-none"))
