@@ -22,8 +22,9 @@ void add_export_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--suite,-s", o->suite, "suite name (suites/NAME.toml) or path to a suite file")->capture_default_str();
   cmd->add_option("--out,-o", o->out, "directory to write manifest.json and the case files into")->required();
   cmd->add_option("--kernel-layout", o->layout,
-                  "layout the foreign kernel reads (vllm, nhd, hnd): unpinned cells use it, cells pinned to another "
-                  "layout are skipped (default: vllm, as `run` resolves them)");
+                  "layout the foreign kernel reads (vllm, nhd, hnd, aiter): unpinned cells use it, cells pinned to "
+                  "another layout (or that it cannot hold: aiter needs block_size % 16 == 0) are skipped (default: "
+                  "vllm, as `run` resolves them)");
   cmd->add_option("--filter,-f", o->filter, "only cells whose id matches this regular expression");
   auto* seed_flag = cmd->add_option("--seed", o->seed, "override every cell's seed (0 to 2^64-1, as in a cell id)");
   cmd->add_option("--threads,-j", o->threads,
@@ -37,7 +38,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
       try {
         eo.kernel_layout = parse_layout(o->layout);
       } catch (const std::invalid_argument&) {
-        throw UsageError(fmt::format("--kernel-layout: '{}' is not vllm, nhd or hnd", o->layout));
+        throw UsageError(fmt::format("--kernel-layout: '{}' is not vllm, nhd, hnd or aiter", o->layout));
       }
     }
     if (!o->filter.empty()) {
@@ -73,15 +74,19 @@ void add_export_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     if (s.cells == 0) {
-      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids;
+      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids + s.skipped_per_slot;
       if (left_out == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
       throw UsageError(fmt::format("export: none of the {} selected cells of suite {} can be written as case files "
-                                   "({} pinned to another layout, {} of an untagged dtype, {} with high block ids): "
-                                   "run them with `pacheck run` or the Python module",
-                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids));
+                                   "({} pinned to another layout or not valid in it, {} of an untagged dtype, {} with high "
+                                   "block ids, {} with per-slot scales): run them with `pacheck run` or the Python module",
+                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids,
+                                   s.skipped_per_slot));
     }
     std::string skipped;
-    if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout", s.skipped_layout);
+    if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout or not valid in it", s.skipped_layout);
+    if (s.skipped_per_slot)
+      skipped += fmt::format(", left out {} cells with per-slot fp8 scales (not in the case-file format)",
+                             s.skipped_per_slot);
     if (s.skipped_dtype) skipped += fmt::format(", skipped {} cells of a dtype safetensors cannot tag", s.skipped_dtype);
     if (s.skipped_high_ids)
       skipped += fmt::format(", left out {} cells with high block ids (their pools of 2^31 elements and more are "

@@ -12,7 +12,7 @@ namespace pacheck::cli {
 namespace {
 
 /// The suites a CPU negative control is run on: tail-poison plants the tail faults (cpu.vector_v), fp8 the
-/// fp8 scale faults (cpu.fp8_*), scales the softmax scales a kernel that ignores its scale gets wrong
+/// fp8 scale faults (cpu.fp8_*) and the per-slot scale-table poison (cpu.slot_scale_unmasked), scales the softmax scales a kernel that ignores its scale gets wrong
 /// (cpu.fixed_scale), variants the attention-variant faults (cpu.softcap_ratio, cpu.window_scratch,
 /// cpu.qlen_no_causal), pool the high block ids a 32-bit block offset gets wrong (cpu.int32_offset,
 /// cpu.uint32_offset). A

@@ -20,9 +20,10 @@ const Case kDefaults{};  // not constexpr: std::vector is not a constant express
 
 namespace {
 constexpr LayoutInfo kLayouts[] = {
-    {Layout::vllm, "vllm", true},
-    {Layout::nhd, "nhd", false},
-    {Layout::hnd, "hnd", false},
+    {Layout::vllm, "vllm", true, 1},
+    {Layout::nhd, "nhd", false, 1},
+    {Layout::hnd, "hnd", false, 1},
+    {Layout::aiter, "aiter", true, kAiterSlotGroup},
 };
 constexpr DistInfo kDists[] = {
     {Dist::uniform, "uniform", "Q, K and V ~ U(-1, 1)"},
@@ -52,6 +53,7 @@ Dist parse_dist(std::string_view s) { return parse(dist_table(), s, "distributio
 
 std::vector<float> KvScale::resolve(int num_kv_heads) const {
   const auto G = static_cast<std::size_t>(std::max(num_kv_heads, 0));
+  if (slot) return std::vector<float>(G, std::min(slot->first, slot->second));
   if (range) {
     std::vector<float> out(G);
     const double a = range->first, b = range->second;
@@ -65,6 +67,7 @@ std::vector<float> KvScale::resolve(int num_kv_heads) const {
 }
 
 std::string KvScale::text() const {
+  if (slot) return fmt::format("slot{}~{}", slot->first, slot->second);
   if (range) return fmt::format("{}~{}", range->first, range->second);
   if (values.empty()) return "1";
   return fmt::format("{}", fmt::join(values, ","));
@@ -82,6 +85,14 @@ float parse_float(std::string_view t, std::string_view whole) {
 
 KvScale KvScale::parse(std::string_view text) {
   KvScale k;
+  if (text.starts_with("slot")) {
+    const std::string_view r = text.substr(4);
+    const auto tilde = r.find('~');
+    if (tilde == std::string_view::npos)
+      throw std::invalid_argument(fmt::format("scale '{}': per-slot scales are written slotLO~HI (e.g. slot0.25~4)", text));
+    k.slot = std::pair{parse_float(r.substr(0, tilde), text), parse_float(r.substr(tilde + 1), text)};
+    return k;
+  }
   if (const auto tilde = text.find('~'); tilde != std::string_view::npos) {
     k.range = std::pair{parse_float(text.substr(0, tilde), text), parse_float(text.substr(tilde + 1), text)};
     return k;
@@ -212,6 +223,12 @@ void Case::validate() const {
     throw CaseError("head_size", fmt::format("{} is not a multiple of the {} layout's vector width {} for {}",
                                              head_size, layout_name(layout), vw, dtype_name(kv_dtype)));
   if (block_size < 1) throw CaseError("block_size", fmt::format("must be >= 1, got {}", block_size));
+  if (const LayoutInfo* li = find_row(layout_table(), layout); li && block_size % li->block_multiple != 0)
+    throw CaseError("block_size",
+                    fmt::format("{} is not a multiple of {}: the {} layout stores V in groups of {} slots "
+                                "([num_blocks, num_kv_heads, block_size / {}, head_size, {}])",
+                                block_size, li->block_multiple, layout_name(layout), li->block_multiple,
+                                li->block_multiple, li->block_multiple));
   if (seq_lens.empty()) throw CaseError("seq_lens", "needs at least one sequence");
   for (std::size_t i = 0; i < seq_lens.size(); ++i)
     if (seq_lens[i] < 1)
@@ -228,9 +245,16 @@ void Case::validate() const {
       throw CaseError(field, fmt::format("only fp8 KV caches take scales; kv_dtype is {}", dtype_name(kv_dtype)));
     std::vector<float> given = ks->values;
     if (ks->range) given = {ks->range->first, ks->range->second};
+    if (ks->slot) {
+      given = {ks->slot->first, ks->slot->second};
+      if (high_block_ids != 0)
+        throw CaseError(field, fmt::format("{}: per-slot scale tables are dense [num_blocks, num_kv_heads, block_size]; "
+                                           "high_block_ids {} (a pool of 2^{} elements) is not modelled with them",
+                                           ks->text(), high_block_ids, high_block_ids));
+    }
     for (float v : given)
       if (!(std::isfinite(v) && v > 0)) throw CaseError(field, fmt::format("{} must be finite and > 0, got {}", ks->text(), v));
-    if (!ks->range && ks->values.size() != 1 && ks->values.size() != static_cast<std::size_t>(num_kv_heads))
+    if (!ks->range && !ks->slot && ks->values.size() != 1 && ks->values.size() != static_cast<std::size_t>(num_kv_heads))
       throw CaseError(field, fmt::format("{} values for {} KV heads: give 1 (per tensor) or {} (per KV head)",
                                          ks->values.size(), num_kv_heads, num_kv_heads));
   }

@@ -17,20 +17,24 @@ enum class Layout : std::uint8_t {
   vllm = PACHECK_LAYOUT_VLLM,
   nhd = PACHECK_LAYOUT_NHD,
   hnd = PACHECK_LAYOUT_HND,
+  aiter = PACHECK_LAYOUT_AITER,  ///< K as vllm, V shuffled [blocks, G, block_size/16, D, 16]; block_size % 16 == 0
 };
 /// One row of layout_table().
 struct LayoutInfo {
   Layout value;
   std::string_view name;  ///< as case ids and suite files spell it ("vllm")
   bool packed_key;        ///< the key cache packs head_size in vectors of 16 bytes (layout_vector_width)
+  int block_multiple;     ///< block_size must be a multiple of this (16 for aiter's V groups, else 1)
 };
-/// vllm, nhd, hnd.
+/// Slots per V group of the aiter layout (value_cache [.., block_size / 16, head_size, 16]).
+inline constexpr int kAiterSlotGroup = 16;
+/// vllm, nhd, hnd, aiter.
 std::span<const LayoutInfo> layout_table();
-std::string_view layout_name(Layout l);  ///< "vllm", "nhd", "hnd"
-/// Parses "vllm", "nhd" or "hnd"; throws std::invalid_argument listing them otherwise.
+std::string_view layout_name(Layout l);  ///< "vllm", "nhd", "hnd", "aiter"
+/// Parses "vllm", "nhd", "hnd" or "aiter"; throws std::invalid_argument listing them otherwise.
 Layout parse_layout(std::string_view s);
-/// Elements per packed vector of the layout's key cache: x = 16 bytes / element size for `vllm`, 1 for
-/// `nhd` and `hnd`. head_size must be a multiple of it.
+/// Elements per packed vector of the layout's key cache: x = 16 bytes / element size for `vllm` and
+/// `aiter` (same key cache), 1 for `nhd` and `hnd`. head_size must be a multiple of it.
 int layout_vector_width(Layout l, DType kv_dtype);
 
 /// Distribution of the pre-paging Q, K and V values.
@@ -68,18 +72,27 @@ Dist parse_dist(std::string_view s);
 ///  - per KV head, explicit: `values` holds num_kv_heads values, head 0 first ("0.5,1,2,4");
 ///  - per KV head, range: `range` = {first, last}, spaced linearly from head 0 to head num_kv_heads - 1,
 ///    scale_g = first + (last - first) * g / (num_kv_heads - 1) in double, rounded to fp32 ("0.3~3").
+///  - per slot (seed 002: AITER's per-slot scale tables): `slot` = {lo, hi}: token p of sequence s, KV head
+///    g, has its own scale lo * (hi / lo)^u, u in (0, 1] a Philox draw of (seed, cache, s, p, g)
+///    (oracle/tensors.cpp, PrePaging::k_slot_scales), rounded to fp32 ("slot0.25~4"). Kernels get the
+///    paged table (pacheck_kernel_args::k_scales_per_slot, PACHECK_SCALE_FORM_PER_SLOT); the oracle reads
+///    the per-token scales before paging. Not with high_block_ids (the table is dense).
 /// The default (no values, no range) is per tensor 1 and is left out of ids. Only fp8 caches take
 /// scales other than the default.
 struct KvScale {
   std::vector<float> values;
   std::optional<std::pair<float, float>> range;
+  std::optional<std::pair<float, float>> slot;  ///< per slot: {lo, hi} of the log-uniform per-token scales
 
-  bool is_default() const { return values.empty() && !range; }
+  bool is_default() const { return values.empty() && !range && !slot; }
+  /// True when kernels get per-slot tables (pacheck_kernel_args::k_scales_per_slot).
+  bool per_slot() const { return slot.has_value(); }
   /// True when kernels get a per-head array (pacheck_kernel_args::k_scales_per_head).
   bool per_head() const { return range.has_value() || values.size() > 1; }
-  /// The scale of each KV head, [num_kv_heads] (all equal for a per-tensor scale).
+  /// The scale of each KV head, [num_kv_heads] (all equal for a per-tensor scale; per slot: the smallest
+  /// scale a token may get, min(lo, hi), for every head: the bound the generator keeps V within).
   std::vector<float> resolve(int num_kv_heads) const;
-  /// The id text ("0.5", "0.5,1,2,4", "0.3~3"); "1" for the default.
+  /// The id text ("0.5", "0.5,1,2,4", "0.3~3", "slot0.25~4"); "1" for the default.
   std::string text() const;
   /// Parses text(); throws std::invalid_argument naming the text.
   static KvScale parse(std::string_view text);

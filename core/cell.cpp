@@ -14,6 +14,22 @@ bool looks_like_fault(std::string_view t) {
 }
 }  // namespace
 
+std::string fault_case_problem(const FaultSpec& f, const Case& c) {
+  if (f.clean()) return {};
+  if (f.region == Region::window && c.sliding_window == 0)
+    return fmt::format("'{}': region 'window' needs a sliding window (a 'win=W' token)", f.id());
+  if (f.region == Region::scales) {
+    const bool fp8 = is_fp8(c.kv_dtype);
+    if (f.target != Target::v && !(fp8 && c.k_scale.per_slot()))
+      return fmt::format("'{}': region 'scales' poisons the per-slot K scale table; this cell has none (ks=slotLO~HI "
+                         "with an fp8 cache)", f.id());
+    if (f.target != Target::k && !(fp8 && c.v_scale.per_slot()))
+      return fmt::format("'{}': region 'scales' poisons the per-slot V scale table; this cell has none (vs=slotLO~HI "
+                         "with an fp8 cache)", f.id());
+  }
+  return {};
+}
+
 Cell parse_cell_id(const std::string& id) {
   const auto sp = id.find_last_of(' ');
   if (sp == std::string::npos)
@@ -36,9 +52,8 @@ Cell parse_cell_id(const std::string& id) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("cell id '{}': {}", id, e.what()));
   }
-  if (cell.fault.region == Region::window && cell.c.sliding_window == 0)
-    throw std::invalid_argument(
-        fmt::format("cell id '{}': fault: region 'window' needs a sliding window (a 'win=W' token)", id));
+  if (const std::string why = fault_case_problem(cell.fault, cell.c); !why.empty())
+    throw std::invalid_argument(fmt::format("cell id '{}': fault: {}", id, why));
   return cell;
 }
 

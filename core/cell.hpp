@@ -8,6 +8,12 @@
 #include "core/fault.hpp"
 
 namespace pacheck {
+/// Empty when fault `f` fits case `c`; otherwise why not, naming the fault (region `window` needs a
+/// sliding window, region `scales` per-slot scales on every cache it targets).
+std::string fault_case_problem(const FaultSpec& f, const Case& c);
+}  // namespace pacheck
+
+namespace pacheck {
 
 /// One unit of a suite: a case and the fault injected into its cache.
 struct Cell {

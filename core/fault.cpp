@@ -60,6 +60,8 @@ constexpr RegionInfo kRegions[] = {
     {Region::others, "others", "the tails of every sequence but sequence 0, and unused blocks (sequence 0 reads none)"},
     {Region::window, "window",
      "the written slots of every key before a sliding window's edge (cells with a window): a kernel must not let them reach the output"},
+    {Region::scales, "scales",
+     "the per-slot scale-table entries of every slot no sequence wrote (cells with per-slot fp8 scales): the caches stay clean"},
 };
 
 bool has_inf(DType t) { return !is_fp8(t) || fp8_format(fp8_of(t)).has_inf; }

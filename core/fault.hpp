@@ -97,6 +97,10 @@ enum class Region : std::uint8_t {
   /// sequence's slots into sequence 0's result shows it there (the verdict's detail names the sequence).
   others,
   window,   ///< written slots of the keys before a sliding window's edge (cells with win=W; issue 19)
+  /// Seed 002: the per-slot scale-table entries (pacheck_kernel_args::k_scales_per_slot) of every slot no
+  /// sequence wrote (tails, unused blocks, the padding target), in the K and/or V table; the caches
+  /// themselves stay clean. Only cells whose targeted caches have per-slot scales (ks=/vs=slotLO~HI) take it.
+  scales,
 };
 /// One row of region_table().
 struct RegionInfo {
@@ -104,9 +108,9 @@ struct RegionInfo {
   std::string_view name;     ///< as fault ids spell it ("tail")
   std::string_view meaning;  ///< one line for README.md's fault table
 };
-/// tail, unused, padding, all, others, window.
+/// tail, unused, padding, all, others, window, scales.
 std::span<const RegionInfo> region_table();
-std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all", "others", "window"
+std::string_view region_name(Region r);  ///< "tail", "unused", "padding", "all", "others", "window", "scales"
 /// Parses a region_name(); throws std::invalid_argument listing the names otherwise.
 Region parse_region(std::string_view s);
 

@@ -99,6 +99,11 @@ DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uin
   if (!cache.query_start_loc.empty())
     add("query_start_loc", cache.query_start_loc.data(), cache.query_start_loc.size() * 4);
   else in_.emplace_back();
+  // Per-slot fp8 scale tables (seed 002): inputs, checked for writes.
+  if (!cache.k_slot_scales.empty()) add("k_scales_per_slot", cache.k_slot_scales.data(), cache.k_slot_scales.size() * 4);
+  else in_.emplace_back();
+  if (!cache.v_slot_scales.empty()) add("v_scales_per_slot", cache.v_slot_scales.data(), cache.v_slot_scales.size() * 4);
+  else in_.emplace_back();
 }
 
 DeviceInputs::~DeviceInputs() = default;
@@ -108,7 +113,8 @@ pacheck_kernel_args DeviceInputs::args(void* out) const {
   pacheck_kernel_args a = make_args(c_, cache_, dev(0), dev(1), dev(2), static_cast<const std::int32_t*>(dev(3)),
                                     static_cast<const std::int32_t*>(dev(4)), out, static_cast<const float*>(dev(5)),
                                     static_cast<const float*>(dev(6)), static_cast<const float*>(dev(7)),
-                                    static_cast<const float*>(dev(8)), static_cast<const std::int32_t*>(dev(9)));
+                                    static_cast<const float*>(dev(8)), static_cast<const std::int32_t*>(dev(9)),
+                                    static_cast<const float*>(dev(10)), static_cast<const float*>(dev(11)));
   a.stream = b_.stream();
   return a;
 }

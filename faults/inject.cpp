@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <stdexcept>
 
 
@@ -17,6 +18,7 @@ bool region_has(Region r, SlotClass c, int block, int seq0_last) {
     case Region::padding: return c == SlotClass::padding_target;
     case Region::all: return c != SlotClass::written;
     case Region::window: return false;  // written slots chosen by position (inject_window)
+    case Region::scales: return c != SlotClass::written;  // the scale entries of these slots (inject_scales)
   }
   return false;
 }
@@ -38,8 +40,29 @@ std::int64_t inject_window(PagedCache& pc, std::uint32_t bits, bool to_k, bool t
 }
 }  // namespace
 
+/// The `scales` region: the per-slot scale-table entries of every unwritten slot, as fp32 poison.
+std::int64_t inject_scales(PagedCache& pc, const FaultSpec& f, bool to_k, bool to_v) {
+  if ((to_k && pc.k_slot_scales.empty()) || (to_v && pc.v_slot_scales.empty()))
+    throw std::invalid_argument(fmt::format("fault {}: the case has no per-slot {} scale table (ks=/vs=slotLO~HI)",
+                                            f.id(), to_k && pc.k_slot_scales.empty() ? "K" : "V"));
+  const std::uint32_t bits = poison_bits(f.poison, DType::f32);
+  float value = 0;
+  std::memcpy(&value, &bits, sizeof value);
+  std::int64_t written = 0;
+  for (int block = 0; block < pc.num_blocks; ++block)
+    for (int slot = 0; slot < pc.block_size; ++slot) {
+      if (pc.slot_class(block, slot) == SlotClass::written) continue;
+      for (int g = 0; g < pc.num_kv_heads; ++g) {
+        if (to_k) pc.k_slot_scales[pc.slot_scale_index(block, g, slot)] = value, ++written;
+        if (to_v) pc.v_slot_scales[pc.slot_scale_index(block, g, slot)] = value, ++written;
+      }
+    }
+  return written;
+}
+
 std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
   if (f.clean()) return 0;
+  if (f.region == Region::scales) return inject_scales(pc, f, f.target != Target::v, f.target != Target::k);
   const std::uint32_t bits = poison_bits(f.poison, pc.kv_dtype);
   const bool to_k = f.target != Target::v, to_v = f.target != Target::k;
   if (f.region == Region::window) return inject_window(pc, bits, to_k, to_v);
@@ -90,6 +113,8 @@ bool poisons_v_tail(const Cell& cell) {
   const FaultSpec& f = cell.fault;
   if (!poison_is_nonfinite(f.poison) || f.target == Target::k) return false;
   if (f.region == Region::tail || f.region == Region::all) return cell.c.straddles();
+  // Seed 002: the V scale entries of the tail slots: a whole-block V reader multiplies p = 0 by code x NaN.
+  if (f.region == Region::scales) return cell.c.straddles();
   if (f.region == Region::others) {  // the tails of sequences 1.. only
     const Case& c = cell.c;
     for (int s = 1; s < c.num_seqs(); ++s)

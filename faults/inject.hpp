@@ -36,7 +36,8 @@ std::int64_t inject(PagedCache& cache, const FaultSpec& f);
 
 /// True when a cell's fault puts a NaN or Inf into the unwritten tail of a final V block that a kernel
 /// reading V in whole-block vectors would touch: a non-finite poison, in V (or K+V), in the tail (or all
-/// unwritten slots), of a case with a straddling length; or in Region::others, of a case where a sequence
+/// unwritten slots, or their per-slot V scale entries: Region::scales), of a case with a straddling length;
+/// or in Region::others, of a case where a sequence
 /// other than sequence 0 straddles. The cells the tail-read negative controls
 /// (cpu.vector_v, gpu.paged_v1_tail_fault) must fail.
 bool poisons_v_tail(const Cell& cell);

@@ -121,7 +121,9 @@ struct ExportSummary {
   int cells = 0;           ///< suite cells exported
   int files = 0;           ///< case files written: one per distinct call (geometry and input bytes)
   int baselines = 0;       ///< clean variants written only as invariance baselines
-  int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout
+  int skipped_per_slot = 0;  ///< cells with per-slot fp8 scales (not in the case-file format)
+  int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout, or native cells invalid in it
+                           ///< (the aiter layout needs block_size % 16 == 0)
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   int skipped_high_ids = 0;///< cells with high block ids (hiblk=): their 4-16 GiB pools are not written to files
   std::string manifest;    ///< path of manifest.json

@@ -69,7 +69,8 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head,
                               const float* v_scales_per_head, const float* alibi_slopes, const float* sinks,
-                              const std::int32_t* query_start_loc) {
+                              const std::int32_t* query_start_loc, const float* k_scales_per_slot,
+                              const float* v_scales_per_slot) {
   pacheck_kernel_args a{};
   a.struct_size = sizeof(pacheck_kernel_args);
   set_case_fields(a, c);
@@ -98,6 +99,14 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   a.v_scale = pc.v_per_head ? kNaN : pc.v_scales.empty() ? 1.0f : pc.v_scales[0];
   a.k_scales_per_head = pc.k_per_head ? k_scales_per_head : nullptr;
   a.v_scales_per_head = pc.v_per_head ? v_scales_per_head : nullptr;
+  // Version 3: per-slot scale tables replace both the scalar and the per-head array.
+  const bool k_slot = !pc.k_slot_scales.empty(), v_slot = !pc.v_slot_scales.empty();
+  if ((k_slot && !k_scales_per_slot) || (v_slot && !v_scales_per_slot))
+    throw std::invalid_argument("make_args: the cache has per-slot scale tables but no device copy of them was given");
+  if (k_slot) a.k_scale = kNaN;
+  if (v_slot) a.v_scale = kNaN;
+  a.k_scales_per_slot = k_slot ? k_scales_per_slot : nullptr;
+  a.v_scales_per_slot = v_slot ? v_scales_per_slot : nullptr;
   a.stream = nullptr;
   // Version 2: host-side lengths; the query rows (one per sequence, or query_start_loc), and the case's
   // attention variants.

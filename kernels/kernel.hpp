@@ -69,7 +69,7 @@ class Kernel {
   virtual unsigned variants() const { return 0; }
   /// Layouts the kernel reads, preferred first. Suite cells that do not pin a layout ("native") run in
   /// the first one.
-  virtual std::vector<Layout> layouts() const { return {Layout::vllm, Layout::nhd, Layout::hnd}; }
+  virtual std::vector<Layout> layouts() const { return {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}; }
   /// Runs one decode call. Pointers in `args` live on the kernel's device. Throws KernelError on failure.
   virtual void run(const pacheck_kernel_args& args) const = 0;
   /// True when a sequence's output does not depend on the other sequences of its batch (bitwise).
@@ -153,11 +153,14 @@ void set_case_fields(AbiStruct& a, const Case& c) {
 /// q_stride_seq / out_stride_seq are the stride of one query row. The attention variants come from `c`: sliding_window and logits_soft_cap (0 = none), and
 /// `alibi_slopes` / `sinks`, the device copies of c.alibi_slopes.resolve(num_heads) / c.sinks.resolve(...)
 /// ([num_heads] fp32), passed only when the case has them (NULL otherwise; std::invalid_argument when the
-/// case has them and the pointer is null).
+/// case has them and the pointer is null). Per-slot fp8 scales (version 3): `k_scales_per_slot` /
+/// `v_scales_per_slot`, the device copies of pc.k_slot_scales / v_slot_scales, required when the cache has
+/// them (std::invalid_argument otherwise); the scalar k_scale / v_scale is then NaN.
 pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* query, const void* key_cache,
                               const void* value_cache, const std::int32_t* block_tables,
                               const std::int32_t* seq_lens, void* out, const float* k_scales_per_head = nullptr,
                               const float* v_scales_per_head = nullptr, const float* alibi_slopes = nullptr,
-                              const float* sinks = nullptr, const std::int32_t* query_start_loc = nullptr);
+                              const float* sinks = nullptr, const std::int32_t* query_start_loc = nullptr,
+                              const float* k_scales_per_slot = nullptr, const float* v_scales_per_slot = nullptr);
 
 }  // namespace pacheck

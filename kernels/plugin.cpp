@@ -29,6 +29,7 @@ constexpr std::size_t kDescV1Size = offsetof(pacheck_kernel_desc, user_data) + s
 constexpr std::size_t kDescV2Size = offsetof(pacheck_kernel_desc, scale_forms) + sizeof(std::uint32_t);
 static_assert(kDescV2Size == sizeof(pacheck_kernel_desc), "a descriptor field was added: give it a version");
 
+// Version 3 added enum values only (PACHECK_LAYOUT_AITER); the descriptor kept its size.
 /// The smallest descriptor a plugin of ABI `version` may pass (its version's full struct).
 std::size_t desc_size_of_version(std::uint32_t version) { return version >= 2 ? kDescV2Size : kDescV1Size; }
 constexpr std::size_t kMaxNameLength = 64;
@@ -162,8 +163,13 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
   const auto layouts = copy_array(d->layouts, d->num_layouts, "layouts", true);
   for (const auto& l : layouts) {
     const std::int32_t b = enum_bits(l);
-    if (b < PACHECK_LAYOUT_VLLM || b > PACHECK_LAYOUT_HND)
+    if (b < PACHECK_LAYOUT_VLLM || b > PACHECK_LAYOUT_AITER)
       throw InvalidField(fmt::format("layouts: {} is not a pacheck_layout value", b));
+    // AITER is a version-3 value: a plugin declaring an older version cannot mean it.
+    if (b == PACHECK_LAYOUT_AITER && abi_version < 3)
+      throw InvalidField(fmt::format("layouts: {} (PACHECK_LAYOUT_AITER) is a version-3 value and the library declares "
+                                     "ABI version {}: declare version 3 (PACHECK_PLUGIN_DEFINE_ABI_VERSION)",
+                                     b, abi_version));
     out.layouts.push_back(static_cast<Layout>(b));
   }
   check_unique(layouts, "layouts");
@@ -181,12 +187,15 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
     if (d->variants & ~PACHECK_VARIANT_KNOWN)
       throw InvalidField(fmt::format("variants: unknown bits 0x{:x} (known: 0x{:x})", d->variants & ~PACHECK_VARIANT_KNOWN,
                                      PACHECK_VARIANT_KNOWN));
-    if (d->scale_forms & ~PACHECK_SCALE_FORMS_KNOWN)
-      throw InvalidField(fmt::format("scale_forms: unknown bits 0x{:x} (known: 0x{:x}, PACHECK_SCALE_FORM_BIT of "
-                                     "PER_TENSOR and PER_KV_HEAD)",
-                                     d->scale_forms & ~PACHECK_SCALE_FORMS_KNOWN, PACHECK_SCALE_FORMS_KNOWN));
+    // PER_SLOT is a version-3 form: a version-2 plugin cannot name it, and its 0 ("every form") means the
+    // forms version 2 knew, so it is never handed per-slot tables it has no fields for.
+    const std::uint32_t known = abi_version >= 3 ? PACHECK_SCALE_FORMS_KNOWN : PACHECK_SCALE_FORMS_V2;
+    if (d->scale_forms & ~known)
+      throw InvalidField(fmt::format("scale_forms: unknown bits 0x{:x} (known to ABI v{}: 0x{:x}, PACHECK_SCALE_FORM_BIT of "
+                                     "PER_TENSOR and PER_KV_HEAD{})",
+                                     d->scale_forms & ~known, abi_version, known, abi_version >= 3 ? " and PER_SLOT" : ""));
     out.variants = d->variants;
-    out.scale_forms = d->scale_forms;
+    out.scale_forms = d->scale_forms != 0 || abi_version >= 3 ? d->scale_forms : PACHECK_SCALE_FORMS_V2;
   }
   return out;
 }
@@ -194,6 +203,7 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
 /// The scale form of one fp8 cache of case `c` as the ABI names it.
 pacheck_scale_form scale_form_of(const Case& c, const KvScale& s) {
   if (!is_fp8(c.kv_dtype)) return PACHECK_SCALE_FORM_NONE;
+  if (s.per_slot()) return PACHECK_SCALE_FORM_PER_SLOT;
   return s.per_head() ? PACHECK_SCALE_FORM_PER_KV_HEAD : PACHECK_SCALE_FORM_PER_TENSOR;
 }
 
@@ -202,6 +212,7 @@ const char* scale_form_words(pacheck_scale_form f) {
     case PACHECK_SCALE_FORM_NONE: return "none";
     case PACHECK_SCALE_FORM_PER_TENSOR: return "per-tensor";
     case PACHECK_SCALE_FORM_PER_KV_HEAD: return "per-KV-head";
+    case PACHECK_SCALE_FORM_PER_SLOT: return "per-slot";
   }
   return "?";
 }
@@ -287,7 +298,7 @@ class PluginKernel final : public Kernel {
     const pacheck_scale_form kf = scale_form_of(c, c.k_scale), vf = scale_form_of(c, c.v_scale);
     if (d_.scale_forms != 0) {
       std::vector<std::string> forms;
-      for (auto f : {PACHECK_SCALE_FORM_PER_TENSOR, PACHECK_SCALE_FORM_PER_KV_HEAD})
+      for (auto f : {PACHECK_SCALE_FORM_PER_TENSOR, PACHECK_SCALE_FORM_PER_KV_HEAD, PACHECK_SCALE_FORM_PER_SLOT})
         if (d_.scale_forms & PACHECK_SCALE_FORM_BIT(f)) forms.emplace_back(scale_form_words(f));
       for (auto [field, form] : {std::pair{"k_scale", kf}, std::pair{"v_scale", vf}})
         if (form != PACHECK_SCALE_FORM_NONE && !(d_.scale_forms & PACHECK_SCALE_FORM_BIT(form)))
@@ -311,8 +322,13 @@ class PluginKernel final : public Kernel {
     constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     info.k_scale_form = kf;
     info.v_scale_form = vf;
-    info.k_scale = kf == PACHECK_SCALE_FORM_PER_KV_HEAD ? kNaN : kf == PACHECK_SCALE_FORM_NONE ? 1.0f : ks.at(0);
-    info.v_scale = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? kNaN : vf == PACHECK_SCALE_FORM_NONE ? 1.0f : vs.at(0);
+    auto scalar = [&](pacheck_scale_form f, const std::vector<float>& v) {
+      return f == PACHECK_SCALE_FORM_PER_KV_HEAD || f == PACHECK_SCALE_FORM_PER_SLOT ? kNaN
+             : f == PACHECK_SCALE_FORM_NONE                                          ? 1.0f
+                                                                                     : v.at(0);
+    };
+    info.k_scale = scalar(kf, ks);
+    info.v_scale = scalar(vf, vs);
     info.k_scales_per_head = kf == PACHECK_SCALE_FORM_PER_KV_HEAD ? ks.data() : nullptr;
     info.v_scales_per_head = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? vs.data() : nullptr;
     // Attention variants (issue 19), query tokens per sequence included (all 1 for plain decode).

@@ -11,7 +11,7 @@
 namespace pacheck {
 namespace {
 
-enum Stream : std::uint32_t { kQ = 1, kK = 2, kV = 3, kHot = 4, kSign = 5 };
+enum Stream : std::uint32_t { kQ = 1, kK = 2, kV = 3, kHot = 4, kSign = 5, kKSlotScale = 6, kVSlotScale = 7 };
 
 /// Four independent 32-bit draws for coordinate (stream, seq, index). Inlined into the per-element loops.
 inline __attribute__((always_inline)) r123::Philox4x32::ctr_type draw(std::uint64_t seed, Stream stream, std::uint32_t seq, std::uint64_t index) {
@@ -100,6 +100,14 @@ Quantised quantise(float raw, float scale, DType kv) {
   return {code, from_bits(code, kv) * scale};
 }
 
+/// The per-slot scale of token t, KV head g of sequence `seq` (KvScale::slot = {lo, hi}): lo * (hi/lo)^u.
+float slot_scale(const Case& c, Stream stream, const std::pair<float, float>& lohi, std::uint32_t seq,
+                 std::uint64_t index) {
+  const double u = uniform01(draw(c.seed, stream, seq, index)[0]);
+  const double lo = lohi.first, hi = lohi.second;
+  return static_cast<float>(lo * std::pow(hi / lo, u));
+}
+
 }  // namespace
 
 PrePaging generate(const Case& c) {
@@ -133,6 +141,9 @@ PrePaging generate(const Case& c) {
     p.k_codes.resize(c.num_seqs());
     p.v_codes.resize(c.num_seqs());
   }
+  const bool k_slot = fp8 && c.k_scale.per_slot(), v_slot = fp8 && c.v_scale.per_slot();
+  if (k_slot) p.k_slot_scales.resize(c.num_seqs());
+  if (v_slot) p.v_slot_scales.resize(c.num_seqs());
   for (int s = 0; s < c.num_seqs(); ++s) {
     const std::size_t n = static_cast<std::size_t>(c.seq_lens[s]) * G * D;
     p.k[s].resize(n);
@@ -141,14 +152,25 @@ PrePaging generate(const Case& c) {
       p.k_codes[s].resize(n);
       p.v_codes[s].resize(n);
     }
-    // Element i = (t * G + g) * D + d, walked in that order (no division per element).
+    const std::size_t tg = static_cast<std::size_t>(c.seq_lens[s]) * G;
+    if (k_slot) {
+      p.k_slot_scales[s].resize(tg);
+      for (std::size_t j = 0; j < tg; ++j) p.k_slot_scales[s][j] = slot_scale(c, kKSlotScale, *c.k_scale.slot, s, j);
+    }
+    if (v_slot) {
+      p.v_slot_scales[s].resize(tg);
+      for (std::size_t j = 0; j < tg; ++j) p.v_slot_scales[s][j] = slot_scale(c, kVSlotScale, *c.v_scale.slot, s, j);
+    }
+    // Element i = (t * G + g) * D + d, walked in that order (no division per element); slot j = t * G + g.
     std::size_t i = 0;
     for (int t = 0; t < c.seq_lens[s]; ++t)
       for (int g = 0; g < G; ++g)
         for (int d = 0; d < D; ++d, ++i) {
           const float rk = gen.k(s, i, t, g), rv = gen.v(s, i, g);
           if (fp8) {
-            const Quantised qk = quantise(rk, ks[g], c.kv_dtype), qv = quantise(rv, vs[g], c.kv_dtype);
+            const std::size_t j = static_cast<std::size_t>(t) * G + g;
+            const float kscale = k_slot ? p.k_slot_scales[s][j] : ks[g], vscale = v_slot ? p.v_slot_scales[s][j] : vs[g];
+            const Quantised qk = quantise(rk, kscale, c.kv_dtype), qv = quantise(rv, vscale, c.kv_dtype);
             p.k_codes[s][i] = qk.code;
             p.v_codes[s][i] = qv.code;
             p.k[s][i] = qk.value;

@@ -19,10 +19,17 @@ namespace pacheck {
 ///    k[s][i] = fp8_decode(k_codes[s][i]) * k_scale_g, with k_codes[s][i] = fp8_encode(raw / k_scale_g)
 ///    (likewise V), so the oracle sees exactly what the cache holds and quantisation is not kernel error.
 ///  - k_codes[s], v_codes[s]: fp8 only (empty otherwise), same shape: the codes the pager writes.
+///  - k_slot_scales[s], v_slot_scales[s]: per-slot scales only (KvScale::slot; empty otherwise):
+///    [seq_len_s, num_kv_heads], the scale of token t of KV head g at t * num_kv_heads + g,
+///    lo * (hi / lo)^u with u = Philox (0, 1] of (seed, cache, s, t * num_kv_heads + g), in double, rounded
+///    to fp32. k[s] and v[s] are dequantised with them (k_scale_g above is then the token's scale). The
+///    pager pages them into the [num_blocks, num_kv_heads, block_size] tables kernels read; the oracle
+///    never reads those tables.
 struct PrePaging {
   std::vector<float> q;
   std::vector<std::vector<float>> k, v;
   std::vector<std::vector<std::uint8_t>> k_codes, v_codes;
+  std::vector<std::vector<float>> k_slot_scales, v_slot_scales;
 };
 
 /// Generates the pre-paging tensors of `c` from `c.seed` with Philox4x32-10 (Random123, Salmon et al.,

@@ -39,6 +39,11 @@ PACHECK_HD CacheStrides make_strides(pacheck_layout layout, int num_kv_heads, in
       // [blocks, G, B, D]
       st.k[3] = st.v[3] = 1; st.k[2] = st.v[2] = D; st.k[1] = st.v[1] = B * D; st.k[0] = st.v[0] = G * B * D;
       break;
+    case PACHECK_LAYOUT_AITER:
+      // K as VLLM [blocks, G, D/x, B, x]; V shuffled [blocks, G, B/16, D, 16] (block_size % 16 == 0)
+      st.k[4] = 1; st.k[3] = x; st.k[2] = B * x; st.k[1] = (D / x) * B * x; st.k[0] = G * D * B;
+      st.v[4] = 1; st.v[3] = 16; st.v[2] = D * 16; st.v[1] = B * D; st.v[0] = G * D * B;
+      break;
   }
   return st;
 }
@@ -50,6 +55,8 @@ PACHECK_HD std::int64_t key_offset(pacheck_layout layout, const std::int64_t* ks
     case PACHECK_LAYOUT_VLLM: return block * ks[0] + g * ks[1] + (d / x) * ks[2] + slot * ks[3] + (d % x) * ks[4];
     case PACHECK_LAYOUT_NHD: return block * ks[0] + slot * ks[1] + g * ks[2] + d * ks[3];
     case PACHECK_LAYOUT_HND: return block * ks[0] + g * ks[1] + slot * ks[2] + d * ks[3];
+    case PACHECK_LAYOUT_AITER:
+      return block * ks[0] + g * ks[1] + (d / x) * ks[2] + slot * ks[3] + (d % x) * ks[4];
   }
   return 0;
 }
@@ -61,6 +68,8 @@ PACHECK_HD std::int64_t value_offset(pacheck_layout layout, const std::int64_t* 
     case PACHECK_LAYOUT_VLLM: return block * vs[0] + g * vs[1] + d * vs[2] + slot * vs[3];
     case PACHECK_LAYOUT_NHD: return block * vs[0] + slot * vs[1] + g * vs[2] + d * vs[3];
     case PACHECK_LAYOUT_HND: return block * vs[0] + g * vs[1] + slot * vs[2] + d * vs[3];
+    case PACHECK_LAYOUT_AITER:  // slot t is group t / 16, lane t % 16
+      return block * vs[0] + g * vs[1] + (slot / 16) * vs[2] + d * vs[3] + (slot % 16) * vs[4];
   }
   return 0;
 }

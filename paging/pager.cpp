@@ -110,6 +110,9 @@ PagedCache page(const Case& c, const PrePaging& p) {
   pc.k_per_head = c.k_scale.per_head();
   pc.v_per_head = c.v_scale.per_head();
   const bool fp8 = is_fp8(c.kv_dtype);
+  const bool k_slot = fp8 && c.k_scale.per_slot(), v_slot = fp8 && c.v_scale.per_slot();
+  if ((k_slot && p.k_slot_scales.size() != c.seq_lens.size()) || (v_slot && p.v_slot_scales.size() != c.seq_lens.size()))
+    throw std::invalid_argument("page: per-slot scales but the pre-paging tensors carry none (use generate())");
   if (fp8 && (p.k_codes.size() != p.k.size() || p.v_codes.size() != p.v.size()))
     throw std::invalid_argument("page: fp8 kv_dtype but the pre-paging tensors carry no codes (use generate())");
 
@@ -118,6 +121,9 @@ PagedCache page(const Case& c, const PrePaging& p) {
   pc.key_cache = PoolBuffer(bytes, sparse);
   pc.value_cache = PoolBuffer(bytes, sparse);
   pc.slot_map.assign(static_cast<std::size_t>(pc.num_blocks) * c.block_size, SlotClass::unused);
+  const std::size_t table = static_cast<std::size_t>(pc.num_blocks) * c.num_kv_heads * c.block_size;
+  if (k_slot) pc.k_slot_scales.assign(table, 1.0f);
+  if (v_slot) pc.v_slot_scales.assign(table, 1.0f);
 
   // The blocks of the window [first, num_blocks): all of a dense pool, the high window of a sparse one.
   std::vector<int> perm = permutation(pc.num_blocks - first, c.seed);
@@ -154,6 +160,11 @@ PagedCache page(const Case& c, const PrePaging& p) {
         pc.slot_map[static_cast<std::size_t>(block) * c.block_size + slot] =
             t < len ? SlotClass::written : SlotClass::tail;
         if (t >= len) continue;
+        for (int g = 0; g < G; ++g) {
+          const std::size_t tg = static_cast<std::size_t>(t) * G + g;
+          if (k_slot) pc.k_slot_scales[pc.slot_scale_index(block, g, slot)] = p.k_slot_scales[s][tg];
+          if (v_slot) pc.v_slot_scales[pc.slot_scale_index(block, g, slot)] = p.v_slot_scales[s][tg];
+        }
         for (int g = 0; g < G; ++g)
           for (int d = 0; d < D; ++d) {
             const std::size_t src = (static_cast<std::size_t>(t) * G + g) * D + d;

@@ -55,6 +55,13 @@ struct PagedCache {
   std::vector<SlotClass> slot_map;
   std::vector<float> k_scales, v_scales;
   bool k_per_head = false, v_per_head = false;
+  /// Per-slot scales (KvScale::slot, fp8): [num_blocks, num_kv_heads, block_size] fp32, entry (b, g, slot) at
+  /// slot_scale_index(b, g, slot), indexed by physical block id: a written slot holds its token's scale
+  /// (PrePaging::k_slot_scales), every other entry 1 until a `scales` fault poisons it. Empty otherwise.
+  std::vector<float> k_slot_scales, v_slot_scales;
+  std::size_t slot_scale_index(int block, int g, int slot) const {
+    return (static_cast<std::size_t>(block) * num_kv_heads + g) * block_size + slot;
+  }
   /// [num_seqs] the first key position some query row of each sequence sees (Case::window_start: that of
   /// its first query row, seq_len - query_len + 1 - W with a sliding window shorter than that, else 0). Keys
   /// before it are written but outside every row's window: the `window` fault region (faults/inject.cpp).

@@ -198,6 +198,7 @@ CaseSpace full_space() {
   sp.kv_dtypes = kDTypes;
   sp.mixed_dtypes = true;
   sp.layouts = {Layout::nhd, Layout::hnd, Layout::vllm};
+  sp.aiter_layout = true;
   sp.dists = kDists;
   return sp;
 }
@@ -212,10 +213,14 @@ CaseSpace probe_space(const KernelPtr& k) {
       return false;
     }
   };
-  // A base case the kernel accepts: its preferred layouts first, common shapes first.
+  // A base case the kernel accepts: its preferred layouts first, common shapes first (aiter last: it
+  // constrains block_size, and is probed apart below).
   std::vector<Layout> layouts = k->layouts();
+  std::erase(layouts, Layout::aiter);
   for (Layout l : all.layouts)
     if (std::find(layouts.begin(), layouts.end(), l) == layouts.end()) layouts.push_back(l);
+  const auto kl = k->layouts();
+  const bool lists_aiter = std::find(kl.begin(), kl.end(), Layout::aiter) != kl.end();
   std::optional<Case> base;
   for (Layout l : layouts)
     for (DType t : kDTypes)
@@ -262,9 +267,16 @@ CaseSpace probe_space(const KernelPtr& k) {
     o.out_dtype = q.q_dtype;
     sp.mixed_dtypes = ok(q) && ok(o);
   }
+  if (lists_aiter) layouts.push_back(Layout::aiter);
   for (Layout l : layouts) {
     Case c = *base;
     c.layout = l;
+    if (l == Layout::aiter) {  // needs block_size % 16 == 0: drawn apart by gen_case, not uniformly
+      c.block_size = 16;
+      c.head_size = 128;
+      sp.aiter_layout = ok(c);
+      continue;
+    }
     if (ok(c)) sp.layouts.push_back(l);
   }
   for (Dist d : all.dists) {
@@ -390,6 +402,18 @@ Gen<Case> gen_case(const CaseSpace& sp) {
       });
     });
   });
+  // Seed 002 (issue 18 item 5): AITER's shuffled-V layout. From size 10, one case in 8 whose block_size is a
+  // multiple of 16 is laid out as aiter, when the kernel reads it (CaseSpace::aiter_layout).
+  if (sp.aiter_layout)
+    g = gen::mapcat(std::move(g), [](Case c) {
+      return gen::withSize([c](int size) {
+        return gen::map(gen_uniform(0, 8), [c, size](int draw) {
+          Case out = c;
+          if (size >= 10 && draw == 7 && c.block_size % kAiterSlotGroup == 0) out.layout = Layout::aiter;  // 7: shrinks away
+          return out;
+        });
+      });
+    });
   if (sp.query_lens)
     g = gen::mapcat(std::move(g), [sp](Case c) {
       return gen::withSize([sp, c](int size) { return gen_query_lens(c, size, work_budget(sp, size)); });

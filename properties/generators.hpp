@@ -25,7 +25,10 @@ struct CaseSpace {
   std::vector<int> gqa_ratios;   ///< subset of 1..16 (num_heads / num_kv_heads), smallest first
   std::vector<DType> kv_dtypes;  ///< cache dtypes
   bool mixed_dtypes = true;      ///< whether q_dtype and out_dtype may differ from kv_dtype
-  std::vector<Layout> layouts;
+  std::vector<Layout> layouts;  ///< drawn uniformly (never aiter: its block_size constraint is drawn apart)
+  /// Whether the kernel reads the aiter layout (seed 002): gen_case then makes one case in 8 whose
+  /// block_size is a multiple of 16 an aiter case, from size 10 (docs/PROPERTIES.md, fuzz coverage).
+  bool aiter_layout = false;
   std::vector<Dist> dists;
   /// Whether cases may carry several query tokens per sequence (Case::query_lens, issue 19): the kernel
   /// accepts a case with query_len 3 (probe_space), or every kernel (full_space).

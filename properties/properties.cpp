@@ -37,7 +37,9 @@ void classify(const Case& c) {
          c.block_size >= 128 ? "block>=128" : "block<128",
          c.high_block_ids ? "block ids>2^31" : "dense pool",
          // Issue 19: several query tokens per sequence (speculative decode).
-         c.max_query_len() > 1 ? "qlen>1" : "qlen=1");
+         c.max_query_len() > 1 ? "qlen>1" : "qlen=1",
+         // Seed 002: AITER's shuffled-V layout (gen_case: 1 in 8 of the cases with block_size % 16 == 0).
+         c.layout == Layout::aiter ? "aiter layout" : "other layout");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -965,15 +967,18 @@ std::string tag_summary(const rc::detail::Distribution& d) {
   if (total == 0) return {};  // a run that failed before any case held has no distribution
   auto pct = [&](const std::string& tag) { return 100.0 * per_tag[tag] / total; };
   std::string out = fmt::format("straddling {:.0f}%, GQA>1 {:.0f}%, multi-partition {:.0f}%, scale set {:.0f}%, "
-                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%, block ids>2^31 {:.0f}%, qlen>1 {:.0f}%",
+                                "batch>=5 {:.0f}%, ctx>16K {:.0f}%, block>=128 {:.0f}%, block ids>2^31 {:.0f}%, "
+                                "qlen>1 {:.0f}%, aiter layout {:.0f}%",
                                 pct("straddling"), pct("GQA>1"), pct("multi-partition"), pct("scale set"),
-                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"), pct("block ids>2^31"), pct("qlen>1"));
+                                pct("batch>=5"), pct("ctx>16K"), pct("block>=128"), pct("block ids>2^31"),
+                                pct("qlen>1"), pct("aiter layout"));
   // A tag a property adds beyond classify()'s pairs is shown by its name, as the share of cases that carry it.
   for (const auto& [tag, n] : per_tag)
     if (tag != "straddling" && tag != "aligned" && tag != "GQA>1" && tag != "GQA=1" && tag != "multi-partition" &&
         tag != "one partition" && tag != "scale set" && tag != "default scale" && tag != "batch>=5" &&
         tag != "batch<5" && tag != "ctx>16K" && tag != "ctx<=16K" && tag != "block>=128" && tag != "block<128" &&
-        tag != "block ids>2^31" && tag != "dense pool" && tag != "qlen>1" && tag != "qlen=1")
+        tag != "block ids>2^31" && tag != "dense pool" && tag != "qlen>1" && tag != "qlen=1" &&
+        tag != "aiter layout" && tag != "other layout")
       out += fmt::format(", {} {:.0f}%", tag, pct(tag));
   return out;
 }

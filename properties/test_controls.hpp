@@ -384,6 +384,10 @@ inline const std::vector<Unreached>& unreached() {
       {"cpu.window_scratch",
        "its fault needs a sliding window shorter than the context by a 256-token partition; the generators draw "
        "no window, and neutral-variants' windows cover the whole context"},
+      // Seed 002: caught on suites/aiter.toml and gate (tests/test_fp8_cache.cpp, selftest).
+      {"cpu.slot_scale_unmasked",
+       "its fault needs per-slot fp8 scale tables with NaN or Inf in a tail slot's V entry (region `scales`); the "
+       "generators draw no fp8 cache and no scale fault"},
   };
   return rows;
 }

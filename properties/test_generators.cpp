@@ -227,7 +227,7 @@ TEST(Generators, CoverTheEdges) {
     }
   }
   for (const char* key : {"straddling", "aligned", "gqa", "multi-partition", "batch", "dist=uniform", "dist=normal",
-                          "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "kv=bf16", "kv=f16",
+                          "dist=peaked", "dist=extreme", "layout=vllm", "layout=nhd", "layout=hnd", "layout=aiter", "kv=bf16", "kv=f16",
                           "kv=f32", "mixed dtypes", "padding into the pool", "len 1", "len bs-1", "len bs", "len bs+1",
                           "multiple +-1", "partition edge", "long", "scale 1/d", "scale qpas 168", "scale qpas 144",
                           "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128",
@@ -243,6 +243,9 @@ TEST(Generators, CoverTheEdges) {
   // work bound leaves no room for a second query row.
   EXPECT_GT(seen["qlen>1"], n / 20);
   EXPECT_LT(seen["qlen>1"], n * 3 / 20);
+  // The aiter layout: one draw in 8 from size 10 of the cases whose block_size is a multiple of 16 (a few
+  // percent in all), never with another block size.
+  EXPECT_LT(seen["layout=aiter"], n / 8);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);

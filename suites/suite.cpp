@@ -400,6 +400,18 @@ class Parser {
       return static_cast<float>(*v);
     };
     KvScale k;
+    const std::string slot_key = fmt::format("{}_slot", key);
+    if (auto sl = g[slot_key]) {
+      const toml::array* a = sl.as_array();
+      if (!a || a->size() != 2)
+        throw SuiteError(file_, line_of(*sl.node()), "cells." + slot_key,
+                         "must be [lo, hi]: per-slot scales drawn log-uniformly between them (seed 002)");
+      if (g[key] || g[range_key])
+        throw SuiteError(file_, line_of(*sl.node()), "cells." + slot_key,
+                         fmt::format("give one of {}, {} and {}", key, range_key, slot_key));
+      k.slot = std::pair{number((*a)[0]), number((*a)[1])};
+      return k;
+    }
     auto n = g[key], r = g[range_key];
     if (n && r) throw SuiteError(file_, line_of(*r.node()), "cells." + range_key, fmt::format("give {} or {}, not both", key, range_key));
     if (n) {
@@ -422,7 +434,7 @@ class Parser {
   void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
     check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
                    "spare_blocks", "padding_columns", "padding_target", "scale", "scales", "k_scale", "v_scale",
-                   "k_scale_range", "v_scale_range", "variants", "high_block_ids"},
+                   "k_scale_range", "v_scale_range", "k_scale_slot", "v_scale_slot", "variants", "high_block_ids"},
                "cells.");
     const int gline = line_of(g);
     // heads = ["32/8", ...]
@@ -655,8 +667,10 @@ class Parser {
                         else if (f == "sliding_window" || f == "logits_soft_cap" || f == "alibi_slopes" || f == "sinks" ||
                                  f == "query_lens")
                           at = vline;
-                        else if (f == "k_scale") at = key_line(g, g["k_scale"] ? "k_scale" : "k_scale_range");
-                        else if (f == "v_scale") at = key_line(g, g["v_scale"] ? "v_scale" : "v_scale_range");
+                        else if (f == "k_scale")
+                          at = key_line(g, g["k_scale"] ? "k_scale" : g["k_scale_slot"] ? "k_scale_slot" : "k_scale_range");
+                        else if (f == "v_scale")
+                          at = key_line(g, g["v_scale"] ? "v_scale" : g["v_scale_slot"] ? "v_scale_slot" : "v_scale_range");
                         else if (f == "spare_blocks" || f == "padding_columns" || f == "padding_target")
                           at = key_line(g, f);
                         else if (f == "high_block_ids") at = hbline;
@@ -672,6 +686,8 @@ class Parser {
                                          fmt::format("'{}': region 'window' needs a sliding window; this cell has "
                                                      "none (variants = [\"win=W\"])",
                                                      f.id()));
+                      if (const std::string why = fault_case_problem(f, c); !why.empty())
+                        throw SuiteError(file_, faults_line, "cells.faults", why);
                       out.push_back(std::move(sc));
                     }
   }

@@ -296,7 +296,7 @@ TEST(CellId, FaultGivenTwiceIsRejected) {
 }
 
 TEST(CaseNames, LayoutsAndDistributionsParse) {
-  for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd}) EXPECT_EQ(parse_layout(layout_name(l)), l);
+  for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}) EXPECT_EQ(parse_layout(layout_name(l)), l);
   for (Dist d : {Dist::uniform, Dist::normal, Dist::peaked, Dist::extreme}) EXPECT_EQ(parse_dist(dist_name(d)), d);
   EXPECT_THROW(parse_layout("nchw"), std::invalid_argument);
   EXPECT_THROW(parse_dist("cauchy"), std::invalid_argument);

@@ -94,7 +94,8 @@ std::vector<Case> poison_cases(DType dt, Layout layout) {
     c.num_heads = 4;
     c.num_kv_heads = 2;
     c.head_size = 64;
-    c.block_size = 16;
+    // aiter at 32-token blocks, where its shuffled V differs from vllm's (at 16 they are the same bytes).
+    c.block_size = layout == Layout::aiter ? 32 : 16;
     c.q_dtype = c.kv_dtype = c.out_dtype = dt;
     c.seq_lens = lens;
     c.layout = layout;
@@ -242,6 +243,41 @@ class Relabelled final : public Kernel {
   KernelPtr inner_;
   std::optional<std::function<bool(const Cell&)>> expected_;
 };
+
+/// cpu.reference handed the aiter cache as if it were vllm's: the value cache addressed with the vllm
+/// formula ([n, G, D, B]) over the same bytes (key cache unchanged, it is vllm's). A kernel that ignores
+/// the shuffled V layout (seed 002) in this way.
+class VllmReadsAiter final : public Kernel {
+ public:
+  std::string name() const override { return "test.vllm_reads_aiter"; }
+  std::string description() const override { return "reads the aiter V cache with vllm's V formula"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args& a) const override {
+    pacheck_kernel_args b = a;
+    const int x = static_cast<int>(16 / dtype_size(static_cast<DType>(a.kv_dtype)));
+    const CacheStrides st = make_strides(PACHECK_LAYOUT_VLLM, a.num_kv_heads, a.head_size, a.block_size, x);
+    b.layout = PACHECK_LAYOUT_VLLM;
+    for (int i = 0; i < 5; ++i) b.v_strides[i] = st.v[i];
+    Registry::global().find("cpu.reference")->run(b);
+  }
+};
+
+// The aiter layout's check can fail: a kernel that reads its V with vllm's formula passes at 16-token blocks
+// (the same bytes, as seed 002 relies on) and fails at 32 and 64, where the shuffled V puts other tokens
+// there.
+TEST(CpuKernelChecks, AiterVReadAsVllmPassesAtBlock16AndFailsAbove) {
+  const VllmReadsAiter k;
+  for (int bs : {16, 32, 64}) {
+    Case c = poison_cases(DType::bf16, Layout::aiter)[0];
+    c.block_size = bs;
+    const CaseData data = prepare_case(c, RunOptions{});
+    const RawRun r = run_kernel_once(k, cpu_backend(), data, data.cache);
+    const CellResult res = judge(Cell{c, FaultSpec{}}, k, data.ref, data.emulation_rel_linf, r, nullptr, Tolerance{});
+    if (bs == 16) EXPECT_EQ(res.verdict, Verdict::pass) << c.id() << ": " << res.detail;
+    else EXPECT_TRUE(is_failure(res.verdict)) << c.id() << ": " << verdict_name(res.verdict);
+  }
+}
 
 /// The messages of the failures `check` reports, intercepted: they do not fail the calling test.
 template <class F>

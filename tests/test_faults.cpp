@@ -88,7 +88,7 @@ std::vector<std::int64_t> poisoned_slots(const PagedCache& pc, bool k, std::uint
 }
 
 TEST(Inject, WritesExactlyTheRegionAndTarget) {
-  for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+  for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}) {
     const Case c = small_case(layout, DType::bf16, {37, 16, 5});
     const PrePaging pre = generate(c);
     const PagedCache clean = page(c, pre);
@@ -115,6 +115,33 @@ TEST(Inject, WritesExactlyTheRegionAndTarget) {
       // Written slots are untouched.
       for (int s = 0; s < c.num_seqs(); ++s) EXPECT_EQ(gather(pc, s), gather(clean, s));
     }
+  }
+}
+
+// Seed 002: in AITER's shuffled V [n, G, B/16, D, 16] tail poison lands on the unwritten slots. Checked on
+// the raw bytes: every element index is decoded with the documented formula (not the pager's accessors),
+// and an element holds NaN exactly when its slot is a tail slot, at 32- and 64-token blocks where the
+// layout differs from vLLM's.
+TEST(Inject, TailPoisonLandsOnTheUnwrittenSlotsOfTheAiterLayout) {
+  for (int bs : {16, 32, 64}) {
+    const Case c = small_case(Layout::aiter, DType::bf16, {37, 2 * bs, 5, bs + 17}, bs);
+    PagedCache pc = page(c, generate(c));
+    inject(pc, FaultSpec{Poison::nan, Target::v, Region::tail});
+    const std::uint32_t nan = poison_bits(Poison::nan, DType::bf16);
+    const std::int64_t G = c.num_kv_heads, D = c.head_size, B = bs;
+    std::int64_t poisoned = 0, tail_elements = 0;
+    for (std::int64_t i = 0; i < pc.elements(); ++i) {
+      const std::int64_t lane = i % 16, d = (i / 16) % D, group = (i / (16 * D)) % (B / 16), b = i / (G * D * B);
+      const int slot = static_cast<int>(group * 16 + lane);
+      const bool tail = pc.slot_class(static_cast<int>(b), slot) == SlotClass::tail;
+      const bool is_nan = load_bits(pc.value_cache.data(), static_cast<std::size_t>(i), c.kv_dtype) == nan;
+      ASSERT_EQ(is_nan, tail) << "bs" << bs << " element " << i << " (block " << b << ", slot " << slot << ", d " << d
+                              << ")";
+      poisoned += is_nan;
+      tail_elements += tail;
+    }
+    EXPECT_GT(poisoned, 0);
+    EXPECT_EQ(poisoned, tail_elements);
   }
 }
 

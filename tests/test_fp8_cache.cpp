@@ -141,7 +141,7 @@ TEST(Fp8PrePaging, ExtremeValuesFillTheRangeWithoutSaturating) {
 
 TEST(Fp8Pager, StoresTheCodesAndGathersTheValues) {
   for (DType kv : kFp8)
-    for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+    for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}) {
       const Case c = fp8_case(kv, l);
       const PrePaging p = generate(c);
       const PagedCache pc = page(c, p);
@@ -222,7 +222,7 @@ const FaultSpec kKVMax{Poison::max_finite, Target::kv, Region::tail};
 TEST(Fp8Kernels, CorrectCpuKernelsPassEveryEncodingLayoutAndScaleForm) {
   std::vector<Case> cases;
   for (DType kv : kFp8)
-    for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd}) cases.push_back(fp8_case(kv, l));
+    for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}) cases.push_back(fp8_case(kv, l));
   Case per_tensor = fp8_case(DType::fp8_e5m2);
   per_tensor.k_scale = KvScale{{0.25f}, std::nullopt};
   per_tensor.v_scale = KvScale{{2.5f}, std::nullopt};

@@ -235,13 +235,21 @@ TEST_P(GpuKernel, RegisteredAndAcceptsTheCommonCases) {
   bad = c;
   bad.q_dtype = DType::f32;
   EXPECT_NE(k->supports(bad).reason.find("q_dtype"), std::string::npos) << k->supports(bad).reason;
-  for (Layout other : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+  for (Layout other : {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}) {
     const std::vector<Layout> reads = k->layouts();
     if (std::find(reads.begin(), reads.end(), other) != reads.end()) continue;
     bad = c;
     bad.layout = other;
-    EXPECT_NE(k->supports(bad).reason.find("layout"), std::string::npos) << k->supports(bad).reason;
+    EXPECT_NE(k->supports(bad).reason.find("layout " + std::string(layout_name(other))), std::string::npos)
+        << k->supports(bad).reason;
   }
+  // Seed 002's shuffled-V layout: no GPU kernel reads it (the vllm kernels would read other tokens' V at
+  // blocks above 16), so each declines it naming the layout.
+  bad = c;
+  bad.layout = Layout::aiter;
+  bad.kv_dtype = DType::fp8_e4m3fn;
+  EXPECT_FALSE(k->supports(bad).ok);
+  EXPECT_NE(k->supports(bad).reason.find("layout aiter"), std::string::npos) << k->supports(bad).reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GpuKernel, ::testing::ValuesIn(gpu_kernels(Kinds::all)), kernel_checks::kernel_param_name);

@@ -49,12 +49,15 @@ std::int64_t hand_key_index(const PagedCache& pc, std::int64_t b, int g, int slo
     case Layout::vllm: return (((b * G + g) * (D / x) + d / x) * B + slot) * x + d % x;  // [n, G, D/x, B, x]
     case Layout::nhd: return ((b * B + slot) * G + g) * D + d;                         // [n, B, G, D]
     case Layout::hnd: return ((b * G + g) * B + slot) * D + d;                         // [n, G, B, D]
+    case Layout::aiter: return (((b * G + g) * (D / x) + d / x) * B + slot) * x + d % x;  // K as vllm
   }
   return -1;
 }
 std::int64_t hand_value_index(const PagedCache& pc, std::int64_t b, int g, int slot, int d) {
   const std::int64_t G = pc.num_kv_heads, D = pc.head_size, B = pc.block_size;
   if (pc.layout == Layout::vllm) return ((b * G + g) * D + d) * B + slot;  // [n, G, D, B]
+  // aiter (seed 002): V shuffled [n, G, B/16, D, 16]
+  if (pc.layout == Layout::aiter) return (((b * G + g) * (B / 16) + slot / 16) * D + d) * 16 + slot % 16;
   return hand_key_index(pc, b, g, slot, d);
 }
 
@@ -186,16 +189,66 @@ TEST_P(Pager, BlockTablesNameDistinctPermutedBlocksAndPadding) {
   EXPECT_GT(moved, 0) << "physical ids are a permutation, not the allocation order";
 }
 
-/// Every layout x dtype x block_size {1, 8, 16, 32, 128}.
+/// Every layout x dtype x block_size {1, 8, 16, 32, 128} (aiter: the multiples of 16 to 128; its fp8 round
+/// trip is in tests/test_fp8_cache.cpp).
 std::vector<PagerParam> all_params() {
   std::vector<PagerParam> v;
   for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd})
     for (DType t : {DType::f32, DType::f16, DType::bf16})
       for (int bs : {1, 8, 16, 32, 128}) v.push_back({l, t, bs});
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (int bs : {16, 32, 64, 128}) v.push_back({Layout::aiter, t, bs});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(LayoutsDtypesBlockSizes, Pager, ::testing::ValuesIn(all_params()), param_name);
+
+// Seed 002: at 16-token blocks AITER's shuffled V [n, G, 1, D, 16] is byte for byte vLLM's V [n, G, D, 16],
+// and K is vLLM's K at every block size; at 32 and above the V bytes differ (same tokens, same blocks).
+TEST(PagerAiter, SameBytesAsVllmAtBlock16Only) {
+  for (int bs : {16, 32, 64, 128}) {
+    Case c;
+    c.num_heads = 8;
+    c.num_kv_heads = 2;
+    c.head_size = 64;
+    c.block_size = bs;
+    c.q_dtype = c.out_dtype = DType::bf16;
+    c.kv_dtype = DType::fp8_e4m3fn;
+    c.seq_lens = {1000, 37, 16};
+    c.layout = Layout::vllm;
+    const PagedCache v = page(c, generate(c));
+    c.layout = Layout::aiter;
+    const PagedCache a = page(c, generate(c));
+    SCOPED_TRACE(c.id());
+    ASSERT_EQ(a.block_tables, v.block_tables);
+    ASSERT_EQ(a.key_cache.size(), v.key_cache.size());
+    EXPECT_TRUE(std::equal(a.key_cache.data(), a.key_cache.data() + a.key_cache.size(), v.key_cache.data()));
+    const bool same_v =
+        std::equal(a.value_cache.data(), a.value_cache.data() + a.value_cache.size(), v.value_cache.data());
+    EXPECT_EQ(same_v, bs == 16);
+  }
+}
+
+TEST(PagerAiter, BlockSizeNotAMultipleOf16IsRefused) {
+  Case c;
+  c.layout = Layout::aiter;
+  for (int bs : {1, 8, 24, 40}) {
+    c.block_size = bs;
+    try {
+      c.validate();
+      ADD_FAILURE() << "block_size " << bs << " accepted in the aiter layout";
+    } catch (const CaseError& e) {
+      EXPECT_EQ(e.field, "block_size");
+      EXPECT_NE(e.reason.find("aiter"), std::string::npos) << e.reason;
+      EXPECT_NE(e.reason.find("multiple of 16"), std::string::npos) << e.reason;
+    }
+  }
+  c.block_size = 48;
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(parse_case_id(c.id()).layout, Layout::aiter);
+  EXPECT_EQ(parse_case_id(c.id()).id(), c.id());
+  EXPECT_NE(c.id().find(" aiter "), std::string::npos) << c.id();
+}
 
 TEST(PagerOptions, PaddingTargetCanBeChosen) {
   Case c;
@@ -259,7 +312,7 @@ long long resident_bytes() {
 // process grows by a few MB (the live blocks), not by the pool's gigabytes.
 TEST(PagerHighBlockIds, BlocksStraddleTheOffsetAndThePoolIsSparse) {
   for (int bits : {31, 32})
-    for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+    for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}) {
       Case c;
       c.num_heads = 8;
       c.num_kv_heads = 2;

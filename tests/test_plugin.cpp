@@ -56,9 +56,9 @@ TEST_P(PluginAbiError, RefusedNamingTheLibraryAndTheProblemWithNothingRegistered
 INSTANTIATE_TEST_SUITE_P(
     Plants, PluginAbiError,
     ::testing::Values(
-        AbiError{"wrong_abi", "wrong ABI version: the library was built for pacheck kernel ABI 999, this pacheck loads ABI 1 to 2"},
-        AbiError{"future_abi", "built for pacheck kernel ABI 3, this pacheck loads ABI 1 to 2"},
-        AbiError{"zero_abi", "built for pacheck kernel ABI 0, this pacheck loads ABI 1 to 2"},
+        AbiError{"wrong_abi", "wrong ABI version: the library was built for pacheck kernel ABI 999, this pacheck loads ABI 1 to 3"},
+        AbiError{"future_abi", "built for pacheck kernel ABI 4, this pacheck loads ABI 1 to 3"},
+        AbiError{"zero_abi", "built for pacheck kernel ABI 0, this pacheck loads ABI 1 to 3"},
         AbiError{"no_register", "missing symbol 'pacheck_register_kernels'"},
         AbiError{"no_version", "missing symbol 'pacheck_plugin_abi_version'"},
         AbiError{"dup_builtin", "duplicate kernel name 'cpu.reference': already registered by a built-in kernel"},
@@ -72,13 +72,13 @@ INSTANTIATE_TEST_SUITE_P(
         AbiError{"null_array", "head_sizes: NULL with num_head_sizes = 2"},
         AbiError{"bad_head_size", "head_sizes: 0 is not > 0"},
         AbiError{"bad_device", "device: 9 is not a pacheck_device value"},
-        AbiError{"small_struct", "struct_size 16 is smaller than the ABI v2 pacheck_kernel_desc"},
-        AbiError{"v1_sized_desc", "is smaller than the ABI v2 pacheck_kernel_desc"},
+        AbiError{"small_struct", "struct_size 16 is smaller than the ABI v3 pacheck_kernel_desc"},
+        AbiError{"v1_sized_desc", "is smaller than the ABI v3 pacheck_kernel_desc"},
         AbiError{"oversized_struct", "struct_size 100000 is larger than any pacheck_kernel_desc this pacheck knows"},
         AbiError{"v1_with_v2_fields", "declares ABI version 1 but sets scale_forms = 0x2, a version-2 field"},
         AbiError{"unknown_flag", "flags: unknown bits 0x80"},
         AbiError{"unknown_variant", "kernel #0 ('plug.bad'): variants: unknown bits 0x40 (known: 0x1f)"},
-        AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known: 0x6"},
+        AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known to ABI v3: 0xe"},
         AbiError{"null_desc", "descriptor pointer is NULL"},
         AbiError{"register_fails", "pacheck_register_kernels failed: planted: no device for this plugin"},
         AbiError{"no_kernels", "registered no kernel"}),
@@ -331,6 +331,108 @@ TEST(PluginAbiV2, ScaleFormsDeclinePerHeadCellsNamingTheScale) {
     }
   }
   EXPECT_EQ(declined, 2);
+}
+
+// ABI version 3 added PACHECK_LAYOUT_AITER. A registration compiled as version 1 or 2 that lists it is
+// refused naming `layouts` and the version (it cannot have meant it); declared as version 3 it loads and
+// the kernel's layouts carry aiter. A kernel that does not list it never gets aiter cells (declined,
+// naming the layout): older plugins cannot list it, so they never see it.
+pacheck_status register_aiter_kernel(pacheck_registrar* r) {
+  static const pacheck_layout layouts[] = {PACHECK_LAYOUT_NHD, PACHECK_LAYOUT_AITER};
+  static const pacheck_dtype dtypes[] = {PACHECK_DTYPE_BF16};
+  pacheck_kernel_desc d{};
+  d.struct_size = sizeof d;
+  d.name = "linked.aiter_reader";
+  d.device = PACHECK_DEVICE_CPU;
+  d.layouts = layouts;
+  d.num_layouts = 2;
+  d.q_dtypes = d.kv_dtypes = d.out_dtypes = dtypes;
+  d.num_q_dtypes = d.num_kv_dtypes = d.num_out_dtypes = 1;
+  d.run = [](void*, const pacheck_kernel_args*, char*, size_t) { return PACHECK_OK; };
+  return r->add_kernel(r, &d);
+}
+pacheck_status register_nhd_kernel(pacheck_registrar* r) {
+  static const pacheck_layout layouts[] = {PACHECK_LAYOUT_NHD};
+  static const pacheck_dtype dtypes[] = {PACHECK_DTYPE_BF16};
+  pacheck_kernel_desc d{};
+  d.struct_size = sizeof d;
+  d.name = "linked.nhd_reader";
+  d.device = PACHECK_DEVICE_CPU;
+  d.layouts = layouts;
+  d.num_layouts = 1;
+  d.q_dtypes = d.kv_dtypes = d.out_dtypes = dtypes;
+  d.num_q_dtypes = d.num_kv_dtypes = d.num_out_dtypes = 1;
+  d.run = [](void*, const pacheck_kernel_args*, char*, size_t) { return PACHECK_OK; };
+  return r->add_kernel(r, &d);
+}
+
+TEST(PluginAbiV3, TheAiterLayoutIsAVersion3Value) {
+  for (std::uint32_t v : {1u, 2u}) {
+    Registry reg = builtins();
+    try {
+      add_linked_kernels("linked-aiter", register_aiter_kernel, v, reg);
+      ADD_FAILURE() << "a version-" << v << " registration listed PACHECK_LAYOUT_AITER and loaded";
+    } catch (const PluginError& e) {
+      EXPECT_NE(e.problem.find("layouts: 3 (PACHECK_LAYOUT_AITER) is a version-3 value"), std::string::npos) << e.what();
+      EXPECT_NE(e.problem.find("ABI version " + std::to_string(v)), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(reg.find("linked.aiter_reader"));
+  }
+  Registry reg = builtins();
+  add_linked_kernels("linked-aiter", register_aiter_kernel, 3, reg);
+  ASSERT_TRUE(reg.find("linked.aiter_reader"));
+  EXPECT_EQ(reg.find("linked.aiter_reader")->layouts(), (std::vector<Layout>{Layout::nhd, Layout::aiter}));
+  add_linked_kernels("linked-nhd", register_nhd_kernel, 2, reg);
+  Case c;
+  c.q_dtype = c.kv_dtype = c.out_dtype = DType::bf16;
+  c.block_size = 32;
+  c.layout = Layout::aiter;
+  EXPECT_TRUE(reg.find("linked.aiter_reader")->supports(c).ok);
+  const Support no = reg.find("linked.nhd_reader")->supports(c);
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.reason.find("aiter"), std::string::npos) << no.reason;
+}
+
+// PACHECK_SCALE_FORM_PER_SLOT is a version-3 form too: a version-2 kernel whose scale_forms is 0 ("every
+// form") takes per-tensor and per-KV-head scales only and declines a per-slot cell naming k_scale (it has no
+// fields for the tables); declared as version 3, 0 means every form, PER_SLOT included.
+pacheck_status register_fp8_kernel(pacheck_registrar* r) {
+  static const pacheck_layout layouts[] = {PACHECK_LAYOUT_VLLM};
+  static const pacheck_dtype qo[] = {PACHECK_DTYPE_BF16};
+  static const pacheck_dtype kv[] = {PACHECK_DTYPE_FP8_E4M3FN};
+  pacheck_kernel_desc d{};
+  d.struct_size = sizeof d;
+  d.name = "linked.fp8_reader";
+  d.device = PACHECK_DEVICE_CPU;
+  d.layouts = layouts;
+  d.num_layouts = 1;
+  d.q_dtypes = d.out_dtypes = qo;
+  d.kv_dtypes = kv;
+  d.num_q_dtypes = d.num_kv_dtypes = d.num_out_dtypes = 1;
+  d.run = [](void*, const pacheck_kernel_args*, char*, size_t) { return PACHECK_OK; };
+  return r->add_kernel(r, &d);
+}
+
+TEST(PluginAbiV3, PerSlotScalesReachOnlyVersion3Kernels) {
+  Case c;
+  c.q_dtype = c.out_dtype = DType::bf16;
+  c.kv_dtype = DType::fp8_e4m3fn;
+  c.layout = Layout::vllm;
+  c.k_scale.slot = std::pair{0.5f, 2.0f};
+  c.v_scale.slot = std::pair{0.25f, 4.0f};
+  {
+    Registry reg = builtins();
+    add_linked_kernels("linked-fp8", register_fp8_kernel, 2, reg);
+    const Support no = reg.find("linked.fp8_reader")->supports(c);
+    EXPECT_FALSE(no.ok);
+    EXPECT_NE(no.reason.find("k_scale: per-slot scales"), std::string::npos) << no.reason;
+    Case per_tensor = c;
+    per_tensor.k_scale = per_tensor.v_scale = KvScale{};
+    EXPECT_TRUE(reg.find("linked.fp8_reader")->supports(per_tensor).ok);
+  }
+  Registry reg = builtins();
+  add_linked_kernels("linked-fp8", register_fp8_kernel, 3, reg);
+  EXPECT_TRUE(reg.find("linked.fp8_reader")->supports(c).ok) << reg.find("linked.fp8_reader")->supports(c).reason;
 }
 
 // A plugin compiled against the frozen version-1 header (tests/plugins/abi_v1/) still loads, is treated

@@ -224,9 +224,12 @@ def blocks_as_nbgd(phys, layout, is_key):
         return phys
     if layout == "hnd":
         return phys.transpose(0, 2, 1, 3)
-    if is_key:  # vllm key [nb, G, D/x, B, x]
+    if is_key:  # vllm and aiter key [nb, G, D/x, B, x]
         nb, g, dx, b, x = phys.shape
         return phys.transpose(0, 3, 1, 2, 4).reshape(nb, b, g, dx * x)
+    if layout == "aiter":  # aiter value [nb, G, B/16, D, 16]: slot = group * 16 + lane
+        nb, g, groups, d, lanes = phys.shape
+        return phys.transpose(0, 2, 4, 1, 3).reshape(nb, groups * lanes, g, d)
     return phys.transpose(0, 3, 1, 2)  # vllm value [nb, G, D, B]
 
 

@@ -1,5 +1,5 @@
 /*
- * pacheck kernel C ABI, version 2.
+ * pacheck kernel C ABI, version 3.
  *
  * The contract between pacheck and a paged-attention decode kernel. Built-in kernels and plugin kernels
  * (shared libraries loaded with `pacheck run --plugin lib.so`) are called through the same
@@ -32,6 +32,12 @@
  *      pacheck_kernel_desc: `variants` and `scale_forms`, what the kernel accepts of each.
  *      Callers of each callback documented ("Calls pacheck makes into a plugin").
  *      C++ plugins compile PACHECK_PLUGIN_DEFINE_ABI_VERSION without warnings.
+ *   3  pacheck_layout: PACHECK_LAYOUT_AITER (AITER's shuffled-V fp8 cache); pacheck_scale_form:
+ *      PACHECK_SCALE_FORM_PER_SLOT with pacheck_kernel_args::k_scales_per_slot / v_scales_per_slot (per-slot
+ *      scale tables, as AITER's asm decode reads them). A plugin declaring version 1 or 2 that lists either
+ *      new value is refused (it could not have meant it); a kernel is only given a layout its descriptor
+ *      lists, and for a plugin of version 1 or 2 scale_forms 0 ("every form") means PER_TENSOR and
+ *      PER_KV_HEAD only, so older plugins never see either.
  * pacheck loads plugins of every version from PACHECK_ABI_MIN_VERSION to PACHECK_ABI_VERSION. A plugin
  * built against version 1 keeps working unchanged: it is handed structs whose version-1 prefix is
  * exactly what version 1 laid out, and pacheck reads nothing of its descriptor past the version-1 end.
@@ -46,7 +52,7 @@
 extern "C" {
 #endif
 
-#define PACHECK_ABI_VERSION 2
+#define PACHECK_ABI_VERSION 3
 #define PACHECK_ABI_MIN_VERSION 1 /* the oldest plugin ABI this header's pacheck still loads */
 
 /* Element types. Bit patterns: IEEE binary32 / binary16; bf16 = upper 16 bits of binary32;
@@ -69,11 +75,23 @@ typedef enum pacheck_dtype {
  *         (vLLM's CUDA/ROCm paged_attention_v1/v2 layout, csrc/attention/)
  *   NHD:  key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_size]
  *         (FlashAttention / FlashInfer "NHD")
- *   HND:  key_cache, value_cache [num_blocks, num_kv_heads, block_size, head_size] (FlashInfer "HND") */
+ *   HND:  key_cache, value_cache [num_blocks, num_kv_heads, block_size, head_size] (FlashInfer "HND")
+ *   AITER (version 3): AMD AITER's asm paged-attention decode (pa_fwd_asm) on an fp8 cache, as vLLM's
+ *         ROCm backends hand it (seed 002: vLLM's split_kv_cache + unsqueeze(2), and AITER's
+ *         "shuffled" KV cache layout of its fused RoPE + KV-cache writer):
+ *         key_cache   [num_blocks, num_kv_heads, head_size / x, block_size, x], x = 16 / sizeof(elem):
+ *                     exactly the VLLM key layout (x-packed; [.., head_size / 16, block_size, 16] for fp8)
+ *         value_cache [num_blocks, num_kv_heads, block_size / 16, head_size, 16] (V "shuffled"): slot t of
+ *                     a block is group t / 16, lane t % 16; k_strides rank 5, v_strides rank 5.
+ *         block_size must be a multiple of 16. With 16-token blocks the value cache is byte-for-byte the
+ *         VLLM value cache [num_blocks, num_kv_heads, head_size, 16] (one group); above 16 they differ.
+ *         Only kernels that list PACHECK_LAYOUT_AITER in pacheck_kernel_desc::layouts are ever given it, so
+ *         plugins of versions 1 and 2 (which cannot list it) never see it. */
 typedef enum pacheck_layout {
   PACHECK_LAYOUT_VLLM = 0,
   PACHECK_LAYOUT_NHD = 1,
-  PACHECK_LAYOUT_HND = 2
+  PACHECK_LAYOUT_HND = 2,
+  PACHECK_LAYOUT_AITER = 3
 } pacheck_layout;
 
 typedef enum pacheck_device {
@@ -86,11 +104,22 @@ typedef enum pacheck_device {
  *   NONE:        the cache is not fp8 (k_scale / v_scale are 1 and unused);
  *   PER_TENSOR:  one fp32 scale for the whole cache, in pacheck_kernel_args::k_scale / v_scale;
  *   PER_KV_HEAD: [num_kv_heads] fp32 scales in pacheck_kernel_args::k_scales_per_head / v_scales_per_head,
- *                and the scalar k_scale / v_scale is NaN. */
+ *                and the scalar k_scale / v_scale is NaN.
+ *   PER_SLOT (version 3): a scale per slot, as AMD AITER's asm paged-attention decode reads them (seed
+ *                002: per-slot [blocks, kv_heads, block_size] scale tables): k_scales_per_slot /
+ *                v_scales_per_slot are [num_blocks, num_kv_heads, block_size] fp32, row-major, indexed by
+ *                the PHYSICAL block id (a block_tables entry), KV head and slot: key element d of token p
+ *                of sequence s, KV head g, is decode(code) * k_scales_per_slot[(b * num_kv_heads + g) *
+ *                block_size + p % block_size] with b = block_tables[s, p / block_size] (V alike). Entries
+ *                of slots no sequence wrote (the tail of a final block, unused blocks, the padding target)
+ *                hold arbitrary values (pacheck puts NaN, Inf or garbage there on purpose): a kernel must
+ *                not let them reach the output, as with the cache's own unwritten slots. The scalar
+ *                k_scale / v_scale is NaN and k_scales_per_head / v_scales_per_head are NULL. */
 typedef enum pacheck_scale_form {
   PACHECK_SCALE_FORM_NONE = 0,
   PACHECK_SCALE_FORM_PER_TENSOR = 1,
-  PACHECK_SCALE_FORM_PER_KV_HEAD = 2
+  PACHECK_SCALE_FORM_PER_KV_HEAD = 2,
+  PACHECK_SCALE_FORM_PER_SLOT = 3
 } pacheck_scale_form;
 
 typedef enum pacheck_status {
@@ -183,6 +212,13 @@ typedef struct pacheck_kernel_args {
   const float* alibi_slopes;
   /* [num_heads] fp32 on the kernel's device, or NULL = none: sink logit of each query head. */
   const float* sinks;
+
+  /* ---- version 3 ---- */
+  /* Per-slot scale tables [num_blocks, num_kv_heads, block_size] fp32 on the kernel's device for
+   * PACHECK_SCALE_FORM_PER_SLOT (see there: indexed by physical block id; unwritten slots' entries are
+   * arbitrary), else NULL. Handed only to kernels whose scale_forms take PER_SLOT. */
+  const float* k_scales_per_slot;
+  const float* v_scales_per_slot;
 } pacheck_kernel_args;
 
 /* ------------------------------------------------------------------------------------------------------
@@ -268,10 +304,15 @@ typedef struct pacheck_kernel_args {
 #define PACHECK_VARIANT_KNOWN 0x1Fu
 
 /* Bits of pacheck_kernel_desc::scale_forms (version 2): the fp8 scale forms a kernel takes. 0 means every
- * form (as in version 1); otherwise an fp8 cell whose K or V scale form is not listed is declined with a
+ * form its declared version knows (version 1 and 2: PER_TENSOR and PER_KV_HEAD; version 3 adds PER_SLOT);
+ * otherwise an fp8 cell whose K or V scale form is not listed is declined with a
  * reason naming k_scale or v_scale. Unknown bits make the descriptor invalid. */
 #define PACHECK_SCALE_FORM_BIT(form) (1u << (unsigned)(form))
-#define PACHECK_SCALE_FORMS_KNOWN \
+#define PACHECK_SCALE_FORMS_KNOWN                                                                           \
+  (PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_TENSOR) | PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_KV_HEAD) | \
+   PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_SLOT))
+/* The forms a version-2 plugin can name (and what its scale_forms 0 means): PER_SLOT is version 3. */
+#define PACHECK_SCALE_FORMS_V2 \
   (PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_TENSOR) | PACHECK_SCALE_FORM_BIT(PACHECK_SCALE_FORM_PER_KV_HEAD))
 
 /* Size in bytes of the `reason` and `error` buffers pacheck passes to callbacks, including the NUL.
@@ -292,7 +333,9 @@ typedef struct pacheck_case_info {
 
   /* ---- version 2 ---- */
   pacheck_scale_form k_scale_form, v_scale_form; /* NONE unless kv_dtype is an fp8 type */
-  float k_scale, v_scale; /* the per-tensor scales (1 for non-fp8 caches, NaN for PER_KV_HEAD) */
+  float k_scale, v_scale; /* the per-tensor scales (1 for non-fp8 caches, NaN for PER_KV_HEAD and PER_SLOT; a
+                             PER_SLOT table is drawn when the case is generated, after `supports`, so
+                             supports gets the form only) */
   const float* k_scales_per_head; /* [num_kv_heads] fp32 host copies for PER_KV_HEAD, else NULL; valid */
   const float* v_scales_per_head; /* during the call only */
   int32_t max_query_len;          /* 1 for plain decode */

@@ -62,11 +62,27 @@ void dispatch_kv(const pacheck_kernel_args& a, F&& f) {
 /// ld() * k[g] (resp. v[g]) for fp8 caches; other caches are read unscaled (their scales are 1).
 struct Scales {
   std::vector<float> k, v;
+  /// Per-slot tables (PACHECK_SCALE_FORM_PER_SLOT) or nullptr: [num_blocks, num_kv_heads, block_size].
+  const float* k_slot = nullptr;
+  const float* v_slot = nullptr;
+  int G = 0, B = 0;
   explicit Scales(const pacheck_kernel_args& a)
       : k(a.k_scales_per_head ? std::vector<float>(a.k_scales_per_head, a.k_scales_per_head + a.num_kv_heads)
                               : std::vector<float>(a.num_kv_heads, a.k_scale)),
         v(a.v_scales_per_head ? std::vector<float>(a.v_scales_per_head, a.v_scales_per_head + a.num_kv_heads)
-                              : std::vector<float>(a.num_kv_heads, a.v_scale)) {}
+                              : std::vector<float>(a.num_kv_heads, a.v_scale)),
+        k_slot(a.k_scales_per_slot),
+        v_slot(a.v_scales_per_slot),
+        G(a.num_kv_heads),
+        B(a.block_size) {}
+  /// The K (V) scale of slot `slot` of physical block `block`, KV head g: the per-slot table's entry, else
+  /// the head's scale.
+  float k_at(std::int64_t block, int g, int slot) const {
+    return k_slot ? k_slot[(block * G + g) * B + slot] : k[static_cast<std::size_t>(g)];
+  }
+  float v_at(std::int64_t block, int g, int slot) const {
+    return v_slot ? v_slot[(block * G + g) * B + slot] : v[static_cast<std::size_t>(g)];
+  }
 };
 
 /// Query element (r, h, d) as fp32; r is the query row (= the sequence for plain decode, see query_rows).
@@ -157,13 +173,13 @@ struct SeqView {
   template <DType KV>
   float k(int t, int g, int d) const {
     const float e = ld<KV>(a.key_cache, key_offset(a.layout, a.k_strides, x, block_of(t), g, t % a.block_size, d));
-    if constexpr (is_fp8(KV)) return e * sc.k[g];
+    if constexpr (is_fp8(KV)) return e * sc.k_at(block_of(t), g, t % a.block_size);
     else return e;
   }
   template <DType KV>
   float v(int t, int g, int d) const {
     const float e = ld<KV>(a.value_cache, value_offset(a.layout, a.v_strides, block_of(t), g, t % a.block_size, d));
-    if constexpr (is_fp8(KV)) return e * sc.v[g];
+    if constexpr (is_fp8(KV)) return e * sc.v_at(block_of(t), g, t % a.block_size);
     else return e;
   }
 };

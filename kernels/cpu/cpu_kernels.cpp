@@ -27,6 +27,7 @@ KernelPtr make_cpu_softcap_ratio();               // variant_controls.cpp
 KernelPtr make_cpu_window_scratch();              // variant_controls.cpp
 KernelPtr make_cpu_offset32(bool is_signed);      // offset32.cpp
 KernelPtr make_cpu_qlen_no_causal();              // variant_controls.cpp
+KernelPtr make_cpu_slot_scale_unmasked();         // slot_scale_unmasked.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -53,6 +54,8 @@ void register_cpu_kernels(Registry& r) {
   r.add(make_cpu_offset32(/*is_signed=*/true));    // cpu.int32_offset: NEGATIVE CONTROL (past 2^31 elements)
   r.add(make_cpu_offset32(/*is_signed=*/false));   // cpu.uint32_offset: NEGATIVE CONTROL (past 2^32 elements)
   r.add(make_cpu_qlen_no_causal());   // cpu.qlen_no_causal: NEGATIVE CONTROL (no causal mask among query tokens)
+  // Per-slot fp8 scales (seed 002): the unwritten slots' scale entries reach P.V.
+  r.add(make_cpu_slot_scale_unmasked());  // cpu.slot_scale_unmasked: NEGATIVE CONTROL (V scales unmasked)
 }
 
 }  // namespace pacheck

@@ -47,13 +47,13 @@ class Offset32 final : public CpuKernel {
         const std::int64_t off = base(sv.block_of(t), a.k_strides[0]) +
                                  key_offset(a.layout, a.k_strides, x, 0, g, t % a.block_size, d);
         const float e = read.template operator()<KV>(a.key_cache, off);
-        return is_fp8(KV) ? e * sv.sc.k[g] : e;
+        return is_fp8(KV) ? e * sv.sc.k_at(sv.block_of(t), g, t % a.block_size) : e;
       };
       auto v = [&](int t, int d) {
         const std::int64_t off = base(sv.block_of(t), a.v_strides[0]) +
                                  value_offset(a.layout, a.v_strides, 0, g, t % a.block_size, d);
         const float e = read.template operator()<KV>(a.value_cache, off);
-        return is_fp8(KV) ? e * sv.sc.v[g] : e;
+        return is_fp8(KV) ? e * sv.sc.v_at(sv.block_of(t), g, t % a.block_size) : e;
       };
       const std::optional<float> sink = sink_logit(a, sv.h);
       s.resize(len);

@@ -139,6 +139,14 @@ class ScaleFaultKernel final : public CpuKernel {
  public:
   ScaleFaultKernel(std::string name, ScaleFault f) : name_(std::move(name)), fault_(f) {}
   std::string name() const override { return name_; }
+  // Its fault replaces per-KV-head scales; with per-slot tables (seed 002) there are none to replace.
+  Support supports(const Case& c) const override {
+    for (auto [field, s] : {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}})
+      if (is_fp8(c.kv_dtype) && s->per_slot())
+        return Support::no(std::string(field) + " " + s->text() + ": per-slot scale tables; " + name_ +
+                           " faults per-KV-head scales");
+    return Support::yes();
+  }
   std::string description() const override {
     return "reference given fp8 scales with the fault " + fault_.id() + " (negative control)";
   }

@@ -34,6 +34,10 @@ Support common_support(const Case& c, Layout layout, const std::string& name, bo
                          " reads no fp8 cache");
     if (c.q_dtype != c.out_dtype || (c.q_dtype != DType::bf16 && c.q_dtype != DType::f16))
       return Support::no(dtype_list(c) + ": with an fp8 KV cache q_dtype and out_dtype must be equal and bf16 or f16");
+    for (auto [field, s] : {std::pair{"k_scale", &c.k_scale}, std::pair{"v_scale", &c.v_scale}})
+      if (s->per_slot())
+        return Support::no(std::string(field) + " " + s->text() + ": per-slot scale tables; " + name +
+                           " reads per-tensor and per-KV-head scales");
   } else {
     if (c.kv_dtype != DType::f32 && c.kv_dtype != DType::f16 && c.kv_dtype != DType::bf16)
       return Support::no("kv_dtype " + std::string(dtype_name(c.kv_dtype)) + " not in {f32,f16,bf16}");

@@ -161,7 +161,8 @@ class Inputs:
     query row per sequence; see query_lens below); key_cache / value_cache per `layout` (vllm: key
     [num_blocks, num_kv_heads, head_size/x, block_size, x] with x = 16 bytes / element, value
     [num_blocks, num_kv_heads, head_size, block_size]; nhd: [num_blocks, block_size, num_kv_heads,
-    head_size]; hnd: [num_blocks, num_kv_heads, block_size, head_size]); block_tables [num_seqs,
+    head_size]; hnd: [num_blocks, num_kv_heads, block_size, head_size]; aiter: key as vllm, value
+    [num_blocks, num_kv_heads, block_size/16, head_size, 16]); block_tables [num_seqs,
     max_blocks_per_seq] i32; seq_lens [num_seqs] i32 (seq_lens_host: a host copy as a Python list); out like
     query in out_dtype, NaN-filled: write every element. k_scales_per_head / v_scales_per_head: [num_kv_heads]
     f32 Buffers for per-head fp8 scales (k_scale / v_scale are then NaN), else None. stream: the CUDA stream
@@ -210,6 +211,9 @@ class Inputs:
         if self.layout == "vllm":
             x = 16 // _ELEM[self.kv_dtype]
             kshape, vshape = (N, G, D // x, B, x), (N, G, D, B)
+        elif self.layout == "aiter":  # K as vllm, V shuffled in groups of 16 slots (kernel_abi.h)
+            x = 16 // _ELEM[self.kv_dtype]
+            kshape, vshape = (N, G, D // x, B, x), (N, G, B // 16, D, 16)
         elif self.layout == "nhd":
             kshape = vshape = (N, B, G, D)
         else:
@@ -435,6 +439,9 @@ class Kernel:
             setattr(d, field, ctypes.cast(arr, ctypes.POINTER(arr._type_)))
             setattr(d, "num_" + field, n)
         d.variants = sum(VARIANTS[v] for v in _check_variants(where, self.variants))
+        # Per-tensor and per-KV-head fp8 scales (PACHECK_SCALE_FORM_BIT 1 and 2): Inputs does not expose the
+        # per-slot tables of ABI version 3 yet, so Python kernels decline per-slot cells naming the scale.
+        d.scale_forms = (1 << 1) | (1 << 2)
         # Kept for the life of the process: pacheck calls them until it exits.
         self._run_cb = _native.RUN_FN(self._run_trampoline)
         self._supports_cb = _native.SUPPORTS_FN(self._supports_trampoline) if self.supports else _native.SUPPORTS_FN()

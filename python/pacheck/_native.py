@@ -10,7 +10,7 @@ import glob
 import json
 import os
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 C_API_VERSION = 1
 
 PACHECK_OK, PACHECK_DECLINED, PACHECK_ERROR = 0, 1, 2
@@ -20,7 +20,7 @@ KERNEL_NOT_THREAD_SAFE, KERNEL_BATCH_VARIANT, KERNEL_TF32 = 0x1, 0x2, 0x4
 # Enum values of kernel_abi.h, by the names pacheck's ids use.
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "fp8_e4m3fn": 3, "fp8_e4m3fnuz": 4, "fp8_e5m2": 5}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-LAYOUTS = {"vllm": 0, "nhd": 1, "hnd": 2}
+LAYOUTS = {"vllm": 0, "nhd": 1, "hnd": 2, "aiter": 3}
 LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 DEVICES = {"cpu": DEVICE_CPU, "cuda": DEVICE_CUDA, "hip": DEVICE_HIP}
 SCALE_FORMS = {0: "none", 1: "per_tensor", 2: "per_kv_head"}
@@ -51,6 +51,8 @@ class KernelArgs(ctypes.Structure):
         ("query_start_loc", _p), ("query_start_loc_host", _p),
         ("sliding_window", _i32), ("logits_soft_cap", _f32),
         ("alibi_slopes", _p), ("sinks", _p),
+        # version 3
+        ("k_scales_per_slot", _p), ("v_scales_per_slot", _p),
     ]
 
 

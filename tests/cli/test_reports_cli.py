@@ -508,7 +508,7 @@ def scenario_bad_input(args, tmp):
     # A selection that exists but that case files cannot carry (high block ids; several query tokens per sequence
     # are carried since format_version 3) is said to be that, not "no cell was selected".
     rejected("export: none of the 2 selected cells of suite gate can be written as case files (0 pinned to "
-             "another layout, 0 of an untagged dtype, 2 with high block ids)",
+             "another layout or not valid in it, 0 of an untagged dtype, 2 with high block ids, 0 with per-slot scales)",
              "export", "--suite", "gate", "--filter", "hiblk=", "--out", os.path.join(tmp, "exp-hiblk"))
     rejected("export: no cell of suite tail-poison was selected", "export", "--suite", "tail-poison", "--filter",
              "NOTHING", "--out", os.path.join(tmp, "exp-none"))
@@ -612,7 +612,10 @@ def selftest_suite(name, dtype, extra=""):
 SELFTEST_TAIL = selftest_suite("tail-poison", "bf16")
 # Per-KV-head scales, so both fp8 scale controls have cells to fail.
 SELFTEST_FP8 = selftest_suite("fp8", "q=bf16,kv=fp8_e4m3fn,o=bf16",
-                              "k_scale_range = [0.3, 3.0]\nv_scale_range = [3.0, 0.3]\n")
+                              "k_scale_range = [0.3, 3.0]\nv_scale_range = [3.0, 0.3]\n") + (
+    # Per-slot scale tables (seed 002) with NaN in the unwritten slots' V entries: cpu.slot_scale_unmasked.
+    '[[cells]]\nheads = "8/2"\nhead_sizes = 64\nblock_sizes = 16\ndtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"\n'
+    'seq_lens = [37]\nfaults = ["V:nan@scales"]\nk_scale_slot = [0.5, 2.0]\nv_scale_slot = [0.25, 4.0]\n')
 # Gemma-3's softmax scale at head 64's geometry stand-in: cpu.fixed_scale (1/sqrt(head_size)) must fail it.
 SELFTEST_SCALES = selftest_suite("scales", "bf16", 'scales = ["query_pre_attn_scalar:168"]\n')
 # Attention variants (issue 19): a 100-token window at ctx 300 (one 256-token partition of two: cpu.window_scratch
@@ -651,7 +654,7 @@ def scenario_selftest(args, tmp):
     got = controls(p)
     check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault", "cpu.fixed_scale",
                        "cpu.softcap_ratio", "cpu.window_scratch", "cpu.int32_offset", "cpu.uint32_offset",
-                       "cpu.qlen_no_causal"}, p.stdout)
+                       "cpu.qlen_no_causal", "cpu.slot_scale_unmasked"}, p.stdout)
     check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
     # Planted: an fp8 suite without an fp8 cell leaves the fp8 controls unexercised, which must fail.
