@@ -112,12 +112,23 @@ void add_repro_command(CLI::App& app, Context& ctx) {
       };
       const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(*top, 0)), idx.size());
       std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(), [&](auto a, auto b) { return err(a) > err(b); });
-      fmt::format_to(o, "\n{:>5} {:>5} {:>5} {:>14} {:>14} {:>11}\n", "seq", "head", "dim", "out", "oracle", "|diff|");
-      const int D = cell.c.head_size, H = cell.c.num_heads;
+      // With several query tokens per sequence an output row is (sequence, query token): both columns.
+      const Case& cc = cell.c;
+      const bool tokens = cc.max_query_len() > 1;
+      fmt::format_to(o, "\n{:>5} {}{:>5} {:>5} {:>14} {:>14} {:>11}\n", "seq", tokens ? "token " : "", "head", "dim", "out",
+                     "oracle", "|diff|");
+      const int D = cc.head_size, H = cc.num_heads;
       for (std::size_t j = 0; j < n; ++j) {
         const std::size_t i = idx[j];
-        fmt::format_to(o, "{:>5} {:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", i / (H * D), (i / D) % H, i % D, raw.out[i],
-                   data.ref.out[i], err(i));
+        const int row = static_cast<int>(i / (static_cast<std::size_t>(H) * D));
+        int s = row;
+        if (tokens) {
+          s = 0;
+          while (s + 1 < cc.num_seqs() && cc.query_start(s + 1) <= row) ++s;
+        }
+        fmt::format_to(o, "{:>5} {}{:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", s,
+                       tokens ? fmt::format("{:>5} ", row - cc.query_start(s)) : "", (i / D) % H, i % D, raw.out[i],
+                       data.ref.out[i], err(i));
       }
       return is_failure(r.verdict) ? kFail : kPass;
     };

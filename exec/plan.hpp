@@ -63,13 +63,14 @@ struct Plan {
 
 /// The detail of a Verdict::not_run result.
 inline constexpr const char* kNotRunDetail =
-    "not run: fault cannot show on this cell (outside the negative control's expected failures; "
+    "not run: outside the negative control's expected failures (the cells its planted fault must fail; "
     "--controls-everywhere runs it)";
 
 /// Plans `suite` x `kernels` with `opt`'s shard, seed, filter, previous, isolate and controls_everywhere. A
 /// kernel that declines a cell settles it as `declined` with its reason; a negative control's supported cell
 /// outside its expected_failures() is settled as `not_run` (kNotRunDetail) unless opt.controls_everywhere
-/// (its planted fault cannot show there, so running it shows nothing the run needs; the cell is still
+/// (the cells it must fail are all run, which is all the run needs of it; where its fault may still show but
+/// is not certain to, e.g. cpu.qlen_no_causal at long bf16 contexts, it is not run either; the cell is still
 /// counted and reported); an isolated kernel whose supports() could not be asked (supports_in_child)
 /// settles every cell of it as `error`. Calls supports() of in-process kernels here,
 /// except that of in-process GPU kernels when some kernel runs isolated: those are asked in a child too, so

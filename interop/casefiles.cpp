@@ -403,8 +403,11 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
   std::vector<Cell> cells;
   for (const auto& sc : suite.cells) {
     Cell cell = sc.cell;
+    if (sc.native_layout) cell.c.layout = opt.kernel_layout.value_or(Layout::vllm);
+    if (opt.seed) cell.c.seed = *opt.seed;
+    // --filter first, on the id the cell would have, so that only selected cells are counted as left out.
+    if (opt.filter && !std::regex_search(cell.id(), *opt.filter)) continue;
     if (sc.native_layout) {
-      cell.c.layout = opt.kernel_layout.value_or(Layout::vllm);
       // A native cell the kernel's layout cannot hold (aiter needs block_size % 16 == 0) is left out and
       // counted with the cells of other layouts, as `run` would decline it for a kernel of that layout.
       try {
@@ -417,8 +420,6 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
       ++sum.skipped_layout;
       continue;
     }
-    if (opt.seed) cell.c.seed = *opt.seed;
-    if (opt.filter && !std::regex_search(cell.id(), *opt.filter)) continue;
     // A pool of high block ids is 4-16 GiB per cache, sparse in memory but not in a safetensors file: such
     // cells are left out and counted too (run them in-process or through a plugin).
     if (cell.c.high_block_ids != 0) {

@@ -37,9 +37,10 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     throw CaseFilesError(fmt::format("{}: field 'format_version': must be a number, not {}", path, version.dump()));
   const double v = version.get<double>();
   if (!(v >= kManifestOldestFormatVersion && v <= kManifestFormatVersion) || v != std::floor(v))
-    throw CaseFilesError(fmt::format("{}: format_version {} (this pacheck reads {} to {}; a newer export needs a newer "
-                                     "pacheck)",
-                                     path, version.dump(), kManifestOldestFormatVersion, kManifestFormatVersion));
+    throw CaseFilesError(fmt::format("{}: format_version {} (this pacheck reads {} to {}{})", path, version.dump(),
+                                     kManifestOldestFormatVersion, kManifestFormatVersion,
+                                     v > kManifestFormatVersion ? "; a newer export needs a newer pacheck"
+                                                                : "; no export writes it"));
 
   Manifest out;
   out.format_version = static_cast<int>(v);

@@ -22,10 +22,15 @@ struct CaseFilesError : std::runtime_error {
 /// key is missing or its value is of another type. Shared by parse_manifest and score_cases.
 template <typename T>
 T manifest_field(const nlohmann::json& entry, const char* key, const std::string& where) {
+  if (!entry.is_object() || !entry.contains(key)) throw CaseFilesError(where + ": field '" + key + "' is missing");
   try {
     return entry.at(key).get<T>();
   } catch (const nlohmann::json::exception& e) {
-    throw CaseFilesError(where + ": field '" + key + "': " + e.what());
+    // e.g. "[json.exception.type_error.302] type must be number, but is string": keep the reason, not the tag.
+    std::string why = e.what();
+    if (const auto at = why.find("] "); why.rfind("[json.exception.", 0) == 0 && at != std::string::npos)
+      why = why.substr(at + 2);
+    throw CaseFilesError(where + ": field '" + key + "': " + why);
   }
 }
 

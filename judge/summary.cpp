@@ -73,8 +73,11 @@ void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
       }
     }
     // A control whose cells were all not_run had cells selected, none of which can show its fault: it is
-    // not_exercised (below), as when the selection holds no planted cell, not a kernel that ran nothing.
-    ks.vacuous = ks.passed + ks.failed + ks.caught + ks.missed + ks.not_run == 0;
+    // not_exercised (below), as when the selection holds no planted cell, not a kernel that ran nothing. The
+    // same holds for a control that declines every selected cell (cpu.fp8_scale_fault on per-slot scale cells):
+    // a declined cell is never planted (planted = caught + missed), so no cell could show its fault, and the
+    // run is not vacuous for it; vacuous is a kernel under test that ran nothing.
+    ks.vacuous = !control && ks.passed + ks.failed + ks.caught + ks.missed + ks.not_run == 0;
     if (control)
       ks.control = ks.caught + ks.missed == 0 ? ControlOutcome::not_exercised
                    : ks.missed                ? ControlOutcome::blind

@@ -19,13 +19,13 @@ std::string_view control_outcome_name(ControlOutcome o);
 struct KernelSummary {
   std::string kernel;
   int passed = 0, failed = 0, declined = 0, caught = 0, missed = 0;
-  /// Cells of a negative control not run because its planted fault cannot show there (Verdict::not_run).
+  /// Cells of a negative control not run because they are outside its expected failures (Verdict::not_run).
   int not_run = 0;
   /// Cells per verdict, indexed by verdict_rank(): one count per row of verdict_table(), in its order.
   std::vector<int> verdicts;
   ControlOutcome control = ControlOutcome::not_control;
-  /// No cell of this kernel ran (all declined or none selected). A negative control whose selected cells were
-  /// all not_run is not vacuous: it is `not_exercised` (nothing selected could show its fault).
+  /// No cell of this kernel ran (all declined or none selected). Never set for a negative control: one whose
+  /// selected cells were all not_run or declined is `not_exercised` (nothing selected could show its fault).
   bool vacuous = false;
 };
 
@@ -34,7 +34,7 @@ struct RunSummary {
   std::vector<KernelSummary> kernels;
   SelfTestResult selftest;
   int passed = 0, failed = 0, declined = 0, caught = 0;
-  int not_run = 0;                   ///< negative controls' cells not run: their fault cannot show there
+  int not_run = 0;                   ///< negative controls' cells not run: outside their expected failures
   std::vector<int> verdicts;         ///< cells per verdict over every kernel, as KernelSummary::verdicts
   bool blind = false;                ///< a negative control was not caught or the self-test failed
   bool vacuous = false;              ///< some kernel ran no cell (not counted for one shard of a run)

@@ -31,8 +31,8 @@ constexpr VerdictInfo kVerdicts[] = {
      true},
     {Verdict::declined, "declined", "the kernel does not support the cell (with its reason)", false},
     {Verdict::not_run, "not_run",
-     "a negative control was not run on this cell: its planted fault cannot show here (the cell is outside its "
-     "expected failures); --controls-everywhere runs it",
+     "a negative control was not run on this cell: the cell is outside its expected failures (the cells its "
+     "planted fault must fail); --controls-everywhere runs it",
      false},
     {Verdict::error, "error", "the kernel or device reported an error", true},
     {Verdict::crash, "crash", "the kernel's isolated child process died (the signal is in the detail)", true},

@@ -32,7 +32,7 @@ enum class Verdict {
   fail,           ///< beyond tolerance
   biased,         ///< within tolerance, but rounded off-centre: a one-way signed mean error (comparator BiasCheck)
   declined,       ///< the kernel does not support the cell
-  not_run,        ///< a negative control not run on a cell its planted fault cannot show in (exec/plan.hpp)
+  not_run,        ///< a negative control not run on a cell outside its expected failures (exec/plan.hpp)
   error,          ///< the kernel or device reported an error
   crash,          ///< the kernel's process died (isolated runs)
   timeout,        ///< the kernel's process hung past the cell timeout (isolated runs)

@@ -904,7 +904,9 @@ PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& 
     try {
       replay = rc::detail::stringToReproduceMap(params.reproduce);
     } catch (...) {
-      throw std::invalid_argument(fmt::format("'{}' is not a reproduce string printed by a failure", params.reproduce));
+      throw std::invalid_argument(fmt::format(
+          "--reproduce '{}': not a reproduce string printed by a failure (the text after its replay line's --reproduce)",
+          params.reproduce));
     }
     if (!replay.count(meta.id))
       throw std::invalid_argument(fmt::format("the reproduce string is not for {} on {}", property_name(p), t.kernel->name()));

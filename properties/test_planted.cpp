@@ -20,7 +20,9 @@ TEST_P(Caught, Property) {
   const Catch& row = GetParam();
   const KernelPtr k = kernel(row.kernel);
   ASSERT_TRUE(k) << "no kernel " << row.kernel;
-  const PropertyRun run = run_property(parse_property(row.property), make_target(k), rc_params());
+  RunParams params = rc_params();
+  if (row.cases > 0) params.cases = row.cases;
+  const PropertyRun run = run_property(parse_property(row.property), make_target(k), params);
   std::cout << row.property << " on " << row.kernel << ": " << (run.passed ? "held" : "FAILED")
             << " after " << run.cases << " cases, " << run.seconds << " s\n"
             << (run.counterexample ? run.counterexample->message : run.message) << "\n";

@@ -103,13 +103,15 @@ class ConsoleFormat : public ReportFormat {
           return k.control != ControlOutcome::not_control;
         }))
       out_ << "negative controls: none ran, so this run does not show that its checks can fail here "
-              "(`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel selection)\n";
+              "(`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel selection; "
+              "`pacheck score --negative-control` scores a planted runner's outputs as one)\n";
     for (const auto& k : s.kernels)
       if (k.control == ControlOutcome::not_exercised && !k.vacuous)
-        out_ << fmt::format("negative control {}: not exercised, no selected cell can show its fault{}\n", k.kernel,
-                            k.not_run > 0 ? fmt::format(" ({} not run)", k.not_run) : "");
+        out_ << fmt::format("negative control {}: not exercised, no selected cell is among its expected failures{}{}\n", k.kernel,
+                            k.not_run > 0 ? fmt::format(" ({} not run)", k.not_run) : "",
+                            k.declined > 0 ? fmt::format(" ({} declined by the control)", k.declined) : "");
     if (s.not_run > 0)
-      out_ << fmt::format("not run: {} cells of negative controls where their fault cannot show "
+      out_ << fmt::format("not run: {} cells of negative controls outside their expected failures "
                           "(--controls-everywhere runs them)\n",
                           s.not_run);
     out_ << fmt::format("\n{} passed, {} failed ({} declined, {} caught by negative controls{})\n", s.passed, s.failed,

@@ -97,7 +97,7 @@ std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
     any_control = true;
     const char* meaning = k.control == ControlOutcome::caught ? "caught: the instrument sees the planted fault"
                           : k.control == ControlOutcome::blind ? "BLIND: a planted fault passed unseen"
-                                                               : "not exercised: no cell of this run can show its fault";
+                                                               : "not exercised: no cell of this run is among its expected failures";
     t << "<tr><td class=\"mono\">" << escape(k.kernel) << "</td><td>" << escape(meaning) << "</td><td class=\"num\">" << k.caught
       << "</td><td class=\"num\">" << k.missed << "</td></tr>\n";
   }

@@ -36,7 +36,7 @@ VerdictStyle style_of(Verdict v) {
     case Verdict::input_mutated: return {svg::parse_hex("#cc79a7"), "in", "input_mutated: changed an input"};
     case Verdict::declined: return {svg::parse_hex("#ffffff"), "\xE2\x80\x93", "declined: unsupported cell"};  // U+2013
     case Verdict::not_run:
-      return {svg::parse_hex("#ffffff"), "n/r", "not_run: a negative control's fault cannot show on this cell"};
+      return {svg::parse_hex("#ffffff"), "n/r", "not_run: outside a negative control's expected failures"};
     case Verdict::error: return {svg::parse_hex("#333333"), "err", "error: the kernel reported an error"};
     case Verdict::crash: return {svg::parse_hex("#333333"), "crash", "crash: the kernel's process died"};
     case Verdict::timeout: return {svg::parse_hex("#333333"), "t/o", "timeout: the kernel hung"};

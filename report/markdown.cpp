@@ -71,7 +71,7 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
       std::string control(control_outcome_name(ks.control));
       if (ks.control == ControlOutcome::caught || ks.control == ControlOutcome::blind)
         control += fmt::format(" ({} caught, {} missed)", ks.caught, ks.missed);
-      if (ks.not_run > 0) control += fmt::format("; not run on {} cells (fault cannot show)", ks.not_run);
+      if (ks.not_run > 0) control += fmt::format("; not run on {} cells (outside its expected failures)", ks.not_run);
       o << fmt::format("| {} | `{}` | {} | {} | {} | {}{} |\n", md(suite), md(k.kernel), ks.passed, ks.failed + ks.missed,
                        ks.declined, control, ks.vacuous ? " - **no cell ran**" : "");
     }

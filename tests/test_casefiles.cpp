@@ -993,7 +993,12 @@ TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
            {R"({"format": 1})", "manifest.json: not a pacheck case manifest (format is not \"pacheck-cases\")"},
            {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 3; a newer export needs a newer pacheck)"},
            {R"({"format": "pacheck-cases", "format_version": 4})", "manifest.json: format_version 4 (this pacheck reads 1 to 3; a newer export needs a newer pacheck)"},
-           {R"({"format": "pacheck-cases", "format_version": "1"})", "manifest.json: field 'format_version': must be a number, not \"1\""}}) {
+           {R"({"format": "pacheck-cases", "format_version": "1"})", "manifest.json: field 'format_version': must be a number, not \"1\""},
+           // Fresh-user audit: a missing field was nlohmann's "[json.exception.out_of_range.403] key ... not
+           // found", and format_version 0 said a newer export needs a newer pacheck.
+           {R"({"format": "pacheck-cases"})", "manifest.json: field 'format_version' is missing"},
+           {R"({"format": "pacheck-cases", "format_version": 0})", "manifest.json: format_version 0 (this pacheck reads 1 to 3; no export writes it)"},
+           {R"({"format": "pacheck-cases", "format_version": 3})", "manifest.json: field 'files' is missing"}}) {
     const fs::path d = copy_cases("bad_format");
     std::ofstream(d / "manifest.json") << text;
     try {

@@ -637,7 +637,7 @@ TEST(Formats, NotRunCellsAreCountedAndShownInEveryFormat) {
   EXPECT_EQ(j["kernels"][1]["not_run"].get<int>(), s.not_run);
   EXPECT_EQ(j["results"].size(), s.results.size()) << "every cell has a result";
   const std::string console = render_format("console", s, meta);
-  EXPECT_NE(console.find(fmt::format("not run: {} cells of negative controls where their fault cannot show", s.not_run)),
+  EXPECT_NE(console.find(fmt::format("not run: {} cells of negative controls outside their expected failures", s.not_run)),
             std::string::npos)
       << console;
   EXPECT_NE(console.find(fmt::format("{} caught by negative controls, {} not run)", s.caught, s.not_run)), std::string::npos);
@@ -647,7 +647,7 @@ TEST(Formats, NotRunCellsAreCountedAndShownInEveryFormat) {
   const std::string tap = render_format("tap", s, meta);
   EXPECT_EQ(count(tap, std::string("# SKIP ") + kNotRunDetail), s.not_run);
   EXPECT_EQ(tap.find("not ok"), std::string::npos) << tap;
-  EXPECT_NE(render_format("markdown", s, meta).find(fmt::format("not run on {} cells (fault cannot show)", s.not_run)),
+  EXPECT_NE(render_format("markdown", s, meta).find(fmt::format("not run on {} cells (outside its expected failures)", s.not_run)),
             std::string::npos);
 }
 
@@ -691,8 +691,8 @@ TEST(Summary, MarkdownHasTheTableSelfTestControlAndWorstCells) {
   EXPECT_NE(md.find("## pacheck rep: FAIL (exit 1)"), std::string::npos) << md;
   EXPECT_NE(md.find("| rep | `planted.error` | 2 | 2 | 0 | - |"), std::string::npos) << md;
   // The control runs only on its two planted cells; the two clean ones are not_run.
-  EXPECT_NE(md.find("| rep | `cpu.vector_v` | 0 | 0 | 0 | caught (2 caught, 0 missed); not run on 2 cells (fault "
-                    "cannot show) |"),
+  EXPECT_NE(md.find("| rep | `cpu.vector_v` | 0 | 0 | 0 | caught (2 caught, 0 missed); not run on 2 cells (outside "
+                    "its expected failures) |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("**Comparator self-test:** passed"), std::string::npos) << md;

@@ -232,6 +232,25 @@ TEST(NegativeControl, OnlyNotRunCellsIsNotExercisedNotVacuous) {
   EXPECT_EQ(s.exit_code(), 0);
 }
 
+// A control that declines every selected cell (cpu.fp8_scale_fault on per-slot scale cells) is not exercised
+// either: a declined cell is never planted, so the run is not vacuous for it and exits 0 (fresh-user audit:
+// `run --suite aiter --filter slot --with-controls` exited 1 with "NO CELL RAN" on such a control). A kernel
+// under test that declines everything is still vacuous.
+TEST(NegativeControl, DecliningEveryCellIsNotExercisedNotVacuous) {
+  Planted control(Planted::What::decline, "planted.declining_control", /*control=*/true);
+  const KernelPtr ref = Registry::global().find("cpu.reference");
+  const RunSummary s = run_suite(small_suite({kClean, kVNanTail}), {ref, exec_test::unowned(&control)}, "cpu", RunOptions{});
+  ASSERT_EQ(s.kernels.size(), 2u);
+  EXPECT_GE(s.kernels[1].declined, 1) << "its V-tail cells are run, and declined";
+  EXPECT_EQ(s.kernels[1].caught + s.kernels[1].missed, 0);
+  EXPECT_EQ(s.kernels[1].control, ControlOutcome::not_exercised);
+  EXPECT_FALSE(s.kernels[1].vacuous);
+  EXPECT_FALSE(s.vacuous);
+  EXPECT_EQ(s.exit_code(), 0);
+  Planted user(Planted::What::decline, "planted.declining_kernel");
+  EXPECT_TRUE(run_suite(small_suite({kClean}), {exec_test::unowned(&user)}, "cpu", RunOptions{}).vacuous);
+}
+
 // The audit finds a control whose planted fault shows outside its declared expected failures; the default
 // run does not run it there.
 TEST(NegativeControl, EverywhereFindsAFaultOutsideTheExpectedCells) {

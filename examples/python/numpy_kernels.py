@@ -39,8 +39,10 @@ def _tokens(inp, cache, which, blocks, count):
         t = raw.reshape(len(blocks) * B, G, D)
     elif inp.layout == "hnd":  # [n, G, B, D]
         t = raw.transpose(0, 2, 1, 3).reshape(len(blocks) * B, G, D)
-    elif which == "k":  # vllm key [n, G, D/x, B, x]
+    elif which == "k":  # vllm key [n, G, D/x, B, x] (the aiter layout's key too)
         t = raw.transpose(0, 3, 1, 2, 4).reshape(len(blocks) * B, G, D)
+    elif inp.layout == "aiter":  # aiter value [n, G, B/16, D, 16]: slot = group * 16 + i
+        t = raw.transpose(0, 2, 4, 1, 3).reshape(len(blocks) * B, G, D)
     else:  # vllm value [n, G, D, B]
         t = raw.transpose(0, 3, 1, 2).reshape(len(blocks) * B, G, D)
     t = t[:count]
@@ -99,8 +101,8 @@ def decode_tail_fault(inp: pacheck.Inputs) -> None:
     _decode(inp, v_whole_block=True)
 
 
-numpy_decode = pacheck.Kernel("py.numpy_decode", decode, layouts=("nhd", "hnd", "vllm"), variants=ALL_VARIANTS,
+numpy_decode = pacheck.Kernel("py.numpy_decode", decode, layouts=("nhd", "hnd", "vllm", "aiter"), variants=ALL_VARIANTS,
                               description="NumPy paged decode, reads only seq_lens[s] tokens")
-numpy_tail_fault = pacheck.Kernel("py.numpy_tail_fault", decode_tail_fault, layouts=("nhd", "hnd", "vllm"),
+numpy_tail_fault = pacheck.Kernel("py.numpy_tail_fault", decode_tail_fault, layouts=("nhd", "hnd", "vllm", "aiter"),
                                   variants=ALL_VARIANTS,
                                   description="NumPy paged decode with V read over the whole final block (planted)")

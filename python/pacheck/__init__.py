@@ -170,7 +170,8 @@ class Inputs:
 
     Attention variants (kernel_abi.h, "Attention variants", gives the formulas and their order: soft cap,
     then ALiBi, then the window mask, then sinks in the denominator): sliding_window (int, 0 = none: W > 0
-    keeps keys j with seq_len - 1 - j < W), logits_soft_cap (float, 0 = none: s = c tanh(s / c)),
+    keeps keys j with p - j < W for a query at position p: seq_len - 1, or seq_len - query_len + i for query
+    token i), logits_soft_cap (float, 0 = none: s = c tanh(s / c)),
     alibi_slopes and sinks ([num_heads] f32 Buffers with the exact bytes pacheck placed, or None when the
     case has none). A kernel sees non-default values only for the variants its Kernel declares.
 
@@ -556,9 +557,12 @@ class CellResult:
                  + (f" ({self.detail})" if self.detail else "")]
         if m:
             s, h, d = self.worst
+            # With several query tokens per sequence the result names the query token too (metrics.worst).
+            t = m.get("worst", {}).get("query_token")
+            where = f"seq {s}, head {h}, dim {d}" if t is None else f"seq {s}, query token {t}, head {h}, dim {d}"
             rel = m.get("rel_linf")
             rel = "n/a (NaN/Inf in the output)" if rel is None else f"{rel:.3e}"
-            lines.append(f"worst element: (seq {s}, head {h}, dim {d}); rel_linf {rel} against limit "
+            lines.append(f"worst element: ({where}); rel_linf {rel} against limit "
                          f"{self.result.get('limit')}; nan {m.get('nan')}, inf {m.get('inf')}")
         if self.traceback:
             lines.append(self.traceback.rstrip())
