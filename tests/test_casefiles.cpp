@@ -284,6 +284,28 @@ std::map<std::string, const CellResult*> by_cell(const RunSummary& s) {
   return m;
 }
 
+/// Scores `outs` (run_foreign's reference outputs of `cases`, exported from `suite`) and runs `suite` on
+/// cpu.reference: score must give run's verdict and rel_linf cell for cell, and pass.
+void expect_score_equals_run(const fs::path& cases, const fs::path& outs, const Suite& suite) {
+  ScoreOptions so;
+  so.run.threads = 2;
+  const RunSummary scored = score_cases(cases.string(), outs.string(), so);
+  RunOptions ro;
+  ro.threads = 2;
+  const RunSummary ran = run_suite(suite, {Registry::global().find("cpu.reference")}, "cpu", ro);
+  EXPECT_EQ(scored.results.size(), ran.results.size());
+  const auto want = by_cell(ran);
+  for (const auto& r : scored.results) {
+    if (!want.count(r.cell_id)) {
+      ADD_FAILURE() << "scored a cell run has not: " << r.cell_id;
+      continue;
+    }
+    EXPECT_EQ(r.verdict, want.at(r.cell_id)->verdict) << r.cell_id << ": " << r.detail;
+    EXPECT_EQ(r.metrics.rel_linf, want.at(r.cell_id)->metrics.rel_linf) << r.cell_id;
+  }
+  EXPECT_EQ(scored.exit_code(), 0);
+}
+
 class CaseFiles : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -395,20 +417,9 @@ TEST(CaseFilesVariants, ExportCarriesThemAndScoreJudgesThemAsRun) {
 
   const fs::path outs = fresh_dir("variants_ref");
   run_foreign(cases, outs);
+  expect_score_equals_run(cases, outs, variants_suite());
   ScoreOptions so;
   so.run.threads = 2;
-  const RunSummary scored = score_cases(cases.string(), outs.string(), so);
-  RunOptions ro;
-  ro.threads = 2;
-  const RunSummary ran = run_suite(variants_suite(), {Registry::global().find("cpu.reference")}, "cpu", ro);
-  ASSERT_EQ(scored.results.size(), ran.results.size());
-  const auto want = by_cell(ran);
-  for (const auto& r : scored.results) {
-    ASSERT_TRUE(want.count(r.cell_id)) << r.cell_id;
-    EXPECT_EQ(r.verdict, want.at(r.cell_id)->verdict) << r.cell_id << ": " << r.detail;
-    EXPECT_EQ(r.metrics.rel_linf, want.at(r.cell_id)->metrics.rel_linf) << r.cell_id;
-  }
-  EXPECT_EQ(scored.exit_code(), 0);
 
   // A planted runner: computes as if there were no window. It fails exactly the cells whose window hides
   // some key of some sequence (win=8 and win=7 at lengths 37 and 20; win=64 hides none) and passes the rest.
@@ -571,20 +582,9 @@ TEST(CaseFilesQueryLen, ExportCarriesThemAndScoreJudgesEveryRowAsRun) {
 
   const fs::path outs = fresh_dir("qlen_ref");
   run_foreign(cases, outs);
+  expect_score_equals_run(cases, outs, qlen_suite());
   ScoreOptions so;
   so.run.threads = 2;
-  const RunSummary scored = score_cases(cases.string(), outs.string(), so);
-  RunOptions ro;
-  ro.threads = 2;
-  const RunSummary ran = run_suite(qlen_suite(), {Registry::global().find("cpu.reference")}, "cpu", ro);
-  ASSERT_EQ(scored.results.size(), ran.results.size());
-  const auto want = by_cell(ran);
-  for (const auto& r : scored.results) {
-    ASSERT_TRUE(want.count(r.cell_id)) << r.cell_id;
-    EXPECT_EQ(r.verdict, want.at(r.cell_id)->verdict) << r.cell_id << ": " << r.detail;
-    EXPECT_EQ(r.metrics.rel_linf, want.at(r.cell_id)->metrics.rel_linf) << r.cell_id;
-  }
-  EXPECT_EQ(scored.exit_code(), 0);
 
   // Planted: every query row of a sequence gets the output of the sequence's last row (the decode row), as
   // a kernel that ignores the causal mask among the new tokens would come close to.

@@ -437,6 +437,15 @@ def decode_attention_torch(entry, t, bug=None):
     return out.cpu().numpy()
 
 
+def skip_broken(entry, out_path, err, bad):
+    """Reports case file `entry` that could not be read or computed (CaseFileError `err`) by name, records it
+    in `bad`, and removes a stale output of an earlier run, so that pacheck score reports it as missing."""
+    print(f"runner.py: {entry['file']}: {err}", file=sys.stderr)
+    bad.append(entry["file"])
+    if os.path.exists(out_path):
+        os.remove(out_path)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", required=True, help="directory written by `pacheck export`")
@@ -481,10 +490,7 @@ def main(argv=None):
         except CaseFileError as e:
             # A broken case file is reported by name and skipped: the other files still get their outputs, and
             # pacheck score reports this one's output as missing.
-            print(f"runner.py: {entry['file']}: {e}", file=sys.stderr)
-            bad.append(entry["file"])
-            if os.path.exists(out_path):  # no stale output of an earlier run stands in for this one
-                os.remove(out_path)
+            skip_broken(entry, out_path, e, bad)
             continue
         reason = None
         if entry["kv_dtype"] in args.decline_kv_dtype:
@@ -507,10 +513,7 @@ def main(argv=None):
         try:
             result = compute(entry, t, bug)
         except CaseFileError as e:
-            print(f"runner.py: {entry['file']}: {e}", file=sys.stderr)
-            bad.append(entry["file"])
-            if os.path.exists(out_path):  # no stale output of an earlier run stands in for this one
-                os.remove(out_path)
+            skip_broken(entry, out_path, e, bad)
             continue
         # A real kernel writes into the provided buffer; copying over it keeps that contract visible.
         buf = np.array(t["out"][1])
