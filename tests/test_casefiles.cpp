@@ -306,6 +306,20 @@ void expect_score_equals_run(const fs::path& cases, const fs::path& outs, const 
   EXPECT_EQ(scored.exit_code(), 0);
 }
 
+/// A copy of export directory `cases` in fresh_dir(`dir`) whose case file `file` and manifest went through
+/// `edit` (the bad-input tests' tampering).
+fs::path tampered_copy(const fs::path& cases, const std::string& file, const std::string& dir,
+                       const std::function<void(SafetensorsFile&, json&)>& edit) {
+  const fs::path d = fresh_dir(dir);
+  fs::copy(cases, d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  SafetensorsFile f = read_safetensors((d / file).string());
+  json m = manifest(d);
+  edit(f, m);
+  write_safetensors((d / file).string(), f);
+  std::ofstream(d / "manifest.json") << m.dump();
+  return d;
+}
+
 class CaseFiles : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -472,14 +486,7 @@ faults = ["clean"]
   ASSERT_EQ(score_cases(cases.string(), outs.string(), {}).exit_code(), 0);
 
   auto tampered = [&](const std::string& name, const std::function<void(SafetensorsFile&, json&)>& edit) {
-    const fs::path d = fresh_dir("variants_bad_" + name);
-    fs::copy(cases, d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-    SafetensorsFile f = read_safetensors((d / first).string());
-    json m = manifest(d);
-    edit(f, m);
-    write_safetensors((d / first).string(), f);
-    std::ofstream(d / "manifest.json") << m.dump();
-    return d;
+    return tampered_copy(cases, first, "variants_bad_" + name, edit);
   };
   auto set_f32 = [](SafetensorsFile& f, const char* name, float v) {
     for (auto& t : f.tensors)
@@ -662,14 +669,7 @@ faults = ["clean"]
   ASSERT_EQ(score_cases(cases.string(), outs.string(), {}).exit_code(), 0);
 
   auto tampered = [&](const std::string& name, const std::function<void(SafetensorsFile&, json&)>& edit) {
-    const fs::path d = fresh_dir("qlen_bad_" + name);
-    fs::copy(cases, d, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
-    SafetensorsFile f = read_safetensors((d / first).string());
-    json m = manifest(d);
-    edit(f, m);
-    write_safetensors((d / first).string(), f);
-    std::ofstream(d / "manifest.json") << m.dump();
-    return d;
+    return tampered_copy(cases, first, "qlen_bad_" + name, edit);
   };
   auto set_i32 = [](SafetensorsFile& f, const char* name, std::vector<std::int32_t> v) {
     for (auto& t : f.tensors)
