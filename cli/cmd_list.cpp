@@ -90,6 +90,10 @@ void list_cells(const std::string& suite_name, const std::vector<std::string>& k
     for (const SuiteCell& c : suite.cells) list(c.cell);
   for (const auto& k : kernels)
     for (const SuiteCell& c : suite.cells) list(c.for_layouts(k->layouts()));
+  // As run's --filter: a filter that matches no cell is a mistake (usage error, exit 2), not an empty list.
+  if (re && listed.empty())
+    throw UsageError(fmt::format("--filter: '{}' matches none of the {} cells of suite '{}' (ids look like '{}')", filter,
+                                 suite.cells.size(), suite.name, suite.cells.empty() ? "" : suite.cells.front().cell.id()));
   fmt::print("{}", out);
 }
 

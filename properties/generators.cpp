@@ -21,6 +21,7 @@ const std::vector<int> kHeadSizes{32, 64, 80, 96, 112, 128, 192, 256, 512};
 /// often than the rest of 1..16.
 const std::vector<int> kFavouredRatios{1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
 const std::vector<DType> kDTypes{DType::bf16, DType::f16, DType::f32};
+const std::vector<DType> kFp8DTypes{DType::fp8_e4m3fn, DType::fp8_e5m2, DType::fp8_e4m3fnuz};
 /// Every distribution but overflow, which only the opt-in overflow property draws (docs/PROPERTIES.md, Domains).
 const std::vector<Dist> kDists{Dist::normal, Dist::uniform, Dist::peaked, Dist::extreme};
 /// Every poison value of poison_table() but `none`, in its order (NaN first, where shrinking goes), so a new
@@ -200,6 +201,8 @@ CaseSpace full_space() {
   sp.layouts = {Layout::nhd, Layout::hnd, Layout::vllm};
   sp.aiter_layout = true;
   sp.dists = kDists;
+  sp.fp8_dtypes = kFp8DTypes;
+  sp.per_head_scales = sp.per_slot_scales = true;
   return sp;
 }
 
@@ -289,6 +292,18 @@ CaseSpace probe_space(const KernelPtr& k) {
     Case c = *base;
     c.query_lens = {3};
     sp.query_lens = ok(c);
+  }
+  for (DType t : all.fp8_dtypes) {
+    Case c = *base;
+    c.kv_dtype = t;
+    if (c.out_dtype == DType::f32 || c.q_dtype == DType::f32) c.q_dtype = c.out_dtype = DType::bf16;
+    if (!ok(c)) continue;
+    sp.fp8_dtypes.push_back(t);
+    Case h = c, s = c;
+    h.k_scale.range = h.v_scale.range = std::pair{0.5f, 2.0f};
+    s.k_scale.slot = s.v_scale.slot = std::pair{0.5f, 2.0f};
+    sp.per_head_scales = sp.per_head_scales || ok(h);
+    sp.per_slot_scales = sp.per_slot_scales || ok(s);
   }
   // GPU kernels are fast; the CPU oracle and generation then bound the cost, so allow more work.
   sp.max_work = k->device() == PACHECK_DEVICE_CPU ? all.max_work : 4 * all.max_work;
@@ -414,6 +429,18 @@ Gen<Case> gen_case(const CaseSpace& sp) {
         });
       });
     });
+  // Seed 002 / issue 18 item 5: fp8 caches and their scale forms, per-slot tables among them. From size 10,
+  // one case in 8 (draw 7: shrinks away) when the space has fp8 encodings.
+  if (!sp.fp8_dtypes.empty())
+    g = gen::mapcat(std::move(g), [sp](Case c) {
+      return gen::withSize([sp, c](int size) {
+        return gen::map(gen::tuple(gen_uniform(0, 8), pick(sp.fp8_dtypes), gen_uniform(0, 4)),
+                        [sp, c, size](const std::tuple<int, DType, int>& t) {
+                          if (size < 10 || std::get<0>(t) != 7) return c;
+                          return with_fp8(sp, c, std::get<1>(t), std::get<2>(t));
+                        });
+      });
+    });
   if (sp.query_lens)
     g = gen::mapcat(std::move(g), [sp](Case c) {
       return gen::withSize([sp, c](int size) { return gen_query_lens(c, size, work_budget(sp, size)); });
@@ -454,6 +481,38 @@ Gen<Case> gen_query_lens(Case c, int size, std::int64_t budget) {
   });
 }
 
+Case with_fp8(const CaseSpace& sp, const Case& c, DType kv, int form) {
+  Case f = c;
+  f.kv_dtype = kv;
+  // Precision order f32 > f16 > bf16: an output finer than the query becomes the query's dtype.
+  auto rank = [](DType t) { return t == DType::f32 ? 2 : t == DType::f16 ? 1 : 0; };
+  if (rank(f.out_dtype) > rank(f.q_dtype)) f.out_dtype = f.q_dtype;
+  if (form == 3 && (!sp.per_slot_scales || c.high_block_ids)) form = 2;
+  if (form == 2 && !sp.per_head_scales) form = 1;
+  switch (form) {
+    case 1:
+      f.k_scale.values = {0.37f};
+      f.v_scale.values = {2.5f};
+      break;
+    case 2:
+      f.k_scale.range = std::pair{0.3f, 3.0f};
+      f.v_scale.range = std::pair{3.0f, 0.3f};
+      break;
+    case 3:
+      f.k_scale.slot = f.v_scale.slot = std::pair{0.25f, 4.0f};
+      break;
+    default:
+      break;
+  }
+  try {
+    f.validate();
+  } catch (const CaseError&) {
+    return c;  // e.g. a head_size the fp8 vllm layout's 16-element vectors do not divide
+  }
+  if (sp.supports && !sp.supports(f).ok) return c;
+  return f;
+}
+
 Gen<FaultSpec> gen_fault() {
   return gen::map(gen::tuple(pick(kPoisons), pick(kTargets), pick(kRegions)),
                   [](const std::tuple<Poison, Target, Region>& t) {
@@ -461,9 +520,24 @@ Gen<FaultSpec> gen_fault() {
                   });
 }
 
+Gen<FaultSpec> gen_fault_for(const Case& c) {
+  if (!is_fp8(c.kv_dtype)) return gen_fault();
+  const bool slots = c.k_scale.per_slot() && c.v_scale.per_slot();
+  const DType kv = c.kv_dtype;
+  return gen::map(gen::pair(gen_fault(), gen_uniform(0, 2)), [slots, kv](const std::pair<FaultSpec, int>& t) {
+    FaultSpec f = t.first;
+    if (slots && t.second == 1) f.region = Region::scales;
+    // The scale tables are fp32 and take every poison; an fp8 encoding without Inf (e4m3fn, e4m3fnuz) gets
+    // its largest finite value instead, the nearest thing to Inf it has (poison_unsupported).
+    if (f.region != Region::scales && !poison_unsupported(f.poison, kv).empty()) f.poison = Poison::max_finite;
+    return f;
+  });
+}
+
 Gen<Cell> gen_cell(const CaseSpace& sp, bool with_fault) {
-  return gen::map(gen::tuple(gen_case(sp), with_fault ? gen_fault() : gen::just(FaultSpec{})),
-                  [](const std::tuple<Case, FaultSpec>& t) { return Cell{std::get<0>(t), std::get<1>(t)}; });
+  return gen::mapcat(gen_case(sp), [with_fault](const Case& c) {
+    return gen::map(with_fault ? gen_fault_for(c) : gen::just(FaultSpec{}), [c](const FaultSpec& f) { return Cell{c, f}; });
+  });
 }
 
 }  // namespace pacheck::prop

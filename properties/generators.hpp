@@ -30,6 +30,12 @@ struct CaseSpace {
   /// block_size is a multiple of 16 an aiter case, from size 10 (docs/PROPERTIES.md, fuzz coverage).
   bool aiter_layout = false;
   std::vector<Dist> dists;
+  /// fp8 cache encodings the kernel takes (probe_space; full_space: all three). gen_case moves one case in 8
+  /// from size 10 to one of them (gen_fp8: its scale form drawn among those below). Empty: no fp8 draw; the
+  /// properties whose transforms do not carry fp8 codes and scales clear it (docs/PROPERTIES.md, Domains).
+  std::vector<DType> fp8_dtypes;
+  bool per_head_scales = false;  ///< the kernel takes per-KV-head fp8 scales (PACHECK_SCALE_FORM_PER_KV_HEAD)
+  bool per_slot_scales = false;  ///< the kernel takes per-slot fp8 scale tables (seed 002, PER_SLOT)
   /// Whether cases may carry several query tokens per sequence (Case::query_lens, issue 19): the kernel
   /// accepts a case with query_len 3 (probe_space), or every kernel (full_space).
   bool query_lens = true;
@@ -79,7 +85,8 @@ rc::Gen<int> gen_scale_choice();
 /// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it;
 /// then the softmax scale (gen_scale_choice: non-default one case in four), high block ids (from size 20,
 /// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.query_lens`, several query tokens
-/// (gen_query_lens: from size 10, one case in 8).
+/// (gen_query_lens: from size 10, one case in 8); before those, from size 10, one case in 8 gets an fp8 cache
+/// when the space has fp8_dtypes (with_fp8, its scale form uniform in 0..3).
 rc::Gen<Case> gen_case(const CaseSpace& space);
 
 /// Query tokens per sequence for `c` (issue 19, speculative decode): from RapidCheck size 10, one case in 8
@@ -89,10 +96,23 @@ rc::Gen<Case> gen_case(const CaseSpace& space);
 /// towards no query tokens, then towards fewer.
 rc::Gen<Case> gen_query_lens(Case c, int size, std::int64_t budget);
 
+/// `c` moved to an fp8 cache of encoding `kv` (seed 002, issue 18 item 5): `form` 0 the default scales (1),
+/// 1 per tensor (k_scale 0.37, v_scale 2.5), 2 per KV head (ks=0.3~3, vs=3~0.3), 3 per slot (ks=vs=slot0.25~4;
+/// per head instead where the space lacks per-slot tables or the pool is placed at high block ids, per tensor
+/// where it lacks per-head ones). An output dtype finer than the query's becomes the query's (designs that
+/// round P.V products of an fp8 cache to the query dtype, cpu.half_products, meet their limit there).
+/// Returns `c` unchanged when the moved case is invalid or `space.supports` declines it.
+Case with_fp8(const CaseSpace& space, const Case& c, DType kv, int form);
+
 /// A fault that writes something: poison value (NaN first), target (V first) and region (tail first).
 rc::Gen<FaultSpec> gen_fault();
 
-/// A cell of gen_case; its fault is gen_fault() when `with_fault`, clean otherwise.
+/// A fault for case `c`: gen_fault(), except that a case with per-slot K and V scale tables poisons their
+/// unwritten entries (region `scales`) half the time (drawn second, so shrinking goes to gen_fault's regions),
+/// and an fp8 cache without Inf codes gets poison `max` for ±Inf outside the (fp32) scale tables.
+rc::Gen<FaultSpec> gen_fault_for(const Case& c);
+
+/// A cell of gen_case; its fault is gen_fault_for(case) when `with_fault`, clean otherwise.
 rc::Gen<Cell> gen_cell(const CaseSpace& space, bool with_fault);
 
 }  // namespace pacheck::prop

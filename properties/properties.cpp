@@ -39,7 +39,9 @@ void classify(const Case& c) {
          // Issue 19: several query tokens per sequence (speculative decode).
          c.max_query_len() > 1 ? "qlen>1" : "qlen=1",
          // Seed 002: AITER's shuffled-V layout (gen_case: 1 in 8 of the cases with block_size % 16 == 0).
-         c.layout == Layout::aiter ? "aiter layout" : "other layout");
+         c.layout == Layout::aiter ? "aiter layout" : "other layout",
+         // Issue 18 item 5: fp8 caches (gen_case: 1 in 8 from size 10), per-slot scale tables among them.
+         is_fp8(c.kv_dtype) ? "fp8 cache" : "no fp8", c.k_scale.per_slot() ? "per-slot scales" : "no per-slot");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -269,6 +271,14 @@ PrePaging slice(const Case& c, const PrePaging& pre, int s) {
   one.q.assign(pre.q.begin() + static_cast<std::ptrdiff_t>(first), pre.q.begin() + static_cast<std::ptrdiff_t>(first + rows * row));
   one.k = {pre.k[s]};
   one.v = {pre.v[s]};
+  // fp8 caches: the codes the pager writes, and per-slot scales, follow their sequence.
+  auto take = [s](const auto& from, auto& to) {
+    if (!from.empty()) to = {from[static_cast<std::size_t>(s)]};
+  };
+  take(pre.k_codes, one.k_codes);
+  take(pre.v_codes, one.v_codes);
+  take(pre.k_slot_scales, one.k_slot_scales);
+  take(pre.v_slot_scales, one.v_slot_scales);
   return one;
 }
 
@@ -356,6 +366,11 @@ void batch(Property self, const KernelUnderTest& t) {
       pre_rev.q.insert(pre_rev.q.end(), one.q.begin(), one.q.end());
       pre_rev.k.push_back(one.k[0]);
       pre_rev.v.push_back(one.v[0]);
+      for (auto [from, to] : {std::pair{&one.k_codes, &pre_rev.k_codes}, std::pair{&one.v_codes, &pre_rev.v_codes}})
+        if (!from->empty()) to->push_back((*from)[0]);
+      for (auto [from, to] : {std::pair{&one.k_slot_scales, &pre_rev.k_slot_scales},
+                              std::pair{&one.v_slot_scales, &pre_rev.v_slot_scales}})
+        if (!from->empty()) to->push_back((*from)[0]);
     }
     const RawRun rr = run_checked(self, t, cell, paged(rev, std::move(pre_rev)), "reversed batch");
     for (int s = 0; s < b.num_seqs(); ++s) check(rr, rev, b.num_seqs() - 1 - s, s, "in the reversed batch");
@@ -367,6 +382,7 @@ void batch(Property self, const KernelUnderTest& t) {
 void gqa_expansion(Property self, const KernelUnderTest& t) {
   // Ratio 1 is its own expansion; draw from the GQA ratios only (unless the kernel runs MHA alone).
   CaseSpace sp = t.space;
+  sp.fp8_dtypes.clear();  // the MHA copy would need each KV head's fp8 codes and scales copied too (Domains)
   std::vector<int> gqa;
   for (int r : sp.gqa_ratios)
     if (r > 1) gqa.push_back(r);
@@ -472,7 +488,10 @@ bool scales_exactly(const PrePaging& pre, int e, DType t) {
 }
 
 void scaling(Property self, const KernelUnderTest& t) {
-  const Cell cell = *gen_cell(t.space, false);
+  // No fp8 cache: V x 2^e would have to move into v_scale, which scale-folding checks for k_scale (Domains).
+  CaseSpace sp = t.space;
+  sp.fp8_dtypes.clear();
+  const Cell cell = *gen_cell(sp, false);
   classify(cell.c);
   const Case& c = cell.c;
   const int magnitude = *gen_uniform(1, 17);
@@ -622,6 +641,7 @@ void scale_folding(Property self, const KernelUnderTest& t) {
   // case, and the smaller cases keep this property's share of CI time small (multi-partition lengths remain).
   CaseSpace sp = t.space;
   sp.max_work /= 4;
+  sp.fp8_dtypes.clear();  // its own fp8 move below folds through k_scale
   Case c = *gen_case(sp);
   // The generators draw no fp8 cache: one case in three is moved to one (when the kernel takes it), with the
   // default, a per-tensor or a per-KV-head k_scale, so the fold through k_scale is checked too.
@@ -645,7 +665,6 @@ void scale_folding(Property self, const KernelUnderTest& t) {
   const FoldInto into = *gen_uniform(0, 2) == 0 ? FoldInto::k : FoldInto::q;
   const Cell cell{c, {}};
   classify(c);
-  if (is_fp8(c.kv_dtype)) RC_TAG("fp8 cache");
   if (into == FoldInto::q) RC_TAG("folded into Q");
   guarded(self, t, cell, [&] {
     const PrePaging pre = generate(c);
@@ -679,7 +698,9 @@ void scale_folding(Property self, const KernelUnderTest& t) {
 /// that sum p x V unnormalised in fp32 overflow (fault-classes.md section 9 allows them; opt-in). A kernel
 /// whose output is NaN/Inf where the oracle is finite fails with the verdict `overflow`.
 void overflow(Property self, const KernelUnderTest& t) {
-  Cell cell = *gen_cell(t.space, false);
+  CaseSpace sp = t.space;
+  sp.fp8_dtypes.clear();  // dist=overflow's V is at the 16/32-bit output dtype's limit (Domains)
+  Cell cell = *gen_cell(sp, false);
   cell.c.dist = Dist::overflow;
   RC_PRE(t.kernel->supports(cell.c).ok);
   classify(cell.c);

@@ -204,6 +204,13 @@ TEST(Generators, CoverTheEdges) {
     ++seen[std::string("layout=") + std::string(layout_name(c.layout))];
     ++seen[std::string("kv=") + std::string(dtype_name(c.kv_dtype))];
     if (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype) ++seen["mixed dtypes"];
+    // Issue 18 item 5: fp8 caches and each scale form (with_fp8).
+    if (is_fp8(c.kv_dtype)) {
+      ++seen["fp8"];
+      ++seen[c.k_scale.per_slot() ? "fp8 per slot" : c.k_scale.per_head() ? "fp8 per head" : c.k_scale.is_default() ? "fp8 scale 1" : "fp8 per tensor"];
+      EXPECT_EQ(c.k_scale.per_slot(), c.v_scale.per_slot()) << c.id();
+      if (c.k_scale.per_slot()) EXPECT_EQ(c.high_block_ids, 0) << c.id();
+    }
     if (c.padding_target >= 0) ++seen["padding into the pool"];
     if (c.scale) {
       ++seen["scale set"];
@@ -232,7 +239,8 @@ TEST(Generators, CoverTheEdges) {
                           "multiple +-1", "partition edge", "long", "scale 1/d", "scale qpas 168", "scale qpas 144",
                           "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128",
                           "block ids>2^31", "block ids>2^32", "qlen>1", "qlen one for all", "qlen per sequence",
-                          "qlen 8"})
+                          "qlen 8", "kv=fp8_e4m3fn", "kv=fp8_e5m2", "kv=fp8_e4m3fnuz", "fp8 per slot", "fp8 per head",
+                          "fp8 scale 1", "fp8 per tensor"})
     EXPECT_GT(seen[key], 0) << key;
   // gen_big_batch: one case in 8 from size 30 (70 of 101 sizes: about 8.7% of the draws, 260 expected).
   EXPECT_GT(seen["batch>=5"], n / 20);
@@ -246,6 +254,11 @@ TEST(Generators, CoverTheEdges) {
   // The aiter layout: one draw in 8 from size 10 of the cases whose block_size is a multiple of 16 (a few
   // percent in all), never with another block size.
   EXPECT_LT(seen["layout=aiter"], n / 8);
+  // with_fp8: one case in 8 from size 10 (about 11%), less where a head_size the fp8 vllm layout does not
+  // divide keeps the drawn dtype; a quarter of them per slot (high block ids fall back to per head).
+  EXPECT_GT(seen["fp8"], n / 16);
+  EXPECT_LT(seen["fp8"], n * 3 / 20);
+  EXPECT_GT(seen["fp8 per slot"], seen["fp8"] / 8);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);
@@ -263,7 +276,12 @@ TEST(Generators, FaultsDrawEveryPoisonTargetAndRegion) {
   const auto gen = gen_cell(full_space(), true);
   std::set<std::string> seen;
   for (int i = 0; i < 2000; ++i) {
-    const FaultSpec f = gen(rc::Random(5000 + i), i % 101).value().fault;
+    const Cell cell = gen(rc::Random(5000 + i), i % 101).value();
+    const FaultSpec& f = cell.fault;
+    // Every drawn fault can be written into its case: the region exists (scales: per-slot tables), and an fp8
+    // cache without Inf codes gets no ±Inf poison outside the fp32 scale tables.
+    EXPECT_EQ(fault_case_problem(f, cell.c), "") << cell.id();
+    if (f.region != Region::scales) EXPECT_EQ(poison_unsupported(f.poison, cell.c.kv_dtype), "") << cell.id();
     seen.insert("poison " + std::string(poison_name(f.poison)));
     seen.insert("target " + std::string(target_name(f.target)));
     seen.insert("region " + std::string(region_name(f.region)));
@@ -272,8 +290,7 @@ TEST(Generators, FaultsDrawEveryPoisonTargetAndRegion) {
     EXPECT_EQ(seen.count("poison " + std::string(p.name)), p.value == Poison::none ? 0u : 1u) << p.name;
   for (const TargetInfo& t : target_table()) EXPECT_TRUE(seen.count("target " + std::string(t.name))) << t.name;
   // `window` poisons keys outside a sliding window; the generators draw no window (issue 19), so none.
-  // `scales` poisons per-slot fp8 scale entries; the generators draw no per-slot scales (seed 002), so none.
+  // `scales` poisons per-slot fp8 scale entries: drawn for half the cases with per-slot tables (gen_fault_for).
   for (const RegionInfo& r : region_table())
-    EXPECT_EQ(seen.count("region " + std::string(r.name)), r.value == Region::window || r.value == Region::scales ? 0u : 1u)
-        << r.name;
+    EXPECT_EQ(seen.count("region " + std::string(r.name)), r.value == Region::window ? 0u : 1u) << r.name;
 }

@@ -40,7 +40,7 @@ std::vector<Hold> holds() {
                                          [&](const Unreached& u) { return u.kernel == k->name(); });
     if (unreachable) continue;
     for (const PropertyInfo& p : property_table())
-      if (!p.opt_in && !caught(k->name(), p.name)) out.push_back({k->name(), std::string(p.name), 0});
+      if (!p.opt_in && !caught(k->name(), p.name)) out.push_back({k->name(), std::string(p.name), control_hold_cases(k->name())});
   }
   for (const Hold& h : planted_holds()) out.push_back(h);
   for (const Hold& h : opt_in_holds()) out.push_back(h);

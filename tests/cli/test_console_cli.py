@@ -292,6 +292,9 @@ def scenario_list_cells(args, tmp):
     check("only for `pacheck list cells`" in p.stdout, p.stdout[-500:])
     run(args, "list", "cells", "--suite", "no-such-suite", expect=2)
     run(args, "list", "cells", "--kernel", "no.such.kernel", expect=2)
+    # A filter that matches nothing is a usage error, as for `run`, not an empty list with exit 0.
+    p = run(args, "list", "cells", "--suite", "tail-poison", "--filter", "NO-SUCH-CELL", expect=2)
+    check("--filter: 'NO-SUCH-CELL' matches none" in p.stdout, p.stdout[-500:])
 
 
 JUDGE = ["--tolerance", "calibrated", "--oracle-precision", "f64"]
