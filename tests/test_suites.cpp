@@ -80,6 +80,11 @@ TEST(SuiteErrors, NameFileLineAndField) {
                 .find("cells.faults: 'V:nan@scales': region 'scales' poisons the per-slot V scale table"),
             std::string::npos)
       << error_of(std::string(kGood) + "faults = [\"V:nan@scales\"]\n");
+  // +Inf fits the fp32 scale tables of an e4m3fn cache (region scales), not the cache itself (region tail).
+  const std::string slot_e4m3 = std::string(kGood) + "dtypes = \"q=bf16,kv=fp8_e4m3fn,o=bf16\"\nk_scale_slot = [0.25, 4]\n" +
+                                "v_scale_slot = [0.25, 4]\n";
+  EXPECT_EQ(error_of(slot_e4m3 + "faults = [\"K+V:+inf@scales\"]\n"), "no error");
+  EXPECT_NE(error_of(slot_e4m3 + "faults = [\"V:+inf@tail\"]\n").find("has no Inf code"), std::string::npos);
   EXPECT_EQ(error_of(R"(name = "x"
 [[cells]]
 heads = "8/3"
