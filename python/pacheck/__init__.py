@@ -11,7 +11,7 @@ by cell through pacheck's own pipeline, with no files between the cell and the k
         r = pacheck.run_cell("gate", k, cell.id)     # verdict, metrics, detail, repro line
         assert not r.failed, r.message()
 
-A Kernel is registered with libpacheck_cells as an ABI-v2 kernel (include/pacheck/kernel_abi.h) whose run()
+A Kernel is registered with libpacheck_cells as an ABI-v3 kernel (include/pacheck/kernel_abi.h) whose run()
 is a ctypes callback. run_cell then does exactly what `pacheck run` does for the cell (exec/'s pipeline:
 the oracle from the pre-paging tensors, the paged cache, the fault injected, the output NaN-filled between
 guard regions, the input checksums, the clean twin, the judge) and calls the kernel in this process, on this

@@ -1,4 +1,4 @@
-"""ctypes view of pacheck's C interfaces: the kernel ABI (include/pacheck/kernel_abi.h, version 2) and the
+"""ctypes view of pacheck's C interfaces: the kernel ABI (include/pacheck/kernel_abi.h, version 3) and the
 cells C API (include/pacheck/cells_c.h), and the loading of libpacheck_cells.
 
 No compiled extension: the structs are laid out here with ctypes and checked against the library's own
