@@ -74,19 +74,15 @@ void add_export_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     if (s.cells == 0) {
-      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids + s.skipped_per_slot;
+      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids;
       if (left_out == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
       throw UsageError(fmt::format("export: none of the {} selected cells of suite {} can be written as case files "
                                    "({} pinned to another layout or not valid in it, {} of an untagged dtype, {} with high "
-                                   "block ids, {} with per-slot scales): run them with `pacheck run` or the Python module",
-                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids,
-                                   s.skipped_per_slot));
+                                   "block ids): run them with `pacheck run` or the Python module",
+                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids));
     }
     std::string skipped;
     if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout or not valid in it", s.skipped_layout);
-    if (s.skipped_per_slot)
-      skipped += fmt::format(", left out {} cells with per-slot fp8 scales (not in the case-file format)",
-                             s.skipped_per_slot);
     if (s.skipped_dtype) skipped += fmt::format(", skipped {} cells of a dtype safetensors cannot tag", s.skipped_dtype);
     if (s.skipped_high_ids)
       skipped += fmt::format(", left out {} cells with high block ids (their pools of 2^31 elements and more are "

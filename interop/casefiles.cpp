@@ -65,6 +65,7 @@ struct Sizes {
   std::size_t query, key_cache, value_cache, block_tables, seq_lens, out;
   std::size_t k_scales, v_scales;  ///< [num_kv_heads] fp32 per-head scales, 0 bytes when absent
   std::size_t alibi, sinks;        ///< [num_heads] fp32 ALiBi slopes / sink logits, 0 bytes when absent
+  std::size_t k_slot, v_slot;      ///< [num_blocks, num_kv_heads, block_size] fp32 per-slot tables, 0 when absent
 };
 /// Rows of `query` and `out` in a call: num_query_tokens with several query tokens per sequence (version 2's
 /// query_start_loc), else one per sequence.
@@ -84,6 +85,7 @@ Sizes sizes_of(const pacheck_kernel_args& a) {
   const auto T = query_rows(a);
   const auto S = static_cast<std::size_t>(a.num_seqs), H = static_cast<std::size_t>(a.num_heads),
              D = static_cast<std::size_t>(a.head_size), N = static_cast<std::size_t>(a.num_blocks);
+  const std::size_t table = N * static_cast<std::size_t>(a.num_kv_heads) * static_cast<std::size_t>(a.block_size) * 4;
   const std::size_t kv = dtype_size(static_cast<DType>(a.kv_dtype));
   // The pager's pools are contiguous: dimension 0 (the block) strides over one whole block.
   return {T * H * D * dtype_size(static_cast<DType>(a.q_dtype)),
@@ -95,7 +97,9 @@ Sizes sizes_of(const pacheck_kernel_args& a) {
           a.k_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0,
           a.v_scales_per_head ? static_cast<std::size_t>(a.num_kv_heads) * 4 : 0,
           a.alibi_slopes ? H * 4 : 0,
-          a.sinks ? H * 4 : 0};
+          a.sinks ? H * 4 : 0,
+          a.k_scales_per_slot ? table : 0,
+          a.v_scales_per_slot ? table : 0};
 }
 
 /// One input buffer of a call, in host memory.
@@ -104,8 +108,9 @@ struct Bytes {
   std::size_t n;
 };
 
-/// SHA-256 of the inputs of one call, in ABI order. Per-head scales, ALiBi slopes and sinks take part only
-/// when present, so a case without them hashes exactly its five tensors.
+/// SHA-256 of the inputs of one call, in ABI order. Per-head scales, ALiBi slopes, sinks and the per-slot
+/// scale tables take part only when present, so a case without them hashes exactly its five tensors (and
+/// every case of an older export hashes as it did).
 std::string hash_inputs(const std::vector<Bytes>& parts) {
   Sha256 h;
   for (const auto& b : parts)
@@ -158,6 +163,9 @@ class CaptureKernel final : public Kernel {
     v_scales = a.v_scales_per_head ? grab(a.v_scales_per_head, n.v_scales) : std::vector<std::uint8_t>{};
     alibi = a.alibi_slopes ? grab(a.alibi_slopes, n.alibi) : std::vector<std::uint8_t>{};
     sinks = a.sinks ? grab(a.sinks, n.sinks) : std::vector<std::uint8_t>{};
+    // Per-slot scale tables as the kernel gets them: a `scales` fault's poison is in their unwritten entries.
+    k_slot = a.k_scales_per_slot ? grab(a.k_scales_per_slot, n.k_slot) : std::vector<std::uint8_t>{};
+    v_slot = a.v_scales_per_slot ? grab(a.v_scales_per_slot, n.v_slot) : std::vector<std::uint8_t>{};
     out = grab(a.out, n.out);  // the fill pattern, left untouched: that is what a runner should start from
     query_lens = query_lens_of(a);
     // The call's pointers are valid during the call only: keep a copy of query_start_loc for geometry_of.
@@ -166,10 +174,13 @@ class CaptureKernel final : public Kernel {
       args.query_start_loc_host = query_start_loc.data();
     }
     args.query_start_loc = nullptr;
+    // Kept only as "present" marks for geometry_of (the scale forms): the tables' bytes are in k_slot / v_slot.
+    if (a.k_scales_per_slot) args.k_scales_per_slot = reinterpret_cast<const float*>(k_slot.data());
+    if (a.v_scales_per_slot) args.v_scales_per_slot = reinterpret_cast<const float*>(v_slot.data());
   }
   mutable pacheck_kernel_args args{};
   mutable std::vector<std::uint8_t> query, key_cache, value_cache, block_tables, seq_lens, k_scales, v_scales, alibi,
-      sinks, out;
+      sinks, k_slot, v_slot, out;
   mutable std::vector<std::int32_t> query_lens;  ///< [num_seqs], 1 each for plain decode
   mutable std::vector<std::int32_t> query_start_loc;  ///< [num_seqs + 1] with several query tokens, else empty
   std::string sha() const {
@@ -181,7 +192,9 @@ class CaptureKernel final : public Kernel {
                         {k_scales.data(), k_scales.size()},
                         {v_scales.data(), v_scales.size()},
                         {alibi.data(), alibi.size()},
-                        {sinks.data(), sinks.size()}});
+                        {sinks.data(), sinks.size()},
+                        {k_slot.data(), k_slot.size()},
+                        {v_slot.data(), v_slot.size()}});
   }
 };
 
@@ -209,6 +222,21 @@ constexpr const char* kShapeFields[] = {"num_seqs",   "num_heads", "num_kv_heads
 /// version-1 file has neither and means 0), and query_lens ([num_seqs] I32, format_version 3; an older file
 /// has none and means 1 per sequence).
 constexpr const char* kVariantFields[] = {"sliding_window", "logits_soft_cap", "query_lens"};
+/// How each fp8 cache's scale is given (format_version 4; include/pacheck/kernel_abi.h's pacheck_scale_form):
+/// "none" (not fp8), "per_tensor" (the scalar k_scale / v_scale), "per_kv_head" (k_scales_per_head /
+/// v_scales_per_head) or "per_slot" (k_scales_per_slot / v_scales_per_slot). A version-4 entry and its
+/// file's __metadata__ state them; for older files they follow from the tensors present and the kv dtype.
+constexpr const char* kScaleFormFields[] = {"k_scale_form", "v_scale_form"};
+
+/// The name of a scale form as kScaleFormFields spell it (the Python module's CaseInfo uses the same names).
+std::string scale_form_name(bool fp8, bool per_slot, bool per_head) {
+  if (!fp8) return "none";
+  return per_slot ? "per_slot" : per_head ? "per_kv_head" : "per_tensor";
+}
+/// The scale form of one cache of case `c` (`s`: its k_scale or v_scale).
+std::string scale_form_name(const Case& c, const KvScale& s) {
+  return scale_form_name(is_fp8(c.kv_dtype), s.per_slot(), s.per_head());
+}
 
 /// A scale as a geometry holds it: fp32's shortest round-trip text, and "nan" for every NaN (the per-head
 /// case's scalars), so that equal calls compare equal.
@@ -218,7 +246,8 @@ std::string scalar_text(float v) { return std::isnan(v) ? std::string("nan") : f
 /// num_heads, num_kv_heads, head_size, block_size, num_blocks, max_blocks_per_seq, layout, x, q/kv/out
 /// dtype, strides in elements of query, key_cache, value_cache, block_tables and out), the
 /// kScalarFields (as scalar_text) and the kVariantFields (sliding_window as an int, logits_soft_cap as
-/// scalar_text; a window of 128 and none over the same bytes are two calls). Two calls with equal geometries and equal inputs_sha256 are the same
+/// scalar_text; a window of 128 and none over the same bytes are two calls) and the kScaleFormFields (from
+/// which scale pointers the call has: per-slot tables, per-head arrays, or neither). Two calls with equal geometries and equal inputs_sha256 are the same
 /// call to any kernel, so they may share a case file and its output; h16/8 d256 and h32/16 d128 at the
 /// same lengths and seed have byte-identical inputs and differ only here.
 json geometry_of(const pacheck_kernel_args& a) {
@@ -248,6 +277,10 @@ json geometry_of(const pacheck_kernel_args& a) {
   g["logits_soft_cap"] = scalar_text(a.logits_soft_cap);
   g["query_lens"] = query_lens_of(a);
   static_assert(std::size(kVariantFields) == 3);
+  const bool fp8 = is_fp8(static_cast<DType>(a.kv_dtype));
+  g["k_scale_form"] = scale_form_name(fp8, a.k_scales_per_slot != nullptr, a.k_scales_per_head != nullptr);
+  g["v_scale_form"] = scale_form_name(fp8, a.v_scales_per_slot != nullptr, a.v_scales_per_head != nullptr);
+  static_assert(std::size(kScaleFormFields) == 2);
   return g;
 }
 
@@ -273,22 +306,29 @@ pacheck_kernel_args call_of(const Case& c) {
   const std::vector<float> alibi = c.alibi_slopes.resolve(c.num_heads), sinks = c.sinks.resolve(c.num_heads);
   if (c.max_query_len() > 1)
     for (int s = 0; s <= c.num_seqs(); ++s) pool.query_start_loc.push_back(c.query_start(s));
+  // Per-slot scales (fp8 only, as the pager): make_args sets the scalar to NaN when the cache has a table.
+  // One entry stands for the table: make_args reads no more than whether it is there.
+  if (is_fp8(c.kv_dtype) && c.k_scale.per_slot()) pool.k_slot_scales.assign(1, 1.0f);
+  if (is_fp8(c.kv_dtype) && c.v_scale.per_slot()) pool.v_slot_scales.assign(1, 1.0f);
   pacheck_kernel_args a = make_args(c, pool, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                     pool.k_scales.data(), pool.v_scales.data(), alibi.data(), sinks.data(),
-                                    pool.query_start_loc.data());
+                                    pool.query_start_loc.data(), pool.k_slot_scales.data(), pool.v_slot_scales.data());
   a.k_scales_per_head = a.v_scales_per_head = nullptr;  // the pointers into `pool` die with it
   a.alibi_slopes = a.sinks = nullptr;
   a.query_start_loc = a.query_start_loc_host = nullptr;
+  a.k_scales_per_slot = a.v_scales_per_slot = nullptr;
   return a;
 }
 
-/// The geometry of the call a cell of case `c` makes: geometry_of(call_of(c)) with the case's query_lens
-/// (call_of's query_start_loc died with its pool).
+/// The geometry of the call a cell of case `c` makes: geometry_of(call_of(c)) with the case's query_lens and
+/// scale forms (call_of's query_start_loc and scale pointers died with its pool).
 json expected_geometry(const Case& c) {
   json g = geometry_of(call_of(c));
   std::vector<std::int32_t> q;
   for (int s = 0; s < c.num_seqs(); ++s) q.push_back(c.query_len(s));
   g["query_lens"] = q;
+  g["k_scale_form"] = scale_form_name(c, c.k_scale);  // call_of's scale pointers died with its pool too
+  g["v_scale_form"] = scale_form_name(c, c.v_scale);
   return g;
 }
 
@@ -301,6 +341,7 @@ std::optional<FieldDiff> first_difference(const json& a, const json& b) {
   std::vector<std::string> order(std::begin(kShapeFields), std::end(kShapeFields));
   order.insert(order.end(), std::begin(kScalarFields), std::end(kScalarFields));
   order.insert(order.end(), std::begin(kVariantFields), std::end(kVariantFields));
+  order.insert(order.end(), std::begin(kScaleFormFields), std::end(kScaleFormFields));
   for (const auto& k : order) {
     const json& va = a.at(k);
     const json& vb = b.at(k);
@@ -326,7 +367,8 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
   SafetensorsFile st;
   st.metadata = {{"format", kFormat},     {"pacheck", pacheck_version()}, {"case", c.id()},
                  {"fault", f.id()},       {"layout", std::string(layout_name(c.layout))},
-                 {"inputs_sha256", sha},  {"kv_dtype", std::string(dtype_name(c.kv_dtype))}};
+                 {"inputs_sha256", sha},  {"kv_dtype", std::string(dtype_name(c.kv_dtype))},
+                 {"k_scale_form", scale_form_name(c, c.k_scale)}, {"v_scale_form", scale_form_name(c, c.v_scale)}};
   st.add("query", st_of(c.q_dtype), {T, H, D}, cap.query.data());
   st.add("key_cache", kv_st_of(c.kv_dtype), key_shape(a, x), cap.key_cache.data());
   st.add("value_cache", kv_st_of(c.kv_dtype), value_shape(a), cap.value_cache.data());
@@ -351,6 +393,11 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
   for (std::int32_t q : cap.query_lens) qsl.push_back(qsl.back() + q);
   st.add("query_lens", StDType::I32, {S}, cap.query_lens.data());
   st.add("query_start_loc", StDType::I32, {S + 1}, qsl.data());
+  // Per-slot fp8 scale tables (format_version 4), present only for a per_slot scale form: the bytes the
+  // kernel got, a `scales` fault's poison in the unwritten slots' entries included.
+  const std::vector<std::int64_t> table{a.num_blocks, a.num_kv_heads, a.block_size};
+  if (!cap.k_slot.empty()) st.add("k_scales_per_slot", StDType::F32, table, cap.k_slot.data());
+  if (!cap.v_slot.empty()) st.add("v_scales_per_slot", StDType::F32, table, cap.v_slot.data());
   write_safetensors((fs::path(dir) / file).string(), st);
 
   json shapes = json::object();
@@ -385,16 +432,16 @@ std::string inputs_sha256(const pacheck_kernel_args& a) {
                       {a.k_scales_per_head, n.k_scales},
                       {a.v_scales_per_head, n.v_scales},
                       {a.alibi_slopes, n.alibi},
-                      {a.sinks, n.sinks}});
+                      {a.sinks, n.sinks},
+                      {a.k_scales_per_slot, n.k_slot},
+                      {a.v_scales_per_slot, n.v_slot}});
 }
 
 std::vector<LeftOut> left_out_kinds(const ExportSummary& sum) {
   return {{"layout", sum.skipped_layout, "pinned to a layout other than the export's --kernel-layout, or not valid in it"},
           {"dtype", sum.skipped_dtype, "a query or output dtype safetensors has no tag for"},
           {"high_block_ids", sum.skipped_high_ids,
-           "high block ids (hiblk=): their pools of 2^31 elements and more are not written to case files"},
-          {"per_slot_scales", sum.skipped_per_slot,
-           "per-slot fp8 scale tables (ks=/vs=slot): not in the case-file format yet"}};
+           "high block ids (hiblk=): their pools of 2^31 elements and more are not written to case files"}};
 }
 
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt) {
@@ -424,11 +471,6 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
     // cells are left out and counted too (run them in-process or through a plugin).
     if (cell.c.high_block_ids != 0) {
       ++sum.skipped_high_ids;
-      continue;
-    }
-    // Per-slot fp8 scale tables (seed 002) are not in the case-file format yet: left out and counted.
-    if (is_fp8(cell.c.kv_dtype) && (cell.c.k_scale.per_slot() || cell.c.v_scale.per_slot())) {
-      ++sum.skipped_per_slot;
       continue;
     }
     if (!st_tag(cell.c.q_dtype) || !kv_tag(cell.c.kv_dtype) || !st_tag(cell.c.out_dtype)) {
@@ -692,7 +734,10 @@ class ReplayKernel final : public Kernel {
 /// The geometry of files[i] as a runner reads it: the entry's kShapeFields, the file's F32 scalars
 /// scale, k_scale and v_scale, and (format_version 2) its variant scalars sliding_window (I32, >= 0) and
 /// logits_soft_cap (F32, finite, >= 0; 0 = none), which must equal the entry's fields of the same names.
-/// A version-1 file has no variant scalars: both are 0. Throws CaseFilesError naming `where` and a missing
+/// A version-1 file has no variant scalars: both are 0. The kScaleFormFields: the entry's (format_version 4,
+/// equal to the file's __metadata__ keys of the same names when it has them), or for an older file the form
+/// its tensors give (per_kv_head with k_scales_per_head / v_scales_per_head, else per_tensor for an fp8
+/// kv_dtype, else none). Throws CaseFilesError naming `where` and a missing
 /// or bad field, SafetensorsError for a scalar tensor that is missing or not a scalar of its type.
 json geometry_of(const json& entry, const SafetensorsFile& in, const std::string& where, int format_version,
                  const std::vector<std::int32_t>& query_lens) {
@@ -731,7 +776,52 @@ json geometry_of(const json& entry, const SafetensorsFile& in, const std::string
   g["sliding_window"] = window;
   g["logits_soft_cap"] = scalar_text(cap);
   g["query_lens"] = query_lens;
+  // Scale forms: a version-4 entry states them (and the file's __metadata__, when it has the key, must say
+  // the same); an older file's follow from its per-head tensors and its kv dtype (it has no per-slot tables).
+  const std::string kv = manifest_field<std::string>(entry, "kv_dtype", where);
+  bool fp8 = false;
+  try {
+    fp8 = is_fp8(parse_dtype(kv));
+  } catch (const std::invalid_argument&) {
+    // An unknown kv_dtype name is reported by the field comparison against the case (first_difference).
+  }
+  for (const char* k : kScaleFormFields) {
+    const char which = k[0];  // 'k' or 'v'
+    const std::string derived =
+        scale_form_name(fp8, false, in.find(which == 'k' ? "k_scales_per_head" : "v_scales_per_head") != nullptr);
+    const std::string form = format_version >= 4 ? manifest_field<std::string>(entry, k, where) : derived;
+    if (auto it = in.metadata.find(k); it != in.metadata.end() && it->second != form)
+      throw CaseFilesError(fmt::format("{}: metadata {} '{}' but field '{}' of {} is '{}'", in.path, k, it->second, k,
+                                       where, form));
+    g[k] = form;
+  }
   return g;
+}
+
+/// Checks the per-slot scale table `name` (k_scales_per_slot or v_scales_per_slot) of case file `in` against
+/// case `c` (whose call is `call`) before its bytes are hashed: present exactly when the case has per-slot
+/// scales for that cache (an fp8 case with ks=/vs=slotLO~HI) and the export is of format_version 4 or later,
+/// F32 [num_blocks, num_kv_heads, block_size]. Its values are not checked here: the unwritten slots' entries
+/// hold whatever poison the cell's fault put there, and inputs_sha256 holds every entry to the export.
+/// Throws CaseFilesError (missing, unexpected, too old a format) or SafetensorsError (dtype, shape) naming
+/// the file and the tensor.
+void check_slot_table(const SafetensorsFile& in, const char* name, const Case& c, const pacheck_kernel_args& call,
+                      int format_version) {
+  const bool k = name[0] == 'k';
+  const bool want = is_fp8(c.kv_dtype) && (k ? c.k_scale : c.v_scale).per_slot();
+  const StTensor* t = in.find(name);
+  if (t && format_version < 4)
+    throw CaseFilesError(fmt::format("{}: tensor '{}' in a format_version {} export (per-slot scale tables came with "
+                                     "format_version 4)", in.path, name, format_version));
+  if (!t && !want) return;
+  if (!t)
+    throw CaseFilesError(fmt::format("{}: tensor '{}' missing: its case '{}' has per-slot {} scales ({}) and its "
+                                     "kernel reads a [num_blocks, num_kv_heads, block_size] F32 table",
+                                     in.path, name, c.id(), k ? "K" : "V", (k ? c.k_scale : c.v_scale).text()));
+  if (!want)
+    throw CaseFilesError(fmt::format("{}: tensor '{}': its case '{}' has no per-slot {} scales", in.path, name, c.id(),
+                                     k ? "K" : "V"));
+  in.expect(name, StDType::F32, {call.num_blocks, call.num_kv_heads, call.block_size});
 }
 
 /// The query tokens of each sequence of case file `in` (its "where" in the manifest: `where`, its entry:
@@ -867,13 +957,20 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
     if (m.format_version < 3 && c.max_query_len() > 1)
       throw CaseFilesError(fmt::format("{}: case '{}' has several query tokens per sequence (query_lens), which a "
                                        "format_version {} export cannot carry", where, case_id, m.format_version));
+    if (m.format_version < 4 && is_fp8(c.kv_dtype) && (c.k_scale.per_slot() || c.v_scale.per_slot()))
+      throw CaseFilesError(fmt::format("{}: case '{}' has per-slot fp8 scale tables, which a format_version {} export "
+                                       "cannot carry", where, case_id, m.format_version));
     in.expect("seq_lens", StDType::I32, {S});
     const std::vector<std::int32_t> query_lens = read_query_lens(in, e, where, S, m.format_version);
     std::int64_t T = 0;  // rows of query and out: num_query_tokens
     for (std::int32_t q : query_lens) T += q;
     check_head_tensor(in, "alibi_slopes", c.alibi_slopes.resolve(c.num_heads), c);
     check_head_tensor(in, "sinks", c.sinks.resolve(c.num_heads), c);
-    for (const char* name : {"k_scales_per_head", "v_scales_per_head", "alibi_slopes", "sinks"}) {
+    const pacheck_kernel_args call = call_of(c);
+    check_slot_table(in, "k_scales_per_slot", c, call, m.format_version);
+    check_slot_table(in, "v_scales_per_slot", c, call, m.format_version);
+    for (const char* name : {"k_scales_per_head", "v_scales_per_head", "alibi_slopes", "sinks", "k_scales_per_slot",
+                             "v_scales_per_slot"}) {
       const StTensor* t = in.find(name);
       parts.push_back(t ? Bytes{t->data.data(), t->data.size()} : Bytes{nullptr, 0});
     }
@@ -896,7 +993,6 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
       throw CaseFilesError(fmt::format("{}: inputs changed since export (SHA-256 {} , manifest says {})", in.path, got, sha));
     // The entry's fields are what a runner reads the bytes with: they must be the call the file's case makes.
     const json geometry = geometry_of(e, in, where, m.format_version, query_lens);
-    const pacheck_kernel_args call = call_of(c);
     if (const auto d = first_difference(geometry, expected_geometry(c)))
       throw CaseFilesError(fmt::format("{}: file '{}': field '{}' is {} but its case '{}' gives a kernel {}", where,
                                        file, d->field, d->a, case_id, d->b));

@@ -9,7 +9,7 @@
 //  the repro line score prints for a failing one).
 //
 // `export_cases` writes into DIR:
-//   manifest.json  {"format": "pacheck-cases", "format_version": 3, "pacheck", "abi_version", "suite",
+//   manifest.json  {"format": "pacheck-cases", "format_version": 4, "pacheck", "abi_version", "suite",
 //                   "kernel_layout", "left_out": [...], "files": [...], "cells": [...]}
 //     left_out[k]: selected cells of one kind no case file can carry, {"kind" ("layout", "dtype",
 //               "high_block_ids"), "cells" (how many), "reason"}; kinds with no cell are not listed. `pacheck
@@ -19,7 +19,9 @@
 //               id), "fault" (fault id), "layout", "x", shape fields (num_seqs, num_heads, num_kv_heads,
 //               head_size, block_size, num_blocks, max_blocks_per_seq), "q_dtype", "kv_dtype",
 //               "kv_tensor_dtype" (the safetensors tag of key_cache / value_cache: F32, F16, BF16, F8_E4M3,
-//               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale",
+//               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale", "k_scale_form"
+//               and "v_scale_form" (format_version 4: how each cache's fp8 scale is given, "none" for a cache
+//               that is not fp8, "per_tensor", "per_kv_head" or "per_slot"),
 //               "sliding_window" (int, 0 = none), "logits_soft_cap" (number, 0 = none), "query_lens" ([num_seqs]
 //               ints, 1 each for plain decode), "num_query_tokens" (their sum: the rows of query and out),
 //               "shapes" and "strides" (elements) of query,
@@ -46,7 +48,17 @@
 //       and sees keys j <= p only (causal among the new tokens; the window and ALiBi use that p). They are
 //       part of a call's geometry (not of inputs_sha256; the query bytes are).
 //     scale, k_scale, v_scale: F32 scalars (shape []); k_scale / v_scale are NaN when the case has
-//       per-KV-head scales, which then come as k_scales_per_head / v_scales_per_head [num_kv_heads] F32
+//       per-KV-head scales, which then come as k_scales_per_head / v_scales_per_head [num_kv_heads] F32, or
+//       per-slot scale tables (format_version 4; seed 002, AMD AITER's asm decode), which then come as
+//       k_scales_per_slot / v_scales_per_slot [num_blocks, num_kv_heads, block_size] F32, row-major and
+//       indexed by the PHYSICAL block (a block_tables entry), the KV head and the slot: token p of sequence
+//       s is worth decode(code) * table[block_tables[s, p / block_size], g, p % block_size]
+//       (include/pacheck/kernel_abi.h, PACHECK_SCALE_FORM_PER_SLOT). Written slots hold their token's scale;
+//       every other entry holds 1, or the cell's poison where its fault poisons the table (region `scales`:
+//       NaN, Inf or garbage in the entries of every unwritten slot, the caches left clean), exactly as the
+//       kernel got them: a kernel must keep them out of the output as it keeps the unwritten slots' codes
+//       out. Each table is present only for a per_slot cache; a K and a V table may differ in form (k_scale
+//       0.5 with vs=slot: a per_tensor K and a per_slot V).
 //     sliding_window: I32 scalar, logits_soft_cap: F32 scalar, both always present (0 = none); alibi_slopes
 //       and sinks: [num_heads] F32, present only when the case has them (a plugin kernel gets NULL
 //       otherwise). Their meaning and the order they apply in: include/pacheck/kernel_abi.h, "Attention
@@ -54,10 +66,12 @@
 //     fp8 caches are tagged F8_E4M3 (e4m3fn) / F8_E5M2; fp8 e4m3fnuz, which has no safetensors tag, is
 //     stored as U8 (the raw codes). Every file's __metadata__ holds "kv_dtype" (pacheck's name: f32, f16,
 //     bf16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2), which a reader must use to decode U8 caches; the other
-//     metadata keys are "format", "pacheck", "case", "fault", "layout" and "inputs_sha256".
+//     metadata keys are "format", "pacheck", "case", "fault", "layout", "inputs_sha256" and (format_version 4)
+//     "k_scale_form" / "v_scale_form", the same words as the manifest entry's fields.
 //   Cells share one file (and so one output) only when they make the same call: every field a kernel
 //   reads besides the buffers (num_seqs, num_heads, num_kv_heads, head_size, block_size, num_blocks,
-//   max_blocks_per_seq, layout, x, q/kv/out dtype, the strides, scale, k_scale, v_scale) equal, and the
+//   max_blocks_per_seq, layout, x, q/kv/out dtype, the strides, scale, k_scale, v_scale, the variants,
+//   query_lens and the scale forms) equal, and the
 //   input bytes (inputs_sha256) equal: e.g. a zero poison, or a tail poison of an aligned length, which
 //   writes no slot. Equal bytes alone are not enough: h16/8 d256 and h32/16 d128 at the same lengths and
 //   seed have byte-identical inputs and get a file each (exports before this rule shared one between them
@@ -68,9 +82,15 @@
 //   several query tokens per sequence (query_lens, query_start_loc, num_query_tokens; query and out with
 //   num_query_tokens rows) and left_out; version 2 left qlen= cells out. The bump is needed: a version-2
 //   reader that ignored query_lens would take query row s for sequence s's decode token and silently compute
-//   attention at the wrong positions. This pacheck reads 1 to 3 (older directories score as before, one query
-//   token per sequence); a pacheck or examples/python/runner.py that reads only up to 2 refuses a version-3
-//   manifest by its format_version, exit 2.
+//   attention at the wrong positions. Version 4 added the per-slot scale tables (k_scales_per_slot,
+//   v_scales_per_slot), the scale forms (the entry's k_scale_form / v_scale_form, the same metadata keys), and
+//   the tables in inputs_sha256; version 3 left per-slot cells out (its left_out kind "per_slot_scales").
+//   The bump is needed: a version-3 reader would find a NaN k_scale / v_scale and no per-head array, and
+//   either compute NaN outputs, reported as the kernel's failures, or (a pacheck of version 3) refuse the
+//   files as "inputs changed since export"; the version lets it refuse the export for what it is. This
+//   pacheck reads 1 to 4 (older directories score as before: their scale forms follow from the tensors
+//   present); a pacheck or examples/python/runner.py that reads only up to 3 refuses a version-4 manifest by
+//   its format_version, exit 2.
 //
 // A foreign runner writes, for each files[i], OUTPUTS/<same file name> holding one tensor "out" of
 // files[i].output's dtype and shape, or, for a call it cannot take, OUTPUTS/<same file name>.declined
@@ -121,7 +141,6 @@ struct ExportSummary {
   int cells = 0;           ///< suite cells exported
   int files = 0;           ///< case files written: one per distinct call (geometry and input bytes)
   int baselines = 0;       ///< clean variants written only as invariance baselines
-  int skipped_per_slot = 0;  ///< cells with per-slot fp8 scales (not in the case-file format)
   int skipped_layout = 0;  ///< cells pinned to a layout other than kernel_layout, or native cells invalid in it
                            ///< (the aiter layout needs block_size % 16 == 0)
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
@@ -177,12 +196,19 @@ struct ScoreOptions {
 /// prefix sums and equal the entry's query_lens / num_query_tokens and the case's; anything else is a
 /// CaseFilesError (SafetensorsError for a missing tensor) naming the file and the tensor or field; a case
 /// with several query tokens in a version 1 or 2 manifest is one too. `suite_name` receives the exported
-/// suite's name, `left_out` the manifest's left_out entries (empty before format_version 3).
+/// suite's name, `left_out` the manifest's left_out entries (empty before format_version 3). Per-slot scale
+/// tables (format_version 4): k_scales_per_slot / v_scales_per_slot must be present exactly when the case has
+/// per-slot scales for that cache, F32 [num_blocks, num_kv_heads, block_size] (their values, poison included,
+/// are held to the export by inputs_sha256), and the entry's k_scale_form / v_scale_form (and the file's
+/// metadata keys of those names) must be the case's forms; a missing, unexpected or misshapen table, a form
+/// that is not the case's, a table in an older export, or a per-slot case in a manifest older than 4 is a
+/// CaseFilesError or SafetensorsError naming the file and the tensor or field (the CLI: exit 2).
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
                        std::string* suite_name = nullptr, std::vector<LeftOut>* left_out = nullptr);
 
 /// SHA-256 over the input bytes of one call in the order query, key_cache, value_cache, block_tables,
-/// seq_lens, then k_scales_per_head and v_scales_per_head when present (the sizes follow from the shapes
+/// seq_lens, then k_scales_per_head, v_scales_per_head, alibi_slopes, sinks, k_scales_per_slot and
+/// v_scales_per_slot, each when present (the sizes follow from the shapes
 /// in `a`; pointers are host pointers). With the call's geometry (every other field of `a`), the key that
 /// ties an output file to the call pacheck regenerates when scoring: bytes alone do not identify a call.
 std::string inputs_sha256(const pacheck_kernel_args& a);

@@ -40,8 +40,11 @@ T manifest_field(const nlohmann::json& entry, const char* key, const std::string
 /// export holds no variant cell and reads as one whose variant fields are all none. Version 3 added several
 /// query tokens per sequence (query_lens, query_start_loc; query and out [num_query_tokens, ...]) and
 /// "left_out"; a version-1 or -2 export holds no such cell and reads as one query token per sequence.
+/// Version 4 added the per-slot fp8 scale tables (k_scales_per_slot, v_scales_per_slot) and the scale forms
+/// (files[i].k_scale_form / v_scale_form); an older export holds no per-slot cell, and its forms follow from
+/// the per-head tensors present.
 inline constexpr const char* kManifestFormat = "pacheck-cases";
-inline constexpr int kManifestFormatVersion = 3;
+inline constexpr int kManifestFormatVersion = 4;
 inline constexpr int kManifestOldestFormatVersion = 1;
 
 /// One files[i] entry: a set of kernel inputs in the case directory.
@@ -72,7 +75,7 @@ struct LeftOut {
 
 /// manifest.json as read.
 struct Manifest {
-  int format_version = kManifestFormatVersion;  ///< as written: 1 to 3
+  int format_version = kManifestFormatVersion;  ///< as written: 1 to 4
   std::string suite;                ///< the exported suite's name
   std::vector<LeftOut> left_out;    ///< "left_out" (format_version 3; empty for older manifests)
   std::vector<ManifestFile> files;  ///< in file order

@@ -210,10 +210,12 @@ json manifest(const fs::path& cases) {
 }
 
 /// A foreign runner: builds pacheck_kernel_args from a case file and its manifest entry only, runs
-/// cpu.reference on it, lets `plant` tamper with the output bytes, and writes the output file.
+/// `kernel` (cpu.reference unless named) on it, lets `plant` tamper with the output bytes, and writes the
+/// output file.
 void run_foreign(const fs::path& cases, const fs::path& outputs,
-                 const std::function<void(const json& entry, std::vector<std::uint8_t>& out)>& plant = {}) {
-  const KernelPtr k = Registry::global().find("cpu.reference");
+                 const std::function<void(const json& entry, std::vector<std::uint8_t>& out)>& plant = {},
+                 const std::string& kernel = "cpu.reference") {
+  const KernelPtr k = Registry::global().find(kernel);
   fs::create_directories(outputs);
   const json m = manifest(cases);  // a named copy: ranging over a temporary's member would dangle
   for (const auto& e : m["files"]) {
@@ -256,6 +258,9 @@ void run_foreign(const fs::path& cases, const fs::path& outputs,
     a.v_scale = scalar("v_scale");
     if (const StTensor* t = in.find("k_scales_per_head")) a.k_scales_per_head = reinterpret_cast<const float*>(t->data.data());
     if (const StTensor* t = in.find("v_scales_per_head")) a.v_scales_per_head = reinterpret_cast<const float*>(t->data.data());
+    // Per-slot scale tables (format_version 4), as the file holds them.
+    if (const StTensor* t = in.find("k_scales_per_slot")) a.k_scales_per_slot = reinterpret_cast<const float*>(t->data.data());
+    if (const StTensor* t = in.find("v_scales_per_slot")) a.v_scales_per_slot = reinterpret_cast<const float*>(t->data.data());
     // Attention variants (format_version 2): the scalars always, the per-head tensors when present.
     std::memcpy(&a.sliding_window, in.find("sliding_window")->data.data(), 4);
     a.logits_soft_cap = scalar("logits_soft_cap");
@@ -401,7 +406,7 @@ TEST(CaseFilesVariants, ExportCarriesThemAndScoreJudgesThemAsRun) {
   const fs::path cases = fresh_dir("variants");
   const ExportSummary sum = export_cases(variants_suite(), cases.string(), {});
   const json m = manifest(cases);
-  EXPECT_EQ(m["format_version"], 3);
+  EXPECT_EQ(m["format_version"], 4);
   int window_cells = 0;
   for (const auto& c : m["cells"]) window_cells += c["case"].get<std::string>().find("win=") != std::string::npos;
   EXPECT_GT(window_cells, 0);
@@ -566,7 +571,7 @@ TEST(CaseFilesQueryLen, ExportCarriesThemAndScoreJudgesEveryRowAsRun) {
   const ExportSummary sum = export_cases(qlen_suite(), cases.string(), {});
   EXPECT_EQ(sum.cells, 10);
   const json m = manifest(cases);
-  EXPECT_EQ(m["format_version"], 3);
+  EXPECT_EQ(m["format_version"], 4);
   EXPECT_TRUE(m["left_out"].empty()) << m["left_out"].dump();
   int qlen_files = 0;
   for (const auto& e : m["files"]) {
@@ -991,13 +996,13 @@ TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
   // behaviour under UBSan).
   for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
            {R"({"format": 1})", "manifest.json: not a pacheck case manifest (format is not \"pacheck-cases\")"},
-           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 3; a newer export needs a newer pacheck)"},
-           {R"({"format": "pacheck-cases", "format_version": 4})", "manifest.json: format_version 4 (this pacheck reads 1 to 3; a newer export needs a newer pacheck)"},
+           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 4; a newer export needs a newer pacheck)"},
+           {R"({"format": "pacheck-cases", "format_version": 5})", "manifest.json: format_version 5 (this pacheck reads 1 to 4; a newer export needs a newer pacheck)"},
            {R"({"format": "pacheck-cases", "format_version": "1"})", "manifest.json: field 'format_version': must be a number, not \"1\""},
            // Fresh-user audit: a missing field was nlohmann's "[json.exception.out_of_range.403] key ... not
            // found", and format_version 0 said a newer export needs a newer pacheck.
            {R"({"format": "pacheck-cases"})", "manifest.json: field 'format_version' is missing"},
-           {R"({"format": "pacheck-cases", "format_version": 0})", "manifest.json: format_version 0 (this pacheck reads 1 to 3; no export writes it)"},
+           {R"({"format": "pacheck-cases", "format_version": 0})", "manifest.json: format_version 0 (this pacheck reads 1 to 4; no export writes it)"},
            {R"({"format": "pacheck-cases", "format_version": 3})", "manifest.json: field 'files' is missing"}}) {
     const fs::path d = copy_cases("bad_format");
     std::ofstream(d / "manifest.json") << text;
@@ -1370,6 +1375,223 @@ TEST(CaseFilesKey, ScoreRefusesAFileClaimedByCellsOfAnotherCall) {
   EXPECT_NE(what2.find("files[0]: file '" + e["files"][0]["file"].get<std::string>() + "': field 'num_blocks'"),
             std::string::npos)
       << what2;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Per-slot fp8 scale tables (format_version 4; issue 18 item 5, seed 002)
+
+/// Per-slot K and V tables in the aiter layout at 16- and 32-token blocks, e4m3fn and e4m3fnuz, a straddling
+/// and an aligned batch, poison in the unwritten slots' entries (region `scales`) and in the caches' tails;
+/// and a per-tensor K scale beside a per-slot V table in the vllm layout.
+Suite per_slot_suite() {
+  return parse_suite(R"(
+name = "slot-casefiles"
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = [16, 32]
+dtypes = ["q=bf16,kv=fp8_e4m3fn,o=bf16", "q=bf16,kv=fp8_e4m3fnuz,o=bf16"]
+seq_lens = [[37, 20], [64]]
+layouts = ["aiter"]
+faults = ["clean", "V:nan@scales", "K:nan@scales", "K+V:nan@scales", "V:1e4@scales", "K+V:nan@tail"]
+k_scale_slot = [0.5, 2.0]
+v_scale_slot = [0.25, 4.0]
+[[cells]]
+heads = "8/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+seq_lens = [[37, 20]]
+layouts = ["vllm"]
+faults = ["clean", "V:nan@scales"]
+k_scale = 0.5
+v_scale_slot = [0.25, 4.0]
+)",
+                     "slot-casefiles.toml");
+}
+
+/// The F32 values of tensor `name` of `f`.
+std::vector<float> f32_values(const SafetensorsFile& f, const char* name) {
+  const StTensor* t = f.find(name);
+  std::vector<float> v(t ? t->data.size() / 4 : 0);
+  if (t) std::memcpy(v.data(), t->data.data(), t->data.size());
+  return v;
+}
+
+// Export writes the per-slot tables of every cell (nothing is left out any more), each file's tables the
+// bytes its kernel got: the pager's per-token scales in the written slots, the cell's poison in every other
+// entry of a `scales` fault's table (1 in a clean table); the scale forms in the file's metadata and the
+// manifest entry. A runner built from the files alone gets run's verdicts; one that applies the V scales
+// across the whole final block (cpu.slot_scale_unmasked) fails exactly the cells that control must fail.
+TEST(CaseFilesPerSlot, ExportCarriesTheTablesAsInjectedAndScoreJudgesThemAsRun) {
+  const Suite suite = per_slot_suite();
+  const fs::path cases = fresh_dir("slot");
+  const ExportSummary sum = export_cases(suite, cases.string(), {});
+  EXPECT_EQ(sum.cells, 50);
+  const json m = manifest(cases);
+  EXPECT_EQ(m["format_version"], 4);
+  EXPECT_TRUE(m["left_out"].empty()) << m["left_out"].dump();
+  int poisoned_tables = 0;
+  for (const auto& e : m["files"]) {
+    const std::string where = e["file"].get<std::string>() + " (" + e["case"].get<std::string>() + " " +
+                              e["fault"].get<std::string>() + ")";
+    const Case c = parse_case_id(e["case"].get<std::string>());
+    const FaultSpec fault = parse_fault(e["fault"].get<std::string>());
+    const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
+    const int N = e["num_blocks"], G = e["num_kv_heads"], B = e["block_size"];
+    // The written slots, from the file's block_tables and seq_lens.
+    std::vector<bool> written(static_cast<std::size_t>(N) * B, false);
+    const StTensor* bt = f.find("block_tables");
+    const std::int64_t cols = bt->shape[1];
+    for (int s = 0; s < c.num_seqs(); ++s)
+      for (int t = 0; t < c.seq_lens[s]; ++t) {
+        std::int32_t block;
+        std::memcpy(&block, bt->data.data() + 4 * (s * cols + t / B), 4);
+        written[static_cast<std::size_t>(block) * B + t % B] = true;
+      }
+    for (const bool k : {true, false}) {
+      const char* name = k ? "k_scales_per_slot" : "v_scales_per_slot";
+      const char* form_key = k ? "k_scale_form" : "v_scale_form";
+      const bool per_slot = (k ? c.k_scale : c.v_scale).per_slot();
+      const std::string form = per_slot ? "per_slot" : "per_tensor";
+      EXPECT_EQ(e[form_key], form) << where;
+      EXPECT_EQ(f.metadata.at(form_key), form) << where;
+      ASSERT_EQ(f.find(name) != nullptr, per_slot) << where << " " << name;
+      if (!per_slot) continue;
+      EXPECT_EQ(f.find(name)->dtype, StDType::F32);
+      EXPECT_EQ(f.find(name)->shape, (std::vector<std::int64_t>{N, G, B})) << where;
+      EXPECT_EQ(e["shapes"][name], json({N, G, B})) << where;
+      const float lo = k ? 0.5f : 0.25f, hi = k ? 2.0f : 4.0f;
+      const bool poisoned = fault.region == Region::scales && (k ? fault.target != Target::v : fault.target != Target::k);
+      poisoned_tables += poisoned;
+      std::uint32_t bits = poison_bits(fault.poison, DType::f32);
+      float poison;
+      std::memcpy(&poison, &bits, 4);
+      const std::vector<float> v = f32_values(f, name);
+      for (int b = 0; b < N; ++b)
+        for (int g = 0; g < G; ++g)
+          for (int slot = 0; slot < B; ++slot) {
+            const float x = v[(static_cast<std::size_t>(b) * G + g) * B + slot];
+            if (written[static_cast<std::size_t>(b) * B + slot]) {
+              ASSERT_TRUE(x >= lo && x <= hi) << where << " " << name << " block " << b << " slot " << slot << ": " << x;
+            } else if (poisoned) {
+              ASSERT_TRUE(std::isnan(poison) ? std::isnan(x) : x == poison)
+                  << where << " " << name << " unwritten block " << b << " slot " << slot << ": " << x;
+            } else {
+              ASSERT_EQ(x, 1.0f) << where << " " << name << " unwritten block " << b << " slot " << slot;
+            }
+          }
+    }
+    float scalar;  // a per-slot table replaces the scalar, which is NaN so a runner reading it fails loudly
+    std::memcpy(&scalar, f.find("v_scale")->data.data(), 4);
+    EXPECT_TRUE(std::isnan(scalar)) << where;
+  }
+  EXPECT_GT(poisoned_tables, 0);
+
+  const fs::path outs = fresh_dir("slot_ref");
+  run_foreign(cases, outs);
+  expect_score_equals_run(cases, outs, suite);
+
+  // Planted: the V scales of the final block applied to every slot after masking (0 x NaN).
+  const fs::path bad = fresh_dir("slot_unmasked");
+  run_foreign(cases, bad, {}, "cpu.slot_scale_unmasked");
+  ScoreOptions so;
+  so.run.threads = 2;
+  const RunSummary planted = score_cases(cases.string(), bad.string(), so);
+  const auto must_fail = *Registry::global().find("cpu.slot_scale_unmasked")->expected_failures();
+  int failed = 0;
+  for (const auto& r : planted.results) {
+    const bool want = must_fail(parse_cell_id(r.cell_id));
+    EXPECT_EQ(counts_as_failure(planted, r), want) << r.cell_id << ": " << verdict_name(r.verdict) << " " << r.detail;
+    failed += want;
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_EQ(planted.exit_code(), 1);
+}
+
+// A per-slot case file missing a table, with a table of the wrong shape or dtype, one its case does not
+// have, forms that are not its case's, tables in a version-3 export, or an edited entry is refused before
+// anything is scored, naming the file and the tensor or field (the CLI: exit 2, as every case-file error).
+TEST(CaseFilesPerSlot, BadTablesAreInputErrorsNamingFileAndTensor) {
+  const Suite suite = parse_suite(R"(
+name = "slot-bad"
+[[cells]]
+heads = "4/1"
+head_sizes = 64
+block_sizes = 16
+dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+seq_lens = [37]
+faults = ["clean"]
+k_scale = 0.5
+v_scale_slot = [0.25, 4.0]
+)",
+                                  "slot-bad.toml");
+  const fs::path cases = fresh_dir("slot_bad");
+  export_cases(suite, cases.string(), {});
+  const std::string first = manifest(cases)["files"][0]["file"];
+  const fs::path outs = fresh_dir("slot_bad_outs");
+  run_foreign(cases, outs);
+  ASSERT_EQ(score_cases(cases.string(), outs.string(), {}).exit_code(), 0);
+
+  auto tensor = [](SafetensorsFile& f, const char* name) -> StTensor& {
+    for (auto& t : f.tensors)
+      if (t.name == name) return t;
+    throw std::logic_error(std::string("no tensor ") + name);
+  };
+  auto drop = [](SafetensorsFile& f, const char* name) {
+    f.tensors.erase(std::remove_if(f.tensors.begin(), f.tensors.end(), [&](const StTensor& t) { return t.name == name; }),
+                    f.tensors.end());
+  };
+  struct Bad {
+    std::string name, want;
+    std::function<void(SafetensorsFile&, json&)> edit;
+  };
+  const std::vector<Bad> bad = {
+      {"missing", "tensor 'v_scales_per_slot' missing: its case", [&](SafetensorsFile& f, json&) { drop(f, "v_scales_per_slot"); }},
+      {"shape", "v_scales_per_slot",
+       [&](SafetensorsFile& f, json&) {
+         StTensor& t = tensor(f, "v_scales_per_slot");
+         t.shape = {t.shape[0], t.shape[1] * t.shape[2]};  // the same bytes, [num_blocks, num_kv_heads x block_size]
+       }},
+      {"dtype", "v_scales_per_slot", [&](SafetensorsFile& f, json&) { tensor(f, "v_scales_per_slot").dtype = StDType::I32; }},
+      {"unexpected", "tensor 'k_scales_per_slot': its case",
+       [&](SafetensorsFile& f, json&) {
+         StTensor t = tensor(f, "v_scales_per_slot");
+         t.name = "k_scales_per_slot";
+         f.tensors.push_back(t);
+       }},
+      {"entry_form", "field 'v_scale_form' is \"per_tensor\" but its case",
+       [](SafetensorsFile& f, json& m) {
+         m["files"][0]["v_scale_form"] = "per_tensor";
+         f.metadata["v_scale_form"] = "per_tensor";
+       }},
+      {"metadata_form", "metadata v_scale_form 'per_kv_head' but field 'v_scale_form'",
+       [](SafetensorsFile& f, json&) { f.metadata["v_scale_form"] = "per_kv_head"; }},
+      {"no_entry_form", "field 'k_scale_form' is missing", [](SafetensorsFile&, json& m) { m["files"][0].erase("k_scale_form"); }},
+      {"entry_changed", "inputs changed since export",
+       [&](SafetensorsFile& f, json&) {
+         StTensor& t = tensor(f, "v_scales_per_slot");
+         const float x = 3.0f;
+         std::memcpy(t.data.data(), &x, 4);
+       }},
+      {"version_3", "has per-slot fp8 scale tables, which a format_version 3 export cannot carry",
+       [](SafetensorsFile&, json& m) { m["format_version"] = 3; }},
+  };
+  for (const auto& b : bad) {
+    const fs::path d = tampered_copy(cases, first, "slot_bad_" + b.name, b.edit);
+    try {
+      score_cases(d.string(), outs.string(), {});
+      ADD_FAILURE() << b.name << ": scored";
+    } catch (const std::runtime_error& e) {  // CaseFilesError or SafetensorsError: both exit 2 in the CLI
+      EXPECT_NE(std::string(e.what()).find(b.want), std::string::npos) << b.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(d.string()), std::string::npos) << b.name << ": " << e.what();
+    }
+    if (b.name == "missing" || b.name == "dtype") {
+      const std::string out = cli_output("score --cases " + d.string() + " --outputs " + outs.string() + " 2>&1; echo exit=$?");
+      EXPECT_NE(out.find("exit=2"), std::string::npos) << b.name << ": " << out;
+      EXPECT_NE(out.find("v_scales_per_slot"), std::string::npos) << b.name << ": " << out;
+    }
+  }
 }
 
 }  // namespace

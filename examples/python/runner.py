@@ -6,7 +6,8 @@
     pacheck score --cases cases --outputs outs         # verdicts, report and exit code, as `pacheck run`
 
 For every entry of manifest.json "files" this reads the case file (safetensors: query, key_cache,
-value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale, the attention variants sliding_window,
+value_cache, block_tables, seq_lens, out, scale, k_scale, v_scale, the fp8 scale arrays k_scales_per_head /
+v_scales_per_head or k_scales_per_slot / v_scales_per_slot, the attention variants sliding_window,
 logits_soft_cap, alibi_slopes, sinks, and query_lens / query_start_loc; interop/casefiles.hpp documents
 shapes, layouts and strides), computes one paged decode-attention step over the PAGED cache -- it follows
 block_tables into the pool exactly as a kernel does, and reads nothing past seq_lens[s] -- and writes
@@ -26,6 +27,15 @@ rows query_start_loc[s] .. query_start_loc[s+1] - 1; its row i is the token at p
 p = seq_lens[s] - query_lens[s] + i (the query tokens are the LAST query_lens[s] tokens of the context, as in
 vLLM) and sees keys j <= p only (causal among the new tokens). Plain decode: query_lens all 1, p = L - 1.
 `--decline-variant query_lens` declines the files with a sequence of several query tokens.
+
+fp8 scales: the code c of a key (value) element of KV head g is worth decode(c) * its scale, the product in
+fp32. The scale is the scalar k_scale (v_scale), or with per-KV-head scales k_scales_per_head[g] (the scalar
+is then NaN), or with per-slot scale tables (format_version 4; seed 002, AMD AITER's asm decode)
+k_scales_per_slot[b, g, slot]: [num_blocks, num_kv_heads, block_size] F32 indexed by the PHYSICAL block b =
+block_tables[s, p // block_size] of token p and its slot p % block_size (the scalar is NaN too). The entries
+of slots no sequence wrote hold whatever pacheck put there (NaN, Inf, garbage: region `scales`), exactly like
+the cache's own unwritten slots: a kernel must not let them reach the output. The file's __metadata__ and the
+manifest entry name each cache's form (k_scale_form / v_scale_form: none, per_tensor, per_kv_head, per_slot).
 
 Attention variants (case-file format_version 2; include/pacheck/kernel_abi.h, "Attention variants", is the
 definition): for query head h of a query row at position p of sequence s (p = seq_lens[s] - 1 for the only
@@ -48,7 +58,10 @@ seq_len, but V multiplied over the whole final block, so 0 * NaN poisons the out
 ignores the sliding window (attends to the whole context); `--bug softcap-ratio` computes the soft cap as
 c * (e^x - e^-x) / (e^x + e^-x) in fp32, as vLLM #56578 did (inf / inf = NaN once |s| > 88.7 c); `--bug
 no-causal` computes every query row of a sequence as its last (no causal mask among several query tokens,
-pacheck's cpu.qlen_no_causal): `pacheck score` must fail exactly the cells those faults change.
+pacheck's cpu.qlen_no_causal); `--bug slot-scale-unmasked` masks the V codes past seq_len but multiplies the
+whole final block by its per-slot V scales before the probabilities do their masking (pacheck's
+cpu.slot_scale_unmasked: 0 x NaN from an unwritten slot's scale entry): `pacheck score` must fail exactly the
+cells those faults change.
 
 Needs Python 3.8+ and NumPy; nothing else (the safetensors format is read and written here directly).
 """
@@ -195,6 +208,31 @@ def kv_scales(t, which, num_kv_heads):
     return np.full(num_kv_heads, float(t[f"{which}_scale"][1]), dtype=np.float32)
 
 
+def slot_table(entry, t, which):
+    """The per-slot scale table of cache `which` ("k" or "v"): float32 [num_blocks, num_kv_heads, block_size]
+    (format_version 4), or None when the case has none. Checked as pacheck checks it: F32 of that shape."""
+    name = f"{which}_scales_per_slot"
+    if name not in t:
+        return None
+    tag, table = t[name]
+    want = (entry["num_blocks"], entry["num_kv_heads"], entry["block_size"])
+    if tag != "F32" or tuple(table.shape) != want:
+        raise CaseFileError(f"tensor '{name}': {tag} {list(table.shape)}, expected F32 {list(want)}")
+    return table
+
+
+def token_scales(entry, t, which, blocks):
+    """Dequantisation scale of every slot of the physical blocks `blocks` (one sequence's, in logical order), as
+    float32 [len(blocks) * block_size, num_kv_heads, 1]: row i is token i of the sequence (slot i % block_size of
+    block blocks[i // block_size]). Per-slot tables give each its own entry; per-head and per-tensor scales
+    repeat over the tokens."""
+    G, B = entry["num_kv_heads"], entry["block_size"]
+    table = slot_table(entry, t, which)
+    if table is not None:  # [nb, G, B] -> [nb, B, G] -> token-major
+        return table[blocks].transpose(0, 2, 1).reshape(len(blocks) * B, G, 1)
+    return np.broadcast_to(kv_scales(t, which, G)[None, :, None], (len(blocks) * B, G, 1))
+
+
 def from_float32(tag, x):
     """Rounds float32 values to the storage of `tag`, round to nearest even (as pacheck and GPUs do)."""
     x = np.asarray(x, dtype=np.float32)
@@ -330,9 +368,6 @@ def decode_attention(entry, t, bug=None):
     T_rows, H, D = q.shape
     S = len(lens)
     G, B = entry["num_kv_heads"], entry["block_size"]
-    # fp8 code c of KV head g means decode(c) * scale_g, the product in fp32 (as pacheck's oracle).
-    k_scale = kv_scales(t, "k", G)[None, :, None]
-    v_scale = kv_scales(t, "v", G)[None, :, None]
     r = H // G
     window, cap, slopes, sinks = variants_of(t, H)
     query_lens = query_lens_of(t, S)
@@ -344,20 +379,27 @@ def decode_attention(entry, t, bug=None):
         # Read whole blocks as a kernel does (the planted v-tail bug multiplies V over all of them).
         K_all = to_float32(k_tag, blocks_as_nbgd(k_pool[blocks], entry["layout"], True)).reshape(nb * B, G, D)
         V_all = to_float32(v_tag, blocks_as_nbgd(v_pool[blocks], entry["layout"], False)).reshape(nb * B, G, D)
+        # fp8 code c of token p, KV head g, means decode(c) * its scale, the product in fp32 (as pacheck's oracle):
+        # [nb * B, G, 1] scales of the sequence's slots (per-slot tables: the entry of p's physical slot).
+        k_scale, v_scale = token_scales(entry, t, "k", blocks), token_scales(entry, t, "v", blocks)
         for i in range(query_lens[s]):
             # Query row i of the sequence sits at position p = seq_len - query_len + i and sees keys 0..p: as a
             # decode row of a context of L = p + 1 tokens (steps 3 and 4 read p = L - 1).
             L = int(lens[s]) if bug == "no-causal" else int(lens[s]) - query_lens[s] + i + 1
             # Step 4's window: keys before `first` take no part (and, as in a kernel, are not read at all).
             first = 0 if bug == "no-window" else window_first(L, window)
-            T = nb * B if bug == "v-tail" else L
+            T = nb * B if bug in ("v-tail", "slot-scale-unmasked") else L
+            V_codes = V_all[first:T]
+            if bug == "slot-scale-unmasked":  # the codes past the row's keys are masked, their scales are not
+                V_codes = np.where((np.arange(first, T) < L)[:, None, None], V_codes, np.float32(0))
             with np.errstate(invalid="ignore", over="ignore"):
-                K, V = (K_all[first:T] * k_scale).astype(np.float64), (V_all[first:T] * v_scale).astype(np.float64)
+                K = (K_all[first:T] * k_scale[first:T]).astype(np.float64)
+                V = (V_codes * v_scale[first:T]).astype(np.float64)
             qg = q[row].reshape(G, r, D).astype(np.float64)
             with np.errstate(invalid="ignore", over="ignore"):
                 logits = np.einsum("grd,tgd->grt", qg, K) * scale                       # step 1
                 logits = variant_logits(logits, np.arange(first, T), L, cap, slopes, bug)  # steps 2, 3
-                if bug == "v-tail":
+                if bug in ("v-tail", "slot-scale-unmasked"):
                     logits[:, :, L - first:] = -np.inf  # the logit mask is right; V's tail is read anyway below
                 p, denom = softmax_rows(logits, sinks, G, r)                             # step 5
                 o = np.einsum("grt,tgd->grd", p, V) / denom
@@ -381,6 +423,9 @@ def decode_attention_torch(entry, t, bug=None):
     q = tensor("query")
     k_pool = torch.from_numpy(to_float32(cache_tag(entry, t["key_cache"][0]), pool_view(t, "key_cache", st["key_cache"])[1].copy())).to(dev)
     v_pool = torch.from_numpy(to_float32(cache_tag(entry, t["value_cache"][0]), pool_view(t, "value_cache", st["value_cache"])[1].copy())).to(dev)
+    # Per-slot scale tables [num_blocks, G, B] (format_version 4), or per-head / per-tensor scales [1, G, 1].
+    k_table, v_table = (None if slot_table(entry, t, w) is None else torch.from_numpy(slot_table(entry, t, w).copy()).to(dev)
+                        for w in ("k", "v"))
     k_scale = torch.from_numpy(kv_scales(t, "k", entry["num_kv_heads"])).to(dev)[None, :, None]
     v_scale = torch.from_numpy(kv_scales(t, "v", entry["num_kv_heads"])).to(dev)[None, :, None]
     tables = torch.from_numpy(t["block_tables"][1].astype(np.int64)).to(dev)
@@ -413,8 +458,14 @@ def decode_attention_torch(entry, t, bug=None):
                 V = V.permute(0, 3, 1, 2)
             else:  # aiter value [nb, G, B/16, D, 16]: slot = group * 16 + lane (as blocks_as_nbgd)
                 V = V.permute(0, 2, 4, 1, 3).reshape(nb, B, G, D)
-        T = nb * B if bug == "v-tail" else L
-        K, V = K.reshape(nb * B, G, D)[first:T] * k_scale, V.reshape(nb * B, G, D)[first:T] * v_scale
+        T = nb * B if bug in ("v-tail", "slot-scale-unmasked") else L
+        # The scale of each slot of the sequence's blocks, [nb * B, G, 1] (as token_scales in NumPy).
+        ks = k_scale if k_table is None else k_table[blocks].permute(0, 2, 1).reshape(nb * B, G, 1)[first:T]
+        vs = v_scale if v_table is None else v_table[blocks].permute(0, 2, 1).reshape(nb * B, G, 1)[first:T]
+        K, V = K.reshape(nb * B, G, D)[first:T], V.reshape(nb * B, G, D)[first:T]
+        if bug == "slot-scale-unmasked":  # codes past the row's keys masked, their scales applied anyway
+            V = torch.where((torch.arange(first, T, device=dev) < L)[:, None, None], V, torch.zeros_like(V))
+        K, V = K * ks, V * vs
         qg = q[row].reshape(G, r, D)
         logits = torch.einsum("grd,tgd->grt", qg, K) * scale                 # step 1
         if cap > 0:                                                           # step 2
@@ -426,7 +477,7 @@ def decode_attention_torch(entry, t, bug=None):
         if slopes is not None:                                                # step 3
             pos = torch.arange(first, T, device=dev, dtype=torch.float32) - (L - 1)
             logits = logits + slopes * pos
-        if bug == "v-tail":
+        if bug in ("v-tail", "slot-scale-unmasked"):
             logits[:, :, L - first:] = float("-inf")
         m = logits.amax(dim=-1, keepdim=True)                                 # step 5
         if sinks is not None:
@@ -451,7 +502,8 @@ def main(argv=None):
     ap.add_argument("--cases", required=True, help="directory written by `pacheck export`")
     ap.add_argument("--outputs", required=True, help="directory to write one output file per case file into")
     ap.add_argument("--backend", choices=["numpy", "torch", "auto"], default="numpy")
-    ap.add_argument("--bug", choices=["none", "v-tail", "no-window", "softcap-ratio", "no-causal"], default="none",
+    ap.add_argument("--bug", choices=["none", "v-tail", "no-window", "softcap-ratio", "no-causal", "slot-scale-unmasked"],
+                    default="none",
                     help="plant a known kernel fault (see the module docstring)")
     ap.add_argument("--decline-kv-dtype", action="append", default=[], metavar="DTYPE",
                     help="decline case files whose kv_dtype is DTYPE (e.g. fp8_e4m3fnuz), as a kernel that cannot "
@@ -475,10 +527,11 @@ def main(argv=None):
 
     with open(os.path.join(args.cases, "manifest.json")) as f:
         manifest = json.load(f)
-    # Version 2 added the attention variants, version 3 several query tokens per sequence; a runner that does
-    # not implement them must refuse the version rather than ignore the new fields (this one reads 1 to 3).
-    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2, 3):
-        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 to 3 "
+    # Version 2 added the attention variants, version 3 several query tokens per sequence, version 4 per-slot fp8
+    # scale tables; a runner that does not implement them must refuse the version rather than ignore the new
+    # fields (this one reads 1 to 4).
+    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2, 3, 4):
+        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 to 4 "
                  f"(format_version {manifest.get('format_version')!r})")
     os.makedirs(args.outputs, exist_ok=True)
     bug = None if args.bug == "none" else args.bug

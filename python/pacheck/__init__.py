@@ -11,7 +11,7 @@ by cell through pacheck's own pipeline, with no files between the cell and the k
         r = pacheck.run_cell("gate", k, cell.id)     # verdict, metrics, detail, repro line
         assert not r.failed, r.message()
 
-A Kernel is registered with libpacheck_cells as an ABI-v2 kernel (include/pacheck/kernel_abi.h) whose run()
+A Kernel is registered with libpacheck_cells as an ABI-v3 kernel (include/pacheck/kernel_abi.h) whose run()
 is a ctypes callback. run_cell then does exactly what `pacheck run` does for the cell (exec/'s pipeline:
 the oracle from the pre-paging tensors, the paged cache, the fault injected, the output NaN-filled between
 guard regions, the input checksums, the clean twin, the judge) and calls the kernel in this process, on this
@@ -31,7 +31,7 @@ import traceback
 from . import _native
 from ._native import PacheckError
 
-__all__ = ["VARIANTS", "Kernel", "Inputs", "Buffer", "CaseInfo", "Decline", "CellInfo", "CellResult", "InstrumentCheck",
+__all__ = ["VARIANTS", "SCALE_FORMS", "Kernel", "Inputs", "Buffer", "CaseInfo", "Decline", "CellInfo", "CellResult", "InstrumentCheck",
            "PacheckError", "cells", "run_cell", "check_instrument", "kernels", "load_plugin", "info"]
 
 _ELEM = {"f32": 4, "f16": 2, "bf16": 2, "fp8_e4m3fn": 1, "fp8_e4m3fnuz": 1, "fp8_e5m2": 1, "i32": 4}
@@ -153,6 +153,13 @@ class CaseInfo:
 # (PACHECK_VARIANT_MULTI_QUERY; Inputs.query_lens / query_start_loc).
 VARIANTS = {"sliding_window": 0x1, "alibi_slopes": 0x2, "logits_soft_cap": 0x4, "sinks": 0x8, "query_lens": 0x10}
 
+# The fp8 scale forms a Kernel can declare (Kernel(scale_forms=...); kernel_abi.h's pacheck_scale_form), each
+# the name CaseInfo.k_scale_form / v_scale_form gives it: "per_tensor" (Inputs.k_scale / v_scale),
+# "per_kv_head" (Inputs.k_scales_per_head / v_scales_per_head), "per_slot" (Inputs.k_scales_per_slot /
+# v_scales_per_slot, seed 002's per-slot tables). pacheck declines an fp8 cell whose form a Kernel does not
+# list, the reason naming k_scale or v_scale and the forms it lists.
+SCALE_FORMS = tuple(_native.SCALE_FORM_VALUES)
+
 
 class Inputs:
     """The arguments of one decode call (kernel_abi.h's pacheck_kernel_args), with every pointer as a Buffer.
@@ -165,7 +172,13 @@ class Inputs:
     [num_blocks, num_kv_heads, block_size/16, head_size, 16]); block_tables [num_seqs,
     max_blocks_per_seq] i32; seq_lens [num_seqs] i32 (seq_lens_host: a host copy as a Python list); out like
     query in out_dtype, NaN-filled: write every element. k_scales_per_head / v_scales_per_head: [num_kv_heads]
-    f32 Buffers for per-head fp8 scales (k_scale / v_scale are then NaN), else None. stream: the CUDA stream
+    f32 Buffers for per-head fp8 scales (k_scale / v_scale are then NaN), else None. k_scales_per_slot /
+    v_scales_per_slot: [num_blocks, num_kv_heads, block_size] f32 Buffers for per-slot fp8 scale tables (seed
+    002, AMD AITER's asm decode; only for a Kernel declaring scale_forms "per_slot"; k_scale / v_scale are then
+    NaN), else None: the scale of key element d of token p of sequence s, KV head g, is the entry
+    [b, g, p % block_size] of the PHYSICAL block b = block_tables[s, p // block_size], and the entries of slots
+    no sequence wrote hold whatever pacheck put there (NaN, Inf, garbage: fault region `scales`), as in the
+    cache's own unwritten slots. stream: the CUDA stream
     (an int, 0 = default) to launch on; torch_stream() gives it as a torch stream.
 
     Attention variants (kernel_abi.h, "Attention variants", gives the formulas and their order: soft cap,
@@ -232,6 +245,11 @@ class Inputs:
                                   if a.k_scales_per_head else None)
         self.v_scales_per_head = (Buffer("v_scales_per_head", a.v_scales_per_head, (G,), (1,), "f32", device)
                                   if a.v_scales_per_head else None)
+        # Per-slot tables (ABI version 3), row-major [num_blocks, num_kv_heads, block_size], pacheck's own memory.
+        self.k_scales_per_slot = (Buffer("k_scales_per_slot", a.k_scales_per_slot, (N, G, B), (G * B, B, 1), "f32",
+                                         device) if a.k_scales_per_slot else None)
+        self.v_scales_per_slot = (Buffer("v_scales_per_slot", a.v_scales_per_slot, (N, G, B), (G * B, B, 1), "f32",
+                                         device) if a.v_scales_per_slot else None)
         self.sliding_window, self.logits_soft_cap = a.sliding_window, a.logits_soft_cap
         self.alibi_slopes = Buffer("alibi_slopes", a.alibi_slopes, (H,), (1,), "f32", device) if a.alibi_slopes else None
         self.sinks = Buffer("sinks", a.sinks, (H,), (1,), "f32", device) if a.sinks else None
@@ -357,7 +375,11 @@ class Kernel:
     "logits_soft_cap", "alibi_slopes", "sinks", and "query_lens" for several query tokens per sequence; a
     list or tuple, default none): pacheck declines every cell that needs another one, the reason naming the
     field and the kernel ("sliding_window 128: ... does not implement a sliding window", "query_len 4:
-    py.mine ... takes one query token per sequence"), as it does for a plugin's descriptor.
+    py.mine ... takes one query token per sequence"), as it does for a plugin's descriptor. scale_forms: the
+    fp8 scale forms run() reads, by the names of SCALE_FORMS (default ("per_tensor", "per_kv_head"); add
+    "per_slot" for Inputs.k_scales_per_slot / v_scales_per_slot): pacheck declines an fp8 cell of another
+    form, the reason naming k_scale or v_scale ("k_scale: per-slot scales; the plugin's scale_forms list
+    per-tensor, per-KV-head").
 
     Every argument is checked here, before anything reaches pacheck: a bad one raises TypeError (wrong type:
     a str or None where a list is expected, a non-int size, a run that is not callable) or ValueError (a
@@ -369,7 +391,8 @@ class Kernel:
                  q_dtypes=("f32", "f16", "bf16"), kv_dtypes=("f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz",
                                                             "fp8_e5m2"),
                  out_dtypes=("f32", "f16", "bf16"), head_sizes=(), block_sizes=(), gqa_ratios=(), tf32=False,
-                 batch_variant=False, description="", repro_label=None, variants=()):
+                 batch_variant=False, description="", repro_label=None, variants=(),
+                 scale_forms=("per_tensor", "per_kv_head")):
         where = f"pacheck.Kernel({name!r})"
         _check_name(where, name)
         if not callable(run):
@@ -392,6 +415,7 @@ class Kernel:
         self.block_sizes = _check_sizes(where, "block_sizes", block_sizes)
         self.gqa_ratios = _check_sizes(where, "gqa_ratios", gqa_ratios)
         self.variants = _check_variants(where, variants)
+        self.scale_forms = _check_names(where, "scale_forms", scale_forms, _native.SCALE_FORM_VALUES)
         self.tf32, self.batch_variant, self.description = tf32, batch_variant, description
         # Without a repro_label no `pacheck repro` line can load this kernel: run_cell's repro is then the
         # Python call (and the pytest plugin prints the test's rerun command).
@@ -440,9 +464,9 @@ class Kernel:
             setattr(d, field, ctypes.cast(arr, ctypes.POINTER(arr._type_)))
             setattr(d, "num_" + field, n)
         d.variants = sum(VARIANTS[v] for v in _check_variants(where, self.variants))
-        # Per-tensor and per-KV-head fp8 scales (PACHECK_SCALE_FORM_BIT 1 and 2): Inputs does not expose the
-        # per-slot tables of ABI version 3 yet, so Python kernels decline per-slot cells naming the scale.
-        d.scale_forms = (1 << 1) | (1 << 2)
+        # PACHECK_SCALE_FORM_BIT of each declared form; never 0, which would mean "every form".
+        d.scale_forms = sum(1 << _native.SCALE_FORM_VALUES[f]
+                            for f in _check_names(where, "scale_forms", self.scale_forms, _native.SCALE_FORM_VALUES))
         # Kept for the life of the process: pacheck calls them until it exits.
         self._run_cb = _native.RUN_FN(self._run_trampoline)
         self._supports_cb = _native.SUPPORTS_FN(self._supports_trampoline) if self.supports else _native.SUPPORTS_FN()

@@ -1,4 +1,4 @@
-"""ctypes view of pacheck's C interfaces: the kernel ABI (include/pacheck/kernel_abi.h, version 2) and the
+"""ctypes view of pacheck's C interfaces: the kernel ABI (include/pacheck/kernel_abi.h, version 3) and the
 cells C API (include/pacheck/cells_c.h), and the loading of libpacheck_cells.
 
 No compiled extension: the structs are laid out here with ctypes and checked against the library's own
@@ -23,7 +23,10 @@ DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 LAYOUTS = {"vllm": 0, "nhd": 1, "hnd": 2, "aiter": 3}
 LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
 DEVICES = {"cpu": DEVICE_CPU, "cuda": DEVICE_CUDA, "hip": DEVICE_HIP}
-SCALE_FORMS = {0: "none", 1: "per_tensor", 2: "per_kv_head"}
+SCALE_FORMS = {0: "none", 1: "per_tensor", 2: "per_kv_head", 3: "per_slot"}
+# The fp8 scale forms a Kernel can declare (Kernel(scale_forms=...)), by name: their pacheck_scale_form values;
+# pacheck_kernel_desc::scale_forms holds PACHECK_SCALE_FORM_BIT(value) = 1 << value of each.
+SCALE_FORM_VALUES = {name: value for value, name in SCALE_FORMS.items() if value != 0}
 
 _i32, _u32, _i64, _f32, _p = ctypes.c_int32, ctypes.c_uint32, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 _enum = ctypes.c_int

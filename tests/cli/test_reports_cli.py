@@ -506,9 +506,10 @@ def scenario_bad_input(args, tmp):
         rejected(want, *tiny, "--seed", seed)
         rejected(want, "export", "--suite", "tail-poison", "--out", os.path.join(tmp, "exp"), "--seed", seed)
     # A selection that exists but that case files cannot carry (high block ids; several query tokens per sequence
-    # are carried since format_version 3) is said to be that, not "no cell was selected".
+    # are carried since format_version 3, per-slot scale tables since 4) is said to be that, not "no cell was
+    # selected".
     rejected("export: none of the 2 selected cells of suite gate can be written as case files (0 pinned to "
-             "another layout or not valid in it, 0 of an untagged dtype, 2 with high block ids, 0 with per-slot scales)",
+             "another layout or not valid in it, 0 of an untagged dtype, 2 with high block ids)",
              "export", "--suite", "gate", "--filter", "hiblk=", "--out", os.path.join(tmp, "exp-hiblk"))
     rejected("export: no cell of suite tail-poison was selected", "export", "--suite", "tail-poison", "--filter",
              "NOTHING", "--out", os.path.join(tmp, "exp-none"))

@@ -11,6 +11,11 @@ instead (runner.py --decline-variant sinks), and three more planted runners must
 softcap-ratio exactly the cells pacheck's own control of that fault, cpu.softcap_ratio, fails in `pacheck
 run` (vLLM #56578: |logit| > 88.7 x cap), --bug no-causal exactly those cpu.qlen_no_causal fails (every
 query row of a sequence computed as its last).
+With --per-slot (the `aiter` suite, case-file format_version 4), the export must hold cells with per-slot fp8
+scale tables (scored as cpu.reference's in step 1, the `scales` poison cells among them), and the planted
+runner --bug slot-scale-unmasked (V codes masked past seq_len, the final block's per-slot V scales applied
+before the probabilities mask it) must fail exactly the cells pacheck's own control of that fault,
+cpu.slot_scale_unmasked, fails in `pacheck run`, and pass every other one.
 Exits 77 (ctest: skipped) with the reason when NumPy is missing.
 """
 import argparse
@@ -77,6 +82,30 @@ def check_planted_variants(a, py, cases, scored):
                      f"{sorted(got - want)[:3]}, missed: {sorted(want - got)[:3]}")
 
 
+def check_planted_per_slot(a, py, cases, scored):
+    """The per-slot cells were exported and scored, and --bug slot-scale-unmasked fails exactly the cells
+    cpu.slot_scale_unmasked fails (score exit 1)."""
+    per_slot = [c for c in scored if " ks=slot" in f" {c}" or " vs=slot" in f" {c}"]
+    scales = [c for c in per_slot if c.endswith("@scales")]
+    print(f"{len(per_slot)} cells with per-slot scale tables ({len(scales)} with poison in their entries) scored as "
+          "cpu.reference's")
+    if not scales:
+        sys.exit("FAILED: no cell with poison in a per-slot scale table was exported")
+    ctrl = os.path.join(a.work, "slot_scale_unmasked.json")
+    run([a.pacheck, "run", "--suite", a.suite, "--kernel", "cpu.slot_scale_unmasked", "--only-failures", "--json", ctrl], 0)
+    want = failing(ctrl)
+    outs = os.path.join(a.work, "outputs-slot-scale-unmasked")
+    report = os.path.join(a.work, "score-slot-scale-unmasked.json")
+    run([py, a.runner, "--cases", cases, "--outputs", outs, "--bug", "slot-scale-unmasked"], 0)
+    run([a.pacheck, "score", "--cases", cases, "--outputs", outs, "--only-failures", "--json", report], 1)
+    got = failing(report)
+    print(f"--bug slot-scale-unmasked: {len(got)} cells failed, {len(want)} expected (all @scales: "
+          f"{all(c.endswith('@scales') for c in got)})")
+    if not want or got != want:
+        sys.exit(f"FAILED: --bug slot-scale-unmasked failed {len(got)} cells, expected {len(want)}; unexpected: "
+                 f"{sorted(got - want)[:3]}, missed: {sorted(want - got)[:3]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pacheck", required=True)
@@ -84,6 +113,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--suite", default="gate")
     ap.add_argument("--variants", action="store_true", help="the attention-variant checks (use with --suite variants)")
+    ap.add_argument("--per-slot", action="store_true", help="the per-slot scale-table checks (use with --suite aiter)")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
@@ -113,6 +143,8 @@ def main():
         if not variant_cells or not qlen_cells:
             sys.exit("FAILED: no cell with an attention variant (or none with several query tokens) was exported")
         check_planted_variants(a, py, cases, scored)
+    if a.per_slot:
+        check_planted_per_slot(a, py, cases, scored)
 
     # The decline channel: a runner that cannot take fp8_e4m3fnuz (or, with --variants, sinks) declines those
     # files; score reports their cells as declined with the runner's reason, every other verdict unchanged,
