@@ -153,9 +153,9 @@ std::span<const GpuKernelRow> gpu_kernel_rows() {
      .layouts = {Layout::vllm, Layout::aiter}, .fp8_kv = true, .per_slot = true, .supports = paged_v1_support,
      .launch = paged_attention<0, false>, .expected_failure = poisons_v_tail_or_window, .variants = kPagedV1Variants},
     {.name = "gpu.slot_scale_unmasked",
-     .description = "negative control: gpu.paged_v1 that zeroes the straddling V vector's codes past seq_len, then "
-                    "multiplies every slot by its per-slot V scale entry (seed 002, AITER's tables): a NaN/Inf entry "
-                    "of an unwritten slot reaches P.V as 0 * NaN",
+     .description = "negative control: gpu.paged_v1 that zeroes the straddling V vector's codes past seq_len but "
+                    "applies every slot's per-slot V scale entry (seed 002, AITER's tables), masked or not: a NaN/Inf "
+                    "entry of an unwritten slot reaches P.V as 0 * NaN",
      .layouts = {Layout::vllm, Layout::aiter}, .fp8_kv = true, .per_slot = true, .supports = paged_v1_support,
      .launch = paged_attention<0, true, false, true>, .expected_failure = poisons_v_slot_scale_tail,
      .variants = kPagedV1Variants},

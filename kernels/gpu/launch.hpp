@@ -41,8 +41,8 @@ inline constexpr int kPagedV2PartitionSize = 512;
 ///  - half_products: with a 16-bit q/out dtype, each probability and each p x v product is rounded to that
 ///    dtype before the fp32 sum (vLLM's half2 dot()); f32 runs as without it.
 ///  - scale_unmasked (v1 with zero_v_tail only) builds gpu.slot_scale_unmasked: the straddling V vector's
-///    codes are zeroed past seq_len, then every lane is multiplied by its slot's per-slot V scale entry, so
-///    a NaN/Inf entry of an unwritten slot reaches P.V as 0 x NaN. Without per-slot tables it is gpu.paged_v1.
+///    codes are zeroed past seq_len, but every lane's per-slot V scale entry is folded into its p, so a
+///    NaN/Inf entry of an unwritten slot reaches P.V as 0 x NaN. Without per-slot tables it is gpu.paged_v1.
 /// Dtypes: q == kv == out in {f32, f16, bf16}, or an fp8 kv_dtype (e4m3fn, e4m3fnuz, e5m2; block_size >= 16)
 /// with q == out in {bf16, f16}, dequantised with k_scales_per_slot / v_scales_per_slot (per token, by
 /// physical block id) when given, else k_scales_per_head[g] / v_scales_per_head[g] when given, else k_scale /

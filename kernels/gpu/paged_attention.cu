@@ -12,8 +12,8 @@
 // Per-slot scale tables (PACHECK_SCALE_FORM_PER_SLOT, seed 002: AITER's [num_blocks, num_kv_heads,
 // block_size] fp32 by physical block id) vary per token, so they cannot be folded: the K entry of a slot
 // multiplies its q.k, read only for slots that take part (before seq_len, inside the window); the V entry
-// multiplies the decoded V element before the masked lanes are zeroed, and is not read for a masked lane.
-// An unwritten slot's entry (NaN under the `scales` fault) thus never meets the output, not even as 0 x NaN.
+// is folded into the token's probability in step 3, again only for slots that take part. An unwritten
+// slot's entry (NaN under the `scales` fault) thus never meets the output, not even as 0 x NaN.
 //
 // Layout (include/pacheck/kernel_abi.h, PACHECK_LAYOUT_VLLM), x = 16 bytes / cache element size (16 for fp8):
 //   query       [num_seqs, num_heads, head_size]                 (strides from the args)
@@ -71,8 +71,8 @@ struct PagedParams : DecodeParams {
   /// (slot_scale_offset), or null; each replaces the K (V) scale above, whose scalar is NaN then.
   const float* k_scales_per_slot;
   const float* v_scales_per_slot;
-  /// gpu.slot_scale_unmasked (negative control): the V codes past seq_len are zeroed, but the final block's
-  /// per-slot V scales multiply every slot after that (0 x NaN from an unwritten slot's entry).
+  /// gpu.slot_scale_unmasked (negative control): the V codes past seq_len are zeroed, but every slot's
+  /// per-slot V scale of the final block is folded into its p (0 x NaN from an unwritten slot's entry).
   bool scale_unmasked;
   int partition_size;  ///< tokens per partition, a multiple of block_size; v1: at least the longest context
   int logits_capacity; ///< floats of shared memory for one partition's logits
@@ -203,13 +203,14 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
 
   // 3. P . V.
   const int vec = PV.vec(lane), row0 = PV.row0(lane);
-  // Per-slot V scales (fp8 with a table): each element is dequantised as code x its slot's scale. The honest
-  // kernels (ZERO_V_TAIL) read the entries of the slots that take part only, scale, then zero the masked
-  // lanes; the tail-fault twin reads and applies the whole vector's (a whole-block V reader); the
-  // slot_scale_unmasked control zeroes the masked codes first and then multiplies every lane by its entry.
+  // Per-slot V scales (fp8 with a table): token t's V row is code x its slot's scale s_t, and p_t x (code x
+  // s_t) is formed as (p_t x s_t) x code, the scale folded into the token's probability (one multiply per
+  // token, not per element, and no extra registers). The honest kernels (ZERO_V_TAIL) fold it only for the
+  // lanes that take part and never load a masked lane's entry (its p is exactly 0 and its code is zeroed
+  // below). The tail-fault twin and the slot_scale_unmasked control fold every lane's entry, masked or
+  // not: a NaN/Inf entry of an unwritten slot gives p x s = 0 x NaN = NaN, whatever the code.
   const bool v_slot = p.v_scales_per_slot != nullptr;
-  const bool scale_after_zero = v_slot && ZERO_V_TAIL && p.scale_unmasked;
-  const bool scale_before_zero = v_slot && !scale_after_zero;
+  const bool fold_masked = !ZERO_V_TAIL || p.scale_unmasked;
   float acc[ROWS];
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) acc[i] = 0.f;
@@ -221,15 +222,12 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       float pv[VV];
 #pragma unroll
       for (int j = 0; j < VV; ++j) pv[j] = logits[tok - tok_begin + j];
-      float vsc[VV];
-#pragma unroll
-      for (int j = 0; j < VV; ++j) vsc[j] = 1.f;
       if (v_slot) {
         const float* vrow = p.v_scales_per_slot + slot_scale_offset(phys, p.num_kv_heads, B, g, slot);
 #pragma unroll
         for (int j = 0; j < VV; ++j) {
           const bool masked = tok + j >= tok_end || tok + j < win_first;
-          vsc[j] = (ZERO_V_TAIL && !p.scale_unmasked && masked) ? 1.f : vrow[j];
+          if (fold_masked || !masked) pv[j] *= vrow[j];
         }
       }
 #pragma unroll
@@ -239,10 +237,6 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
         // aiter's V groups 16 slots per head-dim row ([B/16, D, 16]): a vector of VV <= 16 tokens starting at
         // a multiple of VV lies in one group, contiguous as in vllm's [D, B] rows (tests/test_gpu_aiter.cpp).
         expand16<C>(load16(vc + value_offset(p.layout, p.vs, phys, g, slot, d)), vf);
-        if (scale_before_zero) {
-#pragma unroll
-          for (int j = 0; j < VV; ++j) vf[j] *= vsc[j];
-        }
         if constexpr (ZERO_V_TAIL) {
           // The tail past seq_len, and (v1 with a sliding window) the keys before the window's edge: p is 0
           // there, but the slots may hold NaN (the `window` fault region).
@@ -251,10 +245,6 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
             for (int j = 0; j < VV; ++j)
               if (tok + j >= tok_end || tok + j < win_first) vf[j] = 0.f;
           }
-        }
-        if (scale_after_zero) {  // the planted fault of gpu.slot_scale_unmasked
-#pragma unroll
-          for (int j = 0; j < VV; ++j) vf[j] *= vsc[j];
         }
         float sv = 0.f;
         if (sizeof(T) == 2 && p.half_products) {
@@ -395,6 +385,8 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
     return fail("per-slot scale tables are given but kv_dtype is not an fp8 encoding");
   if (scale_unmasked && (!zero_v_tail || half_products || partition_size > 0))
     return fail("the scale_unmasked control is gpu.paged_v1 with its V tail zeroed");
+  if (half_products && (a.k_scales_per_slot || a.v_scales_per_slot))
+    return fail("per-slot scale tables: half_products rounds p to the 16-bit dtype, with no per-token V scale");
   if (a.num_seqs <= 0) return {};
 
   int esize = 0;
