@@ -92,6 +92,10 @@ TEST(AiterIndex, ValueVectorsAreContiguousAlignedAndCoverEachBlockOnce) {
                     ASSERT_EQ(slot % pv.vec_tokens, 0) << where;
                     ASSERT_LE(slot + pv.vec_tokens, B) << where;
                     const std::int64_t base = value_offset(layout, st.v, blk, g, slot, d);
+                    // The kernels address row d as row 0's offset + d x row 1's offset at the origin.
+                    ASSERT_EQ(base, value_offset(layout, st.v, blk, g, slot, 0) +
+                                        d * value_offset(layout, st.v, 0, 0, 0, 1))
+                        << where << ": value_offset is not linear in d";
                     ASSERT_EQ(base % pv.vec_tokens, 0) << where << ": vector at slot " << slot << " row " << d
                                                        << " is not 16-byte aligned";
                     for (int j = 0; j < pv.vec_tokens; ++j) {

@@ -211,6 +211,10 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   // not: a NaN/Inf entry of an unwritten slot gives p x s = 0 x NaN = NaN, whatever the code.
   const bool v_slot = p.v_scales_per_slot != nullptr;
   const bool fold_masked = !ZERO_V_TAIL || p.scale_unmasked;
+  // value_offset is linear in the head-dim row d in both layouts (d x v_strides[2] in vllm, d x v_strides[3]
+  // in aiter): a vector's address is its row-0 offset plus d times the offset of row 1 at the origin, the
+  // layout's switch taken once per vector rather than per row (tests/test_gpu_aiter.cpp checks it).
+  const std::int64_t v_row_stride = value_offset(p.layout, p.vs, 0, 0, 0, 1);
   float acc[ROWS];
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) acc[i] = 0.f;
@@ -222,12 +226,15 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       float pv[VV];
 #pragma unroll
       for (int j = 0; j < VV; ++j) pv[j] = logits[tok - tok_begin + j];
-      if (v_slot) {
-        const float* vrow = p.v_scales_per_slot + slot_scale_offset(phys, p.num_kv_heads, B, g, slot);
+      const std::int64_t v_base = value_offset(p.layout, p.vs, phys, g, slot, 0);
+      if constexpr (kIsFp8<C>) {  // per-slot tables come with fp8 caches only (the launcher checks)
+        if (v_slot) {
+          const float* vrow = p.v_scales_per_slot + slot_scale_offset(phys, p.num_kv_heads, B, g, slot);
 #pragma unroll
-        for (int j = 0; j < VV; ++j) {
-          const bool masked = tok + j >= tok_end || tok + j < win_first;
-          if (fold_masked || !masked) pv[j] *= vrow[j];
+          for (int j = 0; j < VV; ++j) {
+            const bool masked = tok + j >= tok_end || tok + j < win_first;
+            if (fold_masked || !masked) pv[j] *= vrow[j];
+          }
         }
       }
 #pragma unroll
@@ -236,7 +243,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
         float vf[VV];
         // aiter's V groups 16 slots per head-dim row ([B/16, D, 16]): a vector of VV <= 16 tokens starting at
         // a multiple of VV lies in one group, contiguous as in vllm's [D, B] rows (tests/test_gpu_aiter.cpp).
-        expand16<C>(load16(vc + value_offset(p.layout, p.vs, phys, g, slot, d)), vf);
+        expand16<C>(load16(vc + v_base + d * v_row_stride), vf);
         if constexpr (ZERO_V_TAIL) {
           // The tail past seq_len, and (v1 with a sliding window) the keys before the window's edge: p is 0
           // there, but the slots may hold NaN (the `window` fault region).
