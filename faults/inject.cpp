@@ -109,6 +109,12 @@ bool poisons_v_window(const Cell& cell, bool aligned_too) {
 
 bool poisons_v_tail_or_window(const Cell& cell) { return poisons_v_tail(cell) || poisons_v_window(cell, true); }
 
+bool poisons_v_slot_scale_tail(const Cell& cell) {
+  const FaultSpec& f = cell.fault;
+  return is_fp8(cell.c.kv_dtype) && cell.c.v_scale.per_slot() && poison_is_nonfinite(f.poison) &&
+         f.target != Target::k && f.region == Region::scales && cell.c.straddles();
+}
+
 bool poisons_v_tail(const Cell& cell) {
   const FaultSpec& f = cell.fault;
   if (!poison_is_nonfinite(f.poison) || f.target == Target::k) return false;

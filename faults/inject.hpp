@@ -50,4 +50,9 @@ bool poisons_v_window(const Cell& cell, bool aligned_too);
 /// poisons_v_tail or poisons_v_window(cell, true): the cells of a kernel that reads every V block from key
 /// 0 and zeroes no lane (gpu.paged_v1_tail_fault).
 bool poisons_v_tail_or_window(const Cell& cell);
+/// True when a cell's fault puts a NaN or Inf into the per-slot V scale-table entries (Region::scales, V or
+/// K+V) of the unwritten tail of some sequence's final block: an fp8 case with a per-slot V table and a
+/// straddling length. The cells of a kernel that masks the V codes past seq_len but multiplies every slot of
+/// the final block by its scale entry (0 x NaN): cpu.slot_scale_unmasked, gpu.slot_scale_unmasked.
+bool poisons_v_slot_scale_tail(const Cell& cell);
 }  // namespace pacheck

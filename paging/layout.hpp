@@ -74,4 +74,12 @@ PACHECK_HD std::int64_t value_offset(pacheck_layout layout, const std::int64_t* 
   return 0;
 }
 
+/// Index (entries, not bytes) of slot `slot` of physical block `block`, KV head g, in a per-slot fp8 scale
+/// table [num_blocks, num_kv_heads, block_size] fp32 (PACHECK_SCALE_FORM_PER_SLOT, kernel_abi.h): indexed by
+/// the PHYSICAL block id, (block * num_kv_heads + g) * block_size + slot, in 64 bits. The pager, the CPU
+/// kernels and the GPU kernels all index the tables through this one function.
+PACHECK_HD std::int64_t slot_scale_offset(std::int64_t block, int num_kv_heads, int block_size, int g, int slot) {
+  return (block * num_kv_heads + g) * block_size + slot;
+}
+
 }  // namespace pacheck

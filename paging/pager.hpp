@@ -60,7 +60,7 @@ struct PagedCache {
   /// (PrePaging::k_slot_scales), every other entry 1 until a `scales` fault poisons it. Empty otherwise.
   std::vector<float> k_slot_scales, v_slot_scales;
   std::size_t slot_scale_index(int block, int g, int slot) const {
-    return (static_cast<std::size_t>(block) * num_kv_heads + g) * block_size + slot;
+    return static_cast<std::size_t>(slot_scale_offset(block, num_kv_heads, block_size, g, slot));
   }
   /// [num_seqs] the first key position some query row of each sequence sees (Case::window_start: that of
   /// its first query row, seq_len - query_len + 1 - W with a sliding window shorter than that, else 0). Keys

@@ -78,10 +78,10 @@ struct Scales {
   /// The K (V) scale of slot `slot` of physical block `block`, KV head g: the per-slot table's entry, else
   /// the head's scale.
   float k_at(std::int64_t block, int g, int slot) const {
-    return k_slot ? k_slot[(block * G + g) * B + slot] : k[static_cast<std::size_t>(g)];
+    return k_slot ? k_slot[slot_scale_offset(block, G, B, g, slot)] : k[static_cast<std::size_t>(g)];
   }
   float v_at(std::int64_t block, int g, int slot) const {
-    return v_slot ? v_slot[(block * G + g) * B + slot] : v[static_cast<std::size_t>(g)];
+    return v_slot ? v_slot[slot_scale_offset(block, G, B, g, slot)] : v[static_cast<std::size_t>(g)];
   }
 };
 

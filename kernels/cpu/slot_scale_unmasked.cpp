@@ -17,11 +17,7 @@ class SlotScaleUnmasked final : public CpuKernel {
     return "per-slot V scales applied across the whole final block after masking (negative control)";
   }
   std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
-    return std::function<bool(const Cell&)>([](const Cell& cell) {
-      const FaultSpec& f = cell.fault;
-      return is_fp8(cell.c.kv_dtype) && cell.c.v_scale.per_slot() && poison_is_nonfinite(f.poison) &&
-             f.target != Target::k && f.region == Region::scales && cell.c.straddles();
-    });
+    return std::function<bool(const Cell&)>(poisons_v_slot_scale_tail);
   }
   void run(const pacheck_kernel_args& a) const override {
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {

@@ -30,7 +30,7 @@ inline constexpr pacheck_device kGpuDevice = PACHECK_DEVICE_CUDA;
 /// Tokens per partition of gpu.paged_v2 (vLLM's PARTITION_SIZE).
 inline constexpr int kPagedV2PartitionSize = 512;
 
-/// vLLM-style paged attention over the `vllm` layout (csrc/attention paged_attention_v1/v2 design):
+/// vLLM-style paged attention over the `vllm` or `aiter` layout (csrc/attention paged_attention_v1/v2 design):
 /// one thread block per (sequence, query head[, partition]), logits of the block's tokens in shared memory.
 ///  - partition_size == 0: v1, one partition covering the whole context (logits of the longest possible
 ///    context, max_blocks_per_seq * block_size, must fit in shared memory: see paged_v1_max_tokens).
@@ -40,11 +40,16 @@ inline constexpr int kPagedV2PartitionSize = 512;
 ///    loaded, so a NaN/Inf in the unwritten tail of the final block reaches P.V as 0 * NaN.
 ///  - half_products: with a 16-bit q/out dtype, each probability and each p x v product is rounded to that
 ///    dtype before the fp32 sum (vLLM's half2 dot()); f32 runs as without it.
+///  - scale_unmasked (v1 with zero_v_tail only) builds gpu.slot_scale_unmasked: the straddling V vector's
+///    codes are zeroed past seq_len, but every lane's per-slot V scale entry is folded into its p, so a
+///    NaN/Inf entry of an unwritten slot reaches P.V as 0 x NaN. Without per-slot tables it is gpu.paged_v1.
 /// Dtypes: q == kv == out in {f32, f16, bf16}, or an fp8 kv_dtype (e4m3fn, e4m3fnuz, e5m2; block_size >= 16)
-/// with q == out in {bf16, f16}, dequantised with k_scales_per_head[g] / v_scales_per_head[g] when given,
-/// else k_scale / v_scale. Anything else is an error naming the field.
+/// with q == out in {bf16, f16}, dequantised with k_scales_per_slot / v_scales_per_slot (per token, by
+/// physical block id) when given, else k_scales_per_head[g] / v_scales_per_head[g] when given, else k_scale /
+/// v_scale. Layouts: vllm, and aiter with block_size a multiple of 16. Anything else is an error naming the
+/// field.
 LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail,
-                                    bool half_products = false);
+                                    bool half_products = false, bool scale_unmasked = false);
 
 /// Test hook of the fp8 cache path: decodes `n` fp8 codes (a multiple of 16) of encoding `kv_dtype`
 /// (PACHECK_DTYPE_FP8_*) from device memory `codes` (16-byte aligned) into `n` fp32 values at device memory

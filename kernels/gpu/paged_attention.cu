@@ -1,5 +1,5 @@
-// gpu.paged_v1, gpu.paged_v1_tail_fault, gpu.paged_v1_half_products and gpu.paged_v2: paged-attention decode
-// over the `vllm` layout,
+// gpu.paged_v1, gpu.paged_v1_tail_fault, gpu.paged_v1_half_products, gpu.slot_scale_unmasked and gpu.paged_v2:
+// paged-attention decode over the `vllm` layout (and, but for half_products, the `aiter` layout),
 // after the design of vLLM's csrc/attention paged_attention_v1/v2 kernels (written here from that design,
 // not from its code).
 //
@@ -9,12 +9,21 @@
 // array is given, else the scalar k_scale; likewise V) multiplies every element; as a product in fp32 it is
 // applied to q.k (folded into the softmax scale) and to the finished P.V row, which differs from scaling
 // each element by fp32 rounding only (docs/FP8.md). f32/f16/bf16 caches have scale 1: bitwise as before.
+// Per-slot scale tables (PACHECK_SCALE_FORM_PER_SLOT, seed 002: AITER's [num_blocks, num_kv_heads,
+// block_size] fp32 by physical block id) vary per token, so they cannot be folded: the K entry of a slot
+// multiplies its q.k, read only for slots that take part (before seq_len, inside the window); the V entry
+// is folded into the token's probability in step 3, again only for slots that take part. An unwritten
+// slot's entry (NaN under the `scales` fault) thus never meets the output, not even as 0 x NaN.
 //
 // Layout (include/pacheck/kernel_abi.h, PACHECK_LAYOUT_VLLM), x = 16 bytes / cache element size (16 for fp8):
 //   query       [num_seqs, num_heads, head_size]                 (strides from the args)
 //   key_cache   [num_blocks, num_kv_heads, head_size / x, block_size, x]
 //   value_cache [num_blocks, num_kv_heads, head_size, block_size]
 //   out         [num_seqs, num_heads, head_size]                 (strides from the args)
+// The `aiter` layout (PACHECK_LAYOUT_AITER, AMD AITER's pa_fwd_asm fp8 cache) has the same key_cache and V
+// shuffled as [num_blocks, num_kv_heads, block_size / 16, head_size, 16] (block_size a multiple of 16): the
+// 16 slots of a group are contiguous per head-dim row, so the 16-byte V vectors of step 3 (16 fp8, 8 16-bit
+// or 4 f32 tokens, starting at a multiple of their length) are the same loads at value_offset(aiter, ...).
 //
 // One thread block (kWarps warps) per (query head, sequence, partition); v1 has one partition per sequence.
 //  1. q . K: each warp takes whole KV blocks in turn. Within a block a "thread group" of
@@ -53,10 +62,18 @@ namespace {
 /// strides, head counts), then the fields of this design.
 struct PagedParams : DecodeParams {
   int block_size;
+  pacheck_layout layout;  ///< PACHECK_LAYOUT_VLLM or PACHECK_LAYOUT_AITER: the same K; V [D, B] or [B/16, D, 16]
   float scale_log2;  ///< scale * log2(e); the kernel multiplies it by the K scale of its KV head
   float k_scale, v_scale;                        ///< per-tensor scales (NaN when the arrays are given)
   const float* k_scales_per_head;                ///< [num_kv_heads] device fp32, or null: use k_scale
   const float* v_scales_per_head;                ///< [num_kv_heads] device fp32, or null: use v_scale
+  /// Per-slot tables [num_blocks, num_kv_heads, block_size] device fp32 by physical block id
+  /// (slot_scale_offset), or null; each replaces the K (V) scale above, whose scalar is NaN then.
+  const float* k_scales_per_slot;
+  const float* v_scales_per_slot;
+  /// gpu.slot_scale_unmasked (negative control): the V codes past seq_len are zeroed, but every slot's
+  /// per-slot V scale of the final block is folded into its p (0 x NaN from an unwritten slot's entry).
+  bool scale_unmasked;
   int partition_size;  ///< tokens per partition, a multiple of block_size; v1: at least the longest context
   int logits_capacity; ///< floats of shared memory for one partition's logits
   bool split;          ///< v2: write partials of multi-partition sequences to scratch
@@ -100,9 +117,11 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
   const int num_parts = ceil_div(seq_len, p.partition_size);
   if (part >= num_parts) return;  // a partition past this sequence's end: nothing to write
   const int g = h / (p.num_heads / p.num_kv_heads);
-  // Dequantisation scales of KV head g: the per-head arrays replace the scalars (which are NaN then).
-  const float qk_scale = p.scale_log2 * (p.k_scales_per_head ? p.k_scales_per_head[g] : p.k_scale);
-  const float v_scale = p.v_scales_per_head ? p.v_scales_per_head[g] : p.v_scale;
+  // Dequantisation scales of KV head g: the per-head arrays replace the scalars (which are NaN then); a
+  // per-slot table replaces both (each token's own scale, applied in steps 1 and 3), and the head's is 1.
+  const float k_head = p.k_scales_per_slot ? 1.f : (p.k_scales_per_head ? p.k_scales_per_head[g] : p.k_scale);
+  const float qk_scale = p.scale_log2 * k_head;
+  const float v_scale = p.v_scales_per_slot ? 1.f : (p.v_scales_per_head ? p.v_scales_per_head[g] : p.v_scale);
   const int tok_begin = part * p.partition_size;  // a multiple of B
   const int tok_end = min(tok_begin + p.partition_size, seq_len);
   // The sliding window's first key (v1): earlier keys are masked like the tail (their p is exactly 0).
@@ -145,10 +164,16 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       const int tok = b * B + slot;
       if (tg_lane == 0) {
         const bool valid = tok < tok_end && tok >= win_first;
-        float logit = valid ? dot * qk_scale : -INFINITY;
+        // The slot's own K scale (per-slot table), read only for a slot that takes part: the entry of an
+        // unwritten slot is arbitrary (NaN under the `scales` fault) and is never loaded. 1 otherwise, so
+        // the products below are bitwise those without a table.
+        const float ks = valid && p.k_scales_per_slot
+                             ? p.k_scales_per_slot[slot_scale_offset(phys, p.num_kv_heads, B, g, slot)]
+                             : 1.f;
+        float logit = valid ? dot * qk_scale * ks : -INFINITY;
         if (valid && p.variant_logits) {
           // scale * k scale * q.k in natural units, then the soft cap and ALiBi term, then log2 units.
-          float x = dot * (p.scale * (p.k_scales_per_head ? p.k_scales_per_head[g] : p.k_scale));
+          float x = dot * (p.scale * k_head * ks);
           if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
           if (p.alibi_slopes) x += p.alibi_slopes[h] * static_cast<float>(tok - (seq_len - 1));
           logit = x * kLog2e;
@@ -178,6 +203,18 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
 
   // 3. P . V.
   const int vec = PV.vec(lane), row0 = PV.row0(lane);
+  // Per-slot V scales (fp8 with a table): token t's V row is code x its slot's scale s_t, and p_t x (code x
+  // s_t) is formed as (p_t x s_t) x code, the scale folded into the token's probability (one multiply per
+  // token, not per element, and no extra registers). The honest kernels (ZERO_V_TAIL) fold it only for the
+  // lanes that take part and never load a masked lane's entry (its p is exactly 0 and its code is zeroed
+  // below). The tail-fault twin and the slot_scale_unmasked control fold every lane's entry, masked or
+  // not: a NaN/Inf entry of an unwritten slot gives p x s = 0 x NaN = NaN, whatever the code.
+  const bool v_slot = p.v_scales_per_slot != nullptr;
+  const bool fold_masked = !ZERO_V_TAIL || p.scale_unmasked;
+  // value_offset is linear in the head-dim row d in both layouts (d x v_strides[2] in vllm, d x v_strides[3]
+  // in aiter): a vector's address is its row-0 offset plus d times the offset of row 1 at the origin, the
+  // layout's switch taken once per vector rather than per row (tests/test_gpu_aiter.cpp checks it).
+  const std::int64_t v_row_stride = value_offset(p.layout, p.vs, 0, 0, 0, 1);
   float acc[ROWS];
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) acc[i] = 0.f;
@@ -189,11 +226,24 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) paged_attention_kernel(Pag
       float pv[VV];
 #pragma unroll
       for (int j = 0; j < VV; ++j) pv[j] = logits[tok - tok_begin + j];
+      const std::int64_t v_base = value_offset(p.layout, p.vs, phys, g, slot, 0);
+      if constexpr (kIsFp8<C>) {  // per-slot tables come with fp8 caches only (the launcher checks)
+        if (v_slot) {
+          const float* vrow = p.v_scales_per_slot + slot_scale_offset(phys, p.num_kv_heads, B, g, slot);
+#pragma unroll
+          for (int j = 0; j < VV; ++j) {
+            const bool masked = tok + j >= tok_end || tok + j < win_first;
+            if (fold_masked || !masked) pv[j] *= vrow[j];
+          }
+        }
+      }
 #pragma unroll
       for (int i = 0; i < ROWS; ++i) {
         const int d = PV.row_at(row0, i);
         float vf[VV];
-        expand16<C>(load16(vc + value_offset(PACHECK_LAYOUT_VLLM, p.vs, phys, g, slot, d)), vf);
+        // aiter's V groups 16 slots per head-dim row ([B/16, D, 16]): a vector of VV <= 16 tokens starting at
+        // a multiple of VV lies in one group, contiguous as in vllm's [D, B] rows (tests/test_gpu_aiter.cpp).
+        expand16<C>(load16(vc + v_base + d * v_row_stride), vf);
         if constexpr (ZERO_V_TAIL) {
           // The tail past seq_len, and (v1 with a sliding window) the keys before the window's edge: p is 0
           // there, but the slots may hold NaN (the `window` fault region).
@@ -319,29 +369,45 @@ int paged_v1_max_tokens(int head_size) {
 }
 
 LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_size, bool zero_v_tail,
-                                    bool half_products) {
+                                    bool half_products, bool scale_unmasked) {
   const char* who = partition_size > 0 ? "gpu.paged_v2"
                     : half_products    ? "gpu.paged_v1_half_products"
+                    : scale_unmasked   ? "gpu.slot_scale_unmasked"
                     : zero_v_tail      ? "gpu.paged_v1"
                                        : "gpu.paged_v1_tail_fault";
   auto fail = [&](const std::string& m) { return LaunchResult{std::string(who) + ": " + m, false}; };
-  if (const std::string why = common_launch_problem(a, PACHECK_LAYOUT_VLLM, "vllm"); !why.empty()) return fail(why);
+  const bool aiter = a.layout == PACHECK_LAYOUT_AITER;
+  if (const std::string why = common_launch_problem(a, aiter ? PACHECK_LAYOUT_AITER : PACHECK_LAYOUT_VLLM, "vllm or aiter");
+      !why.empty())
+    return fail(why);
   const bool fp8 = is_fp8(a.kv_dtype);
   if (!lanes::is_pow2(a.block_size) || a.block_size < 8 || a.block_size > 256)
     return fail("block_size " + std::to_string(a.block_size) + " not in {8,16,32,64,128,256}");
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
   if (fp8 && a.block_size < 16)
     return fail("block_size " + std::to_string(a.block_size) + " with an fp8 cache: a 16-byte V vector spans 16 tokens");
+  if (aiter && a.block_size % 16 != 0)
+    return fail("block_size " + std::to_string(a.block_size) + " with the aiter layout: V groups 16 slots");
+  if ((a.k_scales_per_slot || a.v_scales_per_slot) && !fp8)
+    return fail("per-slot scale tables are given but kv_dtype is not an fp8 encoding");
+  if (scale_unmasked && (!zero_v_tail || half_products || partition_size > 0))
+    return fail("the scale_unmasked control is gpu.paged_v1 with its V tail zeroed");
+  if (half_products && (a.k_scales_per_slot || a.v_scales_per_slot))
+    return fail("per-slot scale tables: half_products rounds p to the 16-bit dtype, with no per-token V scale");
   if (a.num_seqs <= 0) return {};
 
   int esize = 0;
   if (const std::string why = kv_element_bytes(a, &esize); !why.empty()) return fail(why);
-  // 16-byte vector loads need unit innermost strides and 16-byte aligned vectors.
+  // 16-byte vector loads need unit innermost strides and 16-byte aligned vectors. aiter's V: a group of 16
+  // slots is the innermost dimension, so a vector of up to 16 tokens starting at a multiple of its length
+  // never crosses a group.
   const int x = 16 / esize;
-  if (a.k_strides[4] != 1 || a.v_strides[3] != 1) return fail("the innermost cache stride must be 1");
+  const int v_inner = aiter ? 4 : 3;
+  if (a.k_strides[4] != 1 || a.v_strides[v_inner] != 1) return fail("the innermost cache stride must be 1");
+  if (aiter && a.v_strides[3] != 16) return fail("the aiter value_cache's head-dim stride must be 16 (one slot group)");
   for (int i = 0; i < 4; ++i)
     if (a.k_strides[i] % x != 0) return fail("key_cache strides must be multiples of x = " + std::to_string(x));
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < v_inner - 1; ++i)
     if (a.v_strides[i] % x != 0) return fail("value_cache strides must be multiples of 16 bytes");
   if ((reinterpret_cast<std::uintptr_t>(a.key_cache) | reinterpret_cast<std::uintptr_t>(a.value_cache)) % 16 != 0)
     return fail("key_cache and value_cache must be 16-byte aligned");
@@ -349,11 +415,15 @@ LaunchResult launch_paged_attention(const pacheck_kernel_args& a, int partition_
   PagedParams p{};
   set_decode_params(p, a);
   p.block_size = a.block_size;
+  p.layout = aiter ? PACHECK_LAYOUT_AITER : PACHECK_LAYOUT_VLLM;
   p.scale_log2 = a.scale * kLog2e;
   p.k_scale = a.k_scale;
   p.v_scale = a.v_scale;
   p.k_scales_per_head = a.k_scales_per_head;
   p.v_scales_per_head = a.v_scales_per_head;
+  p.k_scales_per_slot = a.k_scales_per_slot;
+  p.v_scales_per_slot = a.v_scales_per_slot;
+  p.scale_unmasked = scale_unmasked;
   p.half_products = half_products;
   p.scale = a.scale;
   p.soft_cap = a.logits_soft_cap;

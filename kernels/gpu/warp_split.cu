@@ -382,6 +382,8 @@ LaunchResult launch_warp_split(const pacheck_kernel_args& a, bool gqa_fused) {
   if (const std::string why = common_launch_problem(a, PACHECK_LAYOUT_NHD, "nhd"); !why.empty()) return fail(why);
   if (a.block_size <= 0) return fail("block_size must be positive");
   if (a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) return fail("num_heads must be a multiple of num_kv_heads");
+  if (a.k_scales_per_slot || a.v_scales_per_slot)
+    return fail("per-slot scale tables: this kernel reads per-tensor and per-KV-head scales only");
   if (a.num_seqs <= 0) return {};
   int esize = 0;
   if (const std::string why = kv_element_bytes(a, &esize); !why.empty()) return fail(why);
