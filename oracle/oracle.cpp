@@ -238,7 +238,7 @@ void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double
       for (Index t0 = 0; t0 < L; t0 += kTile) {
         const Index T = std::min(kTile, L - t0);
         if constexpr (!kSerial) std::fill(run.begin(), run.end(), S(0));
-        prod.pv(lg.data() + t0, ld, pscale, G, R, D, v + t0 * row, T, run.data());
+        prod.pv(lg.data() + t0, ld, pscale, G, R, D, v + t0 * row, T, L - t0, run.data());
         if constexpr (!kSerial)
           for (std::size_t i = 0; i < run.size(); ++i) o[i] += static_cast<Acc>(run[i]);
       }

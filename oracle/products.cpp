@@ -57,6 +57,7 @@ struct Vec {
   using P = typename ei::packet_traits<S>::type;
   static constexpr int N = ei::unpacket_traits<P>::size;
   static constexpr int kTok = 2;
+  static constexpr int kPvChunks = 2;
   static P zero() { return ei::pset1<P>(S(0)); }
   static P set1(S x) { return ei::pset1<P>(x); }
   static P load(const S* p) { return ei::ploadu<P>(p); }
@@ -109,6 +110,7 @@ struct Vec<float> {
   PACHECK_ISA_OP P load(const float* p) { return _mm256_loadu_ps(p); }
   PACHECK_ISA_OP void store(float* p, P x) { _mm256_storeu_ps(p, x); }
   static constexpr int kTok = 2;
+  static constexpr int kPvChunks = 2;
   PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm256_fmadd_ps(a, b, c); }
   PACHECK_ISA_OP P add(P a, P b) { return _mm256_add_ps(a, b); }
   PACHECK_ISA_OP P sub(P a, P b) { return _mm256_sub_ps(a, b); }
@@ -156,6 +158,7 @@ struct Vec<double> {
   PACHECK_ISA_OP P load(const double* p) { return _mm256_loadu_pd(p); }
   PACHECK_ISA_OP void store(double* p, P x) { _mm256_storeu_pd(p, x); }
   static constexpr int kTok = 2;
+  static constexpr int kPvChunks = 2;
   PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm256_fmadd_pd(a, b, c); }
   PACHECK_ISA_OP P hsums(const P* a) {  // 128-bit halves, then hadd: lane i = sum of a[i]
     const P b0 = _mm256_add_pd(_mm256_permute2f128_pd(a[0], a[2], 0x20), _mm256_permute2f128_pd(a[0], a[2], 0x31));
@@ -191,6 +194,7 @@ struct Vec<float> {
   PACHECK_ISA_OP P load(const float* p) { return _mm512_loadu_ps(p); }
   PACHECK_ISA_OP void store(float* p, P x) { _mm512_storeu_ps(p, x); }
   static constexpr int kTok = 4;
+  static constexpr int kPvChunks = 4;
   PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm512_fmadd_ps(a, b, c); }
   PACHECK_ISA_OP P add(P a, P b) { return _mm512_add_ps(a, b); }
   PACHECK_ISA_OP P sub(P a, P b) { return _mm512_sub_ps(a, b); }
@@ -242,6 +246,7 @@ struct Vec<double> {
   PACHECK_ISA_OP P load(const double* p) { return _mm512_loadu_pd(p); }
   PACHECK_ISA_OP void store(double* p, P x) { _mm512_storeu_pd(p, x); }
   static constexpr int kTok = 4;
+  static constexpr int kPvChunks = 4;
   PACHECK_ISA_OP P madd(P a, P b, P c) { return _mm512_fmadd_pd(a, b, c); }
   /// As the float one, three levels: lane 2q + m holds input x[4m + q] = a[2q + m].
   PACHECK_ISA_OP P hsums(const P* a) {

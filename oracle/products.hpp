@@ -10,8 +10,12 @@ namespace pacheck::detail {
 
 using Index = std::ptrdiff_t;
 
-/// Tokens per register pass of P.V (see products_body.inc's pv_block).
-inline constexpr Index kSubTile = 8;
+/// Tokens per register pass of P.V (see products_body.inc's pv_block): its accumulators stay in registers
+/// over kSubTile tokens, whose rows it reads one KV head's slice at a time.
+inline constexpr Index kSubTile = 4;
+
+/// How many rows ahead of the one it reads P.V prefetches V into L2 (products_body.inc's pv_tokens).
+inline constexpr Index kPvAhead = 64;
 
 /// Tokens whose exponentials the softmax sums in registers (S) before adding them into a double
 /// (products_body.inc's softmax_columns).
@@ -33,8 +37,9 @@ struct TileProducts {
   void (*softmax)(S* lg, Index ld, Index L, int H, S scale, S* mx, double* sum);
   /// acc[h * D + d] += sum over t in [0, T) of p'(h, t) * V_t[h / R][d], each element's sum carried token
   /// by token in order (t = 0, 1, ...) in S, where p'(h, t) = p[h * ld + t] * pscale[h] rounded to S, or
-  /// p[h * ld + t] when pscale is null.
-  void (*pv)(const S* p, Index ld, const S* pscale, int G, int R, int D, const S* v, Index T, S* acc);
+  /// p[h * ld + t] when pscale is null. Tv >= T: the rows of V readable at v (the sequence's rest), which
+  /// P.V may prefetch beyond the T it reads.
+  void (*pv)(const S* p, Index ld, const S* pscale, int G, int R, int D, const S* v, Index T, Index Tv, S* acc);
 };
 
 /// The products compiled for `isa`. Throws std::invalid_argument when `isa` was not compiled into this
