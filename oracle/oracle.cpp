@@ -99,6 +99,8 @@ struct RowVariants {
   S cap = S(0);
   std::vector<S> slopes, sinks;
   Index first = 0;
+  /// No variant applies to this row: the softmax is the plain one.
+  bool plain() const { return cap == S(0) && slopes.empty() && sinks.empty() && first == 0; }
 };
 
 /// The variants of the query row at position `pos` of its sequence.
@@ -192,6 +194,8 @@ void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double
   std::vector<S> run(static_cast<std::size_t>(H) * D);
   std::vector<Acc> o(static_cast<std::size_t>(H) * D);
   std::vector<S> lgbuf;  // the logits of a sequence (ColMap, logits_stride)
+  std::vector<S> mx(H), inv(H);  // the dispatched softmax's column max and 1 / sum
+  std::vector<double> sum(H);
   // One query row at a time: row i of sequence s sits at position pos = seq_len - query_len + i and sees
   // keys 0 .. pos (causal), i.e. the first L = pos + 1 tokens of K and V; with one query token per sequence
   // (plain decode) L = seq_len. Its window edge and ALiBi distances are taken from pos.
@@ -209,7 +213,21 @@ void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double
       // Logits: the [L, D] x [D, R] products of every KV head's group, token by token. The scale is applied
       // to the dot products (softmax_columns), as kernels do.
       prod.logits(q.data(), G, R, D, k, L, lg.data(), ld);
-      softmax_columns<S>(lg, scale, lse.data(), kSerial, row_variants<S>(c, pos));
+      // The plain softmax of the oracle (fp32) runs on the products' instruction set and leaves the
+      // normalisation to P.V (pscale: p * (1 / sum), rounded as softmax_columns' col *= 1 / sum); variants,
+      // fp64 and the emulation's serial sum take softmax_columns.
+      const RowVariants<S> rv = row_variants<S>(c, pos);
+      const S* pscale = nullptr;
+      if (mode == Mode::oracle && prod.softmax && rv.plain()) {
+        prod.softmax(lg.data(), ld, L, H, scale, mx.data(), sum.data());
+        for (int h = 0; h < H; ++h) {
+          inv[h] = static_cast<S>(1.0 / sum[h]);
+          lse[h] = static_cast<S>(static_cast<double>(mx[h]) + std::log(sum[h]));
+        }
+        pscale = inv.data();
+      } else {
+        softmax_columns<S>(lg, scale, lse.data(), kSerial, rv);
+      }
       if constexpr (mode == Mode::emulate)
         lg = lg.unaryExpr([&](S x) { return static_cast<S>(round_to(static_cast<float>(x), c.out_dtype)); });
 
@@ -220,7 +238,7 @@ void attend(const Case& c, const PrePaging& p, OracleIsa isa, std::vector<double
       for (Index t0 = 0; t0 < L; t0 += kTile) {
         const Index T = std::min(kTile, L - t0);
         if constexpr (!kSerial) std::fill(run.begin(), run.end(), S(0));
-        prod.pv(lg.data() + t0, ld, G, R, D, v + t0 * row, T, run.data());
+        prod.pv(lg.data() + t0, ld, pscale, G, R, D, v + t0 * row, T, L - t0, run.data());
         if constexpr (!kSerial)
           for (std::size_t i = 0; i < run.size(); ++i) o[i] += static_cast<Acc>(run[i]);
       }

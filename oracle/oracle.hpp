@@ -19,15 +19,17 @@ namespace pacheck {
 
 enum class Precision { f32, f64 };
 
-/// The instruction set the oracle's two products (logits and P.V, most of its time) run on. Each is
-/// compiled into every x86-64 build (oracle/products.cpp says how, without -m flags, so the binary still
-/// runs on any x86-64) and one is chosen at run time (oracle_isa()); the softmax stays on the build's flags.
+/// The instruction set the oracle's two products (logits and P.V, most of its time) and its fp32 plain
+/// softmax (exp and sum; with an attention variant, in fp64 and in the emulation the softmax is Eigen's on
+/// the build's flags) run on. Each is compiled into every x86-64 build (oracle/products.cpp says how, without
+/// -m flags, so the binary still runs on any x86-64) and one is chosen at run time (oracle_isa()).
 ///  - baseline: Eigen's packets for the build's flags (SSE2 on a default x86-64 build: 4 floats, multiply
 ///    then add; NEON on aarch64); what every build has.
 ///  - avx2: AVX2 with FMA (8 floats or 4 doubles, fused multiply-add); x86-64 CPUs since 2013 (Haswell, Zen).
 ///  - avx512: AVX-512F (16 floats or 8 doubles, fused multiply-add); Skylake-SP and later, Zen 4.
-/// The paths differ in summation order and fusing only: each stays within the oracle's bounds against a
-/// double loop (tests/test_oracle.cpp: 8 fp32 unit roundoffs of max|out| in fp32, 5e-15 in fp64).
+/// The paths differ in summation order, fusing and exp's last bit only: each stays within the oracle's
+/// bounds against a double loop (tests/test_oracle.cpp: 8 fp32 unit roundoffs of max|out| in fp32, 5e-15 in
+/// fp64).
 enum class OracleIsa { baseline, avx2, avx512 };
 
 /// One row of oracle_isa_table(): the instruction set, its PACHECK_ORACLE_ISA name and what it is.
