@@ -127,8 +127,7 @@ struct FaultSpec {
 /// Parses an id written by FaultSpec::id(); throws std::invalid_argument naming the part it cannot read.
 FaultSpec parse_fault(std::string_view s);
 /// Throws std::invalid_argument when fault `f` cannot be written into a cache of dtype `kv_dtype`
-/// (poison_unsupported), naming the fault and the dtype. Region `scales` is never refused: it writes the fp32
-/// per-slot scale tables, not the cache.
+/// (poison_unsupported), naming the fault and the dtype.
 void check_fault(const FaultSpec& f, DType kv_dtype);
 
 }  // namespace pacheck
