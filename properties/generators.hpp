@@ -86,7 +86,7 @@ rc::Gen<int> gen_scale_choice();
 /// then the softmax scale (gen_scale_choice: non-default one case in four), high block ids (from size 20,
 /// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.query_lens`, several query tokens
 /// (gen_query_lens: from size 10, one case in 8); before those, from size 10, one case in 8 gets an fp8 cache
-/// when the space has fp8_dtypes (with_fp8, its scale form uniform in 0..3).
+/// when the space has fp8_dtypes (with_fp8: scale 1, per tensor and per KV head a sixth each, per slot half).
 rc::Gen<Case> gen_case(const CaseSpace& space);
 
 /// Query tokens per sequence for `c` (issue 19, speculative decode): from RapidCheck size 10, one case in 8
@@ -97,7 +97,7 @@ rc::Gen<Case> gen_case(const CaseSpace& space);
 rc::Gen<Case> gen_query_lens(Case c, int size, std::int64_t budget);
 
 /// `c` moved to an fp8 cache of encoding `kv` (seed 002, issue 18 item 5): `form` 0 the default scales (1),
-/// 1 per tensor (k_scale 0.37, v_scale 2.5), 2 per KV head (ks=0.3~3, vs=3~0.3), 3 per slot (ks=vs=slot0.25~4;
+/// 1 per tensor (k_scale 0.37, v_scale 2.5), 2 per KV head (ks=0.3~3, vs=3~0.3), 3 (or more) per slot (ks=vs=slot0.25~4;
 /// per head instead where the space lacks per-slot tables or the pool is placed at high block ids, per tensor
 /// where it lacks per-head ones). An output dtype finer than the query's becomes the query's (designs that
 /// round P.V products of an fp8 cache to the query dtype, cpu.half_products, meet their limit there).

@@ -255,10 +255,10 @@ TEST(Generators, CoverTheEdges) {
   // percent in all), never with another block size.
   EXPECT_LT(seen["layout=aiter"], n / 8);
   // with_fp8: one case in 8 from size 10 (about 11%), less where a head_size the fp8 vllm layout does not
-  // divide keeps the drawn dtype; a quarter of them per slot (high block ids fall back to per head).
+  // divide keeps the drawn dtype; half of them per slot (high block ids fall back to per head).
   EXPECT_GT(seen["fp8"], n / 16);
   EXPECT_LT(seen["fp8"], n * 3 / 20);
-  EXPECT_GT(seen["fp8 per slot"], seen["fp8"] / 8);
+  EXPECT_GT(seen["fp8 per slot"], seen["fp8"] / 3);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);
