@@ -75,7 +75,12 @@ void add_export_command(CLI::App& app, Context& ctx) {
     }
     if (s.cells == 0) {
       const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids;
-      if (left_out == 0) throw UsageError(fmt::format("export: no cell of suite {} was selected", suite.name));
+      if (left_out == 0)
+        throw UsageError(o->filter.empty()
+                             ? fmt::format("export: suite {} has no cell", suite.name)
+                             : fmt::format("--filter: '{}' matches none of the {} cells of suite '{}' (ids look like '{}')",
+                                           o->filter, suite.cells.size(), suite.name,
+                                           suite.cells.empty() ? "" : suite.cells.front().cell.id()));
       throw UsageError(fmt::format("export: none of the {} selected cells of suite {} can be written as case files "
                                    "({} pinned to another layout or not valid in it, {} of an untagged dtype, {} with high "
                                    "block ids): run them with `pacheck run` or the Python module",
