@@ -311,6 +311,18 @@ void expect_score_equals_run(const fs::path& cases, const fs::path& outs, const 
   EXPECT_EQ(scored.exit_code(), 0);
 }
 
+/// The bad-input tests' rows: a name, the text the refusal must contain, and the tampering.
+struct BadEdit {
+  std::string name, want;
+  std::function<void(SafetensorsFile&, json&)> edit;
+};
+
+/// Removes tensor `name` from `f` (a bad-input test's tampering).
+void drop_tensor(SafetensorsFile& f, const char* name) {
+  f.tensors.erase(std::remove_if(f.tensors.begin(), f.tensors.end(), [&](const StTensor& t) { return t.name == name; }),
+                  f.tensors.end());
+}
+
 /// A copy of export directory `cases` in fresh_dir(`dir`) whose case file `file` and manifest went through
 /// `edit` (the bad-input tests' tampering).
 fs::path tampered_copy(const fs::path& cases, const std::string& file, const std::string& dir,
@@ -497,14 +509,8 @@ faults = ["clean"]
     for (auto& t : f.tensors)
       if (t.name == name) std::memcpy(t.data.data(), &v, 4);
   };
-  auto drop = [](SafetensorsFile& f, const char* name) {
-    f.tensors.erase(std::remove_if(f.tensors.begin(), f.tensors.end(), [&](const StTensor& t) { return t.name == name; }),
-                    f.tensors.end());
-  };
-  struct Bad {
-    std::string name, want;
-    std::function<void(SafetensorsFile&, json&)> edit;
-  };
+  auto drop = drop_tensor;
+  using Bad = BadEdit;
   const std::vector<Bad> bad = {
       {"negative_window", "tensor 'sliding_window': -3 is negative",
        [](SafetensorsFile& f, json& m) {
@@ -680,10 +686,7 @@ faults = ["clean"]
     for (auto& t : f.tensors)
       if (t.name == name) std::memcpy(t.data.data(), v.data(), v.size() * 4);
   };
-  struct Bad {
-    std::string name, want;
-    std::function<void(SafetensorsFile&, json&)> edit;
-  };
+  using Bad = BadEdit;
   const std::vector<Bad> bad = {
       {"zero", "tensor 'query_lens': sequence 1 has 0 query tokens (1 to 8)",
        [&](SafetensorsFile& f, json&) { set_i32(f, "query_lens", {3, 0}); }},
@@ -1538,14 +1541,8 @@ v_scale_slot = [0.25, 4.0]
       if (t.name == name) return t;
     throw std::logic_error(std::string("no tensor ") + name);
   };
-  auto drop = [](SafetensorsFile& f, const char* name) {
-    f.tensors.erase(std::remove_if(f.tensors.begin(), f.tensors.end(), [&](const StTensor& t) { return t.name == name; }),
-                    f.tensors.end());
-  };
-  struct Bad {
-    std::string name, want;
-    std::function<void(SafetensorsFile&, json&)> edit;
-  };
+  auto drop = drop_tensor;
+  using Bad = BadEdit;
   const std::vector<Bad> bad = {
       {"missing", "tensor 'v_scales_per_slot' missing: its case", [&](SafetensorsFile& f, json&) { drop(f, "v_scales_per_slot"); }},
       {"shape", "v_scales_per_slot",
