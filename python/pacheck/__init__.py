@@ -291,7 +291,13 @@ def _check_name(where, name):
 
 
 def _check_list(where, field, values):
-    """`values` as a list: any iterable but a str/bytes (each of whose characters would be read as an entry)."""
+    """`values` as a list: any iterable but a str/bytes (each of whose characters would be read as an entry) or a
+    mapping (a dict of flags: its keys would be read as the entries, the False ones too)."""
+    import collections.abc
+
+    if isinstance(values, collections.abc.Mapping):
+        raise TypeError(f"{where}: {field}: a list or tuple of names, not a {type(values).__name__} {values!r} (its "
+                        f"keys would be read as entries, whatever their values)")
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{where}: {field}: a list or tuple, not the {type(values).__name__} {values!r} (write "
                         f"{field}=({values!r},) for one entry)")

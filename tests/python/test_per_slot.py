@@ -86,6 +86,8 @@ def test_a_kernel_without_per_slot_declines_naming_the_scale():
     (("per_slot", "bogus"), ValueError, "scale_forms: 'bogus' is not known (known: per_tensor, per_kv_head, per_slot)"),
     (("per_slot", "per_slot"), ValueError, "scale_forms: per_slot listed twice"),
     ((3,), TypeError, "scale_forms: entry 3 is a int"),
+    # A dict of flags would declare its False keys too (fresh-user audit): refused, as variants refuses one.
+    ({"per_tensor": True, "per_slot": False}, TypeError, "scale_forms: a list or tuple of names, not a dict"),
 ])
 def test_scale_forms_are_checked(value, error, says):
     with pytest.raises(error) as e:
