@@ -11,6 +11,7 @@
 
 #include "cli/common.hpp"
 #include "exec/isolate.hpp"
+#include "judge/comparator.hpp"
 #include "report/text.hpp"
 
 
@@ -117,18 +118,12 @@ void add_repro_command(CLI::App& app, Context& ctx) {
       const bool tokens = cc.max_query_len() > 1;
       fmt::format_to(o, "\n{:>5} {}{:>5} {:>5} {:>14} {:>14} {:>11}\n", "seq", tokens ? "token " : "", "head", "dim", "out",
                      "oracle", "|diff|");
-      const int D = cc.head_size, H = cc.num_heads;
       for (std::size_t j = 0; j < n; ++j) {
         const std::size_t i = idx[j];
-        const int row = static_cast<int>(i / (static_cast<std::size_t>(H) * D));
-        int s = row;
-        if (tokens) {
-          s = 0;
-          while (s + 1 < cc.num_seqs() && cc.query_start(s + 1) <= row) ++s;
-        }
-        fmt::format_to(o, "{:>5} {}{:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", s,
-                       tokens ? fmt::format("{:>5} ", row - cc.query_start(s)) : "", (i / D) % H, i % D, raw.out[i],
-                       data.ref.out[i], err(i));
+        const Index3 at = index3(static_cast<std::int64_t>(i), cc);
+        fmt::format_to(o, "{:>5} {}{:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", at.seq,
+                       tokens ? fmt::format("{:>5} ", at.token) : "", at.head, at.dim, raw.out[i], data.ref.out[i],
+                       err(i));
       }
       return is_failure(r.verdict) ? kFail : kPass;
     };

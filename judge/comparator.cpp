@@ -41,6 +41,8 @@ std::uint32_t out_bits(double o, DType t) { return ref_bits(o, t); }
 
 bool same_inf(double o, double r) { return std::isinf(o) && std::isinf(r) && std::signbit(o) == std::signbit(r); }
 
+}  // namespace
+
 Index3 index3(std::int64_t i, const Case& c) {
   const std::int64_t H = c.num_heads, D = c.head_size;
   const int row = static_cast<int>(i / (H * D));
@@ -53,8 +55,6 @@ Index3 index3(std::int64_t i, const Case& c) {
   }
   return at;
 }
-
-}  // namespace
 
 std::string describe(const Index3& at) {
   if (at.token < 0) return fmt::format("seq {}, head {}, dim {}", at.seq, at.head, at.dim);

@@ -25,6 +25,10 @@ struct Index3 {
   }
 };
 
+/// The element at flat index `i` of `c`'s [num_query_tokens, num_heads, head_size] output: its sequence, and
+/// its query token within the sequence when `c` has several (the inverse of Index3::flat).
+Index3 index3(std::int64_t i, const Case& c);
+
 /// "seq 1, head 0, dim 5", or "seq 1, query token 2, head 0, dim 5" with several query tokens per sequence.
 std::string describe(const Index3& at);
 

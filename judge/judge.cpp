@@ -10,21 +10,12 @@
 namespace pacheck {
 
 namespace {
-/// The sequence owning output row `row` (rows are sequences for plain decode).
-int seq_of_row(const Case& c, int row) {
-  int s = 0;
-  while (s + 1 < c.num_seqs() && c.query_start(s + 1) <= row) ++s;
-  return s;
-}
 std::string where(const Case& c, std::int64_t flat) {
-  const std::int64_t D = c.head_size, H = c.num_heads;
-  const int row = static_cast<int>(flat / (H * D));
-  if (c.max_query_len() > 1) {
-    const int s = seq_of_row(c, row), i = row - c.query_start(s);
-    return fmt::format("(seq {} query token {} at position {}, head {}, dim {})", s, i, c.query_pos(s, i),
-                       (flat / D) % H, flat % D);
-  }
-  return fmt::format("(seq {}, head {}, dim {})", row, (flat / D) % H, flat % D);
+  const Index3 at = index3(flat, c);
+  if (at.token >= 0)
+    return fmt::format("(seq {} query token {} at position {}, head {}, dim {})", at.seq, at.token,
+                       c.query_pos(at.seq, at.token), at.head, at.dim);
+  return fmt::format("(seq {}, head {}, dim {})", at.seq, at.head, at.dim);
 }
 /// Issue 18: in a batch, which sequences' outputs hold NaN/Inf where the oracle's are finite:
 /// "; in sequences 0, 3 (2 of 8)" (the first 8 listed, then "and N more"); empty for one sequence or none.

@@ -109,14 +109,7 @@ CaseData paged(const Case& c, PrePaging pre) {
   return d;
 }
 
-std::string where(const Case& c, std::int64_t flat) {
-  const std::int64_t D = c.head_size, H = c.num_heads, row = flat / (H * D);
-  if (c.max_query_len() == 1) return fmt::format("(seq {}, head {}, dim {})", row, (flat / D) % H, flat % D);
-  // Several query tokens per sequence: output row `row` is query token i of sequence s.
-  int s = 0;
-  while (s + 1 < c.num_seqs() && c.query_start(s + 1) <= row) ++s;
-  return fmt::format("(seq {}, query token {}, head {}, dim {})", s, row - c.query_start(s), (flat / D) % H, flat % D);
-}
+std::string where(const Case& c, std::int64_t flat) { return "(" + describe(index3(flat, c)) + ")"; }
 
 /// One kernel run with the runner's integrity checks; a guard, input or unwritten problem fails the case.
 RawRun run_checked(Property p, const KernelUnderTest& t, const Cell& shown, const CaseData& d, std::string_view which) {
