@@ -636,22 +636,10 @@ void scale_folding(Property self, const KernelUnderTest& t) {
   sp.max_work /= 4;
   sp.fp8_dtypes.clear();  // its own fp8 move below folds through k_scale
   Case c = *gen_case(sp);
-  // The generators draw no fp8 cache: one case in three is moved to one (when the kernel takes it), with the
-  // default, a per-tensor or a per-KV-head k_scale, so the fold through k_scale is checked too.
+  // One case in three is moved to an fp8 cache (when the kernel takes it) through the generators' with_fp8, with
+  // scale 1, a per-tensor or a per-KV-head k_scale (forms 0..2), so the fold through k_scale is checked too.
   const auto [fp8, encoding, form] = *gen::tuple(gen_uniform(0, 3), gen_uniform(0, 3), gen_uniform(0, 3));
-  if (fp8 == 2) {
-    Case f = c;
-    f.kv_dtype = std::array{DType::fp8_e4m3fn, DType::fp8_e5m2, DType::fp8_e4m3fnuz}[encoding];
-    if (form == 1) f.k_scale.values = {0.37f};
-    if (form == 2) f.k_scale.range = std::pair{0.3f, 3.0f};
-    f.v_scale.range = std::pair{3.0f, 0.3f};
-    try {
-      f.validate();
-      if (t.kernel->supports(f).ok) c = f;
-    } catch (const CaseError&) {
-      // a head_size the fp8 vllm layout's 16-element vectors do not divide: keep the drawn cache dtype
-    }
-  }
+  if (fp8 == 2) c = with_fp8(t.space, c, std::array{DType::fp8_e4m3fn, DType::fp8_e5m2, DType::fp8_e4m3fnuz}[encoding], form);
   const int magnitude = *gen_uniform(1, 5);
   const int sign = *gen_uniform(0, 2) == 0 ? 1 : -1;
   // Half the cases move the factor into Q (q x 2^-e with scale x 2^e, issue 18), half into K or k_scale.
