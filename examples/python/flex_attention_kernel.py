@@ -75,6 +75,26 @@ def _row_tables(inp, device):
             as_dev(owner), as_dev(logical))
 
 
+def _score_mod(inp, device, B, logical, row_pos):
+    """The soft cap and ALiBi as a score_mod, or None when the case has neither. It captures tensors and ints
+    only: flex_attention traces score_mod, and a captured Python float becomes a SymFloat it refuses once a
+    second value has been seen (torch 2.15 on the CPU)."""
+    has_cap, slopes = inp.logits_soft_cap > 0, None if inp.alibi_slopes is None else inp.alibi_slopes.torch()
+    if not has_cap and slopes is None:
+        return None
+    cap = torch.tensor(float(inp.logits_soft_cap) if has_cap else 1.0, dtype=torch.float32, device=device)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        if has_cap:
+            score = (cap * torch.tanh(score.float() / cap)).to(score.dtype)
+        if slopes is not None:
+            key_pos = logical[kv_idx // B] * B + kv_idx % B
+            score = score + slopes[h] * (key_pos - row_pos[q_idx]).to(score.dtype)
+        return score
+
+    return score_mod
+
+
 def flex_decode(inp: pacheck.Inputs) -> None:
     """One paged decode step through flex_attention over the whole pool, the paging in its block mask."""
     dev = "cuda" if inp.device == "cuda" else "cpu"
@@ -98,21 +118,11 @@ def flex_decode(inp: pacheck.Inputs) -> None:
                 keep = keep & (row_pos[q_idx] - key_pos < window)
             return keep
 
-        cap = float(inp.logits_soft_cap)
-        slopes = None if inp.alibi_slopes is None else inp.alibi_slopes.torch()
-
-        def score_mod(score, b, h, q_idx, kv_idx):
-            if cap > 0:
-                score = cap * torch.tanh(score / cap)
-            if slopes is not None:
-                key_pos = logical[kv_idx // B] * B + kv_idx % B
-                score = score + slopes[h] * (key_pos - row_pos[q_idx]).to(score.dtype)
-            return score
+        score_mod = _score_mod(inp, q.device, B, logical, row_pos)
 
         block_mask = fa.create_block_mask(mask_mod, None, None, T, N * B, device=q.device)
         want_lse = inp.sinks is not None
-        mod = score_mod if (cap > 0 or slopes is not None) else None
-        out = _flex()(query, k, v, score_mod=mod, block_mask=block_mask, scale=float(inp.scale), enable_gqa=G != H,
+        out = _flex()(query, k, v, score_mod=score_mod, block_mask=block_mask, scale=float(inp.scale), enable_gqa=G != H,
                       return_lse=want_lse)
         if want_lse:
             out, lse = out
