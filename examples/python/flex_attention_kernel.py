@@ -21,9 +21,14 @@ fp8 caches would need a dequantised copy of the pool), layouts other than nhd (h
 block_size, head_size] has no such view), and sparse pools (high block ids: the mask would be evaluated over
 2^31 slots), which it does not declare (Kernel(sparse_pools=False)).
 
-On CUDA flex_attention is compiled (torch.compile; FLEX_COMPILE=0 runs it eagerly), one compilation per shape,
-so the first cell of each shape pays it (timeout 600 s a cell). On the CPU it runs eagerly (the unfused
-reference path, which materialises the scores): enough to check the adapter here.
+On CUDA flex_attention is compiled (torch.compile, dynamic shapes; FLEX_COMPILE=0 runs it eagerly): the first
+cells of a shape pay the compilation (timeout 600 s a cell). On the CPU it runs eagerly (the unfused reference
+path, which materialises the scores and multiplies every value row by its probability).
+
+What pacheck finds (docs/PYTHON.md, "FlexAttention"): on the CPU with torch 2.15's eager path, every cell with
+a NaN or Inf anywhere in the value pool outside the sequences (unwritten tails, unused blocks, padding targets,
+other sequences' slots, keys outside the window) is `poisoned`, and every other cell passes: masked slots get
+probability 0, and 0 x NaN = NaN. Finite poisons and K-only poisons pass (masked scores never reach exp).
 """
 import contextlib
 import os
@@ -42,7 +47,12 @@ def _flex():
     if os.environ.get("FLEX_COMPILE", "1") == "0" or not torch.cuda.is_available():
         return fa.flex_attention
     if "fn" not in _COMPILED:
-        _COMPILED["fn"] = torch.compile(fa.flex_attention)
+        # Shapes change from case to case: compile for dynamic shapes, and let a suite's few dozen shapes
+        # recompile rather than fall back to the eager (unfused) path after dynamo's default 8.
+        import torch._dynamo
+
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+        _COMPILED["fn"] = torch.compile(fa.flex_attention, dynamic=True)
     return _COMPILED["fn"]
 
 
