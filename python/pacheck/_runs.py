@@ -4,6 +4,7 @@ properties, shrinking and reproduce strings on a Kernel). Imported by pacheck/__
 """
 import dataclasses
 import os
+import re
 import shlex
 
 from . import _native
@@ -256,8 +257,13 @@ def fuzz(kernel, properties=None, seed=None, cases=None, budget=None, max_size=1
     ans = _lib().call_json("pacheck_cells_fuzz", request)
     props = []
     for p in ans["properties"]:
+        text = p["counterexample"]
+        if isinstance(kernel, Kernel) and not kernel._label_given and p["cell_id"]:
+            # `pacheck repro` cannot load a Python kernel: the counterexample's repro is the run_cell call.
+            text = re.sub(r"(?m)^(\s*repro\s+)pacheck repro .*<python kernel .*$",
+                          lambda m: f"{m.group(1)}pacheck.run_cell(None, KERNEL, {p['cell_id']!r})", text)
         r = PropertyResult(p["name"], p["passed"], p["cases"], p["seconds"], p["coverage"], p["over_memory"],
-                           p["message"], p["counterexample"], p["cell_id"], p["shrinks"], p["reproduce"])
+                           p["message"], text, p["cell_id"], p["shrinks"], p["reproduce"])
         if not r.passed and r.reproduce:
             r.replay = _replay(kernel, ans["device"], r.name, r.reproduce)
         props.append(r)

@@ -33,6 +33,7 @@ def test_planted_v_tail_read_fails_tail_poison_and_shrinks_and_replays():
     assert not p.passed, res.report()
     assert p.counterexample and p.cell_id and p.reproduce, p
     assert p.replay.startswith("pacheck.fuzz(KERNEL, properties=['tail-poison'], reproduce=")
+    assert f"pacheck.run_cell(None, KERNEL, {p.cell_id!r})" in p.counterexample and "<python kernel" not in p.counterexample
     assert "V:" in p.cell_id and ("@tail" in p.cell_id or "@scales" in p.cell_id), p.cell_id
     again = pacheck.fuzz(numpy_tail_fault, properties=["tail-poison"], reproduce=p.reproduce).properties[0]
     assert not again.passed and again.cell_id == p.cell_id, (again.cell_id, p.cell_id)
