@@ -11,6 +11,7 @@
 # junit XML of each pytest run, the report directories (.pacheck-report) and environment.txt.
 #
 # Usage (device tool, repository root, with dist/ carried): bash ci/gpu-python.sh [OUT]   (default $OUT)
+# The wheel: bash ci/build-wheel.sh --cuda here (dist/pacheck-0.1.0-py3-none-linux_x86_64.whl, about 37 MB).
 # Environment: WHEEL (default the newest dist/pacheck-*.whl), PYTHON (default python3: torch's), SUITES_FLEX
 # (default "gate tail-poison boundary").
 set -uo pipefail
@@ -49,6 +50,13 @@ cat "$out/environment.txt" >>"$log"
 venv="$(mktemp -d)/venv"
 timed install sh -c "'$py' -m venv --system-site-packages '$venv' && '$venv/bin/python' -m pip install --no-index --no-deps '$wheel'"
 vpy="$venv/bin/python"
+if ! grep -q "^install exit 0 " "$times"; then
+  # No venv module there: the wheel's files unpacked beside torch's environment (no entry points: -p loads the plugin).
+  site="$(dirname "$venv")/site"
+  timed install-target "$py" -m pip install --no-index --no-deps --target "$site" "$wheel"
+  vpy="$py"
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 "$vpy" -c 'import pacheck, json; print(json.dumps(pacheck.info()))' >>"$log" 2>&1 || { say "pacheck does not import"; exit 1; }
 export PACHECK_CACHE_DIR="$out/cache" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 rm -rf "$PACHECK_CACHE_DIR"
@@ -56,7 +64,7 @@ cd "$root/examples/python" || exit 1
 status=0
 
 # 1. In process, cold instrument cache.
-timed pytest-triton-gate "$vpy" -m pytest -p no:cacheprovider -q test_triton_kernel.py --pacheck-suite gate \
+timed pytest-triton-gate "$vpy" -m pytest -p pacheck.pytest_plugin -p no:cacheprovider -q test_triton_kernel.py --pacheck-suite gate \
   --junitxml "$out/triton-gate.xml" --pacheck-report-dir "$out/reports"
 grep -q "^pytest-triton-gate exit 0 " "$times" || status=1
 
@@ -68,15 +76,15 @@ timed score-gate "$vpy" -m pacheck score --cases "$work/cases" --outputs "$work/
 rm -rf "$work"
 
 # 3. One test again (the first straddling V-poison cell): the instrument check comes from the cache.
-one="$("$vpy" -m pytest -p no:cacheprovider -q --co test_triton_kernel.py --pacheck-suite gate 2>/dev/null |
+one="$("$vpy" -m pytest -p pacheck.pytest_plugin -p no:cacheprovider -q --co test_triton_kernel.py --pacheck-suite gate 2>/dev/null |
   grep -m1 'V:nan_at_tail' | sed 's/^[^[]*\[//; s/\]$//')"
 say "one test: $one"
-timed pytest-triton-one "$vpy" -m pytest -p no:cacheprovider -q "test_triton_kernel.py::test_triton_paged[$one]" \
+timed pytest-triton-one "$vpy" -m pytest -p pacheck.pytest_plugin -p no:cacheprovider -q "test_triton_kernel.py::test_triton_paged[$one]" \
   --pacheck-suite gate --pacheck-report-dir "$out/reports-one"
 
 # 4. The FlexAttention adapter on the three suites.
 for s in ${SUITES_FLEX:-gate tail-poison boundary}; do
-  timed "pytest-flex-$s" "$vpy" -m pytest -p no:cacheprovider -q -rs test_flex_attention.py --pacheck-suite "$s" \
+  timed "pytest-flex-$s" "$vpy" -m pytest -p pacheck.pytest_plugin -p no:cacheprovider -q -rs test_flex_attention.py --pacheck-suite "$s" \
     --junitxml "$out/flex-$s.xml" --pacheck-report-dir "$out/reports-flex-$s"
 done
 
