@@ -46,17 +46,13 @@ fi
   "$py" -c 'import numpy, pytest; print("numpy", numpy.__version__, "pytest", pytest.__version__)'; } >"$out/environment.txt" 2>&1
 cat "$out/environment.txt" >>"$log"
 
-# A venv over torch's environment (its torch, Triton, NumPy and pytest), the wheel installed from the file alone.
-venv="$(mktemp -d)/venv"
-timed install sh -c "'$py' -m venv --system-site-packages '$venv' && '$venv/bin/python' -m pip install --no-index --no-deps '$wheel'"
-vpy="$venv/bin/python"
-if ! grep -q "^install exit 0 " "$times"; then
-  # No venv module there: the wheel's files unpacked beside torch's environment (no entry points: -p loads the plugin).
-  site="$(dirname "$venv")/site"
-  timed install-target "$py" -m pip install --no-index --no-deps --target "$site" "$wheel"
-  vpy="$py"
-  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
+# The wheel's files unpacked from the file alone (no index, no dependencies) into a folder put first on PYTHONPATH,
+# beside torch's environment as it is: a venv made from a python that is itself a venv would not see torch.
+# pytest gets -p pacheck.pytest_plugin (no entry points without an install), the command `python -m pacheck`.
+site="$(mktemp -d)/site"
+timed install "$py" -m pip install --no-index --no-deps --target "$site" "$wheel"
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+vpy="$py"
 "$vpy" -c 'import pacheck, json; print(json.dumps(pacheck.info()))' >>"$log" 2>&1 || { say "pacheck does not import"; exit 1; }
 export PACHECK_CACHE_DIR="$out/cache" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 rm -rf "$PACHECK_CACHE_DIR"
