@@ -111,6 +111,19 @@ inline RawRun run_mla_once(const MlaKernel& k, Backend& b, const MlaData& d, con
   return call.run(k);
 }
 
+/// The faults every MLA kernel test writes into each case's latent cache: NaN / +-Inf / finite garbage in the
+/// rope part (K), the latent part (V) and the whole row (K+V), over the tail, every unwritten slot, other
+/// sequences' slots, unused blocks and the padding target.
+inline const std::vector<FaultSpec>& mla_faults() {
+  static const std::vector<FaultSpec> f{
+      {Poison::nan, Target::v, Region::tail},     {Poison::nan, Target::k, Region::tail},
+      {Poison::pinf, Target::kv, Region::tail},   {Poison::nan, Target::kv, Region::all},
+      {Poison::nan, Target::v, Region::others},   {Poison::nan, Target::kv, Region::unused},
+      {Poison::ninf, Target::v, Region::padding}, {Poison::big, Target::kv, Region::all},
+  };
+  return f;
+}
+
 /// The names of `kernels`, in order: the parameter list of a test over them.
 inline std::vector<std::string> mla_names(const std::vector<MlaKernelPtr>& kernels) {
   std::vector<std::string> n;

@@ -50,16 +50,6 @@ std::vector<MlaCase> gpu_cases() {
   return out;
 }
 
-const std::vector<FaultSpec>& gpu_faults() {
-  static const std::vector<FaultSpec> f{
-      {Poison::nan, Target::v, Region::tail},     {Poison::nan, Target::k, Region::tail},
-      {Poison::pinf, Target::kv, Region::tail},   {Poison::nan, Target::kv, Region::all},
-      {Poison::nan, Target::v, Region::others},   {Poison::nan, Target::kv, Region::unused},
-      {Poison::ninf, Target::v, Region::padding}, {Poison::big, Target::kv, Region::all},
-  };
-  return f;
-}
-
 class GpuMlaKernels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuMlaKernels, PassEveryCellOrFailExactlyTheExpectedOnes) {
@@ -70,7 +60,7 @@ TEST_P(GpuMlaKernels, PassEveryCellOrFailExactlyTheExpectedOnes) {
   for (const MlaCase& mc : gpu_cases()) {
     if (!k->supports(mc).ok) continue;
     const mla_checks::MlaData d = mla_checks::prepare_mla(mc);
-    mla_checks::expect_mla_cells(*k, *gpu().backend, d, gpu_faults(), &count);
+    mla_checks::expect_mla_cells(*k, *gpu().backend, d, mla_checks::mla_faults(), &count);
   }
   EXPECT_GT(count.cells, 0);
   mla_checks::expect_mla_control_caught(*k, count, "the GPU MLA cells");

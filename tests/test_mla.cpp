@@ -305,16 +305,6 @@ std::vector<MlaCase> kernel_cases() {
   return out;
 }
 
-const std::vector<FaultSpec>& kernel_faults() {
-  static const std::vector<FaultSpec> f{
-      {Poison::nan, Target::v, Region::tail},    {Poison::nan, Target::k, Region::tail},
-      {Poison::pinf, Target::kv, Region::tail},  {Poison::nan, Target::kv, Region::all},
-      {Poison::nan, Target::v, Region::others},  {Poison::nan, Target::kv, Region::unused},
-      {Poison::ninf, Target::v, Region::padding}, {Poison::big, Target::kv, Region::all},
-  };
-  return f;
-}
-
 Backend& cpu() {
   static const std::unique_ptr<Backend> b = make_cpu_backend();
   return *b;
@@ -342,7 +332,7 @@ TEST_P(CpuMlaKernels, PassEveryCellOrFailExactlyTheExpectedOnes) {
       EXPECT_TRUE(k->is_negative_control()) << k->name() << " declined " << d.mc.id() << ": " << s.reason;
       continue;
     }
-    mla_checks::expect_mla_cells(*k, cpu(), d, kernel_faults(), &count);
+    mla_checks::expect_mla_cells(*k, cpu(), d, mla_checks::mla_faults(), &count);
   }
   EXPECT_GT(count.cells, 0);
   mla_checks::expect_mla_control_caught(*k, count, "the CPU MLA cells");
@@ -368,7 +358,7 @@ TEST(CpuMlaKernels, PackedTileLeaksAnotherSequencesTail) {
              packed = *cpu_mla("cpu.mla_packed_tile")->expected_failures();
   int only_tail = 0, both = 0;
   for (const MlaCase& mc : kernel_cases())
-    for (const FaultSpec& f : kernel_faults()) {
+    for (const FaultSpec& f : mla_checks::mla_faults()) {
       const MlaCell cell{mc, f};
       EXPECT_TRUE(!packed(cell) || tail(cell)) << cell.id();
       only_tail += tail(cell) && !packed(cell);
