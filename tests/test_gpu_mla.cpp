@@ -104,7 +104,7 @@ TEST(GpuMlaBench, DeepSeekV3At128Heads) {
     double tokens = 0;
     for (int len : mc.c.seq_lens) tokens += len;
     const double bytes = tokens * mc.m.row() * dtype_size(mc.c.kv_dtype);
-    std::printf("[ bench    ] gpu.mla_decode %s on %s: %.3f ms (median of 5), latent cache %.1f MB, %.0f GB/s\n",
+    std::printf("[ bench    ] gpu.mla_decode %s on %s: %.3f ms (median of 5), latent cache %.1f MB, %.2f GB/s\n",
                 mc.id().c_str(), gpu().backend->description().c_str(), ms[2], bytes / 1e6, bytes / (ms[2] * 1e6));
     EXPECT_GT(ms[2], 0.0);
   }
