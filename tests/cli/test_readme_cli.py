@@ -17,7 +17,8 @@ Scenarios:
   figure        the `$ ...` command of "Reading a result" prints the rows shown under it, and the fault
                 matrix under "What it finds" is what ci/readme-figure.py renders from that run
   cpp_route     the C/C++ route: install the package, build examples/kernel-repo against it, ctest it
-  python_route  the Python route: a venv, the package installed into it, pytest over the example kernel
+  python_route  the Python route: a venv, the wheel built from a copy of the tracked tree and installed into it,
+                pytest over the example kernel (a whole CPU build: ctest label wheel)
   casefiles_route  the case-file route: export, the NumPy runner, score
 """
 import argparse
@@ -60,14 +61,18 @@ def route_command(args, scenario):
     return mine[0]
 
 
-def scratch_checkout(args, tmp):
-    """A folder laid out as a checkout's root for the README's commands; returns (folder, env)."""
+def scratch_checkout(args, tmp, whole=False):
+    """A folder laid out as a checkout's root for the README's commands; returns (folder, env). With whole, every
+    file git tracks is copied (`pip install .` builds the tree), else examples/ and python/ only."""
     work = os.path.join(tmp, "checkout")
     os.makedirs(os.path.join(work, "build"))
     os.symlink(os.path.abspath(args.build), os.path.join(work, "build", "default"))
-    ignore = shutil.ignore_patterns("build*", "__pycache__", "*.egg-info", ".pytest_cache")
-    for folder in ("examples", "python"):
-        shutil.copytree(os.path.join(args.source, folder), os.path.join(work, folder), ignore=ignore)
+    if whole:
+        copy_tracked_files(args.source, work)
+    else:
+        ignore = shutil.ignore_patterns("build*", "__pycache__", "*.egg-info", ".pytest_cache")
+        for folder in ("examples", "python"):
+            shutil.copytree(os.path.join(args.source, folder), os.path.join(work, folder), ignore=ignore)
     bin_dir = os.path.join(tmp, "bin")
     os.makedirs(bin_dir)
     os.symlink(python_with_pytest(), os.path.join(bin_dir, "python3"))
@@ -77,6 +82,16 @@ def scratch_checkout(args, tmp):
     for var in ("PACHECK_LIB", "PACHECK_SUITES_DIR", "PYTHONPATH", "RC_PARAMS"):
         env.pop(var, None)
     return work, env
+
+
+def copy_tracked_files(source, dest):
+    """Copies the files git tracks in SOURCE (its working-tree contents) to DEST, as a fresh clone holds them."""
+    listed = subprocess.run(["git", "-C", source, "ls-files", "-z"], check=True, stdout=subprocess.PIPE).stdout
+    for rel in filter(None, listed.decode().split("\0")):
+        src = os.path.join(source, rel)
+        if os.path.isfile(src):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copy2(src, os.path.join(dest, rel))
 
 
 def python_with_pytest():
@@ -138,7 +153,11 @@ def scenario_cpp_route(args, tmp):
 
 
 def scenario_python_route(args, tmp):
-    work, env = scratch_checkout(args, tmp)
+    work, env = scratch_checkout(args, tmp, whole=True)
+    if shutil.which("ccache"):
+        # CMake takes its compiler launchers' defaults from these variables: the wheel's build reuses this
+        # machine's objects; the command itself is the README's, verbatim.
+        env.update(CMAKE_CXX_COMPILER_LAUNCHER="ccache", CMAKE_C_COMPILER_LAUNCHER="ccache")
     out = run_readme_command(route_command(args, "python_route"), work, env)
     m = re.search(r"(\d+) passed", out)
     check(m and int(m.group(1)) > 0 and " failed" not in out, "pytest passed no cell, or failed some")
