@@ -10,6 +10,7 @@
 
 #include "core/digest.hpp"
 #include "core/files.hpp"
+#include "kernels/plugin.hpp"
 #include "report/json.hpp"
 #include "report/report_dir.hpp"
 #include "report/results_log.hpp"
@@ -409,7 +410,7 @@ VerifyOutcome verify(const VerifyRequest& req) {
   if (!req.plugin.empty()) {
     std::string lib;
     try {
-      lib = sha256_of(read_regular_file(req.plugin, ReadLimit{std::uint64_t{4} << 30, "a plugin library"}));
+      lib = sha256_of(read_regular_file(req.plugin, ReadLimit{kMaxPluginBytes, "a plugin library"}));
     } catch (const FileError& e) {
       fail(kVerifyUsage, fmt::format("--plugin: {}", e.what()));
     }
