@@ -19,7 +19,6 @@ namespace pacheck {
 
 namespace fs = std::filesystem;
 
-std::string path_in(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
 namespace {
 

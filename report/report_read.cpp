@@ -78,7 +78,8 @@ std::pair<RunSummary, ReportMeta> summary_from_report(const nlohmann::json& repo
     summarize(s, roles);
   } catch (const nlohmann::json::exception& e) {
     throw ReportError(fmt::format("{}: malformed report: {}", source, json_reason(e)));
-  } catch (const std::runtime_error& e) {
+  } catch (const std::exception& e) {
+    // runtime_error from the checks above and cell_result_from_json, invalid_argument for an unknown verdict.
     throw ReportError(fmt::format("{}: malformed report: {}", source, e.what()));
   }
   return {std::move(s), std::move(meta)};
