@@ -128,9 +128,11 @@ VerifyOutcome verify(const VerifyRequest& req) {
   body.erase("evidence_sha256");
   if (sha256_of(json_text(body, 1)) != claimed)
     fail(kVerifyEvidence, fmt::format("{}: evidence_sha256 does not match its content: the file was edited", ev_path));
-  if (ev.value("evidence_version", 0) != kEvidenceVersion)
-    fail(kVerifyEvidence, fmt::format("{}: evidence_version {} (this pacheck reads {})", ev_path,
-                                      json_text(ev.value("evidence_version", nlohmann::json())), kEvidenceVersion));
+  // value("evidence_version", 0) throws for a string there: test the type before comparing.
+  const nlohmann::json version = ev.value("evidence_version", nlohmann::json());
+  if (!version.is_number_integer() || version.get<long long>() != kEvidenceVersion)
+    fail(kVerifyEvidence, fmt::format("{}: evidence_version {} (this pacheck reads {})", ev_path, json_text(version),
+                                      kEvidenceVersion));
 
   // 2. Every listed file as listed, and nothing else.
   std::map<std::string, std::string> contents;
