@@ -237,6 +237,8 @@ void Case::validate() const {
                                 block_size, li->block_multiple, layout_name(layout), li->block_multiple,
                                 li->block_multiple, li->block_multiple));
   if (seq_lens.empty()) throw CaseError("seq_lens", "needs at least one sequence");
+  if (seq_lens.size() > kMaxNumSeqs)
+    throw CaseError("seq_lens", fmt::format("{} sequences, more than {} (a decode batch)", seq_lens.size(), kMaxNumSeqs));
   for (std::size_t i = 0; i < seq_lens.size(); ++i)
     if (seq_lens[i] < 1)
       throw CaseError("seq_lens", fmt::format("seq_len of sequence {} is {}, must be >= 1", i, seq_lens[i]));
@@ -254,6 +256,10 @@ void Case::validate() const {
     if (ks->range) given = {ks->range->first, ks->range->second};
     if (ks->slot) {
       given = {ks->slot->first, ks->slot->second};
+      // Not `!(lo <= hi)`: a NaN bound is refused below, as not finite.
+      if (ks->slot->first > ks->slot->second)
+        throw CaseError(field, fmt::format("{}: low {} is above high {} (per-slot scales are drawn between [lo, hi])",
+                                           ks->text(), ks->slot->first, ks->slot->second));
       if (high_block_ids != 0)
         throw CaseError(field, fmt::format("{}: per-slot scale tables are dense [num_blocks, num_kv_heads, block_size]; "
                                            "high_block_ids {} (a pool of 2^{} elements) is not modelled with them",
@@ -571,6 +577,14 @@ Case parse_case_id(const std::string& id) {
   }
   if (!have_heads) throw CaseError("case id", fmt::format("no 'hQ/KV' heads token in '{}'", id));
   if (!have_ctx) throw CaseError("case id", fmt::format("no 'ctxN[,N...]' token in '{}'", id));
+  // A list of ones is stored as none (plain decode), so validate() cannot see its count: check it here.
+  if (const auto q = seen.find("query_lens"); q != seen.end()) {
+    const auto given = static_cast<std::size_t>(std::count(q->second.begin(), q->second.end(), ',')) + 1;
+    if (given != 1 && given != c.seq_lens.size())
+      throw CaseError("query_lens", fmt::format("'{}' gives {} values for {} sequences: give 1 (every sequence) or {} "
+                                                "(one per sequence)",
+                                                q->second, given, c.seq_lens.size(), c.seq_lens.size()));
+  }
   c.validate();
   return c;
 }

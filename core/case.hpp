@@ -182,7 +182,9 @@ struct Case {
   int num_kv_heads = 8;   ///< KV heads (GQA ratio = num_heads / num_kv_heads)
   int head_size = 128;    ///< elements per head
   int block_size = 16;    ///< tokens per KV block
-  std::vector<int> seq_lens{4090};  ///< context tokens per sequence, each >= 1
+  std::vector<int> seq_lens{4090};  ///< context tokens per sequence, each >= 1; 1 to kMaxNumSeqs sequences
+  /// The most sequences a case may batch: a decode batch (vLLM's default max_num_seqs is 256; 4096 leaves room).
+  static constexpr std::size_t kMaxNumSeqs = 4096;
   std::optional<float> scale;       ///< softmax scale; default 1/sqrt(head_size)
   DType q_dtype = DType::bf16;
   DType kv_dtype = DType::bf16;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "exec/execute.hpp"
+#include "exec/watchdog.hpp"
 
 namespace pacheck {
 namespace {
@@ -53,6 +54,8 @@ void run_item(const WorkItem& item, const PoolDevice& dev, BufferPool& pool, Pla
     if (*dev.lost && j.kernel->device() != PACHECK_DEVICE_CPU) {
       r = unrun_result(j.cell, *j.kernel, Verdict::error, "not run: the device context was lost by an earlier fatal error");
     } else {
+      const CallWatchdog::Watch watch =
+          watch_call(opt.watchdog, *j.kernel, [&] { return fmt::format("{} on cell '{}'", j.kernel->name(), j.cell.id()); });
       Execution e = execute_cell(*data, *j.kernel, j.cell, *dev.backend, twins[j.kernel], opt.tolerance, how);
       if (e.error == ExecError::fatal) *dev.lost = true;
       r = std::move(e.result);

@@ -15,6 +15,7 @@
 #include "core/files.hpp"
 #include "exec/execute.hpp"
 #include "exec/isolate.hpp"
+#include "exec/watchdog.hpp"
 
 namespace pacheck {
 namespace {
@@ -96,6 +97,9 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
     if (!in_child(sel)) {
       Support s;
       try {
+        const CallWatchdog::Watch watch = watch_call(opt.watchdog, *sel.kernel, [&] {
+          return fmt::format("{}'s supports() of cell '{}'", sel.kernel->name(), sel.cell.id());
+        });
         s = sel.kernel->supports(sel.cell.c);
       } catch (const std::exception& e) {
         s = Support::error(std::string("supports() failed: ") + e.what());

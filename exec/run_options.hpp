@@ -16,6 +16,8 @@
 
 namespace pacheck {
 
+class CallWatchdog;  // exec/watchdog.hpp
+
 struct RunOptions {
   int threads = 0;                         ///< CPU worker threads; 0 = hardware concurrency
   Tolerance tolerance;
@@ -46,6 +48,9 @@ struct RunOptions {
   /// becomes the cell's verdict (crash, timeout) instead of ending the run.
   std::function<bool(const Kernel&)> isolate;
   double cell_timeout_s = 60;              ///< isolated cells: wall seconds before the child is killed
+  /// Watches the in-process calls of the kernels it selects (each cell's execution, and supports() while
+  /// planning): one that runs past its timeout ends the process (exec/watchdog.hpp). Null: none is watched.
+  CallWatchdog* watchdog = nullptr;
   int isolate_lanes = 0;                   ///< isolated CPU kernels: child processes at once; 0 = `threads`
   /// Isolated GPU kernels: child processes per device at once (each with its own context, preparing its
   /// own cases); 0 = isolated_gpu_lanes()'s default.

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/case.hpp"
@@ -97,6 +98,14 @@ class Kernel {
 };
 
 using KernelPtr = std::shared_ptr<const Kernel>;
+
+/// The longest kernel name pacheck takes (plugin descriptors, `score --kernel-name`).
+inline constexpr std::size_t kMaxKernelNameLength = 64;
+/// The rule every kernel name from outside follows (a plugin's descriptor, `score --kernel-name`): 1 to
+/// kMaxKernelNameLength characters, each a letter, digit, '.', '_' or '-' (a name goes into ids, reports,
+/// file names and one-line logs). Returns why `name` breaks it ("name is empty", "name 'a b' has character
+/// ' ' (allowed: ...)"), or "" when it follows it. Non-printable characters are named by their code.
+std::string kernel_name_problem(std::string_view name);
 
 /// The PACHECK_VARIANT_* bits case `c` needs (0 for plain decode).
 unsigned case_variants(const Case& c);

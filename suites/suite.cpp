@@ -197,6 +197,40 @@ int bounded(const std::string& file, int line, std::string_view key, std::string
   }
 }
 
+/// One axis of a [[cells]] group: its key and how many values it lists.
+struct Axis {
+  const char* key;
+  std::size_t values;
+};
+
+/// Refuses the [[cells]] group at `line` of `file` before it is expanded when the suite, `before` cells and
+/// `before_seqs` sequences so far, would pass kMaxSuiteCells cells or kMaxSuiteSequences sequences with it:
+/// the group's cells are the product of its axes (`seq_lens` counted by its batches, holding `batch_seqs`
+/// sequences together). The SuiteError names the group, its cells and the axes that multiply.
+void check_group_size(const std::string& file, int line, const std::vector<Axis>& axes, std::size_t batch_seqs,
+                      double before, double before_seqs) {
+  double cells = 1, others = 1;  // doubles: a product of a few large axes overflows std::size_t
+  std::string product;
+  for (const Axis& a : axes) {
+    cells *= static_cast<double>(a.values);
+    if (std::string_view(a.key) != "seq_lens") others *= static_cast<double>(a.values);
+    if (a.values > 1) product += fmt::format("{}{} {}", product.empty() ? "" : " x ", a.key, a.values);
+  }
+  const double seqs = others * static_cast<double>(batch_seqs);
+  const std::string axes_text = product.empty() ? "" : fmt::format(" ({})", product);
+  const std::string so_far = before > 0 ? fmt::format(", after {:.0f} cells before it", before) : "";
+  if (before + cells > static_cast<double>(kMaxSuiteCells))
+    throw SuiteError(file, line, "cells",
+                     fmt::format("this group expands into {:.0f} cells{}{}, over the {} a suite may hold: split it "
+                                 "into several suites, or drop values from an axis",
+                                 cells, axes_text, so_far, kMaxSuiteCells));
+  if (before_seqs + seqs > static_cast<double>(kMaxSuiteSequences))
+    throw SuiteError(file, line, "cells",
+                     fmt::format("this group's {:.0f} cells{} hold {:.0f} sequences{}, over the {} a suite's cells may "
+                                 "hold together: split it into several suites",
+                                 cells, axes_text, seqs, before_seqs > 0 ? " more" : "", kMaxSuiteSequences));
+}
+
 /// Reads a suite file, tracking file name for errors.
 class Parser {
  public:
@@ -231,7 +265,15 @@ class Parser {
         } catch (const std::exception& e) {
           throw SuiteError(file_, line, "include", e.what());
         }
-        for (auto& c : other.cells) s.cells.push_back(std::move(c));
+        for (auto& c : other.cells) {
+          sequences_ += static_cast<double>(c.cell.c.seq_lens.size());
+          s.cells.push_back(std::move(c));
+        }
+        if (s.cells.size() > kMaxSuiteCells || sequences_ > static_cast<double>(kMaxSuiteSequences))
+          throw SuiteError(file_, line, "include",
+                           fmt::format("the included suites hold {} cells and {:.0f} sequences, over the {} cells and "
+                                       "{} sequences a suite may hold",
+                                       s.cells.size(), sequences_, kMaxSuiteCells, kMaxSuiteSequences));
       }
     }
     auto cells = root["cells"];
@@ -280,6 +322,7 @@ class Parser {
  private:
   std::string file_;
   int depth_;
+  double sequences_ = 0;  ///< sequences of the cells expanded so far (includes too), for check_group_size
 
   static int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
@@ -330,7 +373,7 @@ class Parser {
 
   // --- Generated batches (issue 18): seq_lens item { cycle = [N, ...], count = M } ---------------------
   /// The most sequences a generated batch may hold (a decode batch; 4096 leaves room above 256).
-  static constexpr long long kMaxGeneratedBatch = 4096;
+  static constexpr long long kMaxGeneratedBatch = static_cast<long long>(Case::kMaxNumSeqs);
   /// A batch of `count` sequences whose lengths repeat the `cycle` list: sequence i has length
   /// cycle[i % cycle.size()]. Both keys are required; count in [1, kMaxGeneratedBatch], each length in
   /// seq_lens' bounds; another key, an empty or non-integer cycle, or a non-integer count is a SuiteError
@@ -569,6 +612,8 @@ class Parser {
     if (auto n = g["variants"]) {
       variants.clear();
       for (const auto& [text, line] : string_list(*n.node(), "cells.variants")) {
+        if (text.find_first_not_of(" \t") == std::string::npos)
+          throw SuiteError(file_, line, "cells.variants", "an empty item: write \"none\" for plain decode");
         Case v;
         std::istringstream in(text);
         std::string tok;
@@ -607,6 +652,14 @@ class Parser {
       }
     }
 
+    std::size_t batch_seqs = 0;
+    for (const auto& b : batches) batch_seqs += b.first.size();
+    check_group_size(file_, gline,
+                     {{"heads", heads.size()}, {"head_sizes", head_sizes.size()}, {"block_sizes", block_sizes.size()},
+                      {"dtypes", dtypes.size()}, {"seq_lens", batches.size()}, {"layouts", layouts.size()},
+                      {"dists", dists.size()}, {"seeds", seeds.size()}, {"scales", scales.size()},
+                      {"variants", variants.size()}, {"high_block_ids", hiblks.size()}, {"faults", faults.size()}},
+                     batch_seqs, static_cast<double>(out.size()), sequences_);
     for (const auto& [h, kv, hline] : heads)
       for (const auto& [d, dline] : head_sizes)
         for (const auto& [bs, bline] : block_sizes)
@@ -688,6 +741,7 @@ class Parser {
                                                      f.id()));
                       if (const std::string why = fault_case_problem(f, c); !why.empty())
                         throw SuiteError(file_, faults_line, "cells.faults", why);
+                      sequences_ += static_cast<double>(lens.size());
                       out.push_back(std::move(sc));
                     }
   }
