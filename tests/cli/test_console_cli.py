@@ -426,7 +426,9 @@ def scenario_progress_interval(args, tmp):
         d = os.path.join(tmp, "never")
         for bad in ("0", "-1", "-0.5", "abc", "inf", "nan", "", "5s"):
             flag = [f"--progress-interval={bad}"] if bad else ["--progress-interval", bad]
-            p = refused(args, f"--progress-interval: '{bad}'", *cmd, *flag, "--report-dir", d)
+            # An empty value is refused by the one rule for every option (cli's refuse_empty_values), in its words.
+            want = f"--progress-interval: '{bad}'" if bad else "--progress-interval: the value is empty"
+            p = refused(args, want, *cmd, *flag, "--report-dir", d)
             check("| " not in p.stdout, f"{cmd[0]} --progress-interval={bad}: started before refusing:\n{p.stdout}")
             check(not os.path.exists(d), f"{cmd[0]} --progress-interval={bad}: wrote {d}")
     line = re.compile(r"^\[progress\] (\d+)/(\d+) results finished, (\d+) running(?: \((.+)\))?, "

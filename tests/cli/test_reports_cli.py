@@ -41,7 +41,7 @@ import time
 import xml.etree.ElementTree as ET
 
 VERDICTS = {"pass", "fail", "poisoned", "variant", "unwritten", "oob_write", "input_mutated", "declined", "not_run", "error",
-            "crash", "timeout"}
+            "crash", "timeout", "overflow", "nondeterministic", "stateful", "biased"}  # = `pacheck list verdicts`
 ERROR_VERDICTS = {"error", "crash", "timeout"}
 
 
