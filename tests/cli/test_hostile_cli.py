@@ -25,24 +25,17 @@ Scenarios:
   named_errors    report on a report.json that is [] names the file; --resume with a run.json that is [] says
                   it is not a run
 """
-import argparse
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_reports_cli import check, read_jsonl, run  # noqa: E402
+from test_reports_cli import check, read_jsonl, rejected, run, scenario_main  # noqa: E402
 
-
-def rejected(args, want, *cmd, env=None, expect=2, timeout=120):
-    p = run(args, *cmd, env=env, expect=expect, timeout=timeout)
-    check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-3000:]}")
-    return p
 
 
 def isolation_suite(args):
@@ -132,7 +125,7 @@ def scenario_in_process_exit(args, tmp):
         # Completed isolated (as printed, the same environment): each exit(0) is then that cell's crash, and
         # the run fails as it must.
         cmd = resume[0].split()[1:]
-        q = run(args, *[c.strip("'") for c in cmd], env=env, expect=1, timeout=300)
+        run(args, *[c.strip("'") for c in cmd], env=env, expect=1, timeout=300)
         results = read_jsonl(os.path.join(d, "results.jsonl"))
         check(len(results) == 9, f"exit in {where}(): {len(results)} results after the completion, want 9")
         want = {"crash", "error"}  # run(): the child died; supports(): its probe died
@@ -325,15 +318,7 @@ def scenario_named_errors(args, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=[n[len("scenario_"):] for n in globals() if n.startswith("scenario_")])
-    ap.add_argument("--pacheck", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--plugin")
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pacheck_hostile_") as tmp:
-        globals()["scenario_" + args.scenario](args, tmp)
-    print(f"ok: {args.scenario}")
+    scenario_main(globals(), "pacheck_hostile_")
 
 
 if __name__ == "__main__":

@@ -13,20 +13,13 @@ Scenarios:
   oracle_isa   `list devices` names the oracle's instruction set; PACHECK_ORACLE_ISA forces each one this CPU
                runs (a run passes on each), '' counts as unset, and an unknown name is exit 2 naming the variable
 """
-import argparse
 import json
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_reports_cli import check, run  # noqa: E402
+from test_reports_cli import check, rejected, run, scenario_main  # noqa: E402
 
-
-def rejected(args, want, *cmd, env=None):
-    p = run(args, *cmd, env=env, expect=2, timeout=120)
-    check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-2000:]}")
-    return p
 
 
 def scenario_cell_ids(args, tmp):
@@ -111,15 +104,7 @@ def scenario_oracle_isa(args, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=[n[len("scenario_"):] for n in globals() if n.startswith("scenario_")])
-    ap.add_argument("--pacheck", required=True)
-    ap.add_argument("--source", required=True)
-    ap.add_argument("--plugin")
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pacheck_cli_") as tmp:
-        globals()["scenario_" + args.scenario](args, tmp)
-    print(f"ok: {args.scenario}")
+    scenario_main(globals(), "pacheck_cli_")
 
 
 if __name__ == "__main__":

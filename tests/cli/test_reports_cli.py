@@ -683,6 +683,27 @@ def bounded(args):
     return None if ASAN else (lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)))
 
 
+def rejected(args, want, *cmd, env=None, expect=2, timeout=120):
+    """`pacheck CMD` exits `expect` (2: a usage error) and its output holds `want`."""
+    p = run(args, *cmd, env=env, expect=expect, timeout=timeout)
+    check(want in p.stdout, f"{' '.join(cmd)}: output lacks {want!r}:\n{p.stdout[-3000:]}")
+    return p
+
+
+def scenario_main(namespace, prefix="pacheck_cli_"):
+    """The command line of a tests/cli script: SCENARIO --pacheck P --source S [--plugin L]; runs
+    namespace["scenario_" + SCENARIO](args, tmp) in a fresh temporary directory."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=[n[len("scenario_"):] for n in namespace if n.startswith("scenario_")])
+    ap.add_argument("--pacheck", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--plugin")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        namespace["scenario_" + args.scenario](args, tmp)
+    print(f"ok: {args.scenario}")
+
+
 def refused(args, want, *cmd, timeout=60):
     """`pacheck CMD` exits 2 within `timeout` seconds (a FIFO read without O_NONBLOCK hangs) and its output
     holds `want`, and neither std::bad_alloc nor basic_filebuf::underflow."""
