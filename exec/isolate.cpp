@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -41,6 +42,10 @@ std::string signal_description(int sig) {
 
 std::string describe_wait_status(int status) {
   if (WIFSIGNALED(status)) return "killed by " + signal_description(WTERMSIG(status));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kChildCalledExit)
+    return fmt::format("called exit() (a kernel or a library it uses ended the process; pacheck's exit hook made the "
+                       "status {})",
+                       kChildCalledExit);
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   return fmt::format("ended with wait status {:#x}", status);
 }
@@ -55,6 +60,10 @@ std::mutex& fork_mutex() {
   return mu;
 }
 
+}  // namespace
+
+namespace {
+extern "C" void exit_called_in_child() { ::_exit(kChildCalledExit); }
 }  // namespace
 
 void setup_forked_child(pid_t parent) {
@@ -78,6 +87,12 @@ void setup_forked_child(pid_t parent) {
   sigset_t none;
   sigemptyset(&none);
   ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  // The child ends with _exit, never exit(); when a kernel calls exit() anyway, the handlers the child
+  // inherited (the parent's static destructors, stdio buffers, the leak checker of a sanitizer build, which
+  // would report the cell's live buffers as leaks) must not run in it. atexit handlers run last-registered
+  // first, so this one runs before all of them.
+  std::atexit(exit_called_in_child);
+  std::at_quick_exit(exit_called_in_child);
 }
 
 ConnectedChild fork_connected_child(int type, const std::function<void(int fd)>& body) {

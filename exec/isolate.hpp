@@ -105,8 +105,12 @@ std::string plugin_dies_on_load(const std::string& path, double timeout_s = 60);
 /// fork(): it dies with the thread that forked it (Linux: PR_SET_PDEATHSIG; and at once when `parent`, the
 /// forking process's pid, is already gone), leaves the terminal's process group (Ctrl-C ends the run, not
 /// the child first), writes no core file, and gets the default actions of SIGPIPE, SIGINT and SIGTERM and an
-/// empty signal mask back.
+/// empty signal mask back. An exit() in the child (a kernel's) ends it at once with kChildCalledExit,
+/// running none of the handlers inherited from the parent.
 void setup_forked_child(pid_t parent);
+
+/// The exit status of a child whose code called exit() (pacheck's children end with _exit).
+inline constexpr int kChildCalledExit = 86;
 
 /// A child forked with a socket to it (fork_connected_child): pid and this side of the socket, or pid -1
 /// and why not.
@@ -125,7 +129,7 @@ ConnectedChild fork_connected_child(int type, const std::function<void(int fd)>&
 std::string signal_description(int sig);
 
 /// How a child ended, from a waitpid status: "killed by SIGSEGV (Segmentation fault)", "exited with
-/// status 3".
+/// status 3", "called exit() (...)" for kChildCalledExit.
 std::string describe_wait_status(int status);
 
 }  // namespace pacheck

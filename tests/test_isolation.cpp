@@ -29,7 +29,7 @@ constexpr int kTrigger = 33;  // seq_lens[0] of the one cell each planted kernel
 /// A CPU kernel that runs cpu.reference and misbehaves when seq_lens[0] == kTrigger.
 class Misbehaving : public Kernel {
  public:
-  enum class What { none, segfault, abort, exit, hang, write_past_output, error, fatal_error };
+  enum class What { none, segfault, abort, exit, exit_call, hang, write_past_output, error, fatal_error };
   Misbehaving(What w, std::string name, std::string pid_file = {}) : what_(w), name_(std::move(name)), pid_file_(std::move(pid_file)) {}
   std::string name() const override { return name_; }
   std::string description() const override { return "planted process-level fault"; }
@@ -50,6 +50,9 @@ class Misbehaving : public Kernel {
       }
       case What::abort: std::abort();
       case What::exit: ::_exit(7);
+      // exit(), not _exit: the child's inherited atexit handlers (a sanitizer's leak check among them) must
+      // not run, and the status says exit() was called.
+      case What::exit_call: std::exit(7);
       case What::hang: {
         volatile unsigned long spin = 0;
         for (;;) spin = spin + 1;
@@ -116,6 +119,7 @@ TEST(Isolation, EachPlantedFaultGetsItsVerdictOnThatCellOnly) {
       {W::segfault, Verdict::crash, "SIGSEGV"},
       {W::abort, Verdict::crash, "SIGABRT"},
       {W::exit, Verdict::crash, "exited with status 7"},
+      {W::exit_call, Verdict::crash, "called exit()"},
       {W::hang, Verdict::timeout, "cell timeout of 2 s"},
       {W::write_past_output, Verdict::oob_write, "guard after the output"},
       {W::error, Verdict::error, "planted launch failure"},
@@ -364,6 +368,7 @@ TEST(Isolation, SignalNamesAreReadable) {
   EXPECT_EQ(signal_description(SIGSEGV).rfind("SIGSEGV", 0), 0u);
   EXPECT_EQ(describe_wait_status(0x0b), "killed by " + signal_description(SIGSEGV));  // WTERMSIG = 11
   EXPECT_EQ(describe_wait_status(3 << 8), "exited with status 3");
+  EXPECT_NE(describe_wait_status(kChildCalledExit << 8).find("called exit()"), std::string::npos);
 }
 
 }  // namespace
