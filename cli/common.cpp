@@ -210,7 +210,10 @@ constexpr int kMaxThreads = 1024;
 void JudgeOptions::bind(CLI::App* cmd) {
   cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
   cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
-  cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
+  cmd->add_option("--oracle-precision", precision,
+                  "oracle precision: f64 (its error ~1e-15, far below every limit) or f32 (faster; its own error can "
+                  "reach half the f16 limit on extreme logits, docs/TOLERANCE.md)")
+      ->capture_default_str();
   bind_tf32_flag(cmd, tf32);
 }
 

@@ -97,7 +97,7 @@ void bind_tf32_flag(CLI::App* cmd, bool& tf32);
 struct JudgeOptions {
   std::string tolerance = "fixed";
   double multiple = Tolerance{}.multiple;
-  std::string precision = "f32";
+  std::string precision = "f64";
   bool tf32 = false;
   void bind(CLI::App* cmd);
   /// Sets `o`'s tolerance and oracle precision; throws UsageError naming the flag and the reason.

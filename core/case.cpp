@@ -35,6 +35,13 @@ constexpr DistInfo kDists[] = {
     {Dist::overflow, "overflow",
      "Q, K as extreme, V = +-[0.25, 0.5] x the largest finite value whatever seq_len: unnormalised fp32 P.V sums "
      "may overflow (the opt-in overflow property)"},
+    {Dist::far_below, "far_below",
+     "every logit of a row below -65536 (one dominant key): a running max started at a finite sentinel gives zeros"},
+    {Dist::far_above, "far_above",
+     "every logit of a row above +65536 (one dominant key): a softmax without the max subtracted overflows"},
+    {Dist::mixed_scales, "mixed_scales",
+     "sequence s's logits offset by +65536, 0 or -65536 for s % 3 = 0, 1, 2: a max carried from one sequence "
+     "to the next gives zeros"},
 };
 }  // namespace
 
@@ -264,6 +271,13 @@ void Case::validate() const {
       throw CaseError(field, fmt::format("{} values for {} KV heads: give 1 (per tensor) or {} (per KV head)",
                                          ks->values.size(), num_kv_heads, num_kv_heads));
   }
+  if (offset_dist(dist) && is_fp8(kv_dtype))
+    throw CaseError("dist", fmt::format("dist={} needs a 16/32-bit cache (its keys carry a power of two up to 2^15); "
+                                        "kv_dtype is {}", dist_name(dist), dtype_name(kv_dtype)));
+  if (offset_dist(dist) && effective_scale() < 0x1p-14f)
+    throw CaseError("scale", fmt::format("dist={} needs a softmax scale >= 2^-14 (its offset 65536 / scale is a "
+                                         "power of two of at most 2^30, split between q and k, f16's range); got {}",
+                                         dist_name(dist), effective_scale()));
   // Attention variants (issue 19).
   if (sliding_window < 0)
     throw CaseError("sliding_window", fmt::format("must be >= 1 tokens (0 = none), got {}", sliding_window));
@@ -286,7 +300,8 @@ void Case::validate() const {
       if (!std::isfinite(x)) throw CaseError(field, fmt::format("{}: {} is not finite", hv->text(), x));
       if (alibi && x < 0) throw CaseError(field, fmt::format("{}: slope {} is negative (slopes are >= 0)", hv->text(), x));
     }
-    if (hv->form == F::dominant && (dist == Dist::extreme || dist == Dist::overflow) &&
+    if (hv->form == F::dominant &&
+        (dist == Dist::extreme || dist == Dist::overflow || dist == Dist::far_above || dist == Dist::mixed_scales) &&
         !(logits_soft_cap && *logits_soft_cap <= 1000.0f))
       throw CaseError(field, fmt::format("dominant sinks (1e4) are not above the {} distribution's logits; "
                                          "give logits_soft_cap <= 1000 or another dist", dist_name(dist)));
