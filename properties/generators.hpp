@@ -36,9 +36,10 @@ struct CaseSpace {
   std::vector<DType> fp8_dtypes;
   bool per_head_scales = false;  ///< the kernel takes per-KV-head fp8 scales (PACHECK_SCALE_FORM_PER_KV_HEAD)
   bool per_slot_scales = false;  ///< the kernel takes per-slot fp8 scale tables (seed 002, PER_SLOT)
-  /// Whether cases may carry several query tokens per sequence (Case::query_lens, issue 19): the kernel
-  /// accepts a case with query_len 3 (probe_space), or every kernel (full_space).
-  bool query_lens = true;
+  /// The attention variants (PACHECK_VARIANT_* bits) the kernel takes: probe_space tries each variant row of
+  /// the case field table (core/case_fields.hpp) with its example value; full_space has them all. Cases carry
+  /// several query tokens per sequence (Case::query_lens) only with PACHECK_VARIANT_MULTI_QUERY.
+  unsigned variants = 0;
   /// Work bound at the largest size (100), in units of padded tokens x num_heads x head_size summed over
   /// sequences; smaller sizes get proportionally less (work_budget). The CPU kernels are scalar code, so
   /// this is what keeps a property run of hundreds of cases within seconds.
@@ -84,7 +85,7 @@ rc::Gen<int> gen_scale_choice();
 /// dtypes, layout, distribution, seed and paging (spare_blocks, padding_columns, padding_target),
 /// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it;
 /// then the softmax scale (gen_scale_choice: non-default one case in four), high block ids (from size 20,
-/// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.query_lens`, several query tokens
+/// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.variants` has MULTI_QUERY, several query tokens
 /// (gen_query_lens: from size 10, one case in 8); before those, from size 10, one case in 8 gets an fp8 cache
 /// when the space has fp8_dtypes (with_fp8: scale 1, per tensor and per KV head a sixth each, per slot half).
 rc::Gen<Case> gen_case(const CaseSpace& space);
