@@ -64,6 +64,13 @@ timed pytest-triton-gate "$vpy" -m pytest -p pacheck.pytest_plugin -p no:cachepr
   --junitxml "$out/triton-gate.xml" --pacheck-report-dir "$out/reports"
 grep -q "^pytest-triton-gate exit 0 " "$times" || status=1
 
+# 1b. The same again with the instrument check cached (what a second CI job or a developer's rerun pays), and
+# what a Python process pays before any cell: importing torch, triton and pacheck, and pytest's collection.
+timed pytest-triton-gate-warm "$vpy" -m pytest -p pacheck.pytest_plugin -p no:cacheprovider -q test_triton_kernel.py --pacheck-suite gate \
+  --junitxml "$out/triton-gate-warm.xml" --pacheck-report-dir "$out/reports-warm" --durations=5
+timed import-torch-triton-pacheck "$vpy" -c "import torch, triton, pacheck; torch.zeros(1, device='cuda')"
+timed pytest-collect-gate "$vpy" -m pytest -p pacheck.pytest_plugin -p no:cacheprovider -q --co test_triton_kernel.py --pacheck-suite gate
+
 # 2. The file route on the same suite, with the wheel's command.
 work="$(mktemp -d)"
 timed export-gate "$vpy" -m pacheck export --suite gate --out "$work/cases"

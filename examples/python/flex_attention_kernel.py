@@ -49,9 +49,10 @@ def _flex():
     if "fn" not in _COMPILED:
         # Shapes change from case to case: compile for dynamic shapes, and let a suite's few dozen shapes
         # recompile rather than fall back to the eager (unfused) path after dynamo's default 8.
-        import torch._dynamo
+        # `import torch._dynamo` here would make `torch` a local name of this function (unbound above it).
+        import torch._dynamo as dynamo
 
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+        dynamo.config.cache_size_limit = max(dynamo.config.cache_size_limit, 256)
         _COMPILED["fn"] = torch.compile(fa.flex_attention, dynamic=True)
     return _COMPILED["fn"]
 

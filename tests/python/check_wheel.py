@@ -36,9 +36,12 @@ def main():
     builder = os.path.join(a.work, "builder")
     if not os.path.isfile(os.path.join(builder, "bin", "python")):
         run([sys.executable, "-m", "venv", builder])
-    opts = ["-C", f"build-dir={os.path.join(a.work, 'build')}"]
+        # Debian's venv brings pip 23.0, whose `pip wheel` lacks -C; a user's fresh venv upgrades pip the same way.
+        run([os.path.join(builder, "bin", "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    # The long spelling: --config-settings is understood by every pip since 22.1, -C only since 23.1.
+    opts = [f"--config-settings=build-dir={os.path.join(a.work, 'build')}"]
     if shutil.which("ccache"):
-        opts += ["-C", "cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache", "-C", "cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache"]
+        opts += [f"--config-settings=cmake.define.CMAKE_{lang}_COMPILER_LAUNCHER=ccache" for lang in ("CXX", "C")]
     run([os.path.join(builder, "bin", "pip"), "wheel", "--no-deps", "-w", dist, a.source, *opts])
     wheels = glob.glob(os.path.join(dist, "pacheck-*.whl"))
     assert len(wheels) == 1, wheels
