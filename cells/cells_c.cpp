@@ -284,10 +284,10 @@ int pacheck_cells_fuzz(const char* request_json, char** json_out) {
     const pacheck::cells::FuzzAnswer a = pacheck::cells::fuzz(r);
     json props = json::array();
     for (const auto& p : a.properties)
-      props.push_back({{"name", p.name}, {"passed", p.passed}, {"cases", p.cases}, {"shrinks", p.shrinks},
-                       {"over_memory", p.over_memory}, {"seconds", p.seconds}, {"coverage", p.coverage},
-                       {"message", p.message}, {"counterexample", p.counterexample}, {"cell_id", p.cell_id},
-                       {"reproduce", p.reproduce}});
+      props.push_back({{"name", p.name}, {"passed", p.passed}, {"cases", p.cases}, {"exercised", p.exercised},
+                       {"shrinks", p.shrinks}, {"over_memory", p.over_memory}, {"seconds", p.seconds},
+                       {"coverage", p.coverage}, {"message", p.message}, {"counterexample", p.counterexample},
+                       {"cell_id", p.cell_id}, {"reproduce", p.reproduce}});
     return json{{"kernel", a.kernel}, {"device", a.device}, {"seed", a.seed}, {"budget", a.budget.bytes},
                 {"budget_source", a.budget.source}, {"negative_control", a.negative_control}, {"properties", props}};
   });

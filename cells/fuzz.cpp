@@ -23,6 +23,7 @@ FuzzProperty run_one(prop::Property p, const prop::KernelUnderTest& target, cons
   out.name = std::string(prop::property_name(p));
   out.passed = run.passed;
   out.cases = run.cases;
+  out.exercised = run.exercised;
   out.shrinks = run.shrinks;
   out.over_memory = run.over_memory;
   out.seconds = run.seconds;

@@ -3,7 +3,8 @@
 # plugin with the asan preset's settings (-fsanitize=address,undefined, no CUDA),
 # then runs tests/cli/test_reports_cli.py's bad_input (out-of-range ids and flags, unknown kernels, devices
 # and suites, plugins dying on load) and input_files (/dev/zero, FIFOs, directories and oversized files as
-# every kind of input) against that binary. Fails when a scenario fails or when any process wrote a
+# every kind of input), and every scenario of tests/cli/test_hostile_cli.py (issue 46: empty values, plugins
+# that exit or hang in process, oversized suites, plugins and cells, edited manifests) against that binary. Fails when a scenario fails or when any process wrote a
 # sanitizer report (each goes to its own file under BUILD_DIR/sanitizer-logs, children included).
 # Needs clang (ci/install-deps.sh --fuzz). Usage: ci/asan-bad-input.sh [BUILD_DIR] (default build/asan-ci).
 set -euo pipefail
@@ -36,9 +37,15 @@ rm -rf "$logs" && mkdir -p "$logs"
 export ASAN_OPTIONS="detect_leaks=1:handle_segv=0:log_path=$root/$logs/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$root/$logs/ubsan"
 status=0
-for scenario in bad_input input_files; do
-  echo "asan-bad-input.sh: $scenario"
-  python3 tests/cli/test_reports_cli.py "$scenario" --pacheck "$build/cli/pacheck" --source "$root" \
+scenarios="test_reports_cli.py:bad_input test_reports_cli.py:input_files"
+for s in empty_values in_process_exit in_process_hang repro_memory suite_size plugin_size fail_fast_resume \
+         manifest_edits refused_values named_errors; do
+  scenarios="$scenarios test_hostile_cli.py:$s"
+done
+for entry in $scenarios; do
+  script=${entry%%:*} scenario=${entry#*:}
+  echo "asan-bad-input.sh: $script $scenario"
+  python3 "tests/cli/$script" "$scenario" --pacheck "$build/cli/pacheck" --source "$root" \
     --plugin "$build/tests/libmisbehaving.so" || status=1
 done
 if compgen -G "$logs/*" >/dev/null; then

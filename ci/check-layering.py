@@ -8,7 +8,7 @@ Exit 0 when every #include "..." of every source file under a stage folder point
 stage; exit 1 listing each offending include (file:line, the include, both stages); exit 2 for a missing
 root or a stage folder that does not exist. --graph prints the folder dependency graph that was found.
 
-The order is the data flow of README.md (case -> pre-paging tensors -> paged cache -> faults -> kernel ->
+The order is the data flow of docs/DESIGN.md (case -> pre-paging tensors -> paged cache -> faults -> kernel ->
 output -> comparator vs oracle -> verdict -> report), with the entry points last. docs/DESIGN.md explains
 each stage; keep the two in step when a folder is added.
 """

@@ -77,18 +77,24 @@ int run_fuzz(FuzzOptions& o) {
              target.device, params.seed, how, format_bytes(budget.bytes), budget.source);
   if (kernel->is_negative_control())
     fmt::print("{} is a negative control: a failing property here is its planted fault being caught\n", kernel->name());
-  fmt::print("\n{:<18} {:<7} {:>6} {:>8}  {}\n", "property", "result", "cases", "seconds", "coverage");
+  fmt::print("\n{:<18} {:<13} {:>6} {:>8}  {}\n", "property", "result", "cases", "seconds", "coverage");
   std::fflush(stdout);
 
-  int failed = 0;
+  int failed = 0, unexercised = 0;
   for (prop::Property p : props) {
     const prop::PropertyRun run = prop::run_property(p, target, params);
     std::string coverage = prop::tag_summary(run.distribution);
     if (run.over_memory > 0)
       coverage += fmt::format("{}{} case{} over --max-memory discarded", coverage.empty() ? "" : ", ",
                               run.over_memory, run.over_memory == 1 ? "" : "s");
-    fmt::print("{:<18} {:<7} {:>6} {:>8.1f}  {}\n", prop::property_name(p), run.passed ? "held" : "FAILED", run.cases,
-               run.seconds, coverage);
+    // A property that held only vacuously (every case skipped its check) showed nothing: not "held".
+    const bool exercised = run.exercised > 0;
+    if (run.passed && !exercised) ++unexercised;
+    if (run.exercised < run.cases)
+      coverage = fmt::format("{} of {} cases exercised{}{}", run.exercised, run.cases, coverage.empty() ? "" : ", ",
+                             coverage);
+    fmt::print("{:<18} {:<13} {:>6} {:>8.1f}  {}\n", prop::property_name(p),
+               !run.passed ? "FAILED" : exercised ? "held" : "not exercised", run.cases, run.seconds, coverage);
     if (!run.passed) {
       ++failed;
       if (run.counterexample) {
@@ -109,7 +115,8 @@ int run_fuzz(FuzzOptions& o) {
     }
     std::fflush(stdout);
   }
-  fmt::print("\n{} properties held, {} failed\n", props.size() - static_cast<std::size_t>(failed), failed);
+  fmt::print("\n{} properties held, {} not exercised, {} failed\n",
+             props.size() - static_cast<std::size_t>(failed + unexercised), unexercised, failed);
   // A control no property caught is not evidence of anything: say so (its fault may need cells the generators
   // draw rarely, e.g. per-slot fp8 tables with a poisoned entry), rather than let "held" read as a pass.
   if (kernel->is_negative_control() && failed == 0)

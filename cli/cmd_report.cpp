@@ -36,7 +36,7 @@ void add_report_command(CLI::App& app, Context& ctx) {
     std::optional<BenchTable> table;
     std::string html;
     try {
-      auto [summary, meta] = summary_from_report(load_report(*input));
+      auto [summary, meta] = summary_from_report(load_report(*input), report_file_of(*input));
       if (!bench->empty()) table = load_bench(*bench);
       html = html_report(summary, meta, table ? &*table : nullptr);
     } catch (const ReportError& e) {

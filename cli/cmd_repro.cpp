@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/common.hpp"
+#include "cli/exit_guard.hpp"
 #include "exec/isolate.hpp"
 #include "judge/comparator.hpp"
 #include "report/text.hpp"
@@ -31,6 +32,7 @@ void add_repro_command(CLI::App& app, Context& ctx) {
   auto isolate = std::make_shared<bool>(false);
   auto no_isolate = std::make_shared<bool>(false);
   auto cell_timeout = std::make_shared<double>(60);
+  auto memory = std::make_shared<MemoryFlag>();
   cmd->add_option("cell", *cell_id, "cell id as printed by run, e.g. 'h32/8 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail'")->required();
   cmd->add_option("--kernel,-k", *kernel,
                   "kernel: built-in, plugin (--plugin) or planted.* (the property tests' planted faults); may be left out "
@@ -45,11 +47,15 @@ void add_repro_command(CLI::App& app, Context& ctx) {
                             "or hang is reported as the verdict crash or timeout instead of ending pacheck");
   cmd->add_flag("--no-isolate", *no_isolate, "run a plugin kernel in this process too (to debug it: a crash then ends pacheck)")
       ->excludes(iso);
-  cmd->add_option("--cell-timeout", *cell_timeout, "isolated cell: seconds before its child is killed (verdict timeout)")
+  cmd->add_option("--cell-timeout", *cell_timeout,
+                  "isolated cell: seconds before its child is killed (verdict timeout); a plugin kernel kept in this "
+                  "process by --no-isolate: seconds before pacheck is ended (exit 1)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0).description("seconds, more than 0 and at most 86400"));
   judge->bind(cmd);
-  cmd->callback([&ctx, cell_id, kernel, device, top, plugins, judge, isolate, no_isolate, cell_timeout] {
+  memory->bind(cmd, "host memory the cell may take, from its estimate before anything is generated: a cell that "
+                    "needs more is refused, exit 2");
+  cmd->callback([&ctx, cell_id, kernel, device, top, plugins, judge, isolate, no_isolate, cell_timeout, memory] {
     RunOptions ro;
     judge->apply(ro);
     Cell cell;
@@ -58,6 +64,8 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
+    // The budget run checks (exec/plan.hpp's memory_refusal), for this one cell: before anything is generated.
+    check_memory(single_case_memory(cell.c, cell.id(), ro), memory->budget());
     load_plugin_flags(*plugins);  // before the kernel is looked up: it may be one of theirs
     if (kernel->empty()) {
       // As `run --plugin` takes the plugins' kernels when none is named: one of them is unambiguous.
@@ -129,6 +137,13 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     };
     const bool isolated = *isolate || (!*no_isolate && plugin_kernel_names().count(k->name()) > 0);
     if (!isolated) {
+      // A plugin kernel kept here by --no-isolate is watched for --cell-timeout, as in `run`.
+      const std::string name = k->name();
+      const std::unique_ptr<CallWatchdog> watchdog =
+          plugin_kernel_names().count(name) > 0
+              ? in_process_watchdog(*cell_timeout, [name](const Kernel& w) { return w.name() == name; })
+              : nullptr;
+      const CallWatchdog::Watch watch = watch_call(watchdog.get(), *k, [&] { return fmt::format("{} on cell '{}'", name, cell.id()); });
       std::string text;
       ctx.exit_code = body(text);
       fmt::print("{}", text);

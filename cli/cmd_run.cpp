@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "cli/common.hpp"
+#include "cli/exit_guard.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/run_control.hpp"
 #include "exec/isolate.hpp"
@@ -180,6 +181,15 @@ void add_run_command(CLI::App& app, Context& ctx) {
     } catch (const ReportError& e) {
       throw UsageError(e.what());
     }
+    // What the run's end says if code in this process ends it early (exit(), or the --no-isolate watchdog).
+    set_unfinished_note(
+        reports ? fmt::format("the results finished before it are kept in {}; complete the run, its plugin kernels "
+                              "isolated, with:\n  {}",
+                              (std::filesystem::path(reports->dir()) / kResultsLogFile).string(),
+                              resume_command(command_line(), reports->dir(), {"--no-isolate"}))
+                : std::string("no results were kept (no --report-dir)"));
+    const std::unique_ptr<CallWatchdog> watchdog = opts->watchdog();
+    ro.watchdog = watchdog.get();
     RunStart start;
     start.title = fmt::format("pacheck {} | {} | device {} | kernels:", pacheck_version(),
                               selection_text(suite, kernels.size(), count_selected(suite, kernels, ro)), device);

@@ -58,6 +58,9 @@ void add_score_command(CLI::App& app, Context& ctx) {
   control->bind(cmd, "; a --report-dir keeps the scored results in " + std::string(kResultsLogFile),
                 "; results.jsonl is written when the last repeat ends");
   cmd->callback([&ctx, o, common, control] {
+    // The name goes into ids, reports and one-line logs: the rule a plugin's kernel names follow.
+    if (const std::string why = kernel_name_problem(o->kernel); !why.empty())
+      throw UsageError(fmt::format("--kernel-name: {}", why));
     FormatOptions fo;
     fo.only_failures = o->only_failures;
     fo.quiet = o->quiet;

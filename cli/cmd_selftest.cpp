@@ -33,7 +33,10 @@ struct ControlTally {
 void add_selftest_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("selftest", "prove the instrument can fail: comparator self-test and negative controls");
   auto ulps = std::make_shared<int>(1);
-  cmd->add_option("--ulps", *ulps, "ULPs of corruption to seed")->capture_default_str();
+  // 0 ULPs seeds nothing: the self-test would fail as "instrument blind" for a bad value, not a blind one.
+  cmd->add_option("--ulps", *ulps, "ULPs of corruption to seed (1 to 1024)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd->callback([&ctx, ulps] {
     SelfTestResult st = comparator_selftest(*ulps);
     fmt::print("comparator self-test ({} ULP at offsets 5, 1024, 2047 of 2048; one NaN):\n", *ulps);

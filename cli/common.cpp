@@ -19,6 +19,7 @@
 #include <set>
 #include <string_view>
 
+#include "cli/exit_guard.hpp"
 #include "core/files.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/plugin.hpp"
@@ -29,6 +30,28 @@
 #endif
 
 namespace pacheck::cli {
+
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& value) -> std::string {
+        if (!value.empty()) return {};
+        return "the value is empty (an unset variable?): give a value, or leave the option out for its default";
+      },
+      "");  // no description: --help shows the option as before
+  auto guard = [&](CLI::App& a) {
+    for (CLI::Option* opt : a.get_options())
+      if (opt->get_type_size_max() > 0) opt->check(non_empty);
+  };
+  guard(app);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) guard(*sub);
+}
+
+bool is_app_option(const CLI::App& app, const std::string& arg) {
+  const std::string name = arg.substr(0, arg.find('='));
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->check_name(name)) return true;
+  return false;
+}
 
 std::string resolve_device(const std::string& device) {
   if (!device.empty()) return device;
@@ -108,11 +131,12 @@ void CommonOptions::bind(CLI::App* cmd) {
   cmd->add_flag("--no-isolate", no_isolate, "run plugin kernels in-process too (a crash then ends the run)")->excludes(iso);
   cmd->add_option("--cell-timeout", cell_timeout,
                   "isolated cells: seconds a cell may take, case generation included, before its child is killed "
-                  "(verdict timeout)")
+                  "(verdict timeout); plugin kernels kept in this process by --no-isolate: seconds a cell's kernel "
+                  "calls may take before the run is ended (exit 1), as a call in this process cannot be stopped")
       ->capture_default_str();
   cmd->add_option("--gpu-children", gpu_children,
                   fmt::format("isolated GPU kernels: child processes per device at once, each preparing its own "
-                              "cases (default: the worker threads, at most {})",
+                              "cases (0 or left out: the worker threads, at most {})",
                               kIsolatedGpuLanesCap));
   judge.bind(cmd);
   cmd->add_option("--plugin", plugins, "load kernels from this shared library (repeatable; see include/pacheck/kernel_abi.h)");
@@ -128,11 +152,15 @@ void MemoryFlag::bind(CLI::App* cmd, const std::string& help) {
                                ". SIZE is bytes or with K, M, G, T (KiB ... TiB: powers of 1024) (default: 50% of "
                                "RAM, or of the cgroup memory limit when lower)")
                ->type_name("SIZE")
-               // AsSizeValue reads "-1" as 2^64 - 1 (no budget at all): a sign is refused first.
+               // AsSizeValue reads "-1", and a number past 2^64 - 1 ("18446744073709551616"), as 2^64 - 1 (no
+               // budget at all): a sign and such a number are refused first.
                ->check(CLI::Validator(
                    [](std::string& v) -> std::string {
                      if (v.find_first_of("-+") != std::string::npos)
                        return fmt::format("'{}' is not a size (bytes, or a number with K, M, G or T)", v);
+                     std::uint64_t n = 0;
+                     if (std::from_chars(v.data(), v.data() + v.size(), n).ec == std::errc::result_out_of_range)
+                       return fmt::format("'{}' is more than 2^64 - 1 bytes", v);
                      return {};
                    },
                    "SIZE"))
@@ -182,7 +210,10 @@ constexpr int kMaxThreads = 1024;
 void JudgeOptions::bind(CLI::App* cmd) {
   cmd->add_option("--tolerance", tolerance, "tolerance policy: fixed or calibrated")->capture_default_str();
   cmd->add_option("--multiple", multiple, "calibrated policy: allowed multiple of the emulation's error")->capture_default_str();
-  cmd->add_option("--oracle-precision", precision, "oracle precision: f32 or f64")->capture_default_str();
+  cmd->add_option("--oracle-precision", precision,
+                  "oracle precision: f64 (its error ~1e-15, far below every limit) or f32 (faster; its own error can "
+                  "reach half the f16 limit on extreme logits, docs/TOLERANCE.md)")
+      ->capture_default_str();
   bind_tf32_flag(cmd, tf32);
 }
 
@@ -243,6 +274,12 @@ RunOptions CommonOptions::run_options() const {
     if (!foreign.empty()) o.isolate = [foreign](const Kernel& k) { return foreign.count(k.name()) > 0; };
   }
   return o;
+}
+
+std::unique_ptr<CallWatchdog> CommonOptions::watchdog() const {
+  std::set<std::string> foreign = plugin_kernel_names();
+  if (!no_isolate || foreign.empty()) return nullptr;
+  return in_process_watchdog(cell_timeout, [foreign](const Kernel& k) { return foreign.count(k.name()) > 0; });
 }
 
 void CommonOptions::check_selection(const Suite& suite, const std::vector<KernelPtr>& kernels,

@@ -37,6 +37,13 @@ struct Context {
   int exit_code = kPass;
 };
 
+/// Adds to every option of `app` and of its subcommands that takes a value (positionals included) a check
+/// that refuses an empty value: `--report-dir ''` (an unset CI variable) is exit 2 naming the option, never
+/// taken as "no value" or as the default. Call once, after every subcommand is added.
+void refuse_empty_values(CLI::App& app);
+/// True when `arg` ("--name", "-n" or "--name=value") names an option of `app` itself (not a subcommand's).
+bool is_app_option(const CLI::App& app, const std::string& arg);
+
 /// The registered kernels' names (built-in and loaded plugins), then those of `extra` (e.g. the planted
 /// kernels of the property tests), comma-separated: the "known:" list of a "no kernel named" error.
 std::string known_kernels(const std::vector<KernelPtr>& extra = {});
@@ -90,7 +97,7 @@ void bind_tf32_flag(CLI::App* cmd, bool& tf32);
 struct JudgeOptions {
   std::string tolerance = "fixed";
   double multiple = Tolerance{}.multiple;
-  std::string precision = "f32";
+  std::string precision = "f64";
   bool tf32 = false;
   void bind(CLI::App* cmd);
   /// Sets `o`'s tolerance and oracle precision; throws UsageError naming the flag and the reason.
@@ -156,6 +163,10 @@ struct CommonOptions {
   /// RunOptions from the flags (shard, isolation and cell timeout included); throws UsageError for a bad
   /// regex, policy, shard, seed, thread count or timeout.
   RunOptions run_options() const;
+  /// The watchdog of --no-isolate (cli/exit_guard.hpp's in_process_watchdog): the plugin kernels it keeps in
+  /// this process are watched for --cell-timeout, and a call past it ends the command (exit 1). Null without
+  /// --no-isolate or without plugins. Set RunOptions::watchdog to it for the run.
+  std::unique_ptr<CallWatchdog> watchdog() const;
   /// Throws UsageError naming --filter (and the suite's size) when the filter leaves no cell of the whole
   /// `suite` x `kernels`: a mistake in the command line, not a run. An empty shard passes (GoogleTest's way).
   void check_selection(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& o) const;

@@ -1,5 +1,7 @@
 #include "cli/interrupt.hpp"
 
+#include <algorithm>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -66,7 +68,11 @@ void remember_command_line(std::vector<std::string> args) { remembered() = std::
 
 const std::vector<std::string>& command_line() { return remembered(); }
 
-std::string resume_command(const std::vector<std::string>& args, const std::string& dir) {
+std::string resume_command(const std::vector<std::string>& args, const std::string& dir,
+                           const std::vector<std::string>& drop) {
+  auto is_flag = [](const std::string& a, const std::string& flag) {
+    return a == flag || a.rfind(flag + "=", 0) == 0;
+  };
   std::string out;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -74,7 +80,8 @@ std::string resume_command(const std::vector<std::string>& args, const std::stri
       ++i;  // and its value
       continue;
     }
-    if (a.rfind("--report-dir=", 0) == 0 || a.rfind("--resume=", 0) == 0) continue;
+    if (is_flag(a, "--report-dir") || is_flag(a, "--resume") || is_flag(a, "--fail-fast")) continue;
+    if (std::any_of(drop.begin(), drop.end(), [&](const std::string& f) { return is_flag(a, f); })) continue;
     out += (out.empty() ? "" : " ") + shell_quote(a);
   }
   return out + (out.empty() ? "" : " ") + "--resume " + shell_quote(dir);

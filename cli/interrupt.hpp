@@ -30,10 +30,12 @@ void remember_command_line(std::vector<std::string> args);
 /// The remembered command line (empty when remember_command_line was never called).
 const std::vector<std::string>& command_line();
 
-/// `args` with every --report-dir and --resume (as "--opt VALUE" or "--opt=VALUE") removed and
-/// "--resume DIR" appended, each word shell-quoted where it needs it: the command that completes a stopped
-/// run from its report directory `dir`, pasteable as it is.
-std::string resume_command(const std::vector<std::string>& args, const std::string& dir);
+/// `args` with every --report-dir and --resume (as "--opt VALUE" or "--opt=VALUE") removed, --fail-fast
+/// removed (the command completes the run, so it must not stop again at the next failure) and so is each flag
+/// of `drop` (as "--flag" or "--flag=VALUE"), and "--resume DIR" appended, each word shell-quoted where it
+/// needs it: the command that completes a stopped run from its report directory `dir`, pasteable as it is.
+std::string resume_command(const std::vector<std::string>& args, const std::string& dir,
+                           const std::vector<std::string>& drop = {});
 
 /// `n` with a comma every three digits: 1626 -> "1,626".
 std::string group_digits(std::size_t n);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/common.hpp"
+#include "cli/exit_guard.hpp"
 #include "cli/interrupt.hpp"
 #include "report/report.hpp"
 
@@ -35,22 +36,30 @@ int main(int argc, char** argv) {
   add_merge_command(app, ctx);
   add_verify_command(app, ctx);
   app.require_subcommand(1, 1);
+  refuse_empty_values(app);  // every option of every subcommand, including those added above
   // `pacheck` alone runs the default job: `run` on the gate suite on the default device.
   std::vector<const char*> args(argv, argv + argc);
   if (argc == 1) args.push_back("run");
   remember_command_line({args.begin(), args.end()});  // for the resume command of a stopped run
   // A first word that is no subcommand is a typo, not a missing subcommand (CLI11 would say "A subcommand
   // is required"): name it and list the subcommands.
-  if (args.size() > 1 && args[1][0] != '-') {
-    std::vector<std::string> names;
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
-    if (std::find(names.begin(), names.end(), args[1]) == names.end()) {
-      fmt::print(stderr, "pacheck: error: '{}' is not a pacheck subcommand; subcommands: {}\n", args[1],
-                 fmt::join(names, ", "));
-      return kUsage;
-    }
+  // An option before any subcommand that pacheck itself does not take is one of a subcommand's, misplaced.
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+  if (args.size() > 1 && args[1][0] != '-' && std::find(names.begin(), names.end(), args[1]) == names.end()) {
+    fmt::print(stderr, "pacheck: error: '{}' is not a pacheck subcommand; subcommands: {}\n", args[1],
+               fmt::join(names, ", "));
+    return kUsage;
+  }
+  if (args.size() > 1 && args[1][0] == '-' && !is_app_option(app, args[1])) {
+    fmt::print(stderr, "pacheck: error: '{}' is not an option of pacheck itself (which takes --help and --version); a "
+                       "subcommand's options follow it: `pacheck SUBCOMMAND --help` lists them; subcommands: {}\n",
+               args[1], fmt::join(names, ", "));
+    return kUsage;
   }
   try {
+    // A kernel in this process that calls exit() must not end the command with the status it chose.
+    const ExitGuard guard(args.size() > 1 ? args[1] : "");
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

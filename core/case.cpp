@@ -32,6 +32,13 @@ constexpr DistInfo kDists[] = {
     {Dist::overflow, "overflow",
      "Q, K as extreme, V = +-[0.25, 0.5] x the largest finite value whatever seq_len: unnormalised fp32 P.V sums "
      "may overflow (the opt-in overflow property)"},
+    {Dist::far_below, "far_below",
+     "every logit of a row below -65536 (one dominant key): a running max started at a finite sentinel gives zeros"},
+    {Dist::far_above, "far_above",
+     "every logit of a row above +65536 (one dominant key): a softmax without the max subtracted overflows"},
+    {Dist::mixed_scales, "mixed_scales",
+     "sequence s's logits offset by +65536, 0 or -65536 for s % 3 = 0, 1, 2: a max carried from one sequence "
+     "to the next gives zeros"},
 };
 }  // namespace
 
@@ -299,6 +306,14 @@ Case parse_case_id(const std::string& id) {
   for (const CaseField& f : case_field_table())
     if (!f.required.empty() && !seen.count(f.name))
       throw CaseError("case id", fmt::format("no {} token in '{}'", f.required, id));
+  // A list of ones is stored as none (plain decode), so validate() cannot see its count: check it here.
+  if (const auto q = seen.find("query_lens"); q != seen.end()) {
+    const auto given = static_cast<std::size_t>(std::count(q->second.begin(), q->second.end(), ',')) + 1;
+    if (given != 1 && given != c.seq_lens.size())
+      throw CaseError("query_lens", fmt::format("'{}' gives {} values for {} sequences: give 1 (every sequence) or {} "
+                                                "(one per sequence)",
+                                                q->second, given, c.seq_lens.size(), c.seq_lens.size()));
+  }
   c.validate();
   return c;
 }

@@ -53,16 +53,32 @@ int layout_vector_width(Layout l, DType kv_dtype);
 ///             dtypes, 3e38), whatever seq_len (0.22-0.44 of the maximum for bf16 and f32): V near the
 ///             dtype's limit, where a correct kernel that sums p x V unnormalised in fp32 overflows. Only the
 ///             opt-in `overflow` property and cells that name it draw it; the generators leave it out.
-enum class Dist : std::uint8_t { uniform, normal, peaked, extreme, overflow };
+///  - far_below, far_above, mixed_scales: every logit of a row offset far from zero (fault-classes.md
+///             section 4 and 7: a running max started at a finite sentinel such as -5e4, a softmax without
+///             the max subtracted, a max carried from one sequence or call to the next). Element 0 of each
+///             query row is +-2^qa and of every key 2^kb, with 2^(qa + kb) x scale = O in [65536, 131072)
+///             (the smallest such power of two for the case's scale), so each logit is O plus the rest; the
+///             other elements are integers: q = 1, k in {-1, 0, 1}, except one hot key per sequence and KV
+///             head (at the first query token's position, seen by every query row and window) whose k = h,
+///             the smallest power of two >= 2 with (h - 1)(head_size - 1) x scale >= 40: its weight is
+///             within e^-40 of 1 and the output is its V (~ N(0, 1), from other draws in each of the three).
+///             The dots are then exact in fp32 in any
+///             order (while 2^(qa + kb) < 2^24), so honest designs differ only by rounding scale x dot.
+///             far_below: O < 0 in every sequence; far_above: O > 0; mixed_scales: sequence s has O > 0,
+///             0 (no offset) and O < 0 for s % 3 = 0, 1, 2, so logit scales differ by orders of magnitude
+///             between neighbouring sequences. 16/32-bit caches only (K carries 2^kb).
+enum class Dist : std::uint8_t { uniform, normal, peaked, extreme, overflow, far_below, far_above, mixed_scales };
+/// True for the distributions whose logits are offset far from zero (far_below, far_above, mixed_scales).
+inline bool offset_dist(Dist d) { return d == Dist::far_below || d == Dist::far_above || d == Dist::mixed_scales; }
 /// One row of dist_table().
 struct DistInfo {
   Dist value;
   std::string_view name;     ///< as case ids ("dist=peaked") and suite files spell it
   std::string_view meaning;  ///< one line for `pacheck list distributions` (the list above, shortened)
 };
-/// uniform, normal, peaked, extreme, overflow.
+/// uniform, normal, peaked, extreme, overflow, far_below, far_above, mixed_scales.
 std::span<const DistInfo> dist_table();
-std::string_view dist_name(Dist d);  ///< "uniform", "normal", "peaked", "extreme", "overflow"
+std::string_view dist_name(Dist d);  ///< "uniform", "normal", "peaked", "extreme", "overflow", ...
 /// Parses a name written by dist_name(); throws std::invalid_argument listing the names otherwise.
 Dist parse_dist(std::string_view s);
 
@@ -167,7 +183,9 @@ struct Case {
   int num_kv_heads = 8;   ///< KV heads (GQA ratio = num_heads / num_kv_heads)
   int head_size = 128;    ///< elements per head
   int block_size = 16;    ///< tokens per KV block
-  std::vector<int> seq_lens{4090};  ///< context tokens per sequence, each >= 1
+  std::vector<int> seq_lens{4090};  ///< context tokens per sequence, each >= 1; 1 to kMaxNumSeqs sequences
+  /// The most sequences a case may batch: a decode batch (vLLM's default max_num_seqs is 256; 4096 leaves room).
+  static constexpr std::size_t kMaxNumSeqs = 4096;
   std::optional<float> scale;       ///< softmax scale; default 1/sqrt(head_size)
   DType q_dtype = DType::bf16;
   DType kv_dtype = DType::bf16;

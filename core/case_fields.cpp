@@ -132,6 +132,9 @@ void check_not_fp8(const Case& c) {
 }
 void check_seq_lens(const Case& c) {
   if (c.seq_lens.empty()) throw CaseError("seq_lens", "needs at least one sequence");
+  if (c.seq_lens.size() > Case::kMaxNumSeqs)
+    throw CaseError("seq_lens",
+                    fmt::format("{} sequences, more than {} (a decode batch)", c.seq_lens.size(), Case::kMaxNumSeqs));
   for (std::size_t i = 0; i < c.seq_lens.size(); ++i)
     if (c.seq_lens[i] < 1)
       throw CaseError("seq_lens", fmt::format("seq_len of sequence {} is {}, must be >= 1", i, c.seq_lens[i]));
@@ -139,6 +142,16 @@ void check_seq_lens(const Case& c) {
 void check_scale(const Case& c) {
   if (c.scale && !(std::isfinite(*c.scale) && *c.scale > 0))
     throw CaseError("scale", fmt::format("must be finite and > 0, got {}", *c.scale));
+  if (offset_dist(c.dist) && c.effective_scale() < 0x1p-14f)
+    throw CaseError("scale", fmt::format("dist={} needs a softmax scale >= 2^-14 (its offset 65536 / scale is a "
+                                         "power of two of at most 2^30, split between q and k, f16's range); got {}",
+                                         dist_name(c.dist), c.effective_scale()));
+}
+/// The offset distributions' keys carry a power of two up to 2^15, which an fp8 cache cannot hold.
+void check_dist(const Case& c) {
+  if (offset_dist(c.dist) && is_fp8(c.kv_dtype))
+    throw CaseError("dist", fmt::format("dist={} needs a 16/32-bit cache (its keys carry a power of two up to 2^15); "
+                                        "kv_dtype is {}", dist_name(c.dist), dtype_name(c.kv_dtype)));
 }
 /// An fp8 cache's dequantisation scale (KvScale's forms; per-slot tables are dense, so not with high block ids).
 template <auto M>
@@ -152,6 +165,10 @@ void check_kv_scale(const Case& c) {
   if (ks.range) given = {ks.range->first, ks.range->second};
   if (ks.slot) {
     given = {ks.slot->first, ks.slot->second};
+    // Not `!(lo <= hi)`: a NaN bound is refused below, as not finite.
+    if (ks.slot->first > ks.slot->second)
+      throw CaseError(field, fmt::format("{}: low {} is above high {} (per-slot scales are drawn between [lo, hi])",
+                                         ks.text(), ks.slot->first, ks.slot->second));
     if (c.high_block_ids != 0)
       throw CaseError(field, fmt::format("{}: per-slot scale tables are dense [num_blocks, num_kv_heads, block_size]; "
                                          "high_block_ids {} (a pool of 2^{} elements) is not modelled with them",
@@ -192,7 +209,8 @@ void check_head_values(const Case& c) {
     if (!std::isfinite(x)) throw CaseError(field, fmt::format("{}: {} is not finite", hv.text(), x));
     if (alibi && x < 0) throw CaseError(field, fmt::format("{}: slope {} is negative (slopes are >= 0)", hv.text(), x));
   }
-  if (hv.form == F::dominant && (c.dist == Dist::extreme || c.dist == Dist::overflow) &&
+  if (hv.form == F::dominant &&
+      (c.dist == Dist::extreme || c.dist == Dist::overflow || c.dist == Dist::far_above || c.dist == Dist::mixed_scales) &&
       !(c.logits_soft_cap && *c.logits_soft_cap <= 1000.0f))
     throw CaseError(field, fmt::format("dominant sinks (1e4) are not above the {} distribution's logits; "
                                        "give logits_soft_cap <= 1000 or another dist", dist_name(c.dist)));
@@ -402,7 +420,7 @@ const CaseField kCaseFields[] = {
          throw CaseError("dist", e.what());
        }
      },
-     .copy = copy_member<&Case::dist>, .casefile = "case"},
+     .check = check_dist, .copy = copy_member<&Case::dist>, .casefile = "case"},
     {.name = "scale", .token = "scale=", .token_form = "scale=S", .example = "scale=0.0625", .suite_key = "scales",
      .id_text = float_text<&Case::scale>, .parse = parse_scale, .check = check_scale, .copy = copy_member<&Case::scale>,
      .abi_version = 1, .abi_args = "scale", .abi_info = "scale",

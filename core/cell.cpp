@@ -50,7 +50,9 @@ Cell parse_cell_id(const std::string& id) {
     cell.fault = parse_fault(fault_part);
     cell.c = parse_case_id(case_part);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format("cell id '{}': {}", id, e.what()));
+    // An id of thousands of sequences is shortened: the reason after it names the field and the token.
+    const std::string shown = id.size() > 160 ? id.substr(0, 120) + fmt::format("... ({} characters)", id.size()) : id;
+    throw std::invalid_argument(fmt::format("cell id '{}': {}", shown, e.what()));
   }
   if (const std::string why = fault_case_problem(cell.fault, cell.c); !why.empty())
     throw std::invalid_argument(fmt::format("cell id '{}': fault: {}", id, why));

@@ -41,6 +41,12 @@ std::string Sha256::hex() {
   return out;
 }
 
+std::string sha256_of(const std::string& bytes) {
+  Sha256 h;
+  h.update(bytes.data(), bytes.size());
+  return h.hex();
+}
+
 std::string sha256_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read '" + path + "': " + std::strerror(errno));

@@ -26,6 +26,9 @@ class Sha256 {
   std::unique_ptr<State> st_;
 };
 
+/// SHA-256 of `bytes` as 64 lower-case hex digits.
+std::string sha256_of(const std::string& bytes);
+
 /// SHA-256 of a file's bytes as 64 lower-case hex digits. Throws std::runtime_error naming the file when it
 /// cannot be read.
 std::string sha256_file(const std::string& path);

@@ -5,7 +5,7 @@
 //  - A poison value is one row of poison_table() in core/fault.cpp: its name (as fault ids spell it), what
 //    it is, whether it is non-finite (0 * x = NaN: a kernel that reads it where it should not is caught by
 //    the tail-poison negative control), how its bit pattern is derived from the cache dtype, and whether it
-//    needs an Inf code. Add the enumerator below, the row, and its line in README.md's fault table
+//    needs an Inf code. Add the enumerator below, the row, and its line in docs/REFERENCE.md's fault table
 //    (tests/test_tables.cpp checks the two agree). Suites, case ids, repro, case files, reports and
 //    `pacheck fuzz` (which draws from the table) take it with no other edit; `pacheck list poisons` shows it.
 //  - A region is a row of region_table() plus the slot classes it covers in faults/inject.cpp (region_has),
@@ -50,13 +50,13 @@ struct PoisonInfo {
   Poison value;
   std::string_view name;     ///< as fault ids spell it ("nan", "+inf", "1e4")
   std::string_view aliases;  ///< other accepted spellings, space-separated ("inf" for +inf)
-  std::string_view meaning;  ///< one line for `pacheck list poisons` and README.md's fault table
+  std::string_view meaning;  ///< one line for `pacheck list poisons` and docs/REFERENCE.md's fault table
   bool nonfinite;            ///< NaN or +-Inf: turns 0 * x into NaN
   bool needs_inf;            ///< only a dtype with an Inf code can hold it (poison_unsupported)
   /// The bit pattern in dtype `t` (low bits); called only where the dtype can hold the value.
   std::uint32_t (*bits)(DType t);
 };
-/// Every poison value, `none` first, in the order `pacheck list poisons` and README.md list them.
+/// Every poison value, `none` first, in the order `pacheck list poisons` and docs/REFERENCE.md list them.
 std::span<const PoisonInfo> poison_table();
 /// "none", "nan", "+inf", "-inf", "1e4", "max", "zero", "subnormal" (poison_table()'s names).
 std::string_view poison_name(Poison p);
@@ -77,7 +77,7 @@ struct TargetInfo {
   Target value;
   std::string_view name;     ///< as fault ids spell it ("K", "V", "K+V")
   std::string_view aliases;  ///< other accepted spellings, space-separated
-  std::string_view meaning;  ///< one line for README.md's fault table
+  std::string_view meaning;  ///< one line for docs/REFERENCE.md's fault table
 };
 /// K, V, K+V.
 std::span<const TargetInfo> target_table();
@@ -106,7 +106,7 @@ enum class Region : std::uint8_t {
 struct RegionInfo {
   Region value;
   std::string_view name;     ///< as fault ids spell it ("tail")
-  std::string_view meaning;  ///< one line for README.md's fault table
+  std::string_view meaning;  ///< one line for docs/REFERENCE.md's fault table
 };
 /// tail, unused, padding, all, others, window, scales.
 std::span<const RegionInfo> region_table();

@@ -2,7 +2,7 @@
 // generic name_of / parse / names_list over any such table. Poison values, targets, regions (core/fault.hpp),
 // dtypes (core/dtype.hpp), layouts and distributions (core/case.hpp), verdicts (judge/verdict.hpp) and
 // properties (properties/properties.hpp) are tables of this shape; `pacheck list poisons|verdicts|...` prints
-// them and tests/test_tables.cpp checks the README's lists against them.
+// them and tests/test_tables.cpp checks docs/REFERENCE.md's lists against them.
 //
 // A row type needs two fields:
 //   value  the enum value it describes

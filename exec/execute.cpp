@@ -63,16 +63,70 @@ Cause find_cause(const Kernel& k, const Cell& cell, const std::string& device, C
   return name_cause(ev);
 }
 
+/// A RawRun of bits `bits` in `c`'s output dtype, as a run that passed its integrity checks (fresh-process
+/// runs carry the output bits only).
+RawRun from_output_bits(const Case& c, const OutputBits& bits) {
+  RawRun r;
+  r.bits = bits;
+  r.out.resize(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) r.out[i] = from_bits(bits[i], c.out_dtype);
+  return r;
+}
+
+/// Whether `v` says the output itself is wrong (not the guards or inputs, not a cause already named).
+bool output_verdict(Verdict v) {
+  return v == Verdict::unwritten || v == Verdict::poisoned || v == Verdict::overflow || v == Verdict::fail ||
+         v == Verdict::biased;
+}
+
+/// The verdict of a failing cell `failed` whose re-run right after, on other buffers (`again`), gave other
+/// bits: nondeterministic or stateful when the cell's first calls in fresh processes say so, else `failed`
+/// unchanged. `judge_run` judges a run of the cell against the oracle.
+CellResult history_cause(const Kernel& k, const Cell& cell, const std::string& device, const CellResult& failed,
+                         const RawRun& faulted, const RawRun& again, const std::function<CellResult(const RawRun&)>& judge_run,
+                         const ExecuteOptions& how) {
+  const std::int64_t moved = differing_elements(faulted.bits, again.bits);
+  const std::string here = fmt::format("{} here, after earlier calls ({})", verdict_name(failed.verdict), failed.detail);
+  std::string no_fresh = how.fresh ? std::string() : how.no_fresh.empty() ? "none was asked" : how.no_fresh;
+  std::vector<OutputBits> runs;
+  if (how.fresh) {
+    runs = how.fresh->run(k, cell, !cell.fault.clean(), device, kHistoryFreshRuns, &no_fresh);
+    for (const OutputBits& r : runs)
+      if (r.size() != faulted.bits.size()) runs.clear();
+  }
+  CellResult out = failed;
+  if (runs.size() >= 2 && differing_elements(runs[0], runs[1]) > 0) {
+    out.verdict = Verdict::nondeterministic;
+    out.detail = fmt::format("{}; two runs of the cell, each the kernel's first call in a fresh process, differ in {} "
+                             "elements: the output changes from call to call",
+                             here, differing_elements(runs[0], runs[1]));
+    return out;
+  }
+  const CellResult first = judge_run(runs.empty() ? again : from_output_bits(cell.c, runs[0]));
+  if (is_failure(first.verdict)) return failed;  // it fails from no history too: the failure is the kernel's own
+  out.verdict = Verdict::stateful;
+  out.detail = runs.empty()
+                   ? fmt::format("{}; a re-run right after it on buffers of its own passes (rel_linf {:.3e}), {} "
+                                 "elements differ: the output depends on earlier calls (no fresh process: {})",
+                                 here, first.metrics.rel_linf, moved, no_fresh)
+                   : fmt::format("{}; as its kernel's first call in a fresh process the cell passes ({} runs, bitwise "
+                                 "equal, rel_linf {:.3e}), and a re-run right after it here on buffers of its own "
+                                 "differs in {} elements: the output depends on earlier calls",
+                                 here, runs.size(), first.metrics.rel_linf, moved);
+  return out;
+}
+
 }  // namespace
 
 Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, Backend& backend, CleanTwin& twin,
                        const Tolerance& tolerance, const ExecuteOptions& how) {
   Execution e;
-  auto once = [&](const PagedCache& cache) {
+  auto call = [&](const PagedCache& cache, BufferPool* pool) {
     std::unique_lock<std::mutex> lock;
     if (how.device_mu) lock = std::unique_lock<std::mutex>(*how.device_mu);
-    return run_kernel_once(k, backend, data, cache);
+    return run_kernel_once(k, backend, data, cache, pool);
   };
+  auto once = [&](const PagedCache& cache) { return call(cache, how.pool); };
   const bool clean = cell.fault.clean();
   try {
     if (!clean && !twin.bits) {
@@ -99,6 +153,19 @@ Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, 
       // The output differs from the twin and nothing worse applies: name the cause before the verdict.
       const Cause cause = find_cause(k, cell, backend.name(), twin, e.raw, [&] { return once(data.cache); }, how);
       e.result = judge(cell, k, data.ref, data.emulation_rel_linf, e.raw, &*twin.bits, tolerance, &cause);
+    }
+    if (output_verdict(e.result.verdict)) {
+      // A wrong output may come from the calls before (state kept across calls): the same cell right after,
+      // on buffers of its own, gives the same bits when it does not.
+      const PagedCache& used = clean ? data.cache : faulted->cache;
+      const RawRun again = call(used, nullptr);
+      if (again.bits != e.raw.bits) {
+        // Against the oracle only: the twin was made in this process, after the same history.
+        auto judge_run = [&](const RawRun& r) {
+          return judge(cell, k, data.ref, data.emulation_rel_linf, r, nullptr, tolerance);
+        };
+        e.result = history_cause(k, cell, backend.name(), e.result, e.raw, again, judge_run, how);
+      }
     }
     e.result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } catch (const KernelError& err) {

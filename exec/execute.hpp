@@ -68,6 +68,9 @@ struct ExecuteOptions {
   const FreshProcesses* fresh = nullptr;
   /// Why there is no `fresh`, for the detail; empty: a caller that runs no server (the properties, bench).
   std::string no_fresh;
+  /// The worker's buffers (exec/guarded_run.hpp), when consecutive calls of one shape reuse them (run's
+  /// in-process lanes); null: every call gets buffers of its own.
+  BufferPool* pool = nullptr;
 };
 
 /// Runs `cell` of the prepared case `data` (data.c == cell.c) on `k` on `backend`: fills `twin` first when
@@ -76,11 +79,20 @@ struct ExecuteOptions {
 /// differs from the twin (and is not judged worse) has its cause named: kCauseReruns clean re-runs here,
 /// right after it, and through how.fresh kFreshCleanRuns clean (once per twin) and kFreshFaultedRuns faulted
 /// runs in fresh processes on backend.name(); name_cause() then gives variant, nondeterministic or stateful.
+/// A cell whose output fails (unwritten, poisoned, overflow, fail, biased) is run once more right after,
+/// on buffers of its own (not how.pool's): when that run's bits differ, the failure may come from earlier
+/// calls (state kept across calls: fault-classes.md section 7), and the cell's first call in fresh
+/// processes (how.fresh, kHistoryFreshRuns of them; else the re-run here) decides: two fresh runs that
+/// differ make it `nondeterministic`; a fresh run that passes makes it `stateful`, with the failure it
+/// showed here in the detail (history_cause()). Otherwise the verdict stands.
 /// Kernel and backend errors (in any of these calls) become an `error` result (ExecError says which; fatal
 /// when the context is lost) rather than an exception. result.seconds covers the cell's own call, its
 /// judging and the re-runs; result.index is left to the caller.
 Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, Backend& backend, CleanTwin& twin,
                        const Tolerance& tolerance, const ExecuteOptions& how = {});
+
+/// Fresh-process runs of a failing cell whose re-run on other buffers differed (execute_cell).
+inline constexpr int kHistoryFreshRuns = 2;
 
 /// The result of a cell that ran no kernel call: verdict `v` (declined, error, crash, timeout) with `why`
 /// as its detail, the cell's ids, and expected_fail from the kernel's expected_failures(). device stays empty.

@@ -31,6 +31,36 @@ DeviceBuffer::DeviceBuffer(Backend& backend, std::size_t bytes, bool zeroed)
       p(zeroed ? backend.alloc_zeroed(std::max<std::size_t>(bytes, 1)) : backend.alloc(std::max<std::size_t>(bytes, 1))) {}
 DeviceBuffer::~DeviceBuffer() { b.release(p); }
 
+void* BufferPool::take(std::size_t role, std::size_t bytes) {
+  if (slots_.size() <= role) slots_.resize(role + 1);
+  Slot& s = slots_[role];
+  if (!s.buf || s.bytes != bytes) {
+    auto fresh = std::make_unique<DeviceBuffer>(b_, bytes);  // before the old one is freed: another address
+    s.buf = std::move(fresh);
+    s.bytes = bytes;
+  }
+  return s.buf->p;
+}
+
+std::string buffer_shape(const Case& c) {
+  Case s = c;
+  s.seed = 0;
+  s.dist = Dist::normal;
+  s.scale.reset();
+  s.padding_target = -1;
+  s.sliding_window = 0;
+  s.logits_soft_cap.reset();
+  // Scales and per-head values keep their form (a per-head array, a per-slot table, a scalar) only.
+  for (KvScale* k : {&s.k_scale, &s.v_scale}) {
+    if (k->per_slot()) *k = KvScale{{}, std::nullopt, std::pair{1.0f, 2.0f}};
+    else if (k->per_head()) *k = KvScale{{}, std::pair{1.0f, 2.0f}, std::nullopt};
+    else *k = KvScale{};
+  }
+  for (HeadValues* h : {&s.alibi_slopes, &s.sinks})
+    if (!h->is_default()) *h = HeadValues{HeadValues::Form::values, {1.0f}, {}};
+  return s.id();
+}
+
 std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre) {
   std::vector<std::uint8_t> q(pre.q.size() * dtype_size(c.q_dtype));
   for (std::size_t i = 0; i < pre.q.size(); ++i) store(q.data(), i, c.q_dtype, pre.q[i]);
@@ -44,16 +74,23 @@ struct DeviceInputs::Checked {
   std::size_t bytes;
   /// The byte ranges uploaded and compared: the whole input, or a sparse pool's live ranges.
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
-  DeviceBuffer buf;
-  Checked(Backend& b, const char* n, const void* h, std::size_t sz)
-      : name(n), host(h), bytes(sz), ranges{{0, sz}}, buf(b, sz) {
-    b.upload(buf.p, host, bytes);
+  std::unique_ptr<DeviceBuffer> own;  ///< null when the buffer is a BufferPool's
+  void* dev = nullptr;                ///< the device buffer: own's, or the pool's
+  /// Input `role` (its ABI position) of `sz` bytes from `h`: in `pool`'s buffer of that role, or its own.
+  Checked(Backend& b, BufferPool* pool, std::size_t role, const char* n, const void* h, std::size_t sz)
+      : name(n), host(h), bytes(sz), ranges{{0, sz}} {
+    if (pool) dev = pool->take(role, std::max<std::size_t>(sz, 1));
+    else dev = (own = std::make_unique<DeviceBuffer>(b, sz))->p;
+    b.upload(dev, host, bytes);
   }
-  Checked(Backend& b, const char* n, const PoolBuffer& pool)
-      : name(n), host(pool.data()), bytes(pool.size()), ranges(pool.live()), buf(b, pool.size(), pool.sparse()) {
-    if (!pool.sparse()) ranges = {{0, bytes}};
+  /// A cache pool; a sparse one (high block ids) is never in a BufferPool.
+  Checked(Backend& b, BufferPool* pool, std::size_t role, const char* n, const PoolBuffer& cache)
+      : name(n), host(cache.data()), bytes(cache.size()), ranges(cache.live()) {
+    if (pool && !cache.sparse()) dev = pool->take(role, std::max<std::size_t>(bytes, 1));
+    else dev = (own = std::make_unique<DeviceBuffer>(b, cache.size(), cache.sparse()))->p;
+    if (!cache.sparse()) ranges = {{0, bytes}};
     for (const auto& [first, last] : ranges)
-      b.upload(static_cast<std::uint8_t*>(buf.p) + first, pool.data() + first, last - first);
+      b.upload(static_cast<std::uint8_t*>(dev) + first, cache.data() + first, last - first);
   }
   /// Empty when unchanged, else a description of the first changed byte.
   std::string check(Backend& b) const {
@@ -61,7 +98,7 @@ struct DeviceInputs::Checked {
     for (const auto& [first, last] : ranges) {
       const std::size_t n = last - first;
       back.resize(n);
-      b.download(back.data(), static_cast<const std::uint8_t*>(buf.p) + first, n);
+      b.download(back.data(), static_cast<const std::uint8_t*>(dev) + first, n);
       const std::uint8_t* h = static_cast<const std::uint8_t*>(host) + first;
       if (n == 0 || std::memcmp(back.data(), h, n) == 0) continue;
       std::size_t i = 0;
@@ -72,14 +109,16 @@ struct DeviceInputs::Checked {
   }
 };
 
-DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uint8_t>& query, const PagedCache& cache)
+DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uint8_t>& query, const PagedCache& cache,
+                           BufferPool* pool)
     : b_(b), c_(c), cache_(cache) {
+  // Each input's role in a BufferPool is its position in in_ (ABI order).
   auto add = [&](const char* name, const void* host, std::size_t bytes) {
-    in_.push_back(std::make_unique<Checked>(b, name, host, bytes));
+    in_.push_back(std::make_unique<Checked>(b, pool, in_.size(), name, host, bytes));
   };
   add("query", query.data(), query.size());
-  in_.push_back(std::make_unique<Checked>(b, "key_cache", cache.key_cache));
-  in_.push_back(std::make_unique<Checked>(b, "value_cache", cache.value_cache));
+  in_.push_back(std::make_unique<Checked>(b, pool, in_.size(), "key_cache", cache.key_cache));
+  in_.push_back(std::make_unique<Checked>(b, pool, in_.size(), "value_cache", cache.value_cache));
   add("block_tables", cache.block_tables.data(), cache.block_tables.size() * 4);
   add("seq_lens", cache.seq_lens.data(), cache.seq_lens.size() * 4);
   // fp8 per-KV-head scales are inputs like any other: on the device, and checked for writes.
@@ -109,7 +148,7 @@ DeviceInputs::DeviceInputs(Backend& b, const Case& c, const std::vector<std::uin
 DeviceInputs::~DeviceInputs() = default;
 
 pacheck_kernel_args DeviceInputs::args(void* out) const {
-  auto dev = [&](std::size_t i) -> const void* { return in_[i] ? in_[i]->buf.p : nullptr; };
+  auto dev = [&](std::size_t i) -> const void* { return in_[i] ? in_[i]->dev : nullptr; };
   pacheck_kernel_args a = make_args(c_, cache_, dev(0), dev(1), dev(2), static_cast<const std::int32_t*>(dev(3)),
                                     static_cast<const std::int32_t*>(dev(4)), out, static_cast<const float*>(dev(5)),
                                     static_cast<const float*>(dev(6)), static_cast<const float*>(dev(7)),
@@ -129,11 +168,14 @@ std::string DeviceInputs::first_change() const {
   return first;
 }
 
-RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const PagedCache& cache) {
+/// The BufferPool role of the guarded output: after every input's (DeviceInputs' ABI positions).
+constexpr std::size_t kOutputRole = 32;
+
+RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const PagedCache& cache, BufferPool* pool) {
   const Case& c = data.c;
   RawRun r;
   const auto qbytes = query_bytes(c, data.pre);
-  const DeviceInputs inputs(b, c, qbytes, cache);
+  const DeviceInputs inputs(b, c, qbytes, cache, pool);
 
   // Every output row is guarded and checked for being written: num_query_tokens of them.
   const std::size_t n = static_cast<std::size_t>(c.num_query_tokens()) * c.num_heads * c.head_size;
@@ -145,15 +187,17 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
   }
   const std::uint32_t fill = fill_bits(c.out_dtype);
   for (std::size_t i = 0; i < n; ++i) store_bits(host_out.data() + kGuardBytes, i, c.out_dtype, fill);
-  DeviceBuffer out(b, host_out.size());
-  b.upload(out.p, host_out.data(), host_out.size());
+  std::unique_ptr<DeviceBuffer> own_out;
+  void* const out = pool ? pool->take(kOutputRole, host_out.size())
+                         : (own_out = std::make_unique<DeviceBuffer>(b, host_out.size()))->p;
+  b.upload(out, host_out.data(), host_out.size());
   b.sync();
 
-  const pacheck_kernel_args args = inputs.args(static_cast<std::uint8_t*>(out.p) + kGuardBytes);
+  const pacheck_kernel_args args = inputs.args(static_cast<std::uint8_t*>(out) + kGuardBytes);
   r.ms = b.time_ms([&] { k.run(args); });
   b.sync();
 
-  b.download(host_out.data(), out.p, host_out.size());
+  b.download(host_out.data(), out, host_out.size());
   for (std::size_t i = 0; i < kGuardBytes && r.guard_ok; ++i) {
     if (host_out[i] != guard_byte(i)) {
       r.guard_ok = false;

@@ -28,6 +28,34 @@ struct DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
+/// Device buffers kept from one kernel call to the next on one worker (issue 45): inference engines reuse
+/// their buffers from step to step, so a kernel that keeps state keyed on its buffers (an output replayed
+/// for the same addresses, a running max left in scratch) meets the same addresses with other contents in
+/// production. take() hands a call each input and the output in the buffer of that role the previous call
+/// had, when its size is the same; otherwise a new one (allocated before the old one is freed). A sparse
+/// pool (high block ids) is never pooled (its device copy is a zeroed allocation of which only the live
+/// ranges are written). The buffers are freed with the pool. Not thread-safe: one pool per worker.
+class BufferPool {
+ public:
+  explicit BufferPool(Backend& b) : b_(b) {}
+  /// The buffer for input or output `role` (a small index, one per role) of `bytes` bytes.
+  void* take(std::size_t role, std::size_t bytes);
+
+ private:
+  struct Slot {
+    std::unique_ptr<DeviceBuffer> buf;
+    std::size_t bytes = 0;
+  };
+  Backend& b_;
+  std::vector<Slot> slots_;
+};
+
+/// A key of the sizes of every buffer a call of `c` gets (query, caches, block tables, seq_lens, scale arrays
+/// and tables, variant tensors, output): `c` with the fields that change no size (seed, dist, scale,
+/// padding_target, window, soft cap, the values of fp8 scales, slopes and sinks but not their form) set to
+/// one value, as its id. Equal keys: a BufferPool hands the second call the first call's buffers.
+std::string buffer_shape(const Case& c);
+
 /// The query of `c` as a kernel receives it: [num_query_tokens, num_heads, head_size] in c.q_dtype, from pre.q.
 std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre);
 
@@ -42,7 +70,9 @@ std::vector<std::uint8_t> query_bytes(const Case& c, const PrePaging& pre);
 /// must outlive it: first_change() compares the device buffers with them.
 class DeviceInputs {
  public:
-  DeviceInputs(Backend& b, const Case& c, const std::vector<std::uint8_t>& query, const PagedCache& cache);
+  /// With `pool`, the buffers are the pool's (BufferPool::take), uploaded anew and not freed with this object.
+  DeviceInputs(Backend& b, const Case& c, const std::vector<std::uint8_t>& query, const PagedCache& cache,
+               BufferPool* pool = nullptr);
   ~DeviceInputs();
   DeviceInputs(const DeviceInputs&) = delete;
   DeviceInputs& operator=(const DeviceInputs&) = delete;
@@ -64,7 +94,9 @@ class DeviceInputs {
 /// Runs `k` once on `backend` over `cache` (data.cache or a faulted copy of it): uploads the inputs, fills
 /// the output with the fill pattern (a signalling NaN no arithmetic produces) between 4 KiB guard regions,
 /// runs and times the call, downloads, and checks the guards, the inputs and the unwritten elements.
-/// Throws KernelError from the kernel or backend.
-RawRun run_kernel_once(const Kernel& k, Backend& backend, const CaseData& data, const PagedCache& cache);
+/// Throws KernelError from the kernel or backend. With `pool` (on `backend`), the inputs and the guarded
+/// output live in the pool's buffers: the previous call's, when the sizes match (BufferPool).
+RawRun run_kernel_once(const Kernel& k, Backend& backend, const CaseData& data, const PagedCache& cache,
+                       BufferPool* pool = nullptr);
 
 }  // namespace pacheck

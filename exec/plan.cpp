@@ -15,6 +15,7 @@
 #include "core/files.hpp"
 #include "exec/execute.hpp"
 #include "exec/isolate.hpp"
+#include "exec/watchdog.hpp"
 
 namespace pacheck {
 namespace {
@@ -96,6 +97,9 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
     if (!in_child(sel)) {
       Support s;
       try {
+        const CallWatchdog::Watch watch = watch_call(opt.watchdog, *sel.kernel, [&] {
+          return fmt::format("{}'s supports() of cell '{}'", sel.kernel->name(), sel.cell.id());
+        });
         s = sel.kernel->supports(sel.cell.c);
       } catch (const std::exception& e) {
         s = Support::error(std::string("supports() failed: ") + e.what());
@@ -108,6 +112,75 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
     else out.push_back({a.answers[a.next++], {}});
   }
   return out;
+}
+
+/// Makes the chains of the in-process lanes: the items of one buffer_shape() become consecutive (the
+/// shapes in the order they first appear, each shape's items in suite order) and each but the first of them
+/// WorkItem::chained. One chain per shape: a kernel's state kept for one shape's buffers meets every later
+/// call of that shape, and none of another.
+void make_chains(Plan& p) {
+  for (Lane lane : {Lane::cpu, Lane::gpu}) {
+    std::vector<std::size_t>& items = p.lanes[static_cast<std::size_t>(lane)];
+    std::unordered_map<std::string, std::size_t> rank;  // shape -> order of first appearance
+    std::vector<std::pair<std::size_t, std::size_t>> keyed;  // (rank, item)
+    for (std::size_t i : items) keyed.emplace_back(rank.emplace(buffer_shape(p.items[i].c), rank.size()).first->second, i);
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t n = 0; n < keyed.size(); ++n) {
+      items[n] = keyed[n].second;
+      p.items[items[n]].chained = n > 0 && keyed[n - 1].first == keyed[n].first;
+    }
+  }
+}
+
+/// The jobs of history-dependent controls (Kernel::expected_failures_after) on the in-process lanes: sets
+/// Job::expected_after from the cases before each job's in its chain, keeps each chain's jobs of the kernel
+/// up to its last expected failure there (the history that failure needs) and settles the rest as not_run
+/// (unless opt.controls_everywhere). Items left with no job leave their lane.
+void plan_history_controls(Plan& p, const Suite& suite, const RunOptions& opt) {
+  for (Lane lane : {Lane::cpu, Lane::gpu}) {
+    std::vector<std::size_t>& items = p.lanes[static_cast<std::size_t>(lane)];
+    // Per kernel: the case of each of its jobs so far in the current chain, and those jobs (item, job).
+    std::unordered_map<const Kernel*, std::vector<const Case*>> before;
+    std::unordered_map<const Kernel*, std::vector<JobRef>> in_chain;
+    std::vector<JobRef> drop;
+    auto close_chain = [&] {
+      for (auto& [k, refs] : in_chain) {
+        std::size_t last = 0;  // jobs up to the last expected one are kept
+        for (std::size_t r = 0; r < refs.size(); ++r) {
+          const Job& j = p.items[refs[r].item].jobs[refs[r].job];
+          if (j.expected_after || (*k->expected_failures())(j.cell)) last = r + 1;
+        }
+        if (!opt.controls_everywhere) drop.insert(drop.end(), refs.begin() + static_cast<std::ptrdiff_t>(last), refs.end());
+      }
+      before.clear();
+      in_chain.clear();
+    };
+    for (std::size_t i : items) {
+      if (!p.items[i].chained) close_chain();
+      for (std::size_t jj = 0; jj < p.items[i].jobs.size(); ++jj) {
+        Job& j = p.items[i].jobs[jj];
+        const auto after = j.kernel->expected_failures_after();
+        if (!after) continue;
+        j.expected_after = (*after)(j.cell, before[j.kernel]);
+        in_chain[j.kernel].push_back({i, jj});
+        before[j.kernel].push_back(&p.items[i].c);
+      }
+    }
+    close_chain();
+    // Settle the dropped jobs (highest job index first within an item, so the others keep their places).
+    std::sort(drop.begin(), drop.end(), [](JobRef a, JobRef b) { return a.item != b.item ? a.item < b.item : a.job > b.job; });
+    for (const JobRef& ref : drop) {
+      Job& j = p.items[ref.item].jobs[ref.job];
+      CellResult& r = p.results[j.result_index];
+      r = unrun_result(j.cell, *j.kernel, Verdict::not_run, kNotRunDetail);
+      r.suite = suite.name;
+      r.index = j.index;
+      p.settled.push_back(j.result_index);
+      p.items[ref.item].jobs.erase(p.items[ref.item].jobs.begin() + static_cast<std::ptrdiff_t>(ref.job));
+    }
+    std::erase_if(items, [&](std::size_t i) { return p.items[i].jobs.empty(); });
+  }
+  std::sort(p.settled.begin(), p.settled.end());
 }
 
 }  // namespace
@@ -235,7 +308,11 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
       p.settled.push_back(sel.result_index);
       continue;
     }
-    if (const auto expected = k.expected_failures(); expected && !opt.controls_everywhere && !(*expected)(sel.cell)) {
+    const Lane lane = lane_of(k, sel.isolated);
+    // A history-dependent control in an in-process lane is settled after chaining (plan_history_controls).
+    const bool by_history = k.history_dependent() && (lane == Lane::cpu || lane == Lane::gpu);
+    if (const auto expected = k.expected_failures();
+        expected && !by_history && !opt.controls_everywhere && !(*expected)(sel.cell)) {
       // A negative control proves the checks can fail only where its planted fault shows: elsewhere it must
       // pass, which --controls-everywhere audits. Settled, counted and reported, never dropped.
       CellResult& r = p.results[sel.result_index];
@@ -245,7 +322,6 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
       p.settled.push_back(sel.result_index);
       continue;
     }
-    const Lane lane = lane_of(k, sel.isolated);
     // Isolated GPU work is grouped per kernel (its child keeps one context across cases); everything
     // else per case, shared by the kernels that run it.
     const std::string key = lane == Lane::isolated_gpu ? result_key(k.name(), sel.cell.c.id()) : sel.cell.c.id();
@@ -258,6 +334,9 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
     }
     p.items[it->second].jobs.push_back({sel.result_index, &k, std::move(sel.cell), sel.index});
   }
+  make_chains(p);
+  plan_history_controls(p, suite, opt);
+  make_chains(p);  // items left empty are gone: a chain's first item may have gone with them
   return p;
 }
 

@@ -33,6 +33,9 @@ struct Job {
   const Kernel* kernel;
   Cell cell;                 ///< with the kernel's layout and the run's seed
   int index;                 ///< position of the cell in Suite::cells
+  /// A history-dependent control (Kernel::expected_failures_after) must fail this cell after the calls its
+  /// chain made before it: the runner marks the result expected_fail.
+  bool expected_after = false;
 };
 
 /// One case and every job that uses it: the case is prepared once for all of them. On Lane::isolated_gpu
@@ -40,6 +43,10 @@ struct Job {
 struct WorkItem {
   Case c;
   std::vector<Job> jobs;
+  /// In-process lanes: this item follows the previous item of its lane on the same worker, right after it,
+  /// on the same buffers (its buffer_shape() is the same: a chain; exec/in_process.hpp). False for the first
+  /// item of a chain and on the isolated lanes.
+  bool chained = false;
 };
 
 /// A job of a plan by position: job `job` of work item `item`.
@@ -66,7 +73,14 @@ inline constexpr const char* kNotRunDetail =
     "not run: outside the negative control's expected failures (the cells its planted fault must fail; "
     "--controls-everywhere runs it)";
 
-/// Plans `suite` x `kernels` with `opt`'s shard, seed, filter, previous, isolate and controls_everywhere. A
+/// Plans `suite` x `kernels` with `opt`'s shard, seed, filter, previous, isolate and controls_everywhere.
+/// The items of an in-process lane whose cases have the same buffer_shape() form one chain (consecutive in
+/// the lane, in suite order; WorkItem::chained): one worker runs them one after another on the same
+/// buffers, as an inference engine reuses its buffers from step to step, so suite cells of one shape with
+/// contrasting inputs (logit scales orders of magnitude apart) reach a kernel's state across calls, in the
+/// order the suite lists them. A history-dependent control (Kernel::
+/// expected_failures_after) runs, besides its expected failures, the cells before them in their chain (the
+/// history they need), and the rest of its cells are not_run; its jobs carry Job::expected_after. A
 /// kernel that declines a cell settles it as `declined` with its reason; a negative control's supported cell
 /// outside its expected_failures() is settled as `not_run` (kNotRunDetail) unless opt.controls_everywhere
 /// (the cells it must fail are all run, which is all the run needs of it; where its fault may still show but

@@ -61,7 +61,7 @@ struct MemoryEstimate {
 };
 /// The estimate above for case `c` judged with `precision` (the calibrated policy when `calibrated`).
 /// Never throws: an invalid case gets the estimate of its fields as they are (seq_lens below 1 count 0).
-MemoryEstimate estimate_case_memory(const Case& c, Precision precision = Precision::f32, bool calibrated = false);
+MemoryEstimate estimate_case_memory(const Case& c, Precision precision = Precision::f64, bool calibrated = false);
 
 /// A copy of a clean paged cache with one fault written into it.
 struct FaultedCache {

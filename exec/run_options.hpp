@@ -16,10 +16,14 @@
 
 namespace pacheck {
 
+class CallWatchdog;  // exec/watchdog.hpp
+
 struct RunOptions {
   int threads = 0;                         ///< CPU worker threads; 0 = hardware concurrency
   Tolerance tolerance;
-  Precision oracle_precision = Precision::f32;
+  /// The oracle's arithmetic (issue 45): fp64 by default, so no verdict is decided by the oracle's own
+  /// rounding (the fp32 oracle's error reached half the f16 limit on extreme logits); f32 is faster.
+  Precision oracle_precision = Precision::f64;
   std::optional<std::regex> filter;        ///< keep cells whose id matches (std::regex_search)
   std::optional<std::uint64_t> seed;       ///< overrides every cell's seed
   int shard_index = 0, shard_count = 1;    ///< take cells with index % shard_count == shard_index
@@ -44,6 +48,9 @@ struct RunOptions {
   /// becomes the cell's verdict (crash, timeout) instead of ending the run.
   std::function<bool(const Kernel&)> isolate;
   double cell_timeout_s = 60;              ///< isolated cells: wall seconds before the child is killed
+  /// Watches the in-process calls of the kernels it selects (each cell's execution, and supports() while
+  /// planning): one that runs past its timeout ends the process (exec/watchdog.hpp). Null: none is watched.
+  CallWatchdog* watchdog = nullptr;
   int isolate_lanes = 0;                   ///< isolated CPU kernels: child processes at once; 0 = `threads`
   /// Isolated GPU kernels: child processes per device at once (each with its own context, preparing its
   /// own cases); 0 = isolated_gpu_lanes()'s default.

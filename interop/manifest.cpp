@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace pacheck {
 
@@ -19,7 +22,50 @@ Case case_of(const std::string& text, const std::string& where) {
   }
 }
 
+/// Why files[i].output of `f` is not what export writes for its case, or "" when it is.
+std::string output_problem(const ManifestFile& f) {
+  const json& o = f.entry.contains("output") ? f.entry["output"] : json();
+  if (!o.is_object()) return "field 'output' is missing or not an object";
+  // Output dtypes are f32, f16 or bf16 (Case::validate), whose safetensors tags are their upper-case names.
+  std::string dtype(dtype_name(f.c.out_dtype));
+  for (char& ch : dtype) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const json shape = {f.c.num_query_tokens(), f.c.num_heads, f.c.head_size};
+  const std::pair<const char*, json> want[] = {{"file", f.file}, {"tensor", "out"}, {"dtype", dtype}, {"shape", shape}};
+  for (const auto& [key, value] : want)
+    if (!o.contains(key) || o[key] != value)
+      return fmt::format("field 'output.{}' is {} but its case '{}' gives {}", key,
+                         o.contains(key) ? o[key].dump() : "missing", f.c.id(), value.dump());
+  return {};
+}
+
 }  // namespace
+
+void check_manifest_entries(const Manifest& m) {
+  std::map<std::string, std::size_t> index_of;  // file name -> files[] index
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    const ManifestFile& f = m.files[i];
+    if (const auto [it, fresh] = index_of.emplace(f.file, i); !fresh)
+      throw CaseFilesError(fmt::format("{}: file '{}' is listed again (first as files[{}]): each case file is listed "
+                                       "once",
+                                       f.where, f.file, it->second));
+    if (const std::string why = output_problem(f); !why.empty()) throw CaseFilesError(fmt::format("{}: {}", f.where, why));
+  }
+  // The (case, fault) pairs whose call each file holds, by the cells that use it.
+  std::map<std::string, std::set<std::string>> calls;
+  for (const ManifestCell& c : m.cells) {
+    const std::string case_id = c.cell.c.id();
+    if (c.file.is_string()) calls[c.file.get<std::string>()].insert(case_id + " " + c.cell.fault.id());
+    if (c.baseline.is_string()) calls[c.baseline.get<std::string>()].insert(case_id + " clean");
+  }
+  for (const ManifestFile& f : m.files) {
+    const auto fault = manifest_field<std::string>(f.entry, "fault", f.where);
+    const auto it = calls.find(f.file);
+    if (it != calls.end() && !it->second.count(f.c.id() + " " + fault))
+      throw CaseFilesError(fmt::format("{}: case '{}' with fault '{}' is no call of the cells that use file '{}' (e.g. "
+                                       "'{}'): the file's inputs would be scored for other cells",
+                                       f.where, f.c.id(), fault, f.file, *it->second.begin()));
+  }
+}
 
 Manifest parse_manifest(const std::string& text, const std::string& path) {
   json m;
@@ -93,6 +139,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     c.baseline = manifest_field<json>(cells[i], "baseline", c.where);
     out.cells.push_back(std::move(c));
   }
+  check_manifest_entries(out);
   return out;
 }
 

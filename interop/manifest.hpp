@@ -84,8 +84,16 @@ struct Manifest {
 
 /// Parses manifest.json text (`path` is used in messages only): valid JSON, an object of format
 /// kManifestFormat and format_version kManifestOldestFormatVersion..kManifestFormatVersion, "files" and "cells" arrays of objects whose
-/// fields have the right types, plain file names, case ids that read back as written and faults that parse.
-/// Throws CaseFilesError naming `path`, the entry (files[I] / cells[J]) and the field; nothing else.
+/// fields have the right types, plain file names, case ids that read back as written and faults that parse;
+/// then check_manifest_entries(). Throws CaseFilesError naming `path`, the entry (files[I] / cells[J]) and the
+/// field; nothing else.
 Manifest parse_manifest(const std::string& text, const std::string& path);
+
+/// The manifest's entries against each other (no input file is read): each file is listed once; each
+/// files[i].output names that file, the tensor "out", the case's output dtype and its shape [num_query_tokens,
+/// num_heads, head_size]; and each files[i] holds the call of a cell that uses it: its (case, fault) is a cell's
+/// (case, fault) whose "file" it is, or (case, clean) of a cell whose "baseline" it is (export names a file
+/// after the first cell that made its call). Throws CaseFilesError naming the entry and the field.
+void check_manifest_entries(const Manifest& m);
 
 }  // namespace pacheck

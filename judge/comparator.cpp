@@ -194,7 +194,7 @@ std::string judge_flags(const Tolerance& tolerance, Precision oracle_precision) 
     add("--tolerance calibrated");
     if (tolerance.multiple != Tolerance{}.multiple) add(fmt::format("--multiple {}", tolerance.multiple));
   }
-  if (oracle_precision == Precision::f64) add("--oracle-precision f64");
+  if (oracle_precision == Precision::f32) add("--oracle-precision f32");
   if (tolerance.tf32) add("--tf32");
   return flags;
 }

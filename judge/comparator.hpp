@@ -95,7 +95,7 @@ enum class Precision;  // oracle/oracle.hpp
 
 /// The command-line flags that reproduce a run's verdict options where they differ from pacheck's
 /// defaults, in the order `pacheck run --help` lists them: "--tolerance calibrated", "--multiple M"
-/// (calibrated only, when not 4), "--oracle-precision f64", "--tf32", joined by single spaces; "" for the
+/// (calibrated only, when not 4), "--oracle-precision f32", "--tf32", joined by single spaces; "" for the
 /// defaults. Every repro and replay line carries them, so a verdict judged under other limits is
 /// reproduced under the same ones (issue 16). `multiple` is printed with the shortest round-trip form.
 std::string judge_flags(const Tolerance& tolerance, Precision oracle_precision);

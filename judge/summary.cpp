@@ -17,6 +17,8 @@ std::string_view control_outcome_name(ControlOutcome o) {
 int RunSummary::exit_code() const {
   if (blind || !selftest.passed) return 3;
   if (failed > 0 || vacuous) return 1;
+  // A run that planned results and has fewer (none at all, when its process was cut short) never passes.
+  if (results.size() < planned) return 1;
   return 0;
 }
 

@@ -49,7 +49,8 @@ struct RunSummary {
   /// judge_flags() of the options that decided these verdicts ("" for the defaults): appended to every
   /// repro line a report prints, so the line reproduces the verdict under the same limits.
   std::string judge_flags;
-  /// 0 all pass (controls caught), 1 some cell failed or a kernel ran nothing, 3 instrument blind.
+  /// 0 all pass (controls caught), 1 some cell failed, a kernel ran nothing or fewer results than `planned`
+  /// exist (a stopped run), 3 instrument blind.
   int exit_code() const;
 };
 

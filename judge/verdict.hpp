@@ -1,13 +1,14 @@
 // Verdicts: the outcome of one cell on one kernel, described once in verdict_table(): name, meaning, whether
 // it fails the gate, and precedence (table order, which is also the enum's order). judge() picks the first
-// verdict of the table that applies; README.md's verdict table lists the same rows in the same order
+// verdict of the table that applies; docs/REFERENCE.md's verdict table lists the same rows in the same order
 // (tests/test_tables.cpp checks it) and `pacheck list verdicts` prints them.
 //
 // Quick start: adding a verdict
 //  Add the enumerator to Verdict and its row to verdict_table() in verdict.cpp at the place of its
 //  precedence (a static_assert keeps the two in one order), its check in judge() (judge/judge.cpp) or, for
-//  a runner outcome, where exec/ produces it, and its line in README.md's verdict table. Reports, the exit
-//  code (through the row's fails-the-gate flag and cell_outcome) and `pacheck list verdicts` follow.
+//  a runner outcome, where exec/ produces it, and its line in docs/REFERENCE.md's verdict table. Reports,
+//  the exit code (through the row's fails-the-gate flag and cell_outcome) and `pacheck list verdicts`
+//  follow.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +44,7 @@ enum class Verdict {
 struct VerdictInfo {
   Verdict value;
   std::string_view name;     ///< as reports write it ("oob_write")
-  std::string_view meaning;  ///< README.md's "meaning" column, without its Markdown
+  std::string_view meaning;  ///< docs/REFERENCE.md's "meaning" column, without its Markdown
   bool fails_gate;           ///< counts as a failure of the cell (is_failure): all but pass, declined, not_run
 };
 /// Every verdict in order of precedence, highest first: the enum's order.

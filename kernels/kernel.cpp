@@ -1,5 +1,7 @@
 #include "kernels/kernel.hpp"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,6 +39,22 @@ std::vector<KernelPtr> Registry::negative_controls(pacheck_device device) const 
   for (const auto& k : kernels_)
     if (k->is_negative_control() && k->device() == device) out.push_back(k);
   return out;
+}
+
+std::string kernel_name_problem(std::string_view name) {
+  if (name.empty()) return "name is empty";
+  if (name.size() > kMaxKernelNameLength) return fmt::format("name is longer than {} characters", kMaxKernelNameLength);
+  auto shown = [](char ch) {
+    const auto u = static_cast<unsigned char>(ch);
+    return std::isprint(u) ? std::string(1, ch) : fmt::format("\\x{:02x}", u);
+  };
+  for (char ch : name) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-') continue;
+    std::string printable;
+    for (char c : name) printable += shown(c);
+    return fmt::format("name '{}' has character '{}' (allowed: letters, digits, '.', '_', '-')", printable, shown(ch));
+  }
+  return {};
 }
 
 std::optional<Support> variant_decline(const Case& c, unsigned implemented, const std::string& kernel) {

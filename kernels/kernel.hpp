@@ -23,6 +23,7 @@
 #include <optional>
 #include <type_traits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/case.hpp"
@@ -85,9 +86,28 @@ class Kernel {
   /// A run in which such a cell passes is "instrument blind". Empty for ordinary kernels.
   virtual std::optional<std::function<bool(const Cell&)>> expected_failures() const { return std::nullopt; }
   bool is_negative_control() const { return expected_failures().has_value(); }
+  /// For negative controls whose planted fault is state kept from one call to the next (an output replayed
+  /// for the same buffer addresses, a running max kept in scratch; fault-classes.md section 7): true for the
+  /// cells it must fail when `before` holds, oldest first, the case of each of its earlier cells on the same
+  /// buffers (its cells before this one in their chain on one worker, exec/plan.hpp: cells of earlier cases,
+  /// then the earlier cells of this cell's own case; empty for the first). Such a control's
+  /// expected_failures() names only the cells it fails whatever came before. Empty (the default) for every
+  /// other kernel.
+  using HistoryPredicate = std::function<bool(const Cell& cell, const std::vector<const Case*>& before)>;
+  virtual std::optional<HistoryPredicate> expected_failures_after() const { return std::nullopt; }
+  /// True for a control whose expected failures depend on the calls before (expected_failures_after()).
+  bool history_dependent() const { return expected_failures_after().has_value(); }
 };
 
 using KernelPtr = std::shared_ptr<const Kernel>;
+
+/// The longest kernel name pacheck takes (plugin descriptors, `score --kernel-name`).
+inline constexpr std::size_t kMaxKernelNameLength = 64;
+/// The rule every kernel name from outside follows (a plugin's descriptor, `score --kernel-name`): 1 to
+/// kMaxKernelNameLength characters, each a letter, digit, '.', '_' or '-' (a name goes into ids, reports,
+/// file names and one-line logs). Returns why `name` breaks it ("name is empty", "name 'a b' has character
+/// ' ' (allowed: ...)"), or "" when it follows it. Non-printable characters are named by their code.
+std::string kernel_name_problem(std::string_view name);
 
 /// A decline for the first variant of `c` (core/case_fields.hpp's case_variants, in table order) not in
 /// `implemented` (PACHECK_VARIANT_* bits), naming the field ("sliding_window 128: KERNEL does not implement a
@@ -117,8 +137,10 @@ void register_cpu_kernels(Registry& r);
 /// Registers the GPU kernels (kernels/gpu) into `r`; a no-op in builds without CUDA.
 void register_gpu_kernels(Registry& r);
 
-/// A CPU split-KV kernel with partitions of `partition` tokens (registered as cpu.split_kv at 512).
-KernelPtr make_cpu_split_kv(int partition);
+/// A CPU split-KV kernel with partitions of `partition` tokens (registered as cpu.split_kv at 512); with
+/// `partials_in_out_dtype` each partition's normalised output is stored in the output dtype before the
+/// merge, as vLLM's paged_attention_v2 stores tmp_out (registered as cpu.split_kv_tmp_out at 512).
+KernelPtr make_cpu_split_kv(int partition, bool partials_in_out_dtype = false);
 /// cpu.reference given fp8 scales with fault `f` applied: a negative control that must fail the fp8 cells
 /// where `f` changes some head's scale by 25% or more (registered as cpu.fp8_scale_fault with the last
 /// head's K and V scales set to 1).

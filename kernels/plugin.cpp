@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
@@ -31,7 +33,7 @@ static_assert(kDescV2Size == sizeof(pacheck_kernel_desc), "a descriptor field wa
 // Version 3 added enum values only (PACHECK_LAYOUT_AITER); the descriptor kept its size.
 /// The smallest descriptor a plugin of ABI `version` may pass (its version's full struct).
 std::size_t desc_size_of_version(std::uint32_t version) { return version >= 2 ? kDescV2Size : kDescV1Size; }
-constexpr std::size_t kMaxNameLength = 64;
+constexpr std::size_t kMaxNameLength = kMaxKernelNameLength;
 
 /// A descriptor as pacheck keeps it: copied, validated, owning its strings and arrays.
 struct Desc {
@@ -142,13 +144,8 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
                                    d->scale_forms != 0 ? d->scale_forms : d->variants));
   Desc out;
   if (!d->name) throw InvalidField("name is NULL");
-  const std::size_t len = strnlen(d->name, kMaxNameLength + 1);
-  if (len == 0) throw InvalidField("name is empty");
-  if (len > kMaxNameLength) throw InvalidField(fmt::format("name is longer than {} characters", kMaxNameLength));
-  out.name.assign(d->name, len);
-  for (char ch : out.name)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-'))
-      throw InvalidField(fmt::format("name '{}' has character '{}' (allowed: letters, digits, '.', '_', '-')", out.name, ch));
+  out.name.assign(d->name, strnlen(d->name, kMaxNameLength + 1));
+  if (const std::string why = kernel_name_problem(out.name); !why.empty()) throw InvalidField(why);
   // From here on the name is known: errors carry it (the caller adds it).
   if (d->description) out.description.assign(d->description, strnlen(d->description, 4096));
   const std::int32_t dev = enum_bits(d->device);
@@ -421,6 +418,28 @@ void add_registered_kernels(PluginInfo& info, pacheck_register_kernels_fn reg_fn
   }
 }
 
+/// Why the regular file `path` cannot be a plugin library before anything reads it whole: "" when it is at
+/// most kMaxPluginBytes and starts with the ELF magic.
+std::string library_file_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::uintmax_t bytes = fs::file_size(path, ec);
+  if (ec) return fmt::format("cannot load: {}", ec.message());
+  if (bytes > kMaxPluginBytes)
+    return fmt::format("cannot load: the file is {} bytes, over the {} GiB a plugin library may have (not a kernel "
+                       "library?)",
+                       bytes, kMaxPluginBytes >> 30);
+  char magic[4] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  const std::size_t got = f ? std::fread(magic, 1, sizeof magic, f) : 0;
+  if (f) std::fclose(f);
+  if (!f) return fmt::format("cannot load: cannot open: {}", std::strerror(errno));
+  if (got != sizeof magic || std::memcmp(magic, "\x7f" "ELF", sizeof magic) != 0)
+    return "cannot load: not an ELF shared library (the file does not start with the ELF magic; a plugin is built "
+           "with -shared, see examples/plugin/)";
+  return {};
+}
+
 /// Records a registered library in loaded_plugins().
 void record_loaded(const PluginInfo& info) {
   Loaded& L = loaded();
@@ -438,6 +457,7 @@ PluginInfo load_plugin(const std::string& path, Registry& reg) {
   std::error_code ec;
   if (!fs::exists(open_path, ec)) throw PluginError(path, "no such file");
   if (!fs::is_regular_file(open_path, ec)) throw PluginError(path, "not a regular file");
+  if (const std::string why = library_file_problem(open_path); !why.empty()) throw PluginError(path, why);
 
   PluginInfo info;
   info.path = path;

@@ -20,6 +20,10 @@ struct PluginError : std::runtime_error {
   std::string problem;  ///< what is wrong, without the library prefix
 };
 
+/// The largest plugin library pacheck loads (and hashes): far above any kernel library, so a huge file named
+/// by mistake is refused at once instead of being read whole for its SHA-256.
+inline constexpr std::uint64_t kMaxPluginBytes = std::uint64_t{4} << 30;
+
 /// A loaded plugin library, for reports (issue 8's environment fingerprint).
 struct PluginInfo {
   std::string path;                  ///< as given on the command line
@@ -31,7 +35,9 @@ struct PluginInfo {
 
 /// Loads the plugin at `path` and adds its kernels to `reg`, all or none. A path without '/' is taken
 /// relative to the working directory (not searched for on the library path), so `--plugin libx.so` means
-/// ./libx.so. Throws PluginError for: a missing or unloadable file, a missing symbol
+/// ./libx.so. Before the file is hashed or opened by dlopen it must be a regular file of at most
+/// kMaxPluginBytes that starts with the ELF magic ("cannot load: ..." otherwise). Throws PluginError for: a
+/// missing or unloadable file, a missing symbol
 /// (pacheck_plugin_abi_version, pacheck_register_kernels), an ABI version other than PACHECK_ABI_VERSION,
 /// a registration that fails or adds no kernel, an invalid descriptor (naming the kernel and field), or a
 /// kernel name already in `reg` or registered twice by the library.

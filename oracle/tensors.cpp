@@ -29,11 +29,34 @@ float normal(std::uint32_t a, std::uint32_t b) {                                
   return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864f * u2);
 }
 
+/// The powers of two of the offset distributions (far_below, far_above, mixed_scales; core/case.hpp):
+/// query element 0 is +-2^qa, key element 0 is 2^kb, with 2^(qa + kb) x scale in [65536, 131072), and the hot
+/// key's other elements are h, the smallest power of two >= 2 with (h - 1)(head_size - 1) x scale >= 40.
+struct Offset {
+  float q0 = 0, k0 = 0, hot = 2;
+  explicit Offset(const Case& c) {
+    const double scale = c.effective_scale();
+    int m = 0;
+    while (std::ldexp(1.0, m) * scale < 65536.0) ++m;
+    const int qa = (m + 1) / 2;
+    q0 = std::ldexp(1.0f, qa);
+    k0 = std::ldexp(1.0f, m - qa);
+    while ((hot - 1.0) * (c.head_size - 1) * scale < 40.0 && hot < 0x1p15f) hot *= 2;  // 2^15: f16's range
+  }
+  /// The sign of sequence s's offset: +1, 0 or -1.
+  static float sign(Dist d, std::uint32_t seq) {
+    if (d == Dist::far_above) return 1;
+    if (d == Dist::far_below) return -1;
+    return seq % 3 == 0 ? 1.0f : seq % 3 == 1 ? 0.0f : -1.0f;
+  }
+};
+
 struct ValueGen {
   const Case& c;
   /// Per KV head: B = min(largest finite value of the KV dtype (fp8: x the head's V scale) and of the
   /// output dtype, 3e38), the magnitude scale of V under "overflow"; "extreme" bounds it further per sequence.
   std::vector<float> v_full;
+  Offset offset{c};
 
   float q(std::uint32_t seq, std::uint64_t i) const {
     auto r = draw(c.seed, kQ, seq, i);
@@ -43,6 +66,9 @@ struct ValueGen {
       case Dist::peaked: return 0.5f + uniform01(r[0]);
       case Dist::extreme:
       case Dist::overflow: return (r[2] & 1u) ? 64.0f : -64.0f;
+      case Dist::far_below:
+      case Dist::far_above:
+      case Dist::mixed_scales: return i % c.head_size == 0 ? Offset::sign(c.dist, seq) * offset.q0 : 1.0f;
     }
     return 0;
   }
@@ -55,6 +81,13 @@ struct ValueGen {
       case Dist::peaked: return is_hot(seq, t, g) ? 3.0f : 0.3f * normal(r[0], r[1]);
       case Dist::extreme:
       case Dist::overflow: return (r[2] & 1u) ? 64.0f : -64.0f;
+      case Dist::far_below:
+      case Dist::far_above:
+      case Dist::mixed_scales:
+        if (i % c.head_size == 0) return offset.k0;
+        // The one hot key sits at the first query token's position: every query row and window sees it.
+        if (t == c.query_pos(static_cast<int>(seq), 0)) return offset.hot;
+        return static_cast<float>(static_cast<int>(r[0] % 3u) - 1);
     }
     return 0;
   }
@@ -63,7 +96,12 @@ struct ValueGen {
     switch (c.dist) {
       case Dist::uniform: return uniform_pm1(r[0]);
       case Dist::normal:
-      case Dist::peaked: return normal(r[0], r[1]);
+      case Dist::peaked:
+      case Dist::far_below: return normal(r[0], r[1]);
+      // Other draws for the other offset distributions: their outputs are the hot key's V, and cells of one
+      // shape and seed in two of them must not have the same output (a replayed output would pass).
+      case Dist::far_above: return normal(r[2], r[3]);
+      case Dist::mixed_scales: return normal(r[1], r[2]);
       case Dist::extreme:
       case Dist::overflow: {
         const float mag = v_scale(seq, g) * (0.25f + 0.25f * uniform01(r[0]));

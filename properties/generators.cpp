@@ -26,6 +26,11 @@ const std::vector<DType> kDTypes{DType::bf16, DType::f16, DType::f32};
 const std::vector<DType> kFp8DTypes{DType::fp8_e4m3fn, DType::fp8_e5m2, DType::fp8_e4m3fnuz};
 /// Every distribution but overflow, which only the opt-in overflow property draws (docs/PROPERTIES.md, Domains).
 const std::vector<Dist> kDists{Dist::normal, Dist::uniform, Dist::peaked, Dist::extreme};
+/// The offset distributions (logits far from zero), drawn apart: one case in 8 from size 10.
+const std::vector<Dist> kOffsetDists{Dist::far_below, Dist::far_above, Dist::mixed_scales};
+/// The attention variants gen_variant draws for real.
+constexpr unsigned kDrawnVariants =
+    PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_SOFT_CAP | PACHECK_VARIANT_ALIBI | PACHECK_VARIANT_SINKS;
 /// Every poison value of poison_table() but `none`, in its order (NaN first, where shrinking goes), so a new
 /// poison value is drawn with no edit here.
 const std::vector<Poison> kPoisons = [] {
@@ -203,6 +208,7 @@ CaseSpace full_space() {
   sp.layouts = {Layout::nhd, Layout::hnd, Layout::vllm};
   sp.aiter_layout = true;
   sp.dists = kDists;
+  sp.offset_dists = kOffsetDists;
   sp.fp8_dtypes = kFp8DTypes;
   sp.per_head_scales = sp.per_slot_scales = true;
   for (const CaseField& f : case_field_table()) sp.variants |= f.variant_bit;
@@ -291,6 +297,11 @@ CaseSpace probe_space(const KernelPtr& k) {
     if (ok(c)) sp.dists.push_back(d);
   }
   if (sp.dists.empty()) sp.dists = {base->dist};
+  for (Dist d : all.offset_dists) {
+    Case c = *base;
+    c.dist = d;
+    if (ok(c)) sp.offset_dists.push_back(d);
+  }
   // Each attention variant of the case field table, tried with its example value ("win=16", "qlen=3").
   for (const CaseField& f : case_field_table()) {
     if (!f.variant_bit) continue;
@@ -434,15 +445,34 @@ Gen<Case> gen_case(const CaseSpace& sp) {
         });
       });
     });
+  // Issue 45: logits far from zero (offset distributions). From size 10, one case in 8 (draw 7: shrinks away)
+  // whose cache is not fp8 gets one, a third each.
+  if (!sp.offset_dists.empty())
+    g = gen::mapcat(std::move(g), [sp](Case c) {
+      return gen::withSize([sp, c](int size) {
+        return gen::map(gen::pair(gen_uniform(0, 8), pick(sp.offset_dists)), [sp, c, size](const std::pair<int, Dist>& t) {
+          if (size < 10 || t.first != 7) return c;
+          Case out = c;
+          out.dist = t.second;
+          try {
+            out.validate();
+          } catch (const CaseError&) {
+            return c;
+          }
+          return sp.supports && !sp.supports(out).ok ? c : out;
+        });
+      });
+    });
   // Seed 002 / issue 18 item 5: fp8 caches and their scale forms, per-slot tables among them. From size 10,
   // one case in 8 (draw 7: shrinks away) when the space has fp8 encodings.
   if (!sp.fp8_dtypes.empty())
     g = gen::mapcat(std::move(g), [sp](Case c) {
       return gen::withSize([sp, c](int size) {
-        // Forms 0..2 (scale 1, per tensor, per KV head) a sixth each, per slot (3..5) half: the per-slot tables
-        // are the only form with a poison region of their own (`scales`), and it must be drawn often enough
-        // for tail-poison to reach it (1,000 GPU fuzz cases at a quarter caught no control).
-        return gen::map(gen::tuple(gen_uniform(0, 8), pick(sp.fp8_dtypes), gen_uniform(0, 6)),
+        // Forms 0..3 (scale 1, per tensor, per KV head, per tensor at the top binade) an eighth each, per slot
+        // (4..7) half: the per-slot tables are the only form with a poison region of their own (`scales`), and
+        // it must be drawn often enough for tail-poison to reach it (1,000 GPU fuzz cases at a quarter caught
+        // no control).
+        return gen::map(gen::tuple(gen_uniform(0, 8), pick(sp.fp8_dtypes), gen_uniform(0, 8)),
                         [sp, c, size](const std::tuple<int, DType, int>& t) {
                           if (size < 10 || std::get<0>(t) != 7) return c;
                           return with_fp8(sp, c, std::get<1>(t), std::get<2>(t));
@@ -452,6 +482,10 @@ Gen<Case> gen_case(const CaseSpace& sp) {
   if (sp.variants & PACHECK_VARIANT_MULTI_QUERY)
     g = gen::mapcat(std::move(g), [sp](Case c) {
       return gen::withSize([sp, c](int size) { return gen_query_lens(c, size, work_budget(sp, size)); });
+    });
+  if (sp.variants & kDrawnVariants)
+    g = gen::mapcat(std::move(g), [sp](Case c) {
+      return gen::withSize([sp, c](int size) { return gen_variant(c, size, sp.variants); });
     });
   if (!sp.supports) return g;
   return gen::suchThat(std::move(g), [sp](const Case& c) { return sp.supports(c).ok; });
@@ -489,14 +523,49 @@ Gen<Case> gen_query_lens(Case c, int size, std::int64_t budget) {
   });
 }
 
+Gen<Case> gen_variant(Case c, int size, unsigned variants) {
+  std::vector<unsigned> kinds;
+  for (unsigned v : {PACHECK_VARIANT_SLIDING_WINDOW, PACHECK_VARIANT_SOFT_CAP, PACHECK_VARIANT_ALIBI, PACHECK_VARIANT_SINKS})
+    if ((variants & v) && !(v == PACHECK_VARIANT_SINKS && offset_dist(c.dist))) kinds.push_back(v);
+  if (size < 10 || kinds.empty()) return gen::just(c);
+  // The branch is drawn in [0, 8) and only the last value adds a variant, so shrinking drops it first.
+  return gen::map(gen::tuple(gen_uniform(0, 8), pick(kinds), gen_uniform(0, 2), gen_uniform(0, 1 << 20)),
+                  [c](const std::tuple<int, unsigned, int, int>& t) {
+                    if (std::get<0>(t) != 7) return c;
+                    Case out = c;
+                    const int half = std::get<2>(t), raw = std::get<3>(t);
+                    using F = HeadValues::Form;
+                    switch (std::get<1>(t)) {
+                      case PACHECK_VARIANT_SLIDING_WINDOW: {
+                        // Half the time below the shortest seq_len (every sequence cut), else up to the longest.
+                        const int shortest = *std::min_element(c.seq_lens.begin(), c.seq_lens.end());
+                        const int top = half == 0 ? std::max(1, shortest - 1) : c.max_seq_len();
+                        // At least the query tokens: the offset distributions' hot key (at the first query
+                        // token's position) then stays in every row's window.
+                        out.sliding_window = std::max(c.max_query_len(), 1 + raw % top);
+                        break;
+                      }
+                      case PACHECK_VARIANT_SOFT_CAP: out.logits_soft_cap = half == 0 ? 30.0f : 50.0f; break;
+                      case PACHECK_VARIANT_ALIBI: out.alibi_slopes = HeadValues{F::geometric, {}, {}}; break;
+                      default: out.sinks = HeadValues{F::range, {}, {-2.0f, 3.0f}}; break;
+                    }
+                    try {
+                      out.validate();
+                    } catch (const CaseError&) {
+                      return c;
+                    }
+                    return out;
+                  });
+}
+
 Case with_fp8(const CaseSpace& sp, const Case& c, DType kv, int form) {
   Case f = c;
   f.kv_dtype = kv;
   // Precision order f32 > f16 > bf16: an output finer than the query becomes the query's dtype.
   auto rank = [](DType t) { return t == DType::f32 ? 2 : t == DType::f16 ? 1 : 0; };
   if (rank(f.out_dtype) > rank(f.q_dtype)) f.out_dtype = f.q_dtype;
-  if (form > 3) form = 3;
-  if (form == 3 && (!sp.per_slot_scales || c.high_block_ids)) form = 2;
+  if (form > 4) form = 4;
+  if (form == 4 && (!sp.per_slot_scales || c.high_block_ids)) form = 2;
   if (form == 2 && !sp.per_head_scales) form = 1;
   switch (form) {
     case 1:
@@ -507,7 +576,16 @@ Case with_fp8(const CaseSpace& sp, const Case& c, DType kv, int form) {
       f.k_scale.range = std::pair{0.3f, 3.0f};
       f.v_scale.range = std::pair{3.0f, 0.3f};
       break;
-    case 3:
+    case 3: {
+      // The top binade (issue 45): a per-tensor scale of about the distribution's largest |value| / 400
+      // (an amax / 448 calibration) puts e4m3fn codes of exponent 15 (256..448) into the slots every row reads;
+      // the rest saturate at the largest finite code. Extreme K is +-64 (its V follows v_scale by design).
+      const float top = c.dist == Dist::uniform ? 1.0f / 400 : c.dist == Dist::extreme ? 64.0f / 400 : 4.0f / 400;
+      f.k_scale.values = {top};
+      f.v_scale.values = {top};
+      break;
+    }
+    case 4:
       f.k_scale.slot = f.v_scale.slot = std::pair{0.25f, 4.0f};
       break;
     default:
@@ -530,12 +608,14 @@ Gen<FaultSpec> gen_fault() {
 }
 
 Gen<FaultSpec> gen_fault_for(const Case& c) {
-  if (!is_fp8(c.kv_dtype)) return gen_fault();
-  const bool slots = c.k_scale.per_slot() && c.v_scale.per_slot();
+  if (!is_fp8(c.kv_dtype) && c.sliding_window == 0) return gen_fault();
+  const bool slots = is_fp8(c.kv_dtype) && c.k_scale.per_slot() && c.v_scale.per_slot();
+  const bool window = c.sliding_window > 0;
   const DType kv = c.kv_dtype;
-  return gen::map(gen::pair(gen_fault(), gen_uniform(0, 2)), [slots, kv](const std::pair<FaultSpec, int>& t) {
+  return gen::map(gen::pair(gen_fault(), gen_uniform(0, 4)), [slots, window, kv](const std::pair<FaultSpec, int>& t) {
     FaultSpec f = t.first;
-    if (slots && t.second == 1) f.region = Region::scales;
+    if (slots && t.second >= 2) f.region = Region::scales;
+    else if (window && t.second % 2 == 1) f.region = Region::window;  // keys before the window's edge (issue 45)
     // The scale tables are fp32 and take every poison; an fp8 encoding without Inf (e4m3fn, e4m3fnuz) gets
     // its largest finite value instead, the nearest thing to Inf it has (poison_unsupported).
     if (f.region != Region::scales && !poison_unsupported(f.poison, kv).empty()) f.poison = Poison::max_finite;

@@ -30,6 +30,10 @@ struct CaseSpace {
   /// block_size is a multiple of 16 an aiter case, from size 10 (docs/PROPERTIES.md, fuzz coverage).
   bool aiter_layout = false;
   std::vector<Dist> dists;
+  /// The offset distributions the kernel takes (far_below, far_above, mixed_scales: logits far from zero;
+  /// probe_space). gen_case moves one case in 8 from size 10 to one of them (16/32-bit caches only); empty:
+  /// none (the properties whose domain leaves them out clear it, docs/PROPERTIES.md, Domains).
+  std::vector<Dist> offset_dists;
   /// fp8 cache encodings the kernel takes (probe_space; full_space: all three). gen_case moves one case in 8
   /// from size 10 to one of them (gen_fp8: its scale form drawn among those below). Empty: no fp8 draw; the
   /// properties whose transforms do not carry fp8 codes and scales clear it (docs/PROPERTIES.md, Domains).
@@ -38,7 +42,9 @@ struct CaseSpace {
   bool per_slot_scales = false;  ///< the kernel takes per-slot fp8 scale tables (seed 002, PER_SLOT)
   /// The attention variants (PACHECK_VARIANT_* bits) the kernel takes: probe_space tries each variant row of
   /// the case field table (core/case_fields.hpp) with its example value; full_space has them all. Cases carry
-  /// several query tokens per sequence (Case::query_lens) only with PACHECK_VARIANT_MULTI_QUERY.
+  /// several query tokens per sequence (Case::query_lens) only with PACHECK_VARIANT_MULTI_QUERY; from size 10
+  /// one case in 8 gets one of its SLIDING_WINDOW, SOFT_CAP, ALIBI and SINKS for real (gen_variant). A
+  /// property whose domain leaves the real variants out clears those bits (docs/PROPERTIES.md, Domains).
   unsigned variants = 0;
   /// Work bound at the largest size (100), in units of padded tokens x num_heads x head_size summed over
   /// sequences; smaller sizes get proportionally less (work_budget). The CPU kernels are scalar code, so
@@ -85,9 +91,12 @@ rc::Gen<int> gen_scale_choice();
 /// dtypes, layout, distribution, seed and paging (spare_blocks, padding_columns, padding_target),
 /// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it;
 /// then the softmax scale (gen_scale_choice: non-default one case in four), high block ids (from size 20,
-/// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.variants` has MULTI_QUERY, several query tokens
-/// (gen_query_lens: from size 10, one case in 8); before those, from size 10, one case in 8 gets an fp8 cache
-/// when the space has fp8_dtypes (with_fp8: scale 1, per tensor and per KV head a sixth each, per slot half).
+/// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.variants` has MULTI_QUERY, several query
+/// tokens (gen_query_lens: from size 10, one case in 8) and one real attention variant (gen_variant, one case in
+/// 8 from size 10, among space.variants' SLIDING_WINDOW, SOFT_CAP, ALIBI and SINKS); before those, from size 10,
+/// one case in 8 gets an offset distribution (space.offset_dists: logits far from zero) and, after it, one case
+/// in 8 an fp8 cache when the space has fp8_dtypes (with_fp8: scale 1, per tensor and per KV head a sixth each,
+/// per slot half; not with an offset distribution, which needs a 16/32-bit cache).
 rc::Gen<Case> gen_case(const CaseSpace& space);
 
 /// Query tokens per sequence for `c` (issue 19, speculative decode): from RapidCheck size 10, one case in 8
@@ -97,8 +106,17 @@ rc::Gen<Case> gen_case(const CaseSpace& space);
 /// towards no query tokens, then towards fewer.
 rc::Gen<Case> gen_query_lens(Case c, int size, std::int64_t budget);
 
+/// One real attention variant for `c` among the `variants` bits (issue 45; one case in 8 from size 10, the
+/// kind uniform among those given): a sliding window W in 1..max seq_len, at least the query tokens (half the
+/// time W < the shortest seq_len, so every sequence is cut), a soft cap of 30 or 50 (Grok-1's and Gemma-2's), geometric ALiBi
+/// slopes, or sink logits spread from -2 to 3 over the query heads (not with an offset distribution, whose
+/// rows the sink would outweigh entirely). Returns `c` unchanged otherwise. Shrinks towards no variant.
+rc::Gen<Case> gen_variant(Case c, int size, unsigned variants);
+
 /// `c` moved to an fp8 cache of encoding `kv` (seed 002, issue 18 item 5): `form` 0 the default scales (1),
-/// 1 per tensor (k_scale 0.37, v_scale 2.5), 2 per KV head (ks=0.3~3, vs=3~0.3), 3 (or more) per slot (ks=vs=slot0.25~4;
+/// 1 per tensor (k_scale 0.37, v_scale 2.5), 2 per KV head (ks=0.3~3, vs=3~0.3), 3 per tensor at the top binade
+/// (k_scale = v_scale = the distribution's largest |value| / 400: 0.0025 uniform, 0.01 normal and peaked, 0.16
+/// extreme, so e4m3fn codes 256..448 are read; issue 45), 4 (or more) per slot (ks=vs=slot0.25~4;
 /// per head instead where the space lacks per-slot tables or the pool is placed at high block ids, per tensor
 /// where it lacks per-head ones). An output dtype finer than the query's becomes the query's (designs that
 /// round P.V products of an fp8 cache to the query dtype, cpu.half_products, meet their limit there).
@@ -109,8 +127,9 @@ Case with_fp8(const CaseSpace& space, const Case& c, DType kv, int form);
 rc::Gen<FaultSpec> gen_fault();
 
 /// A fault for case `c`: gen_fault(), except that a case with per-slot K and V scale tables poisons their
-/// unwritten entries (region `scales`) half the time (drawn second, so shrinking goes to gen_fault's regions),
-/// and an fp8 cache without Inf codes gets poison `max` for ±Inf outside the (fp32) scale tables.
+/// unwritten entries (region `scales`) half the time, and a case with a sliding window the keys before its
+/// edge (region `window`) half the time otherwise (both drawn second, so shrinking goes to gen_fault's
+/// regions); an fp8 cache without Inf codes gets poison `max` for ±Inf outside the (fp32) scale tables.
 rc::Gen<FaultSpec> gen_fault_for(const Case& c);
 
 /// A cell of gen_case; its fault is gen_fault_for(case) when `with_fault`, clean otherwise.

@@ -42,6 +42,12 @@ void classify(const Case& c) {
          c.layout == Layout::aiter ? "aiter layout" : "other layout",
          // Issue 18 item 5: fp8 caches (gen_case: 1 in 8 from size 10), per-slot scale tables among them.
          is_fp8(c.kv_dtype) ? "fp8 cache" : "no fp8", c.k_scale.per_slot() ? "per-slot scales" : "no per-slot");
+  // Issue 45: real attention variants (gen_variant) and logits far from zero (the offset distributions).
+  if (c.sliding_window > 0) RC_TAG("window");
+  if (c.logits_soft_cap) RC_TAG("soft cap");
+  if (!c.alibi_slopes.is_default()) RC_TAG("alibi");
+  if (!c.sinks.is_default()) RC_TAG("sinks");
+  if (offset_dist(c.dist)) RC_TAG("logits far from zero");
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -52,6 +58,11 @@ std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
   const std::string flags = judge_flags(t.options.tolerance, t.options.oracle_precision);
   return flags.empty() ? line : line + " " + flags;
 }
+
+/// When this thread's current run_property's budget share ends (none: a --cases run), and whether a case
+/// has failed (from then on RapidCheck shrinks, which the deadline does not cut short).
+thread_local std::optional<std::chrono::steady_clock::time_point> t_deadline;
+thread_local bool t_failed = false;
 
 /// Fails the current case: records the counterexample and throws RapidCheck's failure result (thrown
 /// directly rather than through RC_FAIL so the description is our text, without RC_FAIL's wrapper).
@@ -64,11 +75,36 @@ std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
   cx.message = fmt::format("{} does not hold for {}: {}\n  case   {}\n  cell   {}\n{}  repro  {}", property_name(p),
                            t.kernel->name(), what, cell.c.id(), cell.id(), details, cx.repro);
   t_last_failure = cx;
+  t_failed = true;
   throw rc::detail::CaseResult(rc::detail::CaseResult::Type::Failure, cx.message);
 }
 
 /// Generated cases discarded by admit() in this thread's current run_property (PropertyRun::over_memory).
 thread_local int t_over_memory = 0;
+
+/// Cases of this thread's current run_property that held without checking anything (vacuous()), and those
+/// skipped because its --budget share was spent (budget_spent()); PropertyRun::exercised and ::cases
+/// leave both out.
+thread_local int t_vacuous = 0;
+thread_local int t_skipped = 0;
+/// The tag of a case skipped past the deadline: counted in t_skipped and dropped from the distribution.
+constexpr const char* kBudgetSpentTag = "budget spent";
+
+/// Ends the current case as held without checking anything (a kernel that implements no variant, a GQA
+/// ratio of 1): tagged `why`, and not counted as exercised (PropertyRun::exercised).
+void vacuous(const char* why) {
+  RC_TAG(why);
+  ++t_vacuous;
+}
+
+/// True (and the case tagged kBudgetSpentTag and counted as skipped) when the running property's --budget
+/// share is spent and no case has failed yet: the rest of its RapidCheck run draws nothing.
+bool budget_spent() {
+  if (!t_deadline || t_failed || std::chrono::steady_clock::now() < *t_deadline) return false;
+  RC_TAG(kBudgetSpentTag);
+  ++t_skipped;
+  return true;
+}
 
 /// Discards the RapidCheck case (RC_DISCARD, not a failure) and counts it when `c`'s host memory estimate
 /// exceeds t.max_case_bytes (0: no budget).
@@ -112,8 +148,10 @@ CaseData paged(const Case& c, PrePaging pre) {
 std::string where(const Case& c, std::int64_t flat) { return "(" + describe(index3(flat, c)) + ")"; }
 
 /// One kernel run with the runner's integrity checks; a guard, input or unwritten problem fails the case.
-RawRun run_checked(Property p, const KernelUnderTest& t, const Cell& shown, const CaseData& d, std::string_view which) {
-  RawRun r = run_kernel_once(*t.kernel, *t.backend, d, d.cache);
+/// With `pool`, on its buffers (those of the previous call, when the sizes match).
+RawRun run_checked(Property p, const KernelUnderTest& t, const Cell& shown, const CaseData& d, std::string_view which,
+                   BufferPool* pool = nullptr) {
+  RawRun r = run_kernel_once(*t.kernel, *t.backend, d, d.cache, pool);
   if (!r.guard_ok) fail(p, t, shown, fmt::format("oob_write on the {} run: {}", which, r.guard_detail));
   if (!r.inputs_ok) fail(p, t, shown, fmt::format("input_mutated on the {} run: {}", which, r.inputs_detail));
   if (r.unwritten > 0)
@@ -225,30 +263,47 @@ void paging(Property self, const KernelUnderTest& t) {
 
 // ---- 4. Determinism -------------------------------------------------------------------------------
 
+/// The contrasting case determinism runs between two runs of `c`: the same shape (buffer sizes), another
+/// seed and, where the kernel takes it, logits far above zero (dist=far_above; a 16/32-bit cache), so state
+/// a kernel keeps across calls (a running max, an output cached by address) meets inputs unlike its last.
+Case contrast_case(const Case& c, const KernelUnderTest& t) {
+  Case other = c;
+  other.seed = c.seed + 1;
+  other.dist = Dist::far_above;
+  try {
+    other.validate();
+    if (t.kernel->supports(other).ok) return other;
+  } catch (const CaseError&) {
+  }
+  other.dist = c.dist;
+  return other;
+}
+
 void determinism(Property self, const KernelUnderTest& t) {
   const Cell cell = *gen_cell(t.space, false);
   classify(cell.c);
   guarded(self, t, cell, [&] {
     const CaseData a = paged(cell.c, generate(cell.c));
-    // Another case of the same head geometry in between exposes state carried from one call to the next;
-    // one short sequence is enough to overwrite such state and keeps the check cheap.
-    Case other = cell.c;
-    other.seed = cell.c.seed + 1;
-    other.seq_lens = {std::min(cell.c.seq_lens[0], 2 * cell.c.block_size + 1)};
-    other.query_lens.clear();  // one query token: the point is the state between calls, not its shape
-    if (other.padding_target >= other.spare_blocks + other.blocks_for(0)) other.padding_target = -1;
+    // Another case of the same shape in between, on the same buffers (an inference engine reuses its buffers
+    // from step to step), exposes state carried from one call to the next: the third run of `a` must equal
+    // the first, and the other case its own run on buffers of its own.
+    const Case other = contrast_case(cell.c, t);
     const CaseData b = paged(other, generate(other));
-    const RawRun r1 = run_checked(self, t, cell, a, "first");
-    const RawRun r2 = run_checked(self, t, cell, a, "second");
-    run_checked(self, t, cell, b, "interleaved");
-    const RawRun r3 = run_checked(self, t, cell, a, "third");
-    for (const auto& [r, when] : {std::pair{&r2, "a second run right after the first"},
-                                  std::pair{&r3, "a run after another case"}}) {
-      const BitDiff d = diff_bits(r1.bits, 0, r->bits, 0, r1.bits.size());
+    BufferPool pool(*t.backend);
+    const RawRun r1 = run_checked(self, t, cell, a, "first", &pool);
+    const RawRun r2 = run_checked(self, t, cell, a, "second", &pool);
+    const RawRun rb = run_checked(self, t, cell, b, "interleaved", &pool);
+    const RawRun r3 = run_checked(self, t, cell, a, "third", &pool);
+    const RawRun rb_own = run_checked(self, t, cell, b, "other case's own", nullptr);
+    for (const auto& [x, y, when] : {std::tuple{&r1, &r2, "a second run right after the first, on the same buffers,"},
+                                     std::tuple{&r1, &r3, "a run after another case on the same buffers"},
+                                     std::tuple{&rb_own, &rb, "the other case, run on the first case's buffers,"}}) {
+      const BitDiff d = diff_bits(x->bits, 0, y->bits, 0, x->bits.size());
       if (d.count > 0)
         fail(self, t, cell,
-             fmt::format("{} differs from the first run in {} of {} elements; first at {}: {} vs {}", when, d.count,
-                         r1.bits.size(), where(cell.c, d.first), r1.out[d.first], r->out[d.first]),
+             fmt::format("{} differs from {} in {} of {} elements; first at {}: {} vs {}", when,
+                         x == &r1 ? "the first run" : "its run on buffers of its own", d.count, x->bits.size(),
+                         where(x == &r1 ? cell.c : other, d.first), x->out[d.first], y->out[d.first]),
              fmt::format("  other  {}\n", other.id()));
     }
   });
@@ -383,7 +438,7 @@ void gqa_expansion(Property self, const KernelUnderTest& t) {
   const Cell cell = *gen_cell(sp, false);
   classify(cell.c);
   const Case& c = cell.c;
-  if (c.gqa_ratio() == 1) RC_SUCCEED("GQA ratio 1: the case is its own MHA expansion");
+  if (c.gqa_ratio() == 1) return vacuous("GQA ratio 1: its own MHA expansion");
   Case mha = c;
   mha.num_kv_heads = c.num_heads;
   RC_PRE(t.kernel->supports(mha).ok);
@@ -428,42 +483,84 @@ void gqa_expansion(Property self, const KernelUnderTest& t) {
 
 // ---- 7. Exact scaling -----------------------------------------------------------------------------
 
+/// Marks out_small[d] for every d of one query row whose split-KV partial falls below `partial_floor`: the
+/// weights `p` (keys first..len - 1; V rows of KV head g of `v`, [tokens, G, D]) summed per partition of 2^4
+/// to 2^10 tokens aligned at key 0 and at `first`, each partial sum_P p_t V_t[d] / sum_P p_t. A design that
+/// stores its partials in the output dtype (vLLM v2's tmp_out, cpu.split_kv_tmp_out) rounds such a partial in
+/// that dtype's subnormal range, where rounding does not commute with scaling by 2^e.
+void small_partials(const std::vector<double>& p, const std::vector<float>& v, int G, int g, int D, int first,
+                    int len, double partial_floor, char* out_small) {
+  std::vector<double> num(static_cast<std::size_t>(D));
+  for (int size = 16; size <= 1024; size *= 2)
+    for (int origin : {0, first}) {
+      for (int t0 = origin; t0 < len; t0 += size) {
+        const int lo = std::max(t0, first), hi = std::min(len, t0 + size);
+        double den = 0;
+        std::fill(num.begin(), num.end(), 0.0);
+        for (int t = lo; t < hi; ++t) {
+          if (p[t] == 0) continue;
+          den += p[t];
+          const float* vt = &v[(static_cast<std::size_t>(t) * G + g) * D];
+          for (int d = 0; d < D; ++d) num[d] += p[t] * vt[d];
+        }
+        if (den == 0) continue;
+        for (int d = 0; d < D; ++d) {
+          const double o = std::abs(num[d] / den);
+          if (o != 0 && o < partial_floor) out_small[d] = 1;
+        }
+      }
+      if (first == 0) break;  // one alignment
+    }
+}
+
 /// Per output element (query row, head, dim) of case `c` (as RawRun::out: one row per query token, the
 /// rows of sequence s from query_start(s)): whether some nonzero product p_t x V_t of its softmax weights and
-/// values has magnitude below `floor`. Query token i of sequence s sees keys 0..query_pos(s, i) (causal; the
-/// generators draw no window). p_t is the exact normalised weight exp(s_t - m) / sum (fp64, from the
-/// pre-paging values), taken as 0 where fp32's exp(s_t - m) is 0 (s_t - m below -105, exp < 2^-151), as
-/// every kernel computes it in fp32.
-std::vector<char> small_products(const Case& c, const PrePaging& pre, double floor) {
+/// values has magnitude below `floor`. Query token i of sequence s at position p sees keys first..p (causal;
+/// first = Case::window_start_at(p) with a sliding window, else 0), whose logits take the soft cap and ALiBi
+/// term as the oracle applies them, and a sink logit joins the denominator. p_t is the exact normalised
+/// weight exp(s_t - m) / sum (fp64, from the pre-paging values), taken as 0 where fp32's exp(s_t - m) is 0
+/// (s_t - m below -105, exp < 2^-151), as every kernel computes it in fp32.
+/// With `partial_floor` > 0, an element is also small when the normalised partial output of some split-KV
+/// partition, sum over the partition of p_t V_t / sum of its p_t, is nonzero and below `partial_floor`
+/// (small_partial); partitions of 16 to 1024 tokens (powers of two), aligned at key 0 and at the window's
+/// first key: where vLLM v2, FlashDecoding and the panel's split designs put them.
+std::vector<char> small_products(const Case& c, const PrePaging& pre, double floor, double partial_floor = 0) {
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size, ratio = c.gqa_ratio();
   const double scale = c.effective_scale();
+  const std::vector<float> slopes = c.alibi_slopes.resolve(H), sinks = c.sinks.resolve(H);
   std::vector<char> small(static_cast<std::size_t>(c.num_query_tokens()) * H * D, 0);
   std::vector<double> p;
   for (int s = 0; s < c.num_seqs(); ++s) {
     const std::vector<float>& k = pre.k[s];
     const std::vector<float>& v = pre.v[s];
     for (int i = 0; i < c.query_len(s); ++i) {
-      const int len = c.query_pos(s, i) + 1, row = c.query_start(s) + i;
+      const int pos = c.query_pos(s, i), len = pos + 1, first = c.window_start_at(pos), row = c.query_start(s) + i;
       for (int h = 0; h < H; ++h) {
         const int g = h / ratio;
         const float* q = &pre.q[(static_cast<std::size_t>(row) * H + h) * D];
         p.assign(len, 0.0);
-        double m = -std::numeric_limits<double>::infinity(), sum = 0;
-        for (int t = 0; t < len; ++t) {
+        double m = sinks.empty() ? -std::numeric_limits<double>::infinity() : sinks[h], sum = 0;
+        for (int t = first; t < len; ++t) {
           const float* kt = &k[(static_cast<std::size_t>(t) * G + g) * D];
           double dot = 0;
           for (int d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * kt[d];
-          m = std::max(m, p[t] = dot * scale);
+          double x = dot * scale;
+          if (c.logits_soft_cap) x = *c.logits_soft_cap * std::tanh(x / *c.logits_soft_cap);
+          if (!slopes.empty()) x += slopes[h] * static_cast<double>(t - pos);
+          m = std::max(m, p[t] = x);
         }
-        for (double& x : p) sum += (x = x - m < -105 ? 0.0 : std::exp(x - m));
-        for (int t = 0; t < len; ++t) {
+        for (int t = first; t < len; ++t) sum += (p[t] = p[t] - m < -105 ? 0.0 : std::exp(p[t] - m));
+        if (!sinks.empty()) sum += std::exp(sinks[h] - m);
+        char* out_small = &small[(static_cast<std::size_t>(row) * H + h) * D];
+        for (int t = first; t < len; ++t) {
           if (p[t] == 0) continue;
           const float* vt = &v[(static_cast<std::size_t>(t) * G + g) * D];
           for (int d = 0; d < D; ++d) {
             const double x = p[t] / sum * std::abs(static_cast<double>(vt[d]));
-            if (x != 0 && x < floor) small[(static_cast<std::size_t>(row) * H + h) * D + d] = 1;
+            if (x != 0 && x < floor) out_small[d] = 1;
           }
         }
+        if (partial_floor > 0) small_partials(p, v, G, g, D, first, len, partial_floor, out_small);
       }
     }
   }
@@ -514,7 +611,13 @@ void scaling(Property self, const KernelUnderTest& t) {
     // 0.4399). Wider-than-f16 caches keep nearly every element, so V staged through f16 is still caught.
     const DType product = c.kv_dtype == DType::f16 ? DType::f16 : DType::f32;
     const double floor = 2 * min_normal(product) * std::max(1.0, std::ldexp(1.0, -*e));
-    const std::vector<char> small = small_products(c, pre, floor);
+    // Split-KV partials stored in the output dtype (vLLM v2's tmp_out): one below twice f16's smallest normal
+    // in either run is rounded in the subnormal range (f16 outputs: h1/1 d64 bs8 f32 o=f16, V x 2^1 gave
+    // -1.9300e-04 for -1.9288e-04 on cpu.split_kv_tmp_out). bf16 and f32 outputs reach their subnormals only
+    // below 2^-126, which no partial of the generated V nears.
+    const double partial_floor =
+        c.out_dtype == DType::f16 ? 2 * min_normal(DType::f16) * std::max(1.0, std::ldexp(1.0, -*e)) : 0.0;
+    const std::vector<char> small = small_products(c, pre, floor, partial_floor);
     const RawRun r1 = run_checked(self, t, cell, paged(c, pre), "unscaled");
     const RawRun r2 = run_checked(self, t, cell, paged(c, std::move(scaled)), "scaled");
     // Elements whose value is a normal number of the output dtype before and after scaling must scale
@@ -681,6 +784,7 @@ void scale_folding(Property self, const KernelUnderTest& t) {
 void overflow(Property self, const KernelUnderTest& t) {
   CaseSpace sp = t.space;
   sp.fp8_dtypes.clear();  // dist=overflow's V is at the 16/32-bit output dtype's limit (Domains)
+  sp.variants &= PACHECK_VARIANT_MULTI_QUERY;  // and its logits those of extreme, plain (query tokens stay)
   Cell cell = *gen_cell(sp, false);
   cell.c.dist = Dist::overflow;
   RC_PRE(t.kernel->supports(cell.c).ok);
@@ -729,15 +833,13 @@ void neutral_variants(Property self, const KernelUnderTest& t) {
   // on short cases (300 cases on each of the 11 registered CPU kernels: 8.3 s of CPU together).
   CaseSpace space = t.space;
   space.max_work = std::max<std::int64_t>(1 << 14, t.space.max_work / 32);
+  space.variants &= PACHECK_VARIANT_MULTI_QUERY;  // the plain case: the neutral variant is added to it below
   const Cell drawn = *gen_cell(space, false);
   std::vector<unsigned> kinds;
   for (unsigned v : {PACHECK_VARIANT_SLIDING_WINDOW, PACHECK_VARIANT_ALIBI, PACHECK_VARIANT_SOFT_CAP,
                      PACHECK_VARIANT_SINKS})
     if (t.kernel->variants() & v) kinds.push_back(v);
-  if (kinds.empty()) {
-    RC_TAG("no variant implemented");
-    return;
-  }
+  if (kinds.empty()) return vacuous("no variant implemented");
   const unsigned kind = kinds[static_cast<std::size_t>(*gen_uniform(0, static_cast<int>(kinds.size())))];
   const Case plain = drawn.c;
   Case neutral = plain;
@@ -758,15 +860,12 @@ void neutral_variants(Property self, const KernelUnderTest& t) {
       RC_TAG("sinks -1e30");
       break;
     default:
-      RC_PRE(plain.dist != Dist::extreme && plain.dist != Dist::overflow);
+      RC_PRE(plain.dist != Dist::extreme && plain.dist != Dist::overflow && !offset_dist(plain.dist));
       neutral.logits_soft_cap = 1.0f;  // set from the logits below
       RC_TAG("soft cap >= 1e4 max|logit|");
   }
   classify(plain);
-  if (!t.kernel->supports(neutral).ok) {
-    RC_TAG("neutral case declined");
-    return;
-  }
+  if (!t.kernel->supports(neutral).ok) return vacuous("neutral case declined");
   guarded(self, t, Cell{neutral, {}}, [&] {
     PrePaging pre = generate(plain);
     if (kind == PACHECK_VARIANT_SOFT_CAP)
@@ -886,14 +985,21 @@ KernelUnderTest make_target(KernelPtr kernel, const std::string& device, RunOpti
   return t;
 }
 
-void check_once(Property p, const KernelUnderTest& t) { p->check(p, t); }
+void check_once(Property p, const KernelUnderTest& t) {
+  if (budget_spent()) return;
+  p->check(p, t);
+}
 
 PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params) {
   PropertyRun run{p};
   run.kernel = t.kernel->name();
   run.passed = true;
-  t_over_memory = 0;
+  t_over_memory = t_vacuous = t_skipped = 0;
+  t_failed = false;
   const auto start = std::chrono::steady_clock::now();
+  t_deadline.reset();
+  if (params.budget_seconds > 0) t_deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                          std::chrono::duration<double>(params.budget_seconds));
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   rc::detail::TestMetadata meta;
   meta.id = fmt::format("{}/{}", property_name(p), t.kernel->name());
@@ -930,7 +1036,11 @@ PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& 
     if (result.is<rc::detail::SuccessResult>()) {
       const auto& ok = result.get<rc::detail::SuccessResult>();
       run.cases += ok.numSuccess;
-      for (const auto& [tags, n] : ok.distribution) run.distribution[tags] += n;
+      for (const auto& [tags, n] : ok.distribution)
+        if (std::none_of(tags.begin(), tags.end(), [](const std::string& tag) {
+              return tag == kBudgetSpentTag || tag == fmt::format("\"{}\"", kBudgetSpentTag);
+            }))
+          run.distribution[tags] += n;
       return true;
     }
     run.passed = false;
@@ -948,10 +1058,15 @@ PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& 
   if (params.budget_seconds <= 0) {
     once(params.seed, params.cases);
   } else {
+    // Chunks with fresh seeds until the share is spent; a chunk under way when it runs out skips its remaining
+    // cases (budget_spent), so the share is overrun by at most one case (and by shrinking a failure).
     constexpr int kChunk = 25;
     for (std::uint64_t i = 0; elapsed() < params.budget_seconds; ++i)
       if (!once(params.seed + i * 0x9E3779B97F4A7C15ull, kChunk)) break;
   }
+  t_deadline.reset();
+  run.cases -= t_skipped;
+  run.exercised = std::max(0, run.cases - t_vacuous);
   run.over_memory = t_over_memory;
   run.seconds = elapsed();
   return run;

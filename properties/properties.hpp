@@ -117,7 +117,10 @@ struct Counterexample {
 struct RunParams {
   std::uint64_t seed = 0;
   int cases = 100;            ///< cases per property (RapidCheck max_success), when budget_seconds is 0
-  double budget_seconds = 0;  ///< > 0: run chunks of cases with fresh seeds until this much time is used
+  /// > 0: run chunks of cases with fresh seeds until this much wall time is used; a case that would start
+  /// after it is skipped (not run, not counted), so a property overruns its share by at most one case, plus
+  /// the shrinking of a failure.
+  double budget_seconds = 0;
   int max_size = 100;         ///< RapidCheck max_size (0..100 scales the work bound and lengths)
   bool shrink = true;
   /// A reproduce string printed with an earlier failure (the text after RC_PARAMS' "reproduce="): replays
@@ -130,7 +133,11 @@ struct PropertyRun {
   Property property;
   std::string kernel;
   bool passed = false;
-  int cases = 0;  ///< cases that held (before the failing one, if any)
+  int cases = 0;  ///< cases that held (before the failing one, if any); not those a spent --budget skipped
+  /// Of `cases`, those that checked something: a case that held vacuously (a kernel that implements no
+  /// attention variant under neutral-variants, a GQA ratio of 1 under gqa-expansion) is not counted. A run
+  /// that passed with 0 exercised cases showed nothing: `pacheck fuzz` reports it as `not exercised`.
+  int exercised = 0;
   std::optional<Counterexample> counterexample;
   std::string message;  ///< RapidCheck's report when the run did not pass (failure, gave up, error)
   std::string reproduce;  ///< on failure: the string RunParams::reproduce (or RC_PARAMS="reproduce=...") replays

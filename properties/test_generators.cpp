@@ -213,6 +213,13 @@ TEST(Generators, CoverTheEdges) {
       EXPECT_EQ(c.k_scale.per_slot(), c.v_scale.per_slot()) << c.id();
       if (c.k_scale.per_slot()) EXPECT_EQ(c.high_block_ids, 0) << c.id();
     }
+    if (c.k_scale.values.size() == 1 && c.k_scale.values[0] < 0.2f) ++seen["fp8 top binade"];
+    // Issue 45: real attention variants and the offset distributions.
+    if (c.sliding_window > 0) ++seen["window"];
+    if (c.logits_soft_cap) ++seen["soft cap"];
+    if (!c.alibi_slopes.is_default()) ++seen["alibi"];
+    if (!c.sinks.is_default()) ++seen["sinks"];
+    if (c.has_variant() && c.max_query_len() == 1) ++seen["variant"];
     if (c.padding_target >= 0) ++seen["padding into the pool"];
     if (c.scale) {
       ++seen["scale set"];
@@ -242,8 +249,14 @@ TEST(Generators, CoverTheEdges) {
                           "scale x2", "scale x1/2", "batch>=5", "batch 255/256", "ctx>16K", "block>=128",
                           "block ids>2^31", "block ids>2^32", "qlen>1", "qlen one for all", "qlen per sequence",
                           "qlen 8", "kv=fp8_e4m3fn", "kv=fp8_e5m2", "kv=fp8_e4m3fnuz", "fp8 per slot", "fp8 per head",
-                          "fp8 scale 1", "fp8 per tensor"})
+                          "fp8 scale 1", "fp8 per tensor", "fp8 top binade", "dist=far_below", "dist=far_above",
+                          "dist=mixed_scales", "window", "soft cap", "alibi", "sinks"})
     EXPECT_GT(seen[key], 0) << key;
+  // gen_variant: one case in 8 from size 10 (about 11% of the draws), one kind each.
+  EXPECT_GT(seen["variant"], n / 25);
+  EXPECT_LT(seen["variant"], n * 3 / 20);
+  // The offset distributions: one case in 8 from size 10 whose cache is not fp8.
+  EXPECT_GT(seen["dist=far_below"] + seen["dist=far_above"] + seen["dist=mixed_scales"], n / 20);
   // gen_big_batch: one case in 8 from size 30 (70 of 101 sizes: about 8.7% of the draws, 260 expected).
   EXPECT_GT(seen["batch>=5"], n / 20);
   EXPECT_LT(seen["batch>=5"], n * 3 / 20);
@@ -291,8 +304,8 @@ TEST(Generators, FaultsDrawEveryPoisonTargetAndRegion) {
   for (const PoisonInfo& p : poison_table())
     EXPECT_EQ(seen.count("poison " + std::string(p.name)), p.value == Poison::none ? 0u : 1u) << p.name;
   for (const TargetInfo& t : target_table()) EXPECT_TRUE(seen.count("target " + std::string(t.name))) << t.name;
-  // `window` poisons keys outside a sliding window; the generators draw no window (issue 19), so none.
-  // `scales` poisons per-slot fp8 scale entries: drawn for half the cases with per-slot tables (gen_fault_for).
-  for (const RegionInfo& r : region_table())
-    EXPECT_EQ(seen.count("region " + std::string(r.name)), r.value == Region::window ? 0u : 1u) << r.name;
+  // `window` poisons keys before a sliding window's edge: drawn for half the cases with a window (gen_variant
+  // draws windows, issue 45). `scales` poisons per-slot fp8 scale entries: drawn for half the cases with
+  // per-slot tables (gen_fault_for).
+  for (const RegionInfo& r : region_table()) EXPECT_EQ(seen.count("region " + std::string(r.name)), 1u) << r.name;
 }

@@ -35,7 +35,11 @@ const KernelUnderTest& target(const std::string& name) {
 std::vector<Hold> holds() {
   std::vector<Hold> out;
   for (const KernelPtr& k : Registry::global().all()) {
-    if (k->device() != PACHECK_DEVICE_CPU) continue;
+    // A control whose state outlives a call (cpu.replay_output, cpu.stale_max) meets, in a later property's
+    // cases, buffers the allocator hands out at an address an earlier case used: whether it holds there
+    // depends on the allocator and the order the tests run in. Its catch (determinism, on buffers of one pool)
+    // is in catches(); tests/test_state_controls.cpp runs it as `pacheck run` does.
+    if (k->device() != PACHECK_DEVICE_CPU || k->history_dependent()) continue;
     const bool unreachable = std::any_of(unreached().begin(), unreached().end(),
                                          [&](const Unreached& u) { return u.kernel == k->name(); });
     if (unreachable) continue;

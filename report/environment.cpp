@@ -77,26 +77,6 @@ nlohmann::json to_json(const Environment& e) {
           {"plugins", plugins}};
 }
 
-Environment environment_from_json(const nlohmann::json& j) {
-  Environment e;
-  if (!j.is_object()) return e;
-  auto s = [&](const char* k) { return j.value(k, std::string()); };
-  e.pacheck_version = s("pacheck_version");
-  e.git_commit = s("git_commit");
-  e.build_type = s("build_type");
-  e.compiler = s("compiler");
-  e.host = s("host");
-  e.device = s("device");
-  e.device_name = s("device_name");
-  e.arch = s("arch");
-  e.driver = s("driver");
-  e.runtime = s("runtime");
-  e.device_description = s("device_description");
-  if (j.contains("plugins") && j["plugins"].is_array())
-    for (const auto& p : j["plugins"]) e.plugins.push_back({p.value("path", ""), p.value("sha256", "")});
-  return e;
-}
-
 std::vector<std::pair<std::string, std::string>> environment_rows(const Environment& e) {
   std::vector<std::pair<std::string, std::string>> rows = {
       {"pacheck.version", e.pacheck_version}, {"pacheck.git_commit", e.git_commit},

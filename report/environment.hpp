@@ -39,7 +39,9 @@ Environment collect_environment(const std::string& device_spec, std::vector<Plug
 /// "NVIDIA H200 sm_90, 132 SMs, 139.8 GiB, driver 13.0, runtime 13.0" (CPU: the model; arch = uname -m).
 void parse_device_description(Environment& env, const std::string& description);
 nlohmann::json to_json(const Environment& env);
-/// Reads to_json(Environment); missing keys read as "" (reports from older builds).
+/// Reads to_json(Environment); missing keys read as "" (reports from older builds). Defined in
+/// report/report_read.cpp with the other readers of report.json; throws nlohmann::json::exception for a
+/// field of the wrong type.
 Environment environment_from_json(const nlohmann::json& j);
 /// The fingerprint as (key, value) rows, as junit.xml's properties and summary.md's table name them:
 /// "pacheck.version", "pacheck.git_commit", ..., "device.description", then "plugin.sha256 PATH" per plugin.

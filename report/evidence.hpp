@@ -11,17 +11,20 @@
 // the negative controls catch that. Nothing is signed.
 //
 // Quick start: a new field in the evidence
-//  Add it in evidence_json() and, when verify checks it, a check in verify_report_dir() with one of the
+//  Add it in evidence_json() (report/evidence.cpp) and, when verify checks it, a check in verify_report_dir()
+//  (report/verify.cpp, apart so tests/fuzz/fuzz_evidence_json.cpp compiles it alone) with one of the
 //  VerifyExit classes below (docs/VALIDATING.md lists them), and a tampering test in
 //  tests/cli/test_verify_cli.py.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/case.hpp"
+#include "core/files.hpp"
 #include "judge/summary.hpp"
 #include "report/report.hpp"
 #include "suites/suite.hpp"
@@ -30,6 +33,10 @@ namespace pacheck {
 
 /// The manifest's file name in a report directory (not manifest.json: that is an export's case list).
 inline constexpr const char* kEvidenceFile = "evidence.json";
+/// The evidence_version evidence_json() writes and verify reads.
+inline constexpr int kEvidenceVersion = 1;
+/// The most any file of a report directory may hold when the evidence is written or verify reads it back.
+inline constexpr ReadLimit kEvidenceReadLimit{std::uint64_t{1} << 30, "a report-directory file"};
 
 /// What identifies a suite's cells, whichever file or include they came from.
 struct SuiteDigest {

@@ -66,11 +66,7 @@ nlohmann::json read_json_file(const std::string& path) {
   } catch (const FileError& e) {
     throw ReportError(fmt::format("cannot read {}", e.what()));
   }
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw ReportError(fmt::format("'{}' is not valid JSON: {}", path, e.what()));
-  }
+  return parse_json_text(text, path);
 }
 
 namespace {

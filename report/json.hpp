@@ -7,6 +7,7 @@
 
 #include "core/files.hpp"
 #include "report/report.hpp"
+#include "report/report_read.hpp"
 
 namespace pacheck {
 
@@ -29,7 +30,8 @@ inline std::string json_text(const nlohmann::json& j, int indent = -1) {
 inline constexpr ReadLimit kReportJsonLimit{std::uint64_t{1} << 30, "a report JSON file"};
 
 /// Parses the JSON file `path`. Throws ReportError naming it when it cannot be read, is not a regular file,
-/// is over kReportJsonLimit (core/files.hpp's read_regular_file) or is not JSON.
+/// is over kReportJsonLimit (core/files.hpp's read_regular_file) or is not JSON (report_read.hpp's
+/// parse_json_text).
 nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace pacheck

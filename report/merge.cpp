@@ -34,42 +34,15 @@ nlohmann::json load_report(const std::string& path) {
   return read_json_file(path);
 }
 
-std::pair<RunSummary, ReportMeta> summary_from_report(const nlohmann::json& report) {
-  RunSummary s;
-  ReportMeta meta;
-  try {
-    meta.suite = report.at("suite").get<std::string>();
-    meta.device = report.at("device").get<std::string>();
-    if (report.contains("environment")) meta.environment = environment_from_json(report["environment"]);
-    meta.run = report.value("run", nlohmann::json::object());
-    if (report.contains("merged_from")) meta.merged_from = report["merged_from"];
-    const auto& st = report.at("selftest");
-    s.selftest.passed = st.at("passed").get<bool>();
-    s.selftest.lines = st.at("lines").get<std::vector<std::string>>();
-    s.judge_flags = report.value("judge_flags", std::string());  // absent in reports from before it
-    for (const auto& r : report.at("results")) s.results.push_back(cell_result_from_json(r));
-    std::vector<KernelRole> roles;
-    for (const auto& k : report.at("kernels"))
-      roles.push_back({k.at("kernel").get<std::string>(), k.at("negative_control").get<std::string>() != "-"});
-    if (meta.run.is_object() && meta.run.contains("shard")) s.shard = meta.run["shard"].value("count", 1) > 1;
-    summarize(s, roles);
-  } catch (const nlohmann::json::exception& e) {
-    throw ReportError(fmt::format("malformed report: {}", e.what()));
-  } catch (const std::runtime_error& e) {
-    throw ReportError(fmt::format("malformed report: {}", e.what()));
-  }
-  return {std::move(s), std::move(meta)};
+std::string report_file_of(const std::string& path) {
+  return fs::is_directory(path) ? path_in(path, report_file()) : path;
 }
 
 std::pair<RunSummary, ReportMeta> merge_reports(const std::vector<MergeInput>& inputs) {
   if (inputs.empty()) throw ReportError("merge: no report given");
   std::vector<std::pair<RunSummary, ReportMeta>> parts;
   for (const auto& in : inputs) {
-    try {
-      parts.push_back(summary_from_report(in.report));
-    } catch (const ReportError& e) {
-      throw ReportError(fmt::format("{}: {}", in.source, e.what()));
-    }
+    parts.push_back(summary_from_report(in.report, in.source));
   }
 
   // Shards: inputs of one run (same identity but the shard, wherever they ran) must cover 0..N-1 once each.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/report.hpp"
+#include "report/report_read.hpp"  // summary_from_report
 
 namespace pacheck {
 
@@ -16,8 +17,8 @@ namespace pacheck {
 /// directory with results.jsonl but no report.json is an unfinished run and says so.
 nlohmann::json load_report(const std::string& path);
 
-/// The summary and metadata of a report.json (results, kernels, self-test), re-judged with summarize().
-std::pair<RunSummary, ReportMeta> summary_from_report(const nlohmann::json& report);
+/// The path of the report JSON file load_report(path) reads: DIR/report.json for a directory, else `path`.
+std::string report_file_of(const std::string& path);
 
 /// One report to merge and where it came from (for messages and "merged_from").
 struct MergeInput {

@@ -19,7 +19,6 @@ namespace pacheck {
 
 namespace fs = std::filesystem;
 
-std::string path_in(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
 
 namespace {
 
@@ -189,20 +188,7 @@ ReportDir ReportDir::resume(const std::string& dir, const nlohmann::json& run, c
         fmt::format("--resume: '{}' has no {}: no run to resume there (start one with --report-dir)", dir, kRunFile));
   ReportDirLock lock(dir);  // a run still writing here would append while this one reads
   const nlohmann::json before = read_json_file(run_path);
-  if (before != run) {
-    std::vector<std::string> diff;
-    for (const auto& [k, v] : run.items())
-      if (!before.contains(k) || before[k] != v)
-        diff.push_back(
-            fmt::format("{} was {}, now {}", k, before.contains(k) ? json_text(before[k]) : "absent", json_text(v)));
-    for (const auto& [k, v] : before.items())
-      if (!run.contains(k)) diff.push_back(fmt::format("{} was {}, now absent", k, json_text(v)));
-    std::string why;
-    for (const auto& d : diff) why += (why.empty() ? "" : "; ") + d;
-    throw ReportError(fmt::format(
-        "--resume: '{}' holds a different run ({}); give the same suite, kernels, plugin builds, device and options",
-        dir, why));
-  }
+  check_same_run(before, run, run_path);
   const std::string results = path_in(dir, kResultsLogFile);
   ResultsLog log;
   try {

@@ -7,6 +7,7 @@
 // directory's own regular file. A run holds the directory's lock (kLockFile) from start to end.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -60,8 +61,11 @@ struct ResumePlan {
   std::function<bool(const std::string& kernel, const std::string& cell_id)> planned;
 };
 
-/// DIR/NAME as a path string: the file `name` of the report directory `dir`.
-std::string path_in(const std::string& dir, const std::string& name);
+/// DIR/NAME as a path string: the file `name` of the report directory `dir`. Inline, so the readers of
+/// report-directory files (verify) need nothing else of report_dir.cpp.
+inline std::string path_in(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
 
 /// "report.json, junit.xml, summary.md and report.html": the format files of a report directory, in table
 /// order, as prose (option help).

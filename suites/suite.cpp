@@ -234,7 +234,15 @@ class Parser {
         } catch (const std::exception& e) {
           throw SuiteError(file_, line, "include", e.what());
         }
-        for (auto& c : other.cells) s.cells.push_back(std::move(c));
+        for (auto& c : other.cells) {
+          sequences_ += static_cast<double>(c.cell.c.seq_lens.size());
+          s.cells.push_back(std::move(c));
+        }
+        if (s.cells.size() > kMaxSuiteCells || sequences_ > static_cast<double>(kMaxSuiteSequences))
+          throw SuiteError(file_, line, "include",
+                           fmt::format("the included suites hold {} cells and {:.0f} sequences, over the {} cells and "
+                                       "{} sequences a suite may hold",
+                                       s.cells.size(), sequences_, kMaxSuiteCells, kMaxSuiteSequences));
       }
     }
     auto cells = root["cells"];
@@ -283,6 +291,7 @@ class Parser {
  private:
   std::string file_;
   int depth_;
+  double sequences_ = 0;  ///< sequences of the cells expanded so far (includes too), for check_group_size
 
   static int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
@@ -333,7 +342,7 @@ class Parser {
 
   // --- Generated batches (issue 18): seq_lens item { cycle = [N, ...], count = M } ---------------------
   /// The most sequences a generated batch may hold (a decode batch; 4096 leaves room above 256).
-  static constexpr long long kMaxGeneratedBatch = 4096;
+  static constexpr long long kMaxGeneratedBatch = static_cast<long long>(Case::kMaxNumSeqs);
   /// A batch of `count` sequences whose lengths repeat the `cycle` list: sequence i has length
   /// cycle[i % cycle.size()]. Both keys are required; count in [1, kMaxGeneratedBatch], each length in
   /// seq_lens' bounds; another key, an empty or non-integer cycle, or a non-integer count is a SuiteError
@@ -588,11 +597,11 @@ class Parser {
     return a;
   }
 
-  /// dists = ["normal", ...].
+  /// dists = ["normal", ...]; an error about a cell's dist points at the key.
   Axis dists_axis(const toml::table& g) {
     std::vector<std::pair<Dist, int>> dists;
     for (Dist d : parsed_list<Dist>(g, "dists", {"normal"}, [](const std::string& t) { return parse_dist(t); }))
-      dists.emplace_back(d, line_of(g));
+      dists.emplace_back(d, key_line(g, "dists"));
     return axis_of("dists", dists, [](Case& c, Dist d) { c.dist = d; });
   }
 
@@ -654,7 +663,10 @@ class Parser {
     }
     return axis_of("variants", variants, [](Case& c, const Case& v) { c = v; });
   }
+  /// One item of `variants`: "none", or id tokens of the variant rows, each field at most once.
   Case variant_item(const std::string& text, int line) {
+    if (text.find_first_not_of(" \t") == std::string::npos)
+      throw SuiteError(file_, line, "cells.variants", "an empty item: write \"none\" for plain decode");
     Case v;
     std::istringstream in(text);
     std::string tok;
@@ -728,6 +740,36 @@ class Parser {
       a.items.back().apply = [f](SuiteCell& sc) { sc.cell.fault = f; };
     }
     return a;
+  }
+
+  /// Refuses the [[cells]] group at `line` before it is expanded when the suite, `before` cells and sequences_
+  /// sequences so far, would pass kMaxSuiteCells cells or kMaxSuiteSequences sequences with it: the group's
+  /// cells are the product of its axes' items, its sequences that product with the seq_lens axis counted by
+  /// the sequences of its batches. The SuiteError names the group, its cells and the axes that multiply.
+  void check_group_size(int line, const std::vector<Axis>& axes, double before) const {
+    double cells = 1, others = 1, batch_seqs = 0;  // doubles: a product of a few large axes overflows std::size_t
+    std::string product;
+    for (const Axis& a : axes) {
+      cells *= static_cast<double>(a.items.size());
+      if (a.key == "seq_lens")
+        for (const AxisItem& item : a.items) batch_seqs += static_cast<double>(item.value.seq_lens.size());
+      else
+        others *= static_cast<double>(a.items.size());
+      if (a.items.size() > 1) product += fmt::format("{}{} {}", product.empty() ? "" : " x ", a.key, a.items.size());
+    }
+    const double seqs = others * batch_seqs;
+    const std::string axes_text = product.empty() ? "" : fmt::format(" ({})", product);
+    const std::string so_far = before > 0 ? fmt::format(", after {:.0f} cells before it", before) : "";
+    if (before + cells > static_cast<double>(kMaxSuiteCells))
+      throw SuiteError(file_, line, "cells",
+                       fmt::format("this group expands into {:.0f} cells{}{}, over the {} a suite may hold: split it "
+                                   "into several suites, or drop values from an axis",
+                                   cells, axes_text, so_far, kMaxSuiteCells));
+    if (sequences_ + seqs > static_cast<double>(kMaxSuiteSequences))
+      throw SuiteError(file_, line, "cells",
+                       fmt::format("this group's {:.0f} cells{} hold {:.0f} sequences{}, over the {} a suite's cells "
+                                   "may hold together: split it into several suites",
+                                   cells, axes_text, seqs, sequences_ > 0 ? " more" : "", kMaxSuiteSequences));
   }
 
   /// The axes of group `g`, parsed in the order their errors are reported and returned in the order cells
@@ -824,11 +866,13 @@ class Parser {
                    "k_scale_range", "v_scale_range", "k_scale_slot", "v_scale_slot", "variants", "high_block_ids"},
                "cells.");
     const std::vector<Axis> axes = group_axes(g);
+    check_group_size(line_of(g), axes, static_cast<double>(out.size()));
     // The product, as an odometer over the axes' items: the last axis (faults) varies fastest.
     std::vector<std::size_t> at(axes.size(), 0);
     for (bool more = true; more;) {
       SuiteCell sc = cell_at(axes, at);
       check_cell(axes, at, sc);
+      sequences_ += static_cast<double>(sc.cell.c.seq_lens.size());
       out.push_back(std::move(sc));
       more = false;
       for (std::size_t i = axes.size(); i-- > 0;) {

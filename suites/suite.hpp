@@ -7,6 +7,7 @@
 //  no code changes. A bad field is a SuiteError naming file, line, field and reason (exit 2).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -20,6 +21,13 @@ namespace pacheck {
 
 /// The most a suite file (or an included one) may hold: the built-in suites are a few KiB.
 inline constexpr ReadLimit kSuiteFileLimit{16u << 20, "a suite file"};
+
+/// The most cells a suite may expand into (its includes' and its groups', counted before duplicates are
+/// dropped), and the most sequences those cells may hold together (the sum of their num_seqs): a suite is a
+/// list held in memory (about 1 KiB a cell), so a few lines of TOML whose axes multiply into millions of
+/// cells are refused before they are expanded. The built-in suites hold a few hundred cells.
+inline constexpr std::size_t kMaxSuiteCells = 100000;
+inline constexpr std::size_t kMaxSuiteSequences = std::size_t{16} << 20;
 
 /// A malformed suite file. what() reads "FILE:LINE: FIELD: REASON".
 struct SuiteError : std::runtime_error {

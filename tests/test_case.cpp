@@ -81,6 +81,14 @@ TEST(CaseValidation, EveryErrorNamesItsField) {
       {"padding_target -2", [](Case& c) { c.padding_target = -2; }, "padding_target"},
       // Default case: ceil(4090/16) = 256 blocks + 3 spare = 259 in the pool.
       {"padding_target past the pool", [](Case& c) { c.padding_target = 259; }, "padding_target"},
+      // Issue 46: a batch past kMaxNumSeqs, and per-slot scales drawn from [lo, hi] with lo above hi.
+      {"4097 sequences", [](Case& c) { c.seq_lens.assign(Case::kMaxNumSeqs + 1, 2); }, "seq_lens"},
+      {"k_scale slot [2, 1]",
+       [](Case& c) {
+         c.kv_dtype = DType::fp8_e4m3fn;
+         c.k_scale.slot = std::pair{2.0f, 1.0f};
+       },
+       "k_scale"},
   };
   for (const auto& inv : cases) {
     Case c;
@@ -278,6 +286,30 @@ TEST(CaseId, FieldGivenTwiceOrEmptyLengthIsRejected) {
   }
   EXPECT_EQ(error_of("h4/2 d64 bs16 bf16 ctx vllm seed7").first, "seq_lens");
   EXPECT_EQ(parse_case_id("h4/2 d64 bs16 bf16 ctx30,40 vllm seed7").seq_lens, (std::vector<int>{30, 40}));
+}
+
+// Issue 46: a list of ones is stored as plain decode, so its count was never checked: qlen=1,1 on three
+// sequences ran as plain decode. A count other than 1 or num_seqs is refused whatever the values.
+TEST(CaseId, QueryLensCountIsCheckedForAListOfOnes) {
+  const std::string base = "h4/2 d64 bs16 bf16 ctx30,31,32 nhd seed7 ";
+  try {
+    parse_case_id(base + "qlen=1,1");
+    ADD_FAILURE() << "qlen=1,1 on three sequences parsed";
+  } catch (const CaseError& e) {
+    EXPECT_EQ(e.field, "query_lens");
+    EXPECT_EQ(e.reason, "'qlen=1,1' gives 2 values for 3 sequences: give 1 (every sequence) or 3 (one per sequence)");
+  }
+  EXPECT_THROW(parse_case_id(base + "qlen=2,2"), CaseError);  // caught by validate() as before
+  for (const char* ones : {"qlen=1", "qlen=1,1,1"})
+    EXPECT_TRUE(parse_case_id(base + ones).query_lens.empty()) << ones << ": plain decode keeps its id";
+  EXPECT_EQ(parse_case_id(base + "qlen=1,2,1").query_lens, (std::vector<int>{1, 2, 1}));
+  // A per-slot range of one value is allowed (every slot gets it).
+  Case c;
+  c.kv_dtype = DType::fp8_e4m3fn;
+  c.k_scale.slot = std::pair{1.5f, 1.5f};
+  EXPECT_EQ(failing_field(c), "");
+  c.seq_lens.assign(Case::kMaxNumSeqs, 2);
+  EXPECT_EQ(failing_field(c), "") << "kMaxNumSeqs sequences are allowed";
 }
 
 TEST(CellId, FaultGivenTwiceIsRejected) {

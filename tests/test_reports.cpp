@@ -483,6 +483,41 @@ TEST(Merge, DifferentVerdictsForOneCellAreAnError) {
   EXPECT_EQ(merge_reports({{"a", a}, {"b", b}}).first.results.size(), a["results"].size());
 }
 
+// Issue 46: what summary_from_report refuses names the file, whatever the reader under it threw (an unknown
+// verdict escaped as a bare std::invalid_argument: found by fuzz_report_json), and a report that is no object,
+// lists a kernel twice or holds results of a kernel it does not list is malformed.
+TEST(ReportRead, MalformedReportsNameTheFile) {
+  const Sharded sh;
+  const nlohmann::json good = sh.shard(0, 1);
+  EXPECT_NO_THROW(summary_from_report(good, "r.json"));
+  auto error_of = [](const nlohmann::json& report) -> std::string {
+    try {
+      summary_from_report(report, "r.json");
+    } catch (const ReportError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  nlohmann::json bad = good;
+  bad["results"][0]["verdict"] = "pas:";
+  EXPECT_EQ(error_of(bad).rfind("r.json: malformed report: unknown verdict 'pas:'", 0), 0u) << error_of(bad);
+  EXPECT_EQ(error_of(nlohmann::json::array()),
+            "r.json: not a pacheck report: a JSON array, not an object (a report.json, or the file of `pacheck run "
+            "--json`)");
+  bad = good;
+  bad["kernels"].push_back(good["kernels"][0]);
+  EXPECT_NE(error_of(bad).find("r.json: malformed report: kernels lists '"), std::string::npos) << error_of(bad);
+  bad = good;
+  bad["results"][0]["kernel"] = "nobody";
+  EXPECT_NE(error_of(bad).find("results[0] is of kernel 'nobody', which kernels does not list"), std::string::npos);
+  bad = good;
+  bad.erase("suite");
+  EXPECT_EQ(error_of(bad), "r.json: malformed report: key 'suite' not found");
+  // run.json: not an object, or another run.
+  EXPECT_THROW(check_same_run(nlohmann::json::array(), good["run"], "d/run.json"), ReportError);
+  EXPECT_NO_THROW(check_same_run(good["run"], good["run"], "d/run.json"));
+}
+
 TEST(Merge, KeepsTheVerdictOptionsForItsReproLinesAndRefusesInputsJudgedDifferently) {
   const Sharded sh;
   nlohmann::json a = sh.shard(0, 2), b = sh.shard(1, 2);

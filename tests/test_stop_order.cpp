@@ -7,11 +7,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "exec/runner.hpp"
+#include "exec/watchdog.hpp"
 #include "exec_fixtures.hpp"
 
 namespace pacheck {
@@ -139,6 +142,44 @@ TEST(RunStop, IsolatedChildrenRunningACellAreKilledAndReaped) {
   int status = 0;
   EXPECT_EQ(::waitpid(-1, &status, WNOHANG), -1) << "a child process is left";
   EXPECT_EQ(errno, ECHILD);
+}
+
+// Issue 46: a run that planned results and has fewer (a process cut short, a stop) never exits 0.
+TEST(RunSummaryExit, FewerResultsThanPlannedFail) {
+  RunSummary s;
+  s.selftest.passed = true;
+  summarize(s, {});
+  EXPECT_EQ(s.exit_code(), 0);
+  s.planned = 3;
+  EXPECT_EQ(s.exit_code(), 1) << "planned 3, finished none";
+}
+
+// Issue 46: --no-isolate's watchdog. A watched call past its timeout ends the process through on_timeout,
+// naming the call; calls that return in time, and kernels not watched, are never reported.
+TEST(CallWatchdog, EndsTheProcessForACallPastItsTimeout) {
+  auto all = [](const Kernel&) { return true; };
+  EXPECT_EXIT(
+      {
+        CallWatchdog dog(0.2, all, [](const std::string& what, double seconds) {
+          std::fprintf(stderr, "ended: %s after %g s\n", what.c_str(), seconds);
+          std::_Exit(7);
+        });
+        const CallWatchdog::Watch w = dog.watch("a slow call");
+        std::this_thread::sleep_for(std::chrono::seconds(20));
+      },
+      ::testing::ExitedWithCode(7), "ended: a slow call after 0.2 s");
+  CallWatchdog dog(0.2, all, [](const std::string&, double) { std::_Exit(9); });
+  for (int i = 0; i < 6; ++i) {
+    const CallWatchdog::Watch w = dog.watch("a quick call");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // nothing registered: nothing to end
+  CallWatchdog none(0.01, [](const Kernel&) { return false; }, [](const std::string&, double) { std::_Exit(9); });
+  const KernelPtr k = Registry::global().find("cpu.reference");
+  ASSERT_NE(k, nullptr);
+  EXPECT_FALSE(none.watches(*k));
+  const CallWatchdog::Watch inert = watch_call(&none, *k, [] { return std::string("never"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 }  // namespace

@@ -431,5 +431,42 @@ TEST(SuiteErrors, NonAsciiOutsideStringsIsRefusedBeforeTomlppSeesIt) {
             "\"ab\"\"");
 }
 
+// Issue 46: a few lines whose axes multiply into millions of cells grew without bound (about 1 KiB a cell);
+// the group is refused before it is expanded, naming its line and the axes, and so is one whose cells hold
+// too many sequences together. Groups before it count.
+TEST(SuiteSize, AGroupOverTheCapIsRefusedBeforeExpanding) {
+  std::string seeds;
+  for (int i = 0; i < 1000; ++i) seeds += (i ? ", " : "") + std::to_string(i);
+  std::string lens;
+  for (int i = 1; i <= 1000; ++i) lens += (i > 1 ? ", " : "") + std::to_string(i);
+  const std::string big = group_with("seq_lens", "[" + lens + "]") + "seeds = [" + seeds + "]\n";
+  EXPECT_EQ(error_of(big), "bad.toml:2: cells: this group expands into 1000000 cells (seq_lens 1000 x seeds 1000), over "
+                           "the 100000 a suite may hold: split it into several suites, or drop values from an axis");
+  // 90 x 1000 = 90,000 cells fit; a second group of 20,000 does not.
+  const std::string fits = group_with("seq_lens", "[" + lens + "]") + "seeds = [" + seeds.substr(0, seeds.find(", 90,")) + "]\n";
+  EXPECT_EQ(parse_suite(fits, "fits.toml").cells.size(), 90000u);
+  const std::string two = fits + "[[cells]]\nheads = \"8/2\"\nhead_sizes = 64\nblock_sizes = 16\nseq_lens = [" + lens +
+                          "]\nseeds = [" + seeds.substr(0, seeds.find(", 20,")) + "]\n";
+  EXPECT_NE(error_of(two).find("bad.toml:8: cells: this group expands into 20000 cells (seq_lens 1000 x seeds 20), "
+                               "after 90000 cells before it"),
+            std::string::npos)
+      << error_of(two);
+  // Sequences: 5,000 cells of 4,096-sequence batches.
+  const std::string seqs = group_with("seq_lens", "[{ cycle = [1, 2], count = 4096 }]") + "seeds = [" +
+                           seeds.substr(0, seeds.find(", 500,")) + "]\n";
+  EXPECT_EQ(parse_suite(seqs, "seqs.toml").cells.size(), 500u);
+  std::string many;
+  for (int i = 0; i < 5000; ++i) many += (i ? ", " : "") + std::to_string(i);
+  EXPECT_NE(error_of(group_with("seq_lens", "[{ cycle = [1, 2], count = 4096 }]") + "seeds = [" + many + "]\n")
+                .find("hold 20480000 sequences, over the 16777216"),
+            std::string::npos);
+}
+
+// Issue 46: `variants = [""]` ran as plain decode; an empty item is refused (plain decode is "none").
+TEST(SuiteErrors, AnEmptyVariantItemIsRefused) {
+  EXPECT_EQ(error_of(group_with("seq_lens", "[17]") + "variants = [\"none\", \" \"]\n"),
+            "bad.toml:7: cells.variants: an empty item: write \"none\" for plain decode");
+}
+
 }  // namespace
 }  // namespace pacheck

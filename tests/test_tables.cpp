@@ -1,5 +1,5 @@
 // The name tables (core/table.hpp) and the documents that list them: every table round-trips its names,
-// parse errors list what was expected, judge() picks verdicts in verdict_table()'s order, and README.md's
+// parse errors list what was expected, judge() picks verdicts in verdict_table()'s order, and docs/REFERENCE.md's
 // fault and verdict tables and docs/PROPERTIES.md's property table say what the tables say, in their order.
 #include <gtest/gtest.h>
 
@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "pacheck/kernel_abi.h"
 
 #include "core/case.hpp"
 #include "core/case_fields.hpp"
@@ -177,7 +179,7 @@ TEST(VerdictOrder, JudgePicksTheFirstVerdictOfTheTableThatApplies) {
   EXPECT_EQ(walked, judges.size()) << "some verdict of judge() is missing from verdict_table()";
 }
 
-// The case the README's table decides: a run that is both unwritten and poisoned is unwritten, and one that
+// The case the reference's verdict table decides: a run that is both unwritten and poisoned is unwritten, and one that
 // is poisoned and beyond tolerance is poisoned, whichever check judge() happens to make first.
 TEST(VerdictOrder, UnwrittenAndPoisonedIsUnwritten) {
   Everything e;
@@ -250,27 +252,28 @@ void expect_rows(const std::vector<std::vector<std::string>>& doc_rows, std::spa
   for (std::size_t i = 0; i < table.size(); ++i) EXPECT_EQ(doc_rows[i], expected(table[i])) << where << " row " << i + 1;
 }
 
-TEST(Docs, ReadmeListsEveryVerdictInOrderOfPrecedence) {
-  const auto rows = markdown_table(read(source_root() / "README.md"), "### Verdicts (in order of precedence)");
+TEST(Docs, ReferenceListsEveryVerdictInOrderOfPrecedence) {
+  const auto rows =
+      markdown_table(read(source_root() / "docs" / "REFERENCE.md"), "## Verdicts (in order of precedence)");
   expect_rows<VerdictInfo>(rows, verdict_table(),
                            [](const VerdictInfo& v) {
                              return std::vector<std::string>{std::string(v.name), std::string(v.meaning)};
                            },
-                           "README.md's verdict table");
+                           "docs/REFERENCE.md's verdict table");
 }
 
-TEST(Docs, ReadmeListsEveryPoisonValueTargetAndRegion) {
-  const std::string readme = read(source_root() / "README.md");
-  const auto rows = markdown_table(readme, "### Faults");
+TEST(Docs, ReferenceListsEveryPoisonValueTargetAndRegion) {
+  const std::string reference = read(source_root() / "docs" / "REFERENCE.md");
+  const auto rows = markdown_table(reference, "## Faults");
   expect_rows<PoisonInfo>(rows, poison_table(),
                           [](const PoisonInfo& p) {
                             return std::vector<std::string>{std::string(p.name), p.nonfinite ? "non-finite" : "finite",
                                                             std::string(p.meaning)};
                           },
-                          "README.md's poison table");
-  const auto section = readme.find("### Faults");
+                          "docs/REFERENCE.md's poison table");
+  const auto section = reference.find("## Faults");
   ASSERT_NE(section, std::string::npos);
-  const std::string prose = readme.substr(section, readme.find("| poison |", section) - section);
+  const std::string prose = reference.substr(section, reference.find("| poison |", section) - section);
   for (const TargetInfo& t : target_table())
     EXPECT_NE(prose.find("`" + std::string(t.name) + "`"), std::string::npos) << "target " << t.name;
   for (const RegionInfo& r : region_table())
@@ -285,6 +288,16 @@ TEST(Docs, SuitesMdListsEveryVariantTokenOfTheCaseFieldTable) {
     EXPECT_NE(doc.find("| `" + std::string(f.token)), std::string::npos) << f.token;
     EXPECT_NE(doc.find("| `" + std::string(f.name) + "` |"), std::string::npos) << f.name;
   }
+}
+
+// The ABI version the plugin guide names is the header's: a plugin author reads it to know which fields exist.
+TEST(Docs, YourKernelNamesTheKernelAbiVersionOfTheHeader) {
+  const std::string doc = read(source_root() / "docs" / "YOUR-KERNEL.md");
+  const std::string want = "kernel ABI version " + std::to_string(PACHECK_ABI_VERSION);
+  EXPECT_NE(doc.find(want), std::string::npos) << "docs/YOUR-KERNEL.md does not say '" << want << "'";
+  const std::string stem = "kernel ABI version ";
+  for (std::size_t at = doc.find(stem); at != std::string::npos; at = doc.find(stem, at + 1))
+    EXPECT_EQ(doc.compare(at, want.size(), want), 0) << "a stale ABI version: " << doc.substr(at, want.size() + 8);
 }
 
 TEST(Docs, PropertiesMdListsEveryPropertyInOrder) {

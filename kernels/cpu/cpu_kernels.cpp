@@ -28,6 +28,14 @@ KernelPtr make_cpu_window_scratch();              // variant_controls.cpp
 KernelPtr make_cpu_offset32(bool is_signed);      // offset32.cpp
 KernelPtr make_cpu_qlen_no_causal();              // variant_controls.cpp
 KernelPtr make_cpu_slot_scale_unmasked();         // slot_scale_unmasked.cpp
+KernelPtr make_cpu_sentinel_max();                // logit_controls.cpp
+KernelPtr make_cpu_softmax_no_max();              // logit_controls.cpp
+KernelPtr make_cpu_carried_max();                 // logit_controls.cpp
+KernelPtr make_cpu_p_f16_ftz();                   // dtype_controls.cpp
+KernelPtr make_cpu_e4m3_ieee();                   // dtype_controls.cpp
+KernelPtr make_cpu_slot_scale_nhd();              // dtype_controls.cpp
+KernelPtr make_cpu_replay_output();               // state_controls.cpp
+KernelPtr make_cpu_stale_max();                   // state_controls.cpp
 
 void register_cpu_kernels(Registry& r) {
   // One row per kernel, in the order `pacheck list kernels` and every report show them.
@@ -40,6 +48,7 @@ void register_cpu_kernels(Registry& r) {
   r.add(make_cpu_online());              // cpu.online: FlashAttention-2 / Triton decode, divided at the end
   r.add(make_cpu_two_pass());            // cpu.two_pass: unnormalised P.V sum, divided at the end
   r.add(make_cpu_split_kv_lse());        // cpu.split_kv_lse: partitions merged through their LSE
+  r.add(make_cpu_split_kv(512, /*partials_in_out_dtype=*/true));  // cpu.split_kv_tmp_out: vLLM v2's tmp_out
   r.add(make_cpu_half_products());       // cpu.half_products: P.V products rounded to f16/bf16 (vLLM CUDA)
   r.add(make_cpu_p_in_v_dtype());        // cpu.p_in_v_dtype: P rounded to V's dtype (vLLM Triton)
   r.add(make_cpu_tf32());                // cpu.tf32: TF32 operands for f32 dots (declared; Triton tl.dot)
@@ -56,6 +65,18 @@ void register_cpu_kernels(Registry& r) {
   r.add(make_cpu_qlen_no_causal());   // cpu.qlen_no_causal: NEGATIVE CONTROL (no causal mask among query tokens)
   // Per-slot fp8 scales (seed 002): the unwritten slots' scale entries reach P.V.
   r.add(make_cpu_slot_scale_unmasked());  // cpu.slot_scale_unmasked: NEGATIVE CONTROL (V scales unmasked)
+  // Logits far from zero (issue 45): caught on the offset distributions' cells (far_below, far_above,
+  // mixed_scales) and the extreme distribution's.
+  r.add(make_cpu_sentinel_max());    // cpu.sentinel_max: NEGATIVE CONTROL (running max from -5e4, FlashInfer #4450)
+  r.add(make_cpu_softmax_no_max());  // cpu.softmax_no_max: NEGATIVE CONTROL (exp(s) without the max)
+  r.add(make_cpu_carried_max());     // cpu.carried_max: NEGATIVE CONTROL (max carried across sequences)
+  // Dtypes and scale tables (issue 45).
+  r.add(make_cpu_p_f16_ftz());       // cpu.p_f16_ftz: NEGATIVE CONTROL (P to f16 with flush-to-zero)
+  r.add(make_cpu_e4m3_ieee());       // cpu.e4m3_ieee: NEGATIVE CONTROL (e4m3fn's exponent 15 read as Inf/NaN)
+  r.add(make_cpu_slot_scale_nhd());  // cpu.slot_scale_nhd: NEGATIVE CONTROL (per-slot tables read token-major)
+  // State across calls (issue 45): fail where `run` reuses a worker's buffers after a contrasting case.
+  r.add(make_cpu_replay_output());   // cpu.replay_output: NEGATIVE CONTROL (output replayed for the same addresses)
+  r.add(make_cpu_stale_max());       // cpu.stale_max: NEGATIVE CONTROL (running max kept from the previous call)
 }
 
 }  // namespace pacheck

@@ -1,6 +1,12 @@
 // cpu.split_kv: split-KV (vLLM paged_attention_v2 / FlashDecoding): partitions of 512 tokens each produce
 // (max, exp-sum, partial out); a merge rescales by exp(m_i - M). make_cpu_split_kv builds it with other
 // partition sizes (cpu.split_kv_pN) for tests and properties.
+// cpu.split_kv_tmp_out: the same, with each partition's normalised output stored in the OUTPUT dtype before
+// the merge, as vLLM's paged_attention_v2 keeps `tmp_out` ([num_seqs, num_heads, max_num_partitions,
+// head_size] of scalar_t, the activation dtype) while max_logits and exp_sums stay fp32; its reduce kernel
+// reads tmp_out back as float. A partial in the output dtype's subnormal range (f16: below 2^-14) loses
+// relative precision there (docs/PROPERTIES.md, Domains: exact-scaling). Not modelled: vLLM's + 1e-6 in
+// both of its divisions (1 / (exp_sum + 1e-6f)), a relative bias of at most 1e-6.
 #include "kernels/cpu/cpu_common.hpp"
 
 namespace pacheck::cpu {
@@ -9,14 +15,19 @@ namespace {
 /// Split-KV over partitions of `partition` tokens: each partition keeps (max m_i, exp-sum l_i, normalised
 /// partial o_i = sum (p / l_i) V, as vLLM v2's tmp_out); the merge takes M = max m_i, weights
 /// w_i = exp(m_i - M) l_i and out = sum (w_i / sum w) o_i, skipping empty partitions (m_i = -inf) so
-/// -inf - -inf never appears. Both sums are convex combinations: no intermediate exceeds max |V|.
+/// -inf - -inf never appears. Both sums are convex combinations: no intermediate exceeds max |V|. With
+/// `partials_in_out_dtype` each o_i is rounded to the output dtype as it is stored (vLLM v2's tmp_out).
 class SplitKv final : public CpuKernel {
  public:
-  explicit SplitKv(int partition) : partition_(partition) {}
+  SplitKv(int partition, bool partials_in_out_dtype) : partition_(partition), tmp_out_(partials_in_out_dtype) {}
   std::string name() const override {
+    if (tmp_out_) return partition_ == 512 ? "cpu.split_kv_tmp_out" : "cpu.split_kv_tmp_out_p" + std::to_string(partition_);
     return partition_ == 512 ? "cpu.split_kv" : "cpu.split_kv_p" + std::to_string(partition_);
   }
   std::string description() const override {
+    if (tmp_out_)
+      return "split-KV: partitions of " + std::to_string(partition_) +
+             " tokens, each normalised output stored in the output dtype (vLLM v2's tmp_out), merged by max and exp-sum";
     return "split-KV: partitions of " + std::to_string(partition_) + " tokens merged by max and exp-sum";
   }
   void run(const pacheck_kernel_args& a) const override {
@@ -52,6 +63,11 @@ class SplitKv final : public CpuKernel {
                 const float w = logits[t - t0] / part_l[pi];
                 for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * sv.v<KV>(t, g, d);
               }
+              if (tmp_out_)  // stored as the output dtype, read back as float by the merge
+                for (int d = 0; d < D; ++d) {
+                  float& o = part_o[static_cast<std::size_t>(pi) * D + d];
+                  o = round_to(o, static_cast<DType>(a.out_dtype));
+                }
             }
             const std::optional<float> sink = sink_logit(a, h);  // joins the merge's max and denominator
             float M = sink.value_or(kNegInf);
@@ -76,10 +92,13 @@ class SplitKv final : public CpuKernel {
 
  private:
   int partition_;
+  bool tmp_out_;
 };
 
 }  // namespace
 }  // namespace pacheck::cpu
 
 /// Factory for tests and properties that need another partition size.
-pacheck::KernelPtr pacheck::make_cpu_split_kv(int partition) { return std::make_shared<cpu::SplitKv>(partition); }
+pacheck::KernelPtr pacheck::make_cpu_split_kv(int partition, bool partials_in_out_dtype) {
+  return std::make_shared<cpu::SplitKv>(partition, partials_in_out_dtype);
+}

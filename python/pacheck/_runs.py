@@ -146,7 +146,9 @@ class PropertyResult:
     """One property's run, as `pacheck fuzz` prints it: passed, cases (that held), seconds, coverage (the tags'
     shares), over_memory (cases discarded for the memory budget); when it failed, counterexample (the shrunk
     case's text: its cell id, what does not hold, the repro line), cell_id, shrinks, reproduce (the string that
-    replays it) and replay (the call, or for a kernel pacheck can load the `pacheck fuzz` line, that does)."""
+    replays it) and replay (the call, or for a kernel pacheck can load the `pacheck fuzz` line, that does);
+    exercised: of the cases, those that checked something (a property that passed with none is "not
+    exercised", not "held"; None from a library that does not count them)."""
 
     name: str
     passed: bool
@@ -160,10 +162,21 @@ class PropertyResult:
     shrinks: int = 0
     reproduce: str = ""
     replay: str = ""
+    exercised: int = None
+
+    @property
+    def exercised_none(self):
+        """True when the property passed without checking anything in any case (`not exercised`)."""
+        return self.passed and self.exercised == 0
 
     def line(self):
-        """The property's row of the report: name, held/FAILED, cases, seconds, coverage."""
-        return f"{self.name:<18} {'held' if self.passed else 'FAILED':<7} {self.cases:>6} {self.seconds:>8.1f}  {self.coverage}"
+        """The property's row of the report: name, held/not exercised/FAILED, cases, seconds, coverage (led by
+        "N of M cases exercised" when some case checked nothing)."""
+        result = "FAILED" if not self.passed else "not exercised" if self.exercised_none else "held"
+        coverage = self.coverage
+        if self.exercised is not None and self.exercised < self.cases:
+            coverage = f"{self.exercised} of {self.cases} cases exercised" + (", " + coverage if coverage else "")
+        return f"{self.name:<18} {result:<13} {self.cases:>6} {self.seconds:>8.1f}  {coverage}"
 
 
 @dataclasses.dataclass
@@ -186,7 +199,7 @@ class FuzzResult:
     def report(self):
         """The text `pacheck fuzz` prints: one row per property, then each counterexample and its replay line."""
         lines = [f"pacheck.fuzz: {self.kernel} on {self.device}, seed {self.seed}", "",
-                 f"{'property':<18} {'result':<7} {'cases':>6} {'seconds':>8}  coverage"]
+                 f"{'property':<18} {'result':<13} {'cases':>6} {'seconds':>8}  coverage"]
         for p in self.properties:
             lines.append(p.line())
             if not p.passed:
@@ -196,7 +209,9 @@ class FuzzResult:
                     lines.append("    replay " + p.replay)
                 else:
                     lines.append("  " + p.message)
-        lines += ["", f"{sum(p.passed for p in self.properties)} properties held, {len(self.failed())} failed"]
+        unexercised = sum(p.exercised_none for p in self.properties)
+        held = sum(p.passed for p in self.properties) - unexercised
+        lines += ["", f"{held} properties held, {unexercised} not exercised, {len(self.failed())} failed"]
         return "\n".join(lines)
 
 
@@ -263,7 +278,8 @@ def fuzz(kernel, properties=None, seed=None, cases=None, budget=None, max_size=1
             text = re.sub(r"(?m)^(\s*repro\s+)pacheck repro .*<python kernel .*$",
                           lambda m: f"{m.group(1)}pacheck.run_cell(None, KERNEL, {p['cell_id']!r})", text)
         r = PropertyResult(p["name"], p["passed"], p["cases"], p["seconds"], p["coverage"], p["over_memory"],
-                           p["message"], text, p["cell_id"], p["shrinks"], p["reproduce"])
+                           p["message"], text, p["cell_id"], p["shrinks"], p["reproduce"],
+                           exercised=p.get("exercised"))
         if not r.passed and r.reproduce:
             r.replay = _replay(kernel, ans["device"], r.name, r.reproduce)
         props.append(r)

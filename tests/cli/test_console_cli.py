@@ -29,7 +29,7 @@ Scenarios:
               --progress-interval 0, negative, 'abc', 'inf', 'nan' and '' are exit 2 naming the option, on run
               and score, before anything is written; a small interval prints [progress] lines on a non-tty
               (done/total, the cells running, the time elapsed); 'off' prints none
-  repro_flags the repro lines of a run, a report and fuzz under --tolerance calibrated --oracle-precision f64
+  repro_flags the repro lines of a run, a report and fuzz under --tolerance calibrated --oracle-precision f32
               carry those flags and reproduce the run's verdict and limit (without them, another limit)
   list_cells  `pacheck list cells --suite S [--kernel K] [--filter RE]`: one pasteable id per line, the ids a
               run of the same selection reports, in the same order; its options refused for other lists
@@ -297,7 +297,7 @@ def scenario_list_cells(args, tmp):
     check("--filter: 'NO-SUCH-CELL' matches none" in p.stdout, p.stdout[-500:])
 
 
-JUDGE = ["--tolerance", "calibrated", "--oracle-precision", "f64"]
+JUDGE = ["--tolerance", "calibrated", "--oracle-precision", "f32"]
 JUDGE_TEXT = " ".join(JUDGE)
 
 

@@ -40,7 +40,7 @@ def scenario_cell_ids(args, tmp):
                       (base.replace("ctx30", "ctx30,"), "seq_lens: entry 1 of 'ctx30,' is empty")]:
         rejected(args, want, *repro, bad + " V:nan@tail")
     rejected(args, "fault: given twice ('V:nan@tail' and 'K:inf@tail')", *repro, base + " V:nan@tail K:inf@tail")
-    want = "--seed: '' is not an unsigned 64-bit integer"
+    want = "--seed: the value is empty (an unset variable?)"
     rejected(args, want, "run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison", "--seed", "")
     out = os.path.join(tmp, "exp")
     rejected(args, want, "export", "--suite", "tail-poison", "--out", out, "--seed", "")

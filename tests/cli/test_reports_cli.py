@@ -520,7 +520,7 @@ def scenario_bad_input(args, tmp):
     # that is a typo and an unwritable --json are refused before the first cell, naming the flag.
     one = ["run", "--device", "cpu", "--kernel", "cpu.reference", "--suite", "tail-poison"]
     rejected("--filter: 'NOTHING' matches none of the", *one, "--filter", "NOTHING")
-    rejected("--seed: '' is not an unsigned 64-bit integer", *one, "--seed", "")
+    rejected("--seed: the value is empty (an unset variable?)", *one, "--seed", "")
     rejected("not a glob", *one, "--filter", "*d128")
     rejected("--cell-timeout: inf s (must be > 0 and finite", *one, "--cell-timeout", "inf")
     rejected("--threads: 100000 (must be 0 to 1024", *one, "--threads", "100000")

@@ -281,6 +281,12 @@ def scenario_verify_tamper(args, tmp):
     # A planted cell the control declined (as gpu.paged_v1_tail_fault declines gate's cells of shapes it
     # does not take) is no planted cell: the run counts planted = caught + missed, and so must verify
     # (it said "caught 79 of its 84 planted cells: blind" of an H100 run whose summary had 0 missed).
+    # evidence_version of the wrong type, signed: named, not a raw JSON library error (fuzz_evidence_json).
+    for version in ("", "1", 1.5, None):
+        d = fresh()
+        forge(d, lambda ev, v=version: ev.__setitem__("evidence_version", v))
+        line = verify(args, d, *S, expect=10, says=[f"evidence.json: evidence_version {json.dumps(version)}"])
+        check("json.exception" not in line, line)
     d = fresh()
     lines = lines_of(d)
     for k, l in enumerate(lines):

@@ -56,7 +56,15 @@ static void attention(const pacheck_kernel_args* a) {
   }
 }
 
+/* PACHECK_TEST_PLUGIN_EXIT=run or =supports: every kernel calls exit(0) from run() or supports() (a library that
+ * ends its host process: in process, pacheck must not exit 0 as if the run had passed). */
+static int exits_in(const char* where) {
+  const char* e = getenv("PACHECK_TEST_PLUGIN_EXIT");
+  return e && strcmp(e, where) == 0;
+}
+
 static pacheck_status run(void* user_data, const pacheck_kernel_args* a, char* error, size_t error_size) {
+  if (exits_in("run")) exit(0);
   attention(a);
   if (a->seq_lens[0] != kTrigger) return PACHECK_OK;
   switch (*(const misbehaviour*)user_data) {
@@ -97,6 +105,15 @@ static pacheck_status supports_errs(void* user_data, const pacheck_case_info* c,
   return PACHECK_ERROR;
 }
 
+/* PACHECK_TEST_PLUGIN_EXIT=supports: supports() calls exit(0). */
+static pacheck_status supports_exits(void* user_data, const pacheck_case_info* c, char* reason, size_t reason_size) {
+  (void)user_data;
+  (void)c;
+  (void)reason;
+  (void)reason_size;
+  exit(0);
+}
+
 pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
   /* PACHECK_TEST_PLUGIN_LOAD=segfault or =abort: die while being registered (pacheck must name the plugin and
    * exit 2, not die with it). */
@@ -123,6 +140,7 @@ pacheck_status pacheck_register_kernels(pacheck_registrar* r) {
     const char* sup = getenv("PACHECK_TEST_PLUGIN_SUPPORTS");
     if (sup && strcmp(sup, "segfault") == 0) d.supports = supports_dies;
     if (sup && strcmp(sup, "error") == 0) d.supports = supports_errs;
+    if (exits_in("supports")) d.supports = supports_exits;
     d.user_data = &kinds[i];
     if (r->add_kernel(r, &d) != PACHECK_OK) return PACHECK_ERROR;
   }
