@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,8 @@
 #include <unordered_set>
 
 #include "cells/cells_internal.hpp"
+#include "core/abi_fields.hpp"
+#include "core/case_fields.hpp"
 #include "faults/inject.hpp"
 #include "judge/summary.hpp"
 #include "pacheck/cells.hpp"
@@ -21,6 +24,19 @@
 namespace {
 
 using nlohmann::json;
+
+/// Every field of the ABI structs a caller lays out itself, by struct, in offset (declaration) order:
+/// {"pacheck_kernel_args": [{"name", "offset", "size", "version"}, ...], ...} (core/abi_fields.hpp), for the
+/// Python module's ctypes check.
+json abi_fields_json() {
+  std::vector<pacheck::AbiField> fields(pacheck::abi_field_table().begin(), pacheck::abi_field_table().end());
+  std::stable_sort(fields.begin(), fields.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  json out = json::object();
+  for (const pacheck::AbiField& f : fields)
+    out[std::string(pacheck::abi_struct_name(f.in))].push_back(
+        {{"name", f.name}, {"offset", f.offset}, {"size", f.size}, {"version", f.version}});
+  return out;
+}
 
 /// A malloc'd copy of `j`'s text, which pacheck_cells_free releases.
 char* to_c(const json& j) {
@@ -108,6 +124,8 @@ int pacheck_cells_info(char** json_out) {
                   {"pacheck_case_info", sizeof(pacheck_case_info)},
                   {"pacheck_kernel_desc", sizeof(pacheck_kernel_desc)},
                   {"pacheck_registrar", sizeof(pacheck_registrar)}}},
+                {"abi_fields", abi_fields_json()},
+                {"case_fields", json::parse(pacheck::case_fields_json())["fields"]},
                 {"suites_dir", pacheck::suites_dir()},
                 {"suites", pacheck::list_suites()},
                 {"timeout_marker", pacheck::cells::kTimeoutMarker}};

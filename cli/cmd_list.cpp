@@ -1,4 +1,4 @@
-// pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions|formats|cells
+// pacheck list kernels|suites|devices|poisons|verdicts|properties|distributions|formats|fields|cells
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -17,6 +17,8 @@
 #endif
 
 namespace pacheck::cli {
+
+void list_fields(bool json);  // cli/cmd_list_fields.cpp
 
 namespace {
 
@@ -101,7 +103,7 @@ void list_cells(const std::string& suite_name, const std::vector<std::string>& k
 
 void add_list_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
-      "list", "list kernels, suites, devices, poisons, verdicts, properties, distributions or report formats");
+      "list", "list kernels, suites, devices, poisons, verdicts, properties, distributions, report formats or case fields");
   auto what = std::make_shared<std::string>();
   auto plugins = std::make_shared<std::vector<std::string>>();
   struct CellsOptions {
@@ -109,11 +111,14 @@ void add_list_command(CLI::App& app, Context& ctx) {
     std::vector<std::string> kernels;
   };
   auto cells = std::make_shared<CellsOptions>();
+  auto json = std::make_shared<bool>(false);
   cmd->add_option("what", *what,
-                  "kernels, suites, devices, poisons, verdicts, properties, distributions, formats or cells")
+                  "kernels, suites, devices, poisons, verdicts, properties, distributions, formats, fields or cells")
       ->required()
-      ->check(CLI::IsMember(
-          {"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions", "formats", "cells"}));
+      ->check(CLI::IsMember({"kernels", "suites", "devices", "poisons", "verdicts", "properties", "distributions",
+                             "formats", "fields", "cells"}));
+  cmd->add_flag("--json", *json, "list fields: the case field table as JSON (what the Python module and case "
+                                 "manifests carry)");
   cmd->add_option("--plugin", *plugins,
                   "list kernels / list cells: also the kernels of this shared library (repeatable), each marked "
                   "with its library");
@@ -121,14 +126,18 @@ void add_list_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--kernel,-k", cells->kernels,
                   "list cells: ids as this kernel runs them (its layout; repeatable; default: the suite's own)");
   cmd->add_option("--filter,-f", cells->filter, "list cells: only ids matching this regular expression");
-  cmd->callback([&ctx, what, cells, plugins] {
+  cmd->callback([&ctx, what, cells, plugins, json] {
     if (!plugins->empty() && *what != "kernels" && *what != "cells")
       throw UsageError(fmt::format("--plugin: only `list kernels` and `list cells` load kernel libraries, not `list {}`",
                                    *what));
     if (*what != "cells" && (!cells->suite.empty() || !cells->kernels.empty() || !cells->filter.empty()))
       throw UsageError(fmt::format("--suite, --kernel and --filter: only for `pacheck list cells`, not `list {}`", *what));
+    if (*json && *what != "fields")
+      throw UsageError(fmt::format("--json: only for `pacheck list fields`, not `list {}`", *what));
     load_plugin_flags(*plugins);
-    if (*what == "cells") {
+    if (*what == "fields") {
+      list_fields(*json);
+    } else if (*what == "cells") {
       list_cells(cells->suite.empty() ? "gate" : cells->suite, cells->kernels, cells->filter);
     } else if (*what == "kernels") {
       for (const auto& k : Registry::global().all()) {

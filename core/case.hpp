@@ -167,7 +167,8 @@ struct FieldBounds {
   long long lo, hi;
 };
 /// The bounds of the integer field `field` ("num_heads", "num_kv_heads", "head_size", "block_size",
-/// "seq_lens", "spare_blocks", "padding_columns", "padding_target", "high_block_ids"); throws std::logic_error for another name.
+/// "seq_lens", "spare_blocks", "padding_columns", "padding_target", "high_block_ids": the rows of
+/// core/case_fields.cpp that have bounds); throws std::logic_error for another name.
 FieldBounds field_bounds(std::string_view field);
 /// `v` as an int after checking it against field_bounds(field); throws CaseError(field, "V is out of range
 /// [LO, HI]").
@@ -208,11 +209,9 @@ struct Case {
   /// A list of ones is stored as empty (plain decode keeps its id).
   std::vector<int> query_lens;
   static constexpr int kMaxQueryLen = 8;
-  /// True when the case uses some attention variant (window, soft cap, ALiBi, sinks or several query tokens).
-  bool has_variant() const {
-    return sliding_window > 0 || logits_soft_cap.has_value() || !alibi_slopes.is_default() || !sinks.is_default() ||
-           max_query_len() > 1;
-  }
+  /// True when the case uses some attention variant (window, soft cap, ALiBi, sinks or several query tokens:
+  /// the case field table's variant rows, core/case_fields.hpp's case_variants()).
+  bool has_variant() const;
   /// Query tokens of sequence `s` (1 for plain decode).
   int query_len(int s) const {
     if (query_lens.empty()) return 1;
@@ -281,19 +280,22 @@ struct Case {
   /// True when some sequence ends inside a block (seq_len % block_size != 0).
   bool straddles() const;
 
-  /// Checks every field; throws CaseError naming the first bad field and why.
+  /// Checks every field (each row's check of core/case_fields.cpp in table order, then the bounds of
+  /// field_bounds, then the pool the case implies); throws CaseError naming the first bad field and why.
   void validate() const;
 
   /// Stable, human-readable id, e.g. "h32/8 d128 bs16 bf16 ctx4090 nhd seed7". It is also the filter
   /// key and the name printed in reports. Non-default dtypes per tensor, distribution and paging options
   /// are appended ("q=f32", "dist=peaked", "pad=5", "ks=0.3~3"), so two different cases never share an id.
   /// Attention variants add "win=W", "cap=C", "alibi=FORM", "sinks=FORM" (HeadValues::text) and
-  /// "qlen=N[,N...]" (query_lens) after the fp8 scales; a case without them keeps the id it always had.
+  /// "qlen=N[,N...]" (query_lens) after the fp8 scales; a case without them keeps the id it always had. The
+  /// tokens and their order are the rows of core/case_fields.cpp (`pacheck list fields`).
   std::string id() const;
 };
 
 /// The case field an attention-variant id token sets ("win=128" -> "sliding_window", "cap=", "alibi=",
-/// "sinks=", "qlen=" -> "query_lens"), or nullptr when `token` is not one.
+/// "sinks=", "qlen=" -> "query_lens": the rows of core/case_fields.cpp whose suite key is "variants"), or
+/// nullptr when `token` is not one.
 const char* variant_token_field(std::string_view token);
 /// Sets the attention-variant field of `c` that `token` names ("win=128", "cap=50", "alibi=geo",
 /// "sinks=-2~2", "sinks=dominant"; HeadValues for the forms; "qlen=4" = 4 query tokens in every sequence,

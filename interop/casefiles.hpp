@@ -8,9 +8,18 @@
 //  outputs exactly as `pacheck run` would (same verdicts, same reports; `--cell ID` scores one cell, which is
 //  the repro line score prints for a failing one).
 //
+// The format is written by interop/export.cpp and read by interop/score.cpp through one schema
+// (interop/casefile_schema.hpp); the case's own fields in it (its scalars, their versions) are the rows of the
+// case field table (core/case_fields.hpp).
+//
 // `export_cases` writes into DIR:
 //   manifest.json  {"format": "pacheck-cases", "format_version": 4, "pacheck", "abi_version", "suite",
-//                   "kernel_layout", "left_out": [...], "files": [...], "cells": [...]}
+//                   "kernel_layout", "left_out": [...], "case_fields": [...], "files": [...], "cells": [...]}
+//     case_fields: the case field table as `pacheck list fields --json` gives it (name, kind, id token, the
+//               case-file tensors that carry each field and the format_version that added them, the
+//               PACHECK_VARIANT_* bit of an attention variant, ...): a runner finds there which tensors carry
+//               which attention variant (examples/python/runner.py declines a variant it does not implement).
+//               Informational: score does not read it, and an export without it scores as before.
 //     left_out[k]: selected cells of one kind no case file can carry, {"kind" ("layout", "dtype",
 //               "high_block_ids"), "cells" (how many), "reason"}; kinds with no cell are not listed. `pacheck
 //               score` prints each after its summary ("not scored: the export left out ..."), so a user sees

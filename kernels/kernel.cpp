@@ -57,29 +57,13 @@ std::string kernel_name_problem(std::string_view name) {
   return {};
 }
 
-unsigned case_variants(const Case& c) {
-  unsigned v = 0;
-  if (c.sliding_window > 0) v |= PACHECK_VARIANT_SLIDING_WINDOW;
-  if (c.logits_soft_cap) v |= PACHECK_VARIANT_SOFT_CAP;
-  if (!c.alibi_slopes.is_default()) v |= PACHECK_VARIANT_ALIBI;
-  if (!c.sinks.is_default()) v |= PACHECK_VARIANT_SINKS;
-  if (c.max_query_len() > 1) v |= PACHECK_VARIANT_MULTI_QUERY;
-  return v;
-}
-
 std::optional<Support> variant_decline(const Case& c, unsigned implemented, const std::string& kernel) {
   const unsigned missing = case_variants(c) & ~implemented;
-  if (missing & PACHECK_VARIANT_SLIDING_WINDOW)
-    return Support::no(fmt::format("sliding_window {}: {} does not implement a sliding window", c.sliding_window, kernel));
-  if (missing & PACHECK_VARIANT_SOFT_CAP)
-    return Support::no(fmt::format("logits_soft_cap {}: {} does not implement a logit soft cap", *c.logits_soft_cap, kernel));
-  if (missing & PACHECK_VARIANT_ALIBI)
-    return Support::no(fmt::format("alibi_slopes {}: {} does not implement ALiBi", c.alibi_slopes.text(), kernel));
-  if (missing & PACHECK_VARIANT_SINKS)
-    return Support::no(fmt::format("sinks {}: {} does not implement attention sinks", c.sinks.text(), kernel));
-  if (missing & PACHECK_VARIANT_MULTI_QUERY)
-    return Support::no(fmt::format("query_len {}: {} takes one query token per sequence (no query_start_loc)",
-                                   c.max_query_len(), kernel));
+  for (const CaseField& f : case_field_table())
+    if (missing & f.variant_bit) {
+      const std::string subject = f.decline_subject ? f.decline_subject(c) : fmt::format("{} {}", f.name, f.id_text(c));
+      return Support::no(fmt::format("{}: {} {}", subject, kernel, f.variant_lacks));
+    }
   return std::nullopt;
 }
 
@@ -91,7 +75,7 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
                               const float* v_scales_per_slot) {
   pacheck_kernel_args a{};
   a.struct_size = sizeof(pacheck_kernel_args);
-  set_case_fields(a, c);
+  set_case_fields(a, c);  // the case's own fields; what the paged cache holds and the buffers follow
   a.num_blocks = pc.num_blocks;
   a.max_blocks_per_seq = pc.max_blocks_per_seq;
   a.query = query;
@@ -109,7 +93,6 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   a.out = out;
   a.out_stride_head = c.head_size;
   a.out_stride_seq = static_cast<std::int64_t>(c.num_heads) * c.head_size;
-  a.scale = c.effective_scale();
   if ((pc.k_per_head && !k_scales_per_head) || (pc.v_per_head && !v_scales_per_head))
     throw std::invalid_argument("make_args: the cache has per-KV-head scales but no device copy of them was given");
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -126,12 +109,9 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   a.k_scales_per_slot = k_slot ? k_scales_per_slot : nullptr;
   a.v_scales_per_slot = v_slot ? v_scales_per_slot : nullptr;
   a.stream = nullptr;
-  // Version 2: host-side lengths; the query rows (one per sequence, or query_start_loc), and the case's
-  // attention variants.
+  // Version 2: host-side lengths, and the query rows' offsets with several query tokens per sequence.
   a.seq_lens_host = pc.seq_lens.data();
   a.max_seq_len = pc.seq_lens.empty() ? 0 : *std::max_element(pc.seq_lens.begin(), pc.seq_lens.end());
-  a.max_query_len = c.max_query_len();
-  a.num_query_tokens = c.num_query_tokens();
   a.query_start_loc = nullptr;
   a.query_start_loc_host = nullptr;
   if (c.max_query_len() > 1) {
@@ -143,8 +123,6 @@ pacheck_kernel_args make_args(const Case& c, const PagedCache& pc, const void* q
   }
   if ((!c.alibi_slopes.is_default() && !alibi_slopes) || (!c.sinks.is_default() && !sinks))
     throw std::invalid_argument("make_args: the case has ALiBi slopes or sinks but no device copy of them was given");
-  a.sliding_window = c.sliding_window;
-  a.logits_soft_cap = c.logits_soft_cap ? *c.logits_soft_cap : 0.0f;
   a.alibi_slopes = c.alibi_slopes.is_default() ? nullptr : alibi_slopes;
   a.sinks = c.sinks.is_default() ? nullptr : sinks;
   return a;

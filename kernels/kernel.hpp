@@ -21,11 +21,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/case.hpp"
+#include "core/case_fields.hpp"
 #include "core/cell.hpp"
 #include "faults/inject.hpp"
 #include "pacheck/kernel_abi.h"
@@ -107,10 +109,9 @@ inline constexpr std::size_t kMaxKernelNameLength = 64;
 /// ' ' (allowed: ...)"), or "" when it follows it. Non-printable characters are named by their code.
 std::string kernel_name_problem(std::string_view name);
 
-/// The PACHECK_VARIANT_* bits case `c` needs (0 for plain decode).
-unsigned case_variants(const Case& c);
-/// A decline for the first variant of `c` not in `implemented` (PACHECK_VARIANT_* bits), naming the field
-/// ("sliding_window 128: KERNEL does not implement a sliding window"), or nullopt when every one is.
+/// A decline for the first variant of `c` (core/case_fields.hpp's case_variants, in table order) not in
+/// `implemented` (PACHECK_VARIANT_* bits), naming the field ("sliding_window 128: KERNEL does not implement a
+/// sliding window"), or nullopt when every one is.
 std::optional<Support> variant_decline(const Case& c, unsigned implemented, const std::string& kernel);
 
 /// The built-in kernels and those added at run time (plugins). Names are unique.
@@ -145,20 +146,16 @@ KernelPtr make_cpu_split_kv(int partition, bool partials_in_out_dtype = false);
 /// head's K and V scales set to 1).
 KernelPtr make_cpu_scale_fault(std::string name, const ScaleFault& f);
 
-/// Copies the shape and dtypes of case `c` into an ABI struct that names them as the C ABI does
-/// (pacheck_kernel_args, pacheck_case_info): num_seqs, num_heads, num_kv_heads, head_size, block_size,
-/// layout, q_dtype, kv_dtype, out_dtype. The enums share their values with the ABI's.
-template <class AbiStruct>
-void set_case_fields(AbiStruct& a, const Case& c) {
-  a.num_seqs = c.num_seqs();
-  a.num_heads = c.num_heads;
-  a.num_kv_heads = c.num_kv_heads;
-  a.head_size = c.head_size;
-  a.block_size = c.block_size;
-  a.layout = static_cast<pacheck_layout>(c.layout);
-  a.q_dtype = static_cast<pacheck_dtype>(c.q_dtype);
-  a.kv_dtype = static_cast<pacheck_dtype>(c.kv_dtype);
-  a.out_dtype = static_cast<pacheck_dtype>(c.out_dtype);
+/// Writes every scalar field of case `c` that the ABI struct (pacheck_kernel_args or pacheck_case_info)
+/// carries, as the case field table's abi column gives them (core/case_fields.cpp; write_case_abi): num_seqs,
+/// num_heads, num_kv_heads, head_size, block_size, layout, q/kv/out dtype, max_seq_len, scale, the case
+/// info's scale forms and per-tensor scales, sliding_window, logits_soft_cap, has_alibi / has_sinks,
+/// max_query_len, num_query_tokens. Pointers and what the paged cache holds are the caller's.
+template <class Abi>
+void set_case_fields(Abi& a, const Case& c) {
+  static_assert(std::is_same_v<Abi, pacheck_kernel_args> || std::is_same_v<Abi, pacheck_case_info>);
+  AbiWriter w(std::is_same_v<Abi, pacheck_kernel_args> ? AbiStruct::kernel_args : AbiStruct::case_info, &a);
+  write_case_abi(c, w);
 }
 
 /// Fills the ABI argument struct for case `c` and cache `pc` with the given buffer pointers (which live on

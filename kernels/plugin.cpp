@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <mutex>
 
@@ -197,13 +196,6 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
   return out;
 }
 
-/// The scale form of one fp8 cache of case `c` as the ABI names it.
-pacheck_scale_form scale_form_of(const Case& c, const KvScale& s) {
-  if (!is_fp8(c.kv_dtype)) return PACHECK_SCALE_FORM_NONE;
-  if (s.per_slot()) return PACHECK_SCALE_FORM_PER_SLOT;
-  return s.per_head() ? PACHECK_SCALE_FORM_PER_KV_HEAD : PACHECK_SCALE_FORM_PER_TENSOR;
-}
-
 const char* scale_form_words(pacheck_scale_form f) {
   switch (f) {
     case PACHECK_SCALE_FORM_NONE: return "none";
@@ -292,7 +284,12 @@ class PluginKernel final : public Kernel {
       return Support::no(fmt::format("num_heads {} is not a multiple of num_kv_heads {}", c.num_heads, c.num_kv_heads));
     if (!listed(d_.gqa_ratios, c.gqa_ratio()))
       return Support::no(fmt::format("gqa ratio {}: the plugin lists {}", c.gqa_ratio(), ints(d_.gqa_ratios)));
-    const pacheck_scale_form kf = scale_form_of(c, c.k_scale), vf = scale_form_of(c, c.v_scale);
+    // The case as supports() sees it: its fields from the case field table (core/case_fields.cpp), the host
+    // arrays below.
+    pacheck_case_info info{};
+    info.struct_size = sizeof info;
+    set_case_fields(info, c);
+    const pacheck_scale_form kf = info.k_scale_form, vf = info.v_scale_form;
     if (d_.scale_forms != 0) {
       std::vector<std::string> forms;
       for (auto f : {PACHECK_SCALE_FORM_PER_TENSOR, PACHECK_SCALE_FORM_PER_KV_HEAD, PACHECK_SCALE_FORM_PER_SLOT})
@@ -310,31 +307,10 @@ class PluginKernel final : public Kernel {
     std::vector<std::int32_t> query_lens(lens.size());
     for (int s = 0; s < c.num_seqs(); ++s) query_lens[static_cast<std::size_t>(s)] = c.query_len(s);
     const std::vector<float> ks = c.k_scale.resolve(c.num_kv_heads), vs = c.v_scale.resolve(c.num_kv_heads);
-    pacheck_case_info info{};
-    info.struct_size = sizeof info;
-    set_case_fields(info, c);
     info.seq_lens = lens.data();
-    info.max_seq_len = lens.empty() ? 0 : *std::max_element(lens.begin(), lens.end());
-    info.scale = c.effective_scale();
-    constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-    info.k_scale_form = kf;
-    info.v_scale_form = vf;
-    auto scalar = [&](pacheck_scale_form f, const std::vector<float>& v) {
-      return f == PACHECK_SCALE_FORM_PER_KV_HEAD || f == PACHECK_SCALE_FORM_PER_SLOT ? kNaN
-             : f == PACHECK_SCALE_FORM_NONE                                          ? 1.0f
-                                                                                     : v.at(0);
-    };
-    info.k_scale = scalar(kf, ks);
-    info.v_scale = scalar(vf, vs);
     info.k_scales_per_head = kf == PACHECK_SCALE_FORM_PER_KV_HEAD ? ks.data() : nullptr;
     info.v_scales_per_head = vf == PACHECK_SCALE_FORM_PER_KV_HEAD ? vs.data() : nullptr;
-    // Attention variants (issue 19), query tokens per sequence included (all 1 for plain decode).
-    info.max_query_len = c.max_query_len();
-    info.query_lens = query_lens.data();
-    info.sliding_window = c.sliding_window;
-    info.logits_soft_cap = c.logits_soft_cap ? *c.logits_soft_cap : 0.0f;
-    info.has_alibi = c.alibi_slopes.is_default() ? 0 : 1;
-    info.has_sinks = c.sinks.is_default() ? 0 : 1;
+    info.query_lens = query_lens.data();  // all 1 for plain decode
     char reason[PACHECK_MESSAGE_SIZE] = {};
     const std::int32_t st = enum_bits(d_.supports(d_.user_data, &info, reason, sizeof reason));
     reason[sizeof reason - 1] = '\0';

@@ -1,5 +1,7 @@
 #include "properties/generators.hpp"
 
+#include "core/case_fields.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -207,9 +209,9 @@ CaseSpace full_space() {
   sp.aiter_layout = true;
   sp.dists = kDists;
   sp.offset_dists = kOffsetDists;
-  sp.variants = kDrawnVariants;
   sp.fp8_dtypes = kFp8DTypes;
   sp.per_head_scales = sp.per_slot_scales = true;
+  for (const CaseField& f : case_field_table()) sp.variants |= f.variant_bit;
   return sp;
 }
 
@@ -300,11 +302,12 @@ CaseSpace probe_space(const KernelPtr& k) {
     c.dist = d;
     if (ok(c)) sp.offset_dists.push_back(d);
   }
-  sp.variants = k->variants() & kDrawnVariants;
-  {
+  // Each attention variant of the case field table, tried with its example value ("win=16", "qlen=3").
+  for (const CaseField& f : case_field_table()) {
+    if (!f.variant_bit) continue;
     Case c = *base;
-    c.query_lens = {3};
-    sp.query_lens = ok(c);
+    f.parse(f, f.example.substr(f.token.size()), c);
+    if (ok(c)) sp.variants |= f.variant_bit;
   }
   for (DType t : all.fp8_dtypes) {
     Case c = *base;
@@ -476,11 +479,11 @@ Gen<Case> gen_case(const CaseSpace& sp) {
                         });
       });
     });
-  if (sp.query_lens)
+  if (sp.variants & PACHECK_VARIANT_MULTI_QUERY)
     g = gen::mapcat(std::move(g), [sp](Case c) {
       return gen::withSize([sp, c](int size) { return gen_query_lens(c, size, work_budget(sp, size)); });
     });
-  if (sp.variants != 0)
+  if (sp.variants & kDrawnVariants)
     g = gen::mapcat(std::move(g), [sp](Case c) {
       return gen::withSize([sp, c](int size) { return gen_variant(c, size, sp.variants); });
     });

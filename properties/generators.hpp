@@ -34,19 +34,18 @@ struct CaseSpace {
   /// probe_space). gen_case moves one case in 8 from size 10 to one of them (16/32-bit caches only); empty:
   /// none (the properties whose domain leaves them out clear it, docs/PROPERTIES.md, Domains).
   std::vector<Dist> offset_dists;
-  /// The attention variants (PACHECK_VARIANT_* bits of SLIDING_WINDOW, SOFT_CAP, ALIBI, SINKS) the generators
-  /// may draw for real (Kernel::variants(); full_space: all four): from size 10 one case in 8 gets one of
-  /// them (gen_variant). 0: none (a property whose domain leaves them out clears it).
-  unsigned variants = 0;
   /// fp8 cache encodings the kernel takes (probe_space; full_space: all three). gen_case moves one case in 8
   /// from size 10 to one of them (gen_fp8: its scale form drawn among those below). Empty: no fp8 draw; the
   /// properties whose transforms do not carry fp8 codes and scales clear it (docs/PROPERTIES.md, Domains).
   std::vector<DType> fp8_dtypes;
   bool per_head_scales = false;  ///< the kernel takes per-KV-head fp8 scales (PACHECK_SCALE_FORM_PER_KV_HEAD)
   bool per_slot_scales = false;  ///< the kernel takes per-slot fp8 scale tables (seed 002, PER_SLOT)
-  /// Whether cases may carry several query tokens per sequence (Case::query_lens, issue 19): the kernel
-  /// accepts a case with query_len 3 (probe_space), or every kernel (full_space).
-  bool query_lens = true;
+  /// The attention variants (PACHECK_VARIANT_* bits) the kernel takes: probe_space tries each variant row of
+  /// the case field table (core/case_fields.hpp) with its example value; full_space has them all. Cases carry
+  /// several query tokens per sequence (Case::query_lens) only with PACHECK_VARIANT_MULTI_QUERY; from size 10
+  /// one case in 8 gets one of its SLIDING_WINDOW, SOFT_CAP, ALIBI and SINKS for real (gen_variant). A
+  /// property whose domain leaves the real variants out clears those bits (docs/PROPERTIES.md, Domains).
+  unsigned variants = 0;
   /// Work bound at the largest size (100), in units of padded tokens x num_heads x head_size summed over
   /// sequences; smaller sizes get proportionally less (work_budget). The CPU kernels are scalar code, so
   /// this is what keeps a property run of hundreds of cases within seconds.
@@ -92,12 +91,12 @@ rc::Gen<int> gen_scale_choice();
 /// dtypes, layout, distribution, seed and paging (spare_blocks, padding_columns, padding_target),
 /// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it;
 /// then the softmax scale (gen_scale_choice: non-default one case in four), high block ids (from size 20,
-/// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.query_lens`, several query tokens
-/// (gen_query_lens: from size 10, one case in 8) and one real attention variant (gen_variant, one case in 8
-/// from size 10, among space.variants); before those, from size 10, one case in 8 gets an offset distribution
-/// (space.offset_dists: logits far from zero) and, after it, one case in 8 an fp8 cache when the space has
-/// fp8_dtypes (with_fp8: scale 1, per tensor and per KV head a sixth each, per slot half; not with an offset
-/// distribution, which needs a 16/32-bit cache).
+/// one case in 16 past 2^31 and one in 16 past 2^32) and, when `space.variants` has MULTI_QUERY, several query
+/// tokens (gen_query_lens: from size 10, one case in 8) and one real attention variant (gen_variant, one case in
+/// 8 from size 10, among space.variants' SLIDING_WINDOW, SOFT_CAP, ALIBI and SINKS); before those, from size 10,
+/// one case in 8 gets an offset distribution (space.offset_dists: logits far from zero) and, after it, one case
+/// in 8 an fp8 cache when the space has fp8_dtypes (with_fp8: scale 1, per tensor and per KV head a sixth each,
+/// per slot half; not with an offset distribution, which needs a 16/32-bit cache).
 rc::Gen<Case> gen_case(const CaseSpace& space);
 
 /// Query tokens per sequence for `c` (issue 19, speculative decode): from RapidCheck size 10, one case in 8

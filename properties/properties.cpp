@@ -784,7 +784,7 @@ void scale_folding(Property self, const KernelUnderTest& t) {
 void overflow(Property self, const KernelUnderTest& t) {
   CaseSpace sp = t.space;
   sp.fp8_dtypes.clear();  // dist=overflow's V is at the 16/32-bit output dtype's limit (Domains)
-  sp.variants = 0;        // and its logits those of extreme, plain
+  sp.variants &= PACHECK_VARIANT_MULTI_QUERY;  // and its logits those of extreme, plain (query tokens stay)
   Cell cell = *gen_cell(sp, false);
   cell.c.dist = Dist::overflow;
   RC_PRE(t.kernel->supports(cell.c).ok);
@@ -833,7 +833,7 @@ void neutral_variants(Property self, const KernelUnderTest& t) {
   // on short cases (300 cases on each of the 11 registered CPU kernels: 8.3 s of CPU together).
   CaseSpace space = t.space;
   space.max_work = std::max<std::int64_t>(1 << 14, t.space.max_work / 32);
-  space.variants = 0;  // the plain case: the neutral variant is added to it below
+  space.variants &= PACHECK_VARIANT_MULTI_QUERY;  // the plain case: the neutral variant is added to it below
   const Cell drawn = *gen_cell(space, false);
   std::vector<unsigned> kinds;
   for (unsigned v : {PACHECK_VARIANT_SLIDING_WINDOW, PACHECK_VARIANT_ALIBI, PACHECK_VARIANT_SOFT_CAP,

@@ -118,10 +118,12 @@ TEST(Generators, ProbeFindsWhetherTheKernelTakesSeveralQueryTokens) {
     void run(const pacheck_kernel_args&) const override {}
   };
   const CaseSpace one = probe_space(std::make_shared<OneQueryToken>());
-  EXPECT_FALSE(one.query_lens);
+  EXPECT_FALSE(one.variants & PACHECK_VARIANT_MULTI_QUERY);
+  // Every other variant row's example (core/case_fields.cpp) is a valid case the kernel takes.
+  EXPECT_EQ(one.variants, PACHECK_VARIANT_KNOWN & ~PACHECK_VARIANT_MULTI_QUERY);
   const auto gen = gen_case(one);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(gen(rc::Random(i), i % 101).value().max_query_len(), 1);
-  EXPECT_TRUE(probe_space(std::make_shared<Narrow>()).query_lens);
+  EXPECT_TRUE(probe_space(std::make_shared<Narrow>()).variants & PACHECK_VARIANT_MULTI_QUERY);
 }
 
 // Every registered CPU kernel: the space probed from it generates only cells it supports, so no property

@@ -1,5 +1,6 @@
 #include "suites/suite.hpp"
 
+#include "core/case_fields.hpp"
 #include "core/files.hpp"
 
 #include <dlfcn.h>
@@ -14,8 +15,10 @@
 #include <optional>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <sstream>
 #include <unordered_set>
@@ -195,40 +198,6 @@ int bounded(const std::string& file, int line, std::string_view key, std::string
   } catch (const CaseError& e) {
     throw SuiteError(file, line, std::string(key), e.reason);
   }
-}
-
-/// One axis of a [[cells]] group: its key and how many values it lists.
-struct Axis {
-  const char* key;
-  std::size_t values;
-};
-
-/// Refuses the [[cells]] group at `line` of `file` before it is expanded when the suite, `before` cells and
-/// `before_seqs` sequences so far, would pass kMaxSuiteCells cells or kMaxSuiteSequences sequences with it:
-/// the group's cells are the product of its axes (`seq_lens` counted by its batches, holding `batch_seqs`
-/// sequences together). The SuiteError names the group, its cells and the axes that multiply.
-void check_group_size(const std::string& file, int line, const std::vector<Axis>& axes, std::size_t batch_seqs,
-                      double before, double before_seqs) {
-  double cells = 1, others = 1;  // doubles: a product of a few large axes overflows std::size_t
-  std::string product;
-  for (const Axis& a : axes) {
-    cells *= static_cast<double>(a.values);
-    if (std::string_view(a.key) != "seq_lens") others *= static_cast<double>(a.values);
-    if (a.values > 1) product += fmt::format("{}{} {}", product.empty() ? "" : " x ", a.key, a.values);
-  }
-  const double seqs = others * static_cast<double>(batch_seqs);
-  const std::string axes_text = product.empty() ? "" : fmt::format(" ({})", product);
-  const std::string so_far = before > 0 ? fmt::format(", after {:.0f} cells before it", before) : "";
-  if (before + cells > static_cast<double>(kMaxSuiteCells))
-    throw SuiteError(file, line, "cells",
-                     fmt::format("this group expands into {:.0f} cells{}{}, over the {} a suite may hold: split it "
-                                 "into several suites, or drop values from an axis",
-                                 cells, axes_text, so_far, kMaxSuiteCells));
-  if (before_seqs + seqs > static_cast<double>(kMaxSuiteSequences))
-    throw SuiteError(file, line, "cells",
-                     fmt::format("this group's {:.0f} cells{} hold {:.0f} sequences{}, over the {} a suite's cells may "
-                                 "hold together: split it into several suites",
-                                 cells, axes_text, seqs, before_seqs > 0 ? " more" : "", kMaxSuiteSequences));
 }
 
 /// Reads a suite file, tracking file name for errors.
@@ -474,38 +443,60 @@ class Parser {
     return k;
   }
 
-  void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
-    check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
-                   "spare_blocks", "padding_columns", "padding_target", "scale", "scales", "k_scale", "v_scale",
-                   "k_scale_range", "v_scale_range", "k_scale_slot", "v_scale_slot", "variants", "high_block_ids"},
-               "cells.");
-    const int gline = line_of(g);
-    // heads = ["32/8", ...]
-    struct Heads {
-      int h, kv, line;
-    };
-    std::vector<Heads> heads;
+  // --- A [[cells]] group as a product of axes -------------------------------------------------------------
+  /// One value of an axis and the TOML line an error about the fields it sets points at. `value` holds the
+  /// fields of the axis's key (the case field table's rows whose suite_key it is), copied into each cell;
+  /// `apply`, when set, sets the cell instead (a value that depends on another axis's, or a cell's own).
+  struct AxisItem {
+    Case value;
+    int line = 0;
+    std::function<void(SuiteCell&)> apply;
+  };
+  /// A suite key and its values: a group expands into the product of its axes, the last varying fastest.
+  struct Axis {
+    std::string key;
+    std::vector<AxisItem> items;
+  };
+
+  /// An axis of one item per (value, line) of `values`, `set` writing the value into the item's Case.
+  template <typename T, typename Set>
+  static Axis axis_of(std::string key, const std::vector<std::pair<T, int>>& values, Set&& set) {
+    Axis a{std::move(key), {}};
+    for (const auto& [v, line] : values) {
+      a.items.emplace_back();
+      set(a.items.back().value, v);
+      a.items.back().line = line;
+    }
+    return a;
+  }
+
+  /// A number of a heads item, saturated to the long long range when it is too large to read (the range check
+  /// then names it); nullopt when it is not an integer.
+  static std::optional<long long> heads_number(std::string_view t) {
+    long long v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec == std::errc::result_out_of_range && p == t.data() + t.size())
+      return t.starts_with('-') ? std::numeric_limits<long long>::min() : std::numeric_limits<long long>::max();
+    if (ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
+    return v;
+  }
+
+  /// heads = ["32/8", ...]: num_heads and num_kv_heads, each range-checked at its item's line.
+  Axis heads_axis(const toml::table& g) {
     auto hn = g["heads"];
-    if (!hn) throw SuiteError(file_, gline, "cells.heads", "missing (e.g. heads = [\"32/8\"])");
+    if (!hn) throw SuiteError(file_, line_of(g), "cells.heads", "missing (e.g. heads = [\"32/8\"])");
+    std::vector<std::pair<std::array<int, 2>, int>> heads;
     for (const auto& [text, line] : string_list(*hn.node(), "cells.heads")) {
       const auto slash = text.find('/');
       std::optional<long long> parts[2];
-      auto number = [&](std::string_view t) -> std::optional<long long> {
-        long long v = 0;
-        auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-        if (ec == std::errc::result_out_of_range && p == t.data() + t.size())
-          return t.starts_with('-') ? std::numeric_limits<long long>::min() : std::numeric_limits<long long>::max();
-        if (ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
-        return v;
-      };
       if (slash != std::string::npos) {
-        parts[0] = number(std::string_view(text).substr(0, slash));
-        parts[1] = number(std::string_view(text).substr(slash + 1));
+        parts[0] = heads_number(std::string_view(text).substr(0, slash));
+        parts[1] = heads_number(std::string_view(text).substr(slash + 1));
       }
       if (!parts[0] || !parts[1])
         throw SuiteError(file_, line, "cells.heads", fmt::format("'{}' is not \"num_heads/num_kv_heads\"", text));
       const std::string_view names[2] = {"num_heads", "num_kv_heads"};
-      int hkv[2] = {0, 0};
+      std::array<int, 2> hkv{};
       for (int i = 0; i < 2; ++i) {
         try {
           hkv[i] = checked_field(names[i], *parts[i]);
@@ -515,25 +506,31 @@ class Parser {
           throw SuiteError(file_, line, "cells.heads", fmt::format("{} {} is out of range [{}, {}]", names[i], t, b.lo, b.hi));
         }
       }
-      heads.push_back({hkv[0], hkv[1], line});
+      heads.emplace_back(hkv, line);
     }
-    auto need_ints = [&](std::string_view key) {
-      auto n = g[key];
-      if (!n) throw SuiteError(file_, gline, fmt::format("cells.{}", key), "missing");
-      return int_list(*n.node(), fmt::format("cells.{}", key));
-    };
-    // Each value range-checked for its case field, at its own line.
-    auto need_bounded = [&](std::string_view key, std::string_view case_field) {
-      std::vector<std::pair<int, int>> out;
-      for (const auto& [v, l] : need_ints(key)) out.emplace_back(bounded(file_, l, fmt::format("cells.{}", key), case_field, v), l);
-      return out;
-    };
-    const auto head_sizes = need_bounded("head_sizes", "head_size");
-    const auto block_sizes = need_bounded("block_sizes", "block_size");
-    // seq_lens = [4090, [100, 33]]: an int is a one-sequence cell, an array a batch.
+    return axis_of("heads", heads, [](Case& c, const std::array<int, 2>& h) {
+      c.num_heads = h[0];
+      c.num_kv_heads = h[1];
+    });
+  }
+
+  /// A required integer key (head_sizes, block_sizes), each value range-checked for the case field `field`
+  /// at its own line.
+  Axis bounded_axis(const toml::table& g, std::string_view key, std::string_view field, int Case::*member) {
+    auto n = g[key];
+    if (!n) throw SuiteError(file_, line_of(g), fmt::format("cells.{}", key), "missing");
+    std::vector<std::pair<int, int>> values;
+    for (const auto& [v, l] : int_list(*n.node(), fmt::format("cells.{}", key)))
+      values.emplace_back(bounded(file_, l, fmt::format("cells.{}", key), field, v), l);
+    return axis_of(std::string(key), values, [member](Case& c, int v) { c.*member = v; });
+  }
+
+  /// seq_lens = [4090, [100, 33], { cycle = [...], count = N }]: an int is a one-sequence cell, an array a
+  /// batch, a table a generated batch.
+  Axis seq_lens_axis(const toml::table& g) {
     std::vector<std::pair<std::vector<int>, int>> batches;
     auto sn = g["seq_lens"];
-    if (!sn) throw SuiteError(file_, gline, "cells.seq_lens", "missing");
+    if (!sn) throw SuiteError(file_, line_of(g), "cells.seq_lens", "missing");
     const toml::array* sa = sn.as_array();
     if (!sa || sa->empty()) throw SuiteError(file_, line_of(*sn.node()), "cells.seq_lens", "must be a non-empty array");
     for (const auto& e : *sa) {
@@ -550,6 +547,11 @@ class Parser {
                          "items must be integers, arrays of integers or { cycle = [N, ...], count = M } tables");
       }
     }
+    return axis_of("seq_lens", batches, [](Case& c, const std::vector<int>& lens) { c.seq_lens = lens; });
+  }
+
+  /// dtypes = ["bf16", "q=f32,kv=bf16,o=f32"]: q, kv and out dtypes. Errors about them point at the key.
+  Axis dtypes_axis(const toml::table& g) {
     const auto dtypes = parsed_list<std::array<DType, 3>>(g, "dtypes", {"bf16"}, [](const std::string& t) {
       // "bf16" (q = kv = out) or "q=f32,kv=bf16,o=f32"
       if (t.find('=') == std::string::npos) { DType d = parse_dtype(t); return std::array<DType, 3>{d, d, d}; }
@@ -569,19 +571,55 @@ class Parser {
       if (seen.size() != 3) throw std::invalid_argument("'" + t + "' must name q=, kv= and o=");
       return r;
     });
-    const auto faults = parsed_list<FaultSpec>(g, "faults", {"clean"}, [](const std::string& t) { return parse_fault(t); });
-    const auto layouts = parsed_list<std::optional<Layout>>(g, "layouts", {"native"}, [](const std::string& t) {
-      return t == "native" ? std::optional<Layout>{} : std::optional<Layout>{parse_layout(t)};
-    });
-    const auto dists = parsed_list<Dist>(g, "dists", {"normal"}, [](const std::string& t) { return parse_dist(t); });
-    std::vector<std::pair<long long, int>> seeds{{7, gline}};
+    Axis a{"dtypes", {}};
+    for (const auto& d : dtypes) {
+      a.items.emplace_back();
+      std::tie(a.items.back().value.q_dtype, a.items.back().value.kv_dtype, a.items.back().value.out_dtype) =
+          std::tuple{d[0], d[1], d[2]};
+      a.items.back().line = key_line(g, "dtypes");
+    }
+    return a;
+  }
+
+  /// layouts = ["native", "vllm", ...]: a native cell runs in each kernel's preferred layout (vllm here).
+  Axis layouts_axis(const toml::table& g) {
+    Axis a{"layouts", {}};
+    for (const auto& layout : parsed_list<std::optional<Layout>>(g, "layouts", {"native"}, [](const std::string& t) {
+           return t == "native" ? std::optional<Layout>{} : std::optional<Layout>{parse_layout(t)};
+         })) {
+      a.items.emplace_back();
+      a.items.back().line = line_of(g);
+      a.items.back().apply = [layout](SuiteCell& sc) {
+        sc.cell.c.layout = layout.value_or(Layout::vllm);
+        sc.native_layout = !layout.has_value();
+      };
+    }
+    return a;
+  }
+
+  /// dists = ["normal", ...]; an error about a cell's dist points at the key.
+  Axis dists_axis(const toml::table& g) {
+    std::vector<std::pair<Dist, int>> dists;
+    for (Dist d : parsed_list<Dist>(g, "dists", {"normal"}, [](const std::string& t) { return parse_dist(t); }))
+      dists.emplace_back(d, key_line(g, "dists"));
+    return axis_of("dists", dists, [](Case& c, Dist d) { c.dist = d; });
+  }
+
+  /// seeds = [7, ...], each in [0, 2^64 - 1].
+  Axis seeds_axis(const toml::table& g) {
+    std::vector<std::pair<long long, int>> seeds{{7, line_of(g)}};
     if (auto n = g["seeds"]) seeds = int_list(*n.node(), "cells.seeds");
     for (const auto& [seed, line] : seeds)
       if (seed < 0)
         throw SuiteError(file_, line, "cells.seeds",
                          fmt::format("{} is out of range [0, {}]", seed, std::numeric_limits<std::uint64_t>::max()));
-    // The softmax scale axis: `scales = [...]` (items of parse_scale_item), or the older `scale = NUMBER`.
-    std::vector<std::pair<SoftmaxScale, int>> scales{{SoftmaxScale{}, gline}};
+    return axis_of("seeds", seeds, [](Case& c, long long s) { c.seed = static_cast<std::uint64_t>(s); });
+  }
+
+  /// The softmax scale axis: `scales = [...]` (items of parse_scale_item), or the older `scale = NUMBER`. A
+  /// scale is resolved for the cell's head_size (its default is left out of the id).
+  Axis scales_axis(const toml::table& g) {
+    std::vector<std::pair<SoftmaxScale, int>> scales{{SoftmaxScale{}, line_of(g)}};
     if (g["scale"] && g["scales"])
       throw SuiteError(file_, key_line(g, "scales"), "cells.scales", "give scale or scales, not both");
     if (auto n = g["scale"]) {
@@ -606,42 +644,63 @@ class Parser {
         }
       }
     }
-    // The attention-variant axis (issue 19): variants = ["none", "win=128", "cap=50 alibi=geo", ...], each
-    // item a space-separated set of the case id's variant tokens (apply_variant_token), "none" for plain decode.
-    std::vector<std::pair<Case, int>> variants{{Case{}, gline}};
+    Axis a{"scales", {}};
+    for (const auto& [scale, line] : scales) {
+      a.items.emplace_back();
+      a.items.back().line = line;
+      a.items.back().apply = [scale](SuiteCell& sc) { sc.cell.c.scale = scale.resolve(sc.cell.c.head_size); };
+    }
+    return a;
+  }
+
+  /// variants = ["none", "win=128", "cap=50 alibi=geo", ...]: each item a space-separated set of the id tokens
+  /// of the case fields whose suite key is "variants" (core/case_fields.hpp), "none" for plain decode.
+  Axis variants_axis(const toml::table& g) {
+    std::vector<std::pair<Case, int>> variants{{Case{}, line_of(g)}};
     if (auto n = g["variants"]) {
       variants.clear();
-      for (const auto& [text, line] : string_list(*n.node(), "cells.variants")) {
-        if (text.find_first_not_of(" \t") == std::string::npos)
-          throw SuiteError(file_, line, "cells.variants", "an empty item: write \"none\" for plain decode");
-        Case v;
-        std::istringstream in(text);
-        std::string tok;
-        std::set<std::string> seen;
-        while (text != "none" && in >> tok) {
-          const char* field = variant_token_field(tok);
-          if (!field)
-            throw SuiteError(file_, line, "cells.variants",
-                             fmt::format("'{}' in '{}' is not win=W, cap=C, alibi=FORM, sinks=FORM or qlen=N[,N...] (or the item \"none\")", tok, text));
-          if (!seen.insert(field).second)
-            throw SuiteError(file_, line, "cells.variants", fmt::format("'{}' sets {} twice", text, field));
-          try {
-            apply_variant_token(tok, v);
-          } catch (const CaseError& e) {
-            throw SuiteError(file_, line, fmt::format("cells.{}", e.field), e.reason);
-          }
-        }
-        variants.push_back({v, line});
+      for (const auto& [text, line] : string_list(*n.node(), "cells.variants")) variants.emplace_back(variant_item(text, line), line);
+    }
+    return axis_of("variants", variants, [](Case& c, const Case& v) { c = v; });
+  }
+  /// One item of `variants`: "none", or id tokens of the variant rows, each field at most once.
+  Case variant_item(const std::string& text, int line) {
+    if (text.find_first_not_of(" \t") == std::string::npos)
+      throw SuiteError(file_, line, "cells.variants", "an empty item: write \"none\" for plain decode");
+    Case v;
+    std::istringstream in(text);
+    std::string tok;
+    std::set<std::string> seen;
+    while (text != "none" && in >> tok) {
+      const char* field = variant_token_field(tok);
+      if (!field) {
+        std::vector<std::string_view> forms;
+        for (const CaseField& f : case_field_table())
+          if (f.suite_key == "variants") forms.push_back(f.token_form);
+        throw SuiteError(file_, line, "cells.variants",
+                         fmt::format("'{}' in '{}' is not {} (or the item \"none\")", tok, text, prose_list(forms)));
+      }
+      if (!seen.insert(field).second)
+        throw SuiteError(file_, line, "cells.variants", fmt::format("'{}' sets {} twice", text, field));
+      try {
+        apply_variant_token(tok, v);
+      } catch (const CaseError& e) {
+        throw SuiteError(file_, line, fmt::format("cells.{}", e.field), e.reason);
       }
     }
-    const KvScale k_scale = kv_scale(g, "k_scale"), v_scale = kv_scale(g, "v_scale");
-    const int faults_line = g["faults"] ? line_of(*g["faults"].node()) : gline;
-    const Case defaults{};
-    const int spare = int_value(g, "spare_blocks", "spare_blocks", defaults.spare_blocks);
-    const int padcols = int_value(g, "padding_columns", "padding_columns", defaults.padding_columns);
-    const int padto = int_value(g, "padding_target", "padding_target", defaults.padding_target);
-    // The high-block-id axis (issue 18): high_block_ids = 31 or [0, 31, 32] (Case::high_block_ids).
-    std::vector<std::pair<int, int>> hiblks{{defaults.high_block_ids, gline}};
+    return v;
+  }
+  /// "a, b or c".
+  static std::string prose_list(const std::vector<std::string_view>& items) {
+    std::string out;
+    for (std::size_t i = 0; i < items.size(); ++i)
+      out += fmt::format("{}{}", i == 0 ? "" : i + 1 == items.size() ? " or " : ", ", items[i]);
+    return out;
+  }
+
+  /// The high-block-id axis: high_block_ids = 31 or [0, 31, 32] (Case::high_block_ids).
+  Axis high_block_ids_axis(const toml::table& g) {
+    std::vector<std::pair<int, int>> hiblks{{Case{}.high_block_ids, line_of(g)}};
     if (auto n = g["high_block_ids"]) {
       hiblks.clear();
       for (const auto& [v, l] : int_list(*n.node(), "cells.high_block_ids")) {
@@ -651,99 +710,179 @@ class Parser {
         hiblks.emplace_back(static_cast<int>(v), l);
       }
     }
+    return axis_of("high_block_ids", hiblks, [](Case& c, int v) { c.high_block_ids = v; });
+  }
 
-    std::size_t batch_seqs = 0;
-    for (const auto& b : batches) batch_seqs += b.first.size();
-    check_group_size(file_, gline,
-                     {{"heads", heads.size()}, {"head_sizes", head_sizes.size()}, {"block_sizes", block_sizes.size()},
-                      {"dtypes", dtypes.size()}, {"seq_lens", batches.size()}, {"layouts", layouts.size()},
-                      {"dists", dists.size()}, {"seeds", seeds.size()}, {"scales", scales.size()},
-                      {"variants", variants.size()}, {"high_block_ids", hiblks.size()}, {"faults", faults.size()}},
-                     batch_seqs, static_cast<double>(out.size()), sequences_);
-    for (const auto& [h, kv, hline] : heads)
-      for (const auto& [d, dline] : head_sizes)
-        for (const auto& [bs, bline] : block_sizes)
-          for (const auto& dt : dtypes)
-            for (const auto& [lens, lline] : batches)
-              for (const auto& layout : layouts)
-                for (const auto& dist : dists)
-                  for (const auto& [seed, sline] : seeds)
-                    for (const auto& [scale, scline] : scales)
-                    for (const auto& [var, vline] : variants)
-                    for (const auto& [hiblk, hbline] : hiblks)
-                    for (const auto& f : faults) {
-                      SuiteCell sc;
-                      Case& c = sc.cell.c;
-                      c.num_heads = h;
-                      c.num_kv_heads = kv;
-                      c.head_size = static_cast<int>(d);
-                      c.block_size = static_cast<int>(bs);
-                      c.q_dtype = dt[0];
-                      c.kv_dtype = dt[1];
-                      c.out_dtype = dt[2];
-                      c.seq_lens = lens;
-                      c.layout = layout.value_or(Layout::vllm);
-                      sc.native_layout = !layout.has_value();
-                      c.dist = dist;
-                      c.seed = static_cast<std::uint64_t>(seed);
-                      c.scale = scale.resolve(c.head_size);
-                      c.k_scale = k_scale;
-                      c.v_scale = v_scale;
-                      c.spare_blocks = spare;
-                      c.padding_columns = padcols;
-                      c.padding_target = padto;
-                      c.high_block_ids = hiblk;
-                      c.sliding_window = var.sliding_window;
-                      c.logits_soft_cap = var.logits_soft_cap;
-                      c.alibi_slopes = var.alibi_slopes;
-                      c.sinks = var.sinks;
-                      c.query_lens = var.query_lens;
-                      sc.cell.fault = f;
-                      try {
-                        c.validate();
-                        if (sc.native_layout) {  // every native layout must be valid too
-                          for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd}) {
-                            Case alt = c;
-                            alt.layout = l;
-                            alt.validate();
-                          }
-                        }
-                      } catch (const CaseError& e) {
-                        // Point at the key that holds the offending value.
-                        const std::string& f = e.field;
-                        int at = lline;  // seq_lens, and the pool size the lengths imply
-                        if (f == "num_heads" || f == "num_kv_heads") at = hline;
-                        else if (f == "head_size") at = dline;
-                        else if (f == "block_size") at = bline;
-                        else if (f == "q_dtype" || f == "out_dtype") at = key_line(g, "dtypes");
-                        else if (f == "scale") at = scline;
-                        else if (f == "sliding_window" || f == "logits_soft_cap" || f == "alibi_slopes" || f == "sinks" ||
-                                 f == "query_lens")
-                          at = vline;
-                        else if (f == "k_scale")
-                          at = key_line(g, g["k_scale"] ? "k_scale" : g["k_scale_slot"] ? "k_scale_slot" : "k_scale_range");
-                        else if (f == "v_scale")
-                          at = key_line(g, g["v_scale"] ? "v_scale" : g["v_scale_slot"] ? "v_scale_slot" : "v_scale_range");
-                        else if (f == "spare_blocks" || f == "padding_columns" || f == "padding_target")
-                          at = key_line(g, f);
-                        else if (f == "high_block_ids") at = hbline;
-                        throw SuiteError(file_, at, fmt::format("cells.{}", f), e.reason);
-                      }
-                      try {
-                        check_fault(f, c.kv_dtype);
-                      } catch (const std::invalid_argument& e) {
-                        throw SuiteError(file_, faults_line, "cells.faults", e.what());
-                      }
-                      if (f.region == Region::window && c.sliding_window == 0)
-                        throw SuiteError(file_, faults_line, "cells.faults",
-                                         fmt::format("'{}': region 'window' needs a sliding window; this cell has "
-                                                     "none (variants = [\"win=W\"])",
-                                                     f.id()));
-                      if (const std::string why = fault_case_problem(f, c); !why.empty())
-                        throw SuiteError(file_, faults_line, "cells.faults", why);
-                      sequences_ += static_cast<double>(lens.size());
-                      out.push_back(std::move(sc));
-                    }
+  /// A key of one value for the whole group (spare_blocks, padding_columns, padding_target), range-checked
+  /// for its case field; errors point at the key (the group when it is absent).
+  Axis one_int_axis(const toml::table& g, std::string_view key, int Case::*member) {
+    AxisItem item;
+    item.value.*member = int_value(g, key, key, Case{}.*member);
+    item.line = key_line(g, key);
+    return Axis{std::string(key), {item}};
+  }
+
+  /// k_scale / v_scale and their _range and _slot forms: one value for the group.
+  Axis kv_scale_axis(const toml::table& g, std::string_view key, KvScale Case::*member) {
+    AxisItem item;
+    item.value.*member = kv_scale(g, key);
+    const std::string slot = fmt::format("{}_slot", key), range = fmt::format("{}_range", key);
+    item.line = key_line(g, g[key] ? key : g[slot] ? std::string_view(slot) : std::string_view(range));
+    return Axis{std::string(key), {item}};
+  }
+
+  /// faults = ["clean", "V:nan@tail"]: the cell's fault, the last axis.
+  Axis faults_axis(const toml::table& g) {
+    Axis a{"faults", {}};
+    for (const FaultSpec& f : parsed_list<FaultSpec>(g, "faults", {"clean"}, [](const std::string& t) { return parse_fault(t); })) {
+      a.items.emplace_back();
+      a.items.back().line = g["faults"] ? line_of(*g["faults"].node()) : line_of(g);
+      a.items.back().apply = [f](SuiteCell& sc) { sc.cell.fault = f; };
+    }
+    return a;
+  }
+
+  /// Refuses the [[cells]] group at `line` before it is expanded when the suite, `before` cells and sequences_
+  /// sequences so far, would pass kMaxSuiteCells cells or kMaxSuiteSequences sequences with it: the group's
+  /// cells are the product of its axes' items, its sequences that product with the seq_lens axis counted by
+  /// the sequences of its batches. The SuiteError names the group, its cells and the axes that multiply.
+  void check_group_size(int line, const std::vector<Axis>& axes, double before) const {
+    double cells = 1, others = 1, batch_seqs = 0;  // doubles: a product of a few large axes overflows std::size_t
+    std::string product;
+    for (const Axis& a : axes) {
+      cells *= static_cast<double>(a.items.size());
+      if (a.key == "seq_lens")
+        for (const AxisItem& item : a.items) batch_seqs += static_cast<double>(item.value.seq_lens.size());
+      else
+        others *= static_cast<double>(a.items.size());
+      if (a.items.size() > 1) product += fmt::format("{}{} {}", product.empty() ? "" : " x ", a.key, a.items.size());
+    }
+    const double seqs = others * batch_seqs;
+    const std::string axes_text = product.empty() ? "" : fmt::format(" ({})", product);
+    const std::string so_far = before > 0 ? fmt::format(", after {:.0f} cells before it", before) : "";
+    if (before + cells > static_cast<double>(kMaxSuiteCells))
+      throw SuiteError(file_, line, "cells",
+                       fmt::format("this group expands into {:.0f} cells{}{}, over the {} a suite may hold: split it "
+                                   "into several suites, or drop values from an axis",
+                                   cells, axes_text, so_far, kMaxSuiteCells));
+    if (sequences_ + seqs > static_cast<double>(kMaxSuiteSequences))
+      throw SuiteError(file_, line, "cells",
+                       fmt::format("this group's {:.0f} cells{} hold {:.0f} sequences{}, over the {} a suite's cells "
+                                   "may hold together: split it into several suites",
+                                   cells, axes_text, seqs, sequences_ > 0 ? " more" : "", kMaxSuiteSequences));
+  }
+
+  /// The axes of group `g`, parsed in the order their errors are reported and returned in the order cells
+  /// are expanded: heads, head_sizes, block_sizes, dtypes, seq_lens, layouts, dists, seeds, scales,
+  /// variants, high_block_ids, faults (the one-value keys first: they do not change the order).
+  std::vector<Axis> group_axes(const toml::table& g) {
+    Axis heads = heads_axis(g);
+    Axis head_sizes = bounded_axis(g, "head_sizes", "head_size", &Case::head_size);
+    Axis block_sizes = bounded_axis(g, "block_sizes", "block_size", &Case::block_size);
+    Axis lens = seq_lens_axis(g);
+    Axis dtypes = dtypes_axis(g);
+    Axis faults = faults_axis(g);
+    Axis layouts = layouts_axis(g);
+    Axis dists = dists_axis(g);
+    Axis seeds = seeds_axis(g);
+    Axis scales = scales_axis(g);
+    Axis variants = variants_axis(g);
+    Axis k_scale = kv_scale_axis(g, "k_scale", &Case::k_scale);
+    Axis v_scale = kv_scale_axis(g, "v_scale", &Case::v_scale);
+    Axis spare = one_int_axis(g, "spare_blocks", &Case::spare_blocks);
+    Axis padcols = one_int_axis(g, "padding_columns", &Case::padding_columns);
+    Axis padto = one_int_axis(g, "padding_target", &Case::padding_target);
+    Axis hiblk = high_block_ids_axis(g);
+    std::vector<Axis> axes;
+    for (Axis* a : {&k_scale, &v_scale, &spare, &padcols, &padto, &heads, &head_sizes, &block_sizes, &dtypes, &lens,
+                    &layouts, &dists, &seeds, &scales, &variants, &hiblk, &faults})
+      axes.push_back(std::move(*a));
+    return axes;
+  }
+
+  /// The cell at odometer position `at` of `axes`: each axis's item applied in axis order, an item without
+  /// `apply` copying the fields of its key (the rows whose suite_key it is).
+  static SuiteCell cell_at(const std::vector<Axis>& axes, const std::vector<std::size_t>& at) {
+    SuiteCell sc;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      const AxisItem& item = axes[i].items[at[i]];
+      if (item.apply) {
+        item.apply(sc);
+        continue;
+      }
+      for (const CaseField& f : case_field_table())
+        if (f.suite_key == axes[i].key) f.copy(item.value, sc.cell.c);
+    }
+    return sc;
+  }
+
+  /// The line an error about case field `field` points at in the cell at `at`: the item's line of the axis
+  /// whose key sets the field, else the seq_lens item's (the lengths, and the pool size they imply).
+  static int error_line(const std::vector<Axis>& axes, const std::vector<std::size_t>& at, const std::string& field) {
+    const CaseField* f = find_case_field(field);
+    int lens_line = 0;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      if (f && axes[i].key == f->suite_key) return axes[i].items[at[i]].line;
+      if (axes[i].key == "seq_lens") lens_line = axes[i].items[at[i]].line;
+    }
+    return lens_line;
+  }
+
+  /// Checks the cell at `at`: its case (and, for a native cell, the case in every native layout), then its
+  /// fault against the case. Throws SuiteError at the line of the value at fault.
+  void check_cell(const std::vector<Axis>& axes, const std::vector<std::size_t>& at, const SuiteCell& sc) {
+    const Case& c = sc.cell.c;
+    try {
+      c.validate();
+      if (sc.native_layout) {  // every native layout must be valid too
+        for (Layout l : {Layout::vllm, Layout::nhd, Layout::hnd}) {
+          Case alt = c;
+          alt.layout = l;
+          alt.validate();
+        }
+      }
+    } catch (const CaseError& e) {
+      throw SuiteError(file_, error_line(axes, at, e.field), fmt::format("cells.{}", e.field), e.reason);
+    }
+    const FaultSpec& f = sc.cell.fault;
+    const int faults_line = axes.back().items[at.back()].line;
+    try {
+      check_fault(f, c.kv_dtype);
+    } catch (const std::invalid_argument& e) {
+      throw SuiteError(file_, faults_line, "cells.faults", e.what());
+    }
+    if (f.region == Region::window && c.sliding_window == 0)
+      throw SuiteError(file_, faults_line, "cells.faults",
+                       fmt::format("'{}': region 'window' needs a sliding window; this cell has none (variants = "
+                                   "[\"win=W\"])",
+                                   f.id()));
+    if (const std::string why = fault_case_problem(f, c); !why.empty())
+      throw SuiteError(file_, faults_line, "cells.faults", why);
+  }
+
+  void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
+    check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
+                   "spare_blocks", "padding_columns", "padding_target", "scale", "scales", "k_scale", "v_scale",
+                   "k_scale_range", "v_scale_range", "k_scale_slot", "v_scale_slot", "variants", "high_block_ids"},
+               "cells.");
+    const std::vector<Axis> axes = group_axes(g);
+    check_group_size(line_of(g), axes, static_cast<double>(out.size()));
+    // The product, as an odometer over the axes' items: the last axis (faults) varies fastest.
+    std::vector<std::size_t> at(axes.size(), 0);
+    for (bool more = true; more;) {
+      SuiteCell sc = cell_at(axes, at);
+      check_cell(axes, at, sc);
+      sequences_ += static_cast<double>(sc.cell.c.seq_lens.size());
+      out.push_back(std::move(sc));
+      more = false;
+      for (std::size_t i = axes.size(); i-- > 0;) {
+        if (++at[i] < axes[i].items.size()) {
+          more = true;
+          break;
+        }
+        at[i] = 0;
+      }
+    }
   }
 };
 

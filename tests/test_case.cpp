@@ -1,13 +1,18 @@
 // The case model: validation names the field, and the case id round-trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/abi_fields.hpp"
 #include "core/case.hpp"
+#include "core/case_fields.hpp"
 #include "core/cell.hpp"
 
 namespace pacheck {
@@ -332,6 +337,111 @@ TEST(CaseNames, LayoutsAndDistributionsParse) {
   for (Dist d : {Dist::uniform, Dist::normal, Dist::peaked, Dist::extreme}) EXPECT_EQ(parse_dist(dist_name(d)), d);
   EXPECT_THROW(parse_layout("nchw"), std::invalid_argument);
   EXPECT_THROW(parse_dist("cauchy"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pacheck
+
+
+namespace pacheck {
+namespace {
+// ---- The case field table (core/case_fields.hpp) and the ABI field table (core/abi_fields.hpp) ------------
+
+TEST(CaseFields, OneRowPerFieldNamedOnceWithAnIdTokenThatRoundTrips) {
+  std::set<std::string_view> names;
+  for (const CaseField& f : case_field_table()) {
+    EXPECT_TRUE(names.insert(f.name).second) << f.name << " has two rows";
+    ASSERT_TRUE(f.copy) << f.name;
+    EXPECT_FALSE(f.suite_key.empty()) << f.name;
+    if (!f.parse) continue;  // num_kv_heads: written by num_heads' token
+    // The example token sets the field of the default case to a value the id writes back as that token.
+    Case c = parse_case_id("h8/2 d64 bs16 fp8_e4m3fn q=bf16 o=bf16 ctx100 nhd seed7");  // fp8: ks= and vs= too
+    const CaseField* of = case_field_of_token(f.example);
+    ASSERT_EQ(of, &f) << f.example << " is not " << f.name << "'s token";
+    f.parse(f, f.example.substr(f.token.size()), c);
+    EXPECT_NO_THROW(c.validate()) << f.example;
+    const std::string id = " " + c.id() + " ";
+    EXPECT_NE(id.find(" " + std::string(f.example) + " "), std::string::npos) << f.example << " not in " << id;
+    EXPECT_EQ(parse_case_id(c.id()).id(), c.id());
+  }
+  EXPECT_EQ(names.size(), 23u);
+}
+
+TEST(CaseFields, EveryAbiNameIsAFieldOfItsStructAndIsAllTheRowWrites) {
+  const Case c = parse_case_id("h8/2 d64 bs16 fp8_e4m3fn q=bf16 o=bf16 ctx100,30 nhd seed7 ks=0.5 vs=0.3~3 win=16 "
+                               "cap=30 alibi=geo sinks=-2~2 qlen=3");
+  auto words = [](std::string_view text) {
+    std::set<std::string> out;
+    for (std::size_t start = 0; start < text.size();) {
+      const auto space = std::min(text.find(' ', start), text.size());
+      out.emplace(text.substr(start, space - start));
+      start = space + 1;
+    }
+    return out;
+  };
+  for (const CaseField& f : case_field_table()) {
+    for (auto [s, listed] : {std::pair{AbiStruct::kernel_args, words(f.abi_args)},
+                             std::pair{AbiStruct::case_info, words(f.abi_info)}}) {
+      for (const std::string& n : listed) EXPECT_TRUE(find_abi_field(s, n)) << f.name << ": " << n;
+      if (!f.abi) continue;
+      // Every field the row writes (found by the bytes it changed) is one it lists.
+      std::vector<unsigned char> bytes(abi_struct_size(s), 0xAB);
+      AbiWriter w(s, bytes.data());
+      f.abi(c, w);
+      for (const AbiField& af : abi_field_table()) {
+        if (af.in != s) continue;
+        const bool changed = std::any_of(bytes.begin() + af.offset, bytes.begin() + af.offset + af.size,
+                                         [](unsigned char b) { return b != 0xAB; });
+        EXPECT_TRUE(!changed || listed.count(std::string(af.name))) << f.name << " writes " << af.name << " unlisted";
+      }
+    }
+  }
+}
+
+TEST(CaseFields, VariantsAndCaseFileGatesComeFromTheRows) {
+  const Case plain = parse_case_id("h8/2 d64 bs16 bf16 ctx100 nhd seed7");
+  EXPECT_EQ(case_variants(plain), 0u);
+  EXPECT_FALSE(plain.has_variant());
+  EXPECT_EQ(case_variants(parse_case_id("h8/2 d64 bs16 bf16 ctx100 nhd seed7 win=16 qlen=3")),
+            PACHECK_VARIANT_SLIDING_WINDOW | PACHECK_VARIANT_MULTI_QUERY);
+  unsigned all = 0;
+  for (const CaseField& f : case_field_table()) all |= f.variant_bit;
+  EXPECT_EQ(all, PACHECK_VARIANT_KNOWN);
+  // The gates: several query tokens need format_version 3, but a version-1 export fails first for having a
+  // variant at all (version 2's gate); per-slot tables need 4.
+  const Case q = parse_case_id("h8/2 d64 bs16 bf16 ctx100 nhd seed7 qlen=3");
+  EXPECT_EQ(case_file_gate(q, 3), nullptr);
+  ASSERT_NE(case_file_gate(q, 2), nullptr);
+  EXPECT_EQ(case_file_gate(q, 2)->version, 3);
+  EXPECT_EQ(case_file_gate(q, 1)->carries, "an attention variant");
+  const Case slot = parse_case_id("h8/2 d64 bs16 fp8_e4m3fn q=bf16 o=bf16 ctx100 vllm seed7 vs=slot0.25~4");
+  ASSERT_NE(case_file_gate(slot, 3), nullptr);
+  EXPECT_EQ(case_file_gate(slot, 3)->carries, "per-slot fp8 scale tables");
+  EXPECT_EQ(case_file_gate(plain, 1), nullptr);
+}
+
+TEST(CaseFields, TheDescriptionListsEveryRow) {
+  const std::string json = case_fields_json();
+  for (const CaseField& f : case_field_table())
+    EXPECT_NE(json.find("\"name\": \"" + std::string(f.name) + "\""), std::string::npos) << f.name;
+}
+
+TEST(AbiFields, OffsetsAreTheHeaders) {
+  const AbiField* scale = find_abi_field(AbiStruct::kernel_args, "scale");
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->offset, offsetof(pacheck_kernel_args, scale));
+  EXPECT_EQ(scale->type, AbiType::f32);
+  EXPECT_EQ(find_abi_field(AbiStruct::case_info, "has_sinks")->version, 2);
+  EXPECT_EQ(find_abi_field(AbiStruct::kernel_args, "k_scales_per_slot")->version, 3);
+  EXPECT_EQ(find_abi_field(AbiStruct::case_info, "num_query_tokens"), nullptr);
+  pacheck_case_info info{};
+  AbiWriter w(AbiStruct::case_info, &info);
+  EXPECT_TRUE(w.set("logits_soft_cap", 30.0f));
+  EXPECT_TRUE(w.set("sliding_window", 128));
+  EXPECT_FALSE(w.set("num_query_tokens", 4));  // a pacheck_kernel_args field only
+  EXPECT_EQ(info.logits_soft_cap, 30.0f);
+  EXPECT_EQ(info.sliding_window, 128);
+  EXPECT_THROW(w.set("seq_lens", 1), std::logic_error);  // a pointer
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "pacheck/kernel_abi.h"
 
 #include "core/case.hpp"
+#include "core/case_fields.hpp"
 #include "core/fault.hpp"
 #include "core/table.hpp"
 #include "judge/judge.hpp"
@@ -277,6 +278,16 @@ TEST(Docs, ReferenceListsEveryPoisonValueTargetAndRegion) {
     EXPECT_NE(prose.find("`" + std::string(t.name) + "`"), std::string::npos) << "target " << t.name;
   for (const RegionInfo& r : region_table())
     EXPECT_NE(prose.find("`" + std::string(r.name) + "`"), std::string::npos) << "region " << r.name;
+}
+
+TEST(Docs, SuitesMdListsEveryVariantTokenOfTheCaseFieldTable) {
+  // docs/SUITES.md's variants table has a row per token of every case field a `variants` item can set.
+  const std::string doc = read(source_root() / "docs" / "SUITES.md");
+  for (const CaseField& f : case_field_table()) {
+    if (f.suite_key != "variants") continue;
+    EXPECT_NE(doc.find("| `" + std::string(f.token)), std::string::npos) << f.token;
+    EXPECT_NE(doc.find("| `" + std::string(f.name) + "` |"), std::string::npos) << f.name;
+  }
 }
 
 // The ABI version the plugin guide names is the header's: a plugin author reads it to know which fields exist.

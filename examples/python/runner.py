@@ -50,7 +50,9 @@ keep it:
      out = sum_j e^(s_j - m) v_j / (e^(sinks[h] - m) + sum_j e^(s_j - m)),  m = max(sinks[h], max_j s_j)
 sliding_window and logits_soft_cap are scalars, 0 = none; alibi_slopes and sinks are absent when unused.
 `variant_logits` and `softmax_rows` below do steps 2-5; a kernel that lacks a variant should decline the
-files that use it (`--decline-variant` shows how) rather than compute plain attention.
+files that use it (`--decline-variant` shows how) rather than compute plain attention. Which variants a file
+uses comes from the manifest's "case_fields" (pacheck's case field table, `pacheck list fields`): a variant
+this runner does not implement, from a newer pacheck, declines its files instead of being ignored.
 
 `--bug v-tail` plants the fault of pacheck's cpu.vector_v negative control (probabilities masked past
 seq_len, but V multiplied over the whole final block, so 0 * NaN poisons the output): `pacheck score
@@ -271,7 +273,22 @@ def blocks_as_nbgd(phys, layout, is_key):
     return phys.transpose(0, 3, 1, 2)  # vllm value [nb, G, D, B]
 
 
-VARIANT_FIELDS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks", "query_lens")
+# The attention variants decode_attention computes (steps 2-5 above and several query tokens). A case file may
+# use others, from a newer pacheck: variant_fields() finds them in the manifest and main() declines their files.
+IMPLEMENTED_VARIANTS = ("sliding_window", "logits_soft_cap", "alibi_slopes", "sinks", "query_lens")
+
+
+def variant_fields(manifest):
+    """The attention-variant fields of an export, in the order of pacheck's case field table: [(name, tensor,
+    kind)], from the manifest's "case_fields" (core/case_fields.cpp's rows; `pacheck list fields` prints them):
+    the rows with a PACHECK_VARIANT_* bit, each with the case-file tensor that carries it and its kind (a
+    "scalar" is used when not 0, a "per_head" tensor when present, a "per_sequence" one when some entry is
+    above 1)."""
+    fields = manifest.get("case_fields")
+    if fields is None:
+        raise CaseFileError("manifest.json has no case_fields (written by a pacheck older than this runner): export "
+                            "again")
+    return [(f["name"], f["casefile"][0], f["kind"]) for f in fields if f["variant_bit"]]
 
 
 def variants_of(t, num_heads):
@@ -305,17 +322,16 @@ def query_lens_of(t, num_seqs):
     return ql
 
 
-def variants_used(t):
-    """Names of the variant fields this call uses (a non-zero scalar, a present tensor, a query_lens entry
-    above 1), in ABI order."""
+def variants_used(t, variants):
+    """Names of the variant fields of `variants` (variant_fields) this call uses: a non-zero scalar, a present
+    per-head tensor, a per-sequence entry above 1; in table order."""
     used = []
-    for name in VARIANT_FIELDS:
-        if name not in t:
+    for name, tensor, kind in variants:
+        if tensor not in t:
             continue
-        if name == "query_lens":
-            if int(t[name][1].max()) > 1:
-                used.append(name)
-        elif name in ("alibi_slopes", "sinks") or float(np.asarray(t[name][1]).reshape(-1)[0]) != 0:
+        values = np.asarray(t[tensor][1]).reshape(-1)
+        if kind == "per_head" or (kind == "per_sequence" and int(values.max()) > 1) or \
+                (kind == "scalar" and float(values[0]) != 0):
             used.append(name)
     return used
 
@@ -509,9 +525,10 @@ def main(argv=None):
                     help="decline case files whose kv_dtype is DTYPE (e.g. fp8_e4m3fnuz), as a kernel that cannot "
                          "take it would: writes OUTPUTS/<file>.declined with the reason instead of an output; "
                          "repeatable")
-    ap.add_argument("--decline-variant", action="append", default=[], choices=list(VARIANT_FIELDS),
-                    help="decline case files that use this attention variant (a kernel without it must not compute "
-                         "plain attention instead); repeatable")
+    ap.add_argument("--decline-variant", action="append", default=[], metavar="FIELD",
+                    help="decline case files that use this attention variant (a field of the export's case_fields: "
+                         "sliding_window, logits_soft_cap, alibi_slopes, sinks, query_lens; a kernel without it must "
+                         "not compute plain attention instead); repeatable")
     args = ap.parse_args(argv)
 
     backend = args.backend
@@ -533,6 +550,14 @@ def main(argv=None):
     if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2, 3, 4):
         sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 to 4 "
                  f"(format_version {manifest.get('format_version')!r})")
+    try:
+        variants = variant_fields(manifest)
+    except CaseFileError as e:
+        sys.exit(f"runner.py: {args.cases}/manifest.json: {e}")
+    names = [name for name, _, _ in variants]
+    for v in args.decline_variant:
+        if v not in names:
+            ap.error(f"--decline-variant: {v!r} is not an attention variant of this export ({', '.join(names)})")
     os.makedirs(args.outputs, exist_ok=True)
     bug = None if args.bug == "none" else args.bug
     declined, bad = 0, []
@@ -548,9 +573,11 @@ def main(argv=None):
         reason = None
         if entry["kv_dtype"] in args.decline_kv_dtype:
             reason = f"kv_dtype {entry['kv_dtype']} is not supported (runner.py --decline-kv-dtype)"
-        for name in variants_used(t):
+        for name in variants_used(t, variants):
             if reason is None and name in args.decline_variant:
                 reason = f"{name}: this kernel does not implement it (runner.py --decline-variant)"
+            elif reason is None and name not in IMPLEMENTED_VARIANTS:
+                reason = f"{name}: runner.py does not implement this attention variant"
         if reason:
             # A call this kernel cannot take: say why instead of writing an output, and leave no stale output
             # of an earlier run beside the note (pacheck score refuses both for one file).
@@ -600,7 +627,7 @@ def triton_template(entry, t):
     pool's layout is `entry["layout"]` (vllm, nhd, hnd or aiter; export with --kernel-layout to choose).
     Attention variants: `variants_of(t, num_heads)` gives (sliding_window, logits_soft_cap, alibi_slopes,
     sinks); hand your kernel raw("alibi_slopes") / raw("sinks") when present, or decline the files whose
-    variants it lacks (`variants_used(t)`; main()'s --decline-variant writes the note). Several query tokens
+    variants it lacks (`variants_used(t, variant_fields(manifest))`; main()'s --decline-variant writes the note). Several query tokens
     per sequence: query and out have sum(query_lens) rows; hand your kernel raw("query_start_loc") (vLLM's
     query_start_loc / FlashAttention's cu_seqlens_q) and max(query_lens), or decline "query_lens".
     """

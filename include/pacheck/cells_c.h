@@ -33,9 +33,11 @@ PACHECK_PLUGIN_EXPORT void pacheck_cells_free(char* json);
 
 /* {"api_version": PACHECK_CELLS_C_API_VERSION, "abi_version": PACHECK_ABI_VERSION, "sizeof": {
  * "pacheck_kernel_args", "pacheck_case_info", "pacheck_kernel_desc", "pacheck_registrar"}: bytes},
- * "suites_dir": where suites are found, "suites": [names], "timeout_marker": the prefix of a Python kernel's
- * run() error message that makes its cell `timeout` (the kernel's own timeout stopped it)}: lets a caller that lays the ABI structs out
- * itself (ctypes) check its layout against the library's before registering anything. */
+ * "abi_fields": {struct name: [{"name", "offset", "size", "version"}, ...] every field in declaration order},
+ * "case_fields": [...] (the case field table, as `pacheck list fields --json` gives it), "suites_dir": where
+ * suites are found, "suites": [names], "timeout_marker": the prefix of a Python kernel's run() error message
+ * that makes its cell `timeout` (the kernel's own timeout stopped it)}: lets a caller that lays the ABI structs
+ * out itself (ctypes) check its layout against the library's, field by field, before registering anything. */
 PACHECK_PLUGIN_EXPORT int pacheck_cells_info(char** json_out);
 
 /* Registers the kernels that `register_kernels` adds (a plugin's registration function, here a ctypes

@@ -1,9 +1,11 @@
 """ctypes view of pacheck's C interfaces: the kernel ABI (include/pacheck/kernel_abi.h, version 3) and the
 cells C API (include/pacheck/cells_c.h), and the loading of libpacheck_cells.
 
-No compiled extension: the structs are laid out here with ctypes and checked against the library's own
-sizeof() answers when it is loaded, so one pacheck build serves any Python 3 (Debian's python3 in CI, the
-GPU machine's Python 3.12).
+No compiled extension: the structs are laid out here with ctypes and checked field by field against the
+library's own offsetof() answers when it is loaded (abi_mismatches), so one pacheck build serves any Python 3
+(Debian's python3 in CI, the GPU machine's Python 3.12). The case fields (the case field table of
+core/case_fields.cpp: names, kinds, ABI fields, PACHECK_VARIANT_* bits) come from the library too:
+case_fields().
 """
 import ctypes
 import glob
@@ -110,6 +112,32 @@ Registrar._fields_ = [
 REGISTER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Registrar))
 
 
+# The structs above by their C names. Library() checks each against the library's own layout field by field
+# (pacheck_cells_info's "abi_fields": the offsetof of every field, from core/abi_fields.cpp's table).
+MIRRORS = {"pacheck_kernel_args": KernelArgs, "pacheck_case_info": CaseInfo, "pacheck_kernel_desc": KernelDesc,
+           "pacheck_registrar": Registrar}
+
+
+def abi_mismatches(info):
+    """Every difference between the ctypes structs of MIRRORS and the library's (info: pacheck_cells_info's
+    answer): a struct of another size, a field at another offset, a field one side lacks; as lines of text in
+    field order, empty when the layouts agree."""
+    out = []
+    for cname, struct in MIRRORS.items():
+        if info.get("sizeof", {}).get(cname) != ctypes.sizeof(struct):
+            out.append(f"sizeof({cname}) is {info.get('sizeof', {}).get(cname)} bytes there, {ctypes.sizeof(struct)} here")
+        theirs = {f["name"]: f["offset"] for f in info.get("abi_fields", {}).get(cname, [])}
+        mine = {name: getattr(struct, name).offset for name, *_ in struct._fields_}
+        for name, offset in mine.items():
+            if name not in theirs:
+                out.append(f"{cname}.{name}: at offset {offset} here, no such field there")
+            elif theirs[name] != offset:
+                out.append(f"{cname}.{name}: at offset {theirs[name]} there, {offset} here")
+        out.extend(f"{cname}.{name}: at offset {offset} there, no such field here"
+                   for name, offset in theirs.items() if name not in mine)
+    return out
+
+
 class PacheckError(RuntimeError):
     """pacheck refused a call: a suite that does not load, a kernel not registered, an id not in the suite,
     a descriptor it rejects, or a library that cannot be found or does not match this module."""
@@ -182,7 +210,9 @@ JSON_CALLS = ("pacheck_cells_run", "pacheck_cells_kernel_options", "pacheck_cell
 class Library:
     """libpacheck_cells loaded once, its C API wrapped into calls that return parsed JSON."""
 
-    def __init__(self, path):
+    def __init__(self, path, check_abi=True):
+        """Loads the library at `path`; with check_abi (the default) refuses it unless its C API and kernel ABI
+        versions are this module's and every ctypes struct here lays its fields out at the library's offsets."""
         self.path = path
         try:
             self.dll = ctypes.CDLL(path)
@@ -211,15 +241,13 @@ class Library:
         d.pacheck_cells_free.argtypes = [_p]
         d.pacheck_cells_free.restype = None
         self.info = self.call("pacheck_cells_info")
-        if self.info.get("api_version") != C_API_VERSION or self.info.get("abi_version") != ABI_VERSION:
+        if check_abi and (self.info.get("api_version") != C_API_VERSION or self.info.get("abi_version") != ABI_VERSION):
             raise PacheckError(f"{path}: C API {self.info.get('api_version')} / kernel ABI "
                                f"{self.info.get('abi_version')}, this module speaks {C_API_VERSION} / {ABI_VERSION}")
-        mine = {"pacheck_kernel_args": KernelArgs, "pacheck_case_info": CaseInfo, "pacheck_kernel_desc": KernelDesc,
-                "pacheck_registrar": Registrar}
-        for name, struct in mine.items():
-            if self.info["sizeof"][name] != ctypes.sizeof(struct):
-                raise PacheckError(f"{path}: sizeof({name}) is {self.info['sizeof'][name]} bytes there, "
-                                   f"{ctypes.sizeof(struct)} here: the module and the library disagree on the ABI")
+        bad = abi_mismatches(self.info) if check_abi else []
+        if bad:
+            raise PacheckError(f"{path}: {'; '.join(bad[:4])}{f' (and {len(bad) - 4} more)' if len(bad) > 4 else ''}: "
+                               "the module and the library disagree on the ABI")
 
     def call_json(self, name, request):
         """Calls pacheck_cells_NAME(json.dumps(request), &json) (the calls of JSON_CALLS)."""
@@ -246,3 +274,10 @@ def library():
     if _library is None:
         _library = Library(find_library())
     return _library
+
+
+def case_fields():
+    """The case field table (core/case_fields.cpp, `pacheck list fields --json`) as the library describes it:
+    a list of dicts {"name", "kind", "token", "token_form", "example", "suite_key", "bounds", "abi_version",
+    "abi_args", "abi_info", "variant_bit", "casefile", "casefile_version", "casefile_scalar", "gates"}."""
+    return library().info["case_fields"]
