@@ -99,12 +99,13 @@ class ConsoleFormat : public ReportFormat {
     if (!s.selftest.passed)
       for (const auto& l : s.selftest.lines) out_ << fmt::format("  {}\n", l);
     if (s.blind) out_ << "INSTRUMENT BLIND: a negative control was not caught; this run proves nothing (exit 3)\n";
-    if (!s.kernels.empty() && std::none_of(s.kernels.begin(), s.kernels.end(), [](const KernelSummary& k) {
-          return k.control != ControlOutcome::not_control;
-        }))
-      out_ << "negative controls: none ran, so this run does not show that its checks can fail here "
-              "(`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel selection; "
-              "`pacheck score --negative-control` scores a planted runner's outputs as one)\n";
+    if (!s.kernels.empty())
+      out_ << controls_statement(s)
+           << (control_facts(s).ran() > 0
+                   ? ""
+                   : " (`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel "
+                     "selection; `pacheck score --negative-control` scores a planted runner's outputs as one)")
+           << "\n";
     for (const auto& k : s.kernels)
       if (k.control == ControlOutcome::not_exercised && !k.vacuous)
         out_ << fmt::format("negative control {}: not exercised, no selected cell is among its expected failures{}{}\n", k.kernel,

@@ -15,8 +15,9 @@
 //   ok 3 - planted.k h32/8 ... # SKIP declined: ...
 //   1..3
 // A declined cell is `# SKIP`; a negative control's expected failure is `ok` when caught and `not ok` when
-// missed. The points are written when the run ends (cells finish in an order that depends on threads, and
-// a resumed run does not rerun its finished cells), so the stream is the same for any thread count.
+// missed. Closing comments give the outcome and which negative controls ran (text.hpp's headline). The
+// points are written when the run ends (cells finish in an order that depends on threads, and a resumed run
+// does not rerun its finished cells), so the stream is the same for any thread count.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -105,9 +106,8 @@ class TapFormat : public ReportFormat {
       }
     }
     out_ << fmt::format("1..{}\n", n);
-    const int code = s.exit_code();
-    out_ << fmt::format("# {} (exit {}): {}; {} passed, {} failed, {} declined, {} caught by negative controls\n",
-                        outcome_word(code), code, exit_meaning(code), s.passed, s.failed, s.declined, s.caught);
+    const Headline h = headline(s);
+    out_ << fmt::format("# {} (exit {}): {}; {}\n# {}\n", h.word, h.code, h.meaning, h.counts, reason(h.controls));
     out_ << fmt::format("# verdicts: {}\n", verdict_counts_text(s.verdicts));
     out_.flush();
   }

@@ -49,11 +49,42 @@ using ReproCommandFn = std::function<std::string(const std::string& cell_id, con
 /// kernel here, so every report format prints a command that works pasted.
 void set_repro_command(const std::string& kernel, ReproCommandFn fn);
 
-/// What exit code 0, 1 or 3 means, in one clause ("every cell passed and every negative control was
-/// caught"); "?" for any other code.
-std::string exit_meaning(int code);
+/// What `s.exit_code()` means for this run, in one clause, claiming no more than ran: "every cell passed and
+/// every negative control was caught" (only when controls ran and each caught its fault; "every cell passed"
+/// otherwise), "some cell failed", "some kernel ran no cell", "instrument blind: the comparator self-test
+/// failed" and the like.
+std::string exit_meaning(const RunSummary& s);
 /// "PASS" (0), "BLIND" (3) or "FAIL" (anything else).
 std::string outcome_word(int code);
+
+/// What a run's negative controls did, from its per-kernel summaries: the facts behind controls_statement.
+struct ControlFacts {
+  std::vector<std::string> caught;         ///< controls whose every planted cell failed, in s.kernels order
+  std::vector<std::string> blind;          ///< controls with a planted cell that passed
+  std::vector<std::string> not_exercised;  ///< controls with no planted cell among the selected ones
+  int caught_cells = 0, missed_cells = 0, not_run_cells = 0;  ///< over every control
+  /// The negative controls in the run, whatever their outcome.
+  std::size_t ran() const { return caught.size() + blind.size() + not_exercised.size(); }
+};
+ControlFacts control_facts(const RunSummary& s);
+
+/// What every format says about the run's negative controls, in the console's words:
+/// "negative controls: none ran, so this run does not show that its checks can fail here", or
+/// "negative controls: 2 ran; caught: cpu.vector_v; not exercised: cpu.fixed_scale; cells: 4 caught,
+/// 0 missed, 6 not run" (groups BLIND, caught, not exercised, each only when not empty).
+std::string controls_statement(const RunSummary& s);
+
+/// The outcome line every format opens or closes with, built here alone so that no format claims more
+/// than ran: a format prints its fields in its own markup, never its own wording.
+struct Headline {
+  int code = 0;          ///< s.exit_code()
+  std::string word;      ///< outcome_word(code): "PASS"
+  std::string meaning;   ///< exit_meaning(s): "every cell passed"
+  /// "4 passed, 0 failed, 0 declined, 2 caught by negative controls" (", 2 not run" when there are).
+  std::string counts;
+  std::string controls;  ///< controls_statement(s)
+};
+Headline headline(const RunSummary& s);
 
 /// Every metric of a result, one "name: value" per line (verdict, detail, rel_linf, limit, margin, max_abs,
 /// nmse, max_ulp, bitwise_equal_pct, bias_ulp, nan, inf, variant_elements, worst, expected_fail).
@@ -77,7 +108,8 @@ struct RunCheck {
   std::string message;  ///< why it failed or was skipped (one line)
   std::string text;     ///< what was counted ("caught 4, missed 0"; the self-test's lines)
 };
-/// The self-test check, then per kernel of `s` its negative-control check (controls only) and its "ran at
+/// The self-test check, "a negative control ran" (skipped, with controls_statement as its message, when none
+/// did; absent otherwise), then per kernel of `s` its negative-control check (controls only) and its "ran at
 /// least one cell" check (skipped, not failed, for a kernel without a cell in one shard of a run).
 std::vector<RunCheck> run_checks(const RunSummary& s);
 

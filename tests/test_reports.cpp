@@ -1,7 +1,8 @@
 // Reports CI reads: results.jsonl survives a killed run and --resume completes it to the report an
 // uninterrupted run gives; shards merge to the unsharded report; the table of formats drives the report
 // directory; junit.xml, summary.md, TAP and the GitHub annotations carry verdicts, metrics and repro
-// commands, each parsed back as its consumer reads it, and fail exactly when the run does.
+// commands, each parsed back as its consumer reads it, and fail exactly when the run does; every format says
+// which negative controls ran (or that none did).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/utsname.h>
@@ -925,6 +926,95 @@ TEST(Github, AnErrorPerFailingCellWithItsReproAndANoticeSummary) {
   a = parse_annotations(render_format("github", s, meta_for(run.suite, good, run.o)));
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, "notice");
+}
+
+// ---- what every format says: the negative controls that ran --------------------------
+
+/// What format `format` writes for `s` through every callback a run makes (title, a row per cell, the end):
+/// the console's rows come from cell_finished, which render_format does not call.
+std::string render_streamed(const std::string& format, const RunSummary& s, const ReportMeta& meta) {
+  std::ostringstream out;
+  const std::unique_ptr<ReportFormat> f = find_format(format)->make(out, FormatOptions{});
+  f->run_started(RunStart{"title", {}});
+  for (const CellResult& r : s.results) f->cell_finished(r);
+  f->run_ended(s, meta);
+  return out.str();
+}
+
+/// A run of `kernels` (by name) over suite_of({17, 33}): with its metadata, for the formats.
+struct NamedRun {
+  Suite suite = suite_of({17, 33});
+  std::vector<KernelPtr> ks;
+  RunOptions o;
+  RunSummary s;
+  explicit NamedRun(const std::vector<KernelPtr>& kernels) : ks(kernels), s(run_suite(suite, ks, "cpu", o)) {}
+  ReportMeta meta() const { return meta_for(suite, ks, o); }
+};
+
+constexpr const char* kNoneRan =
+    "negative controls: none ran, so this run does not show that its checks can fail here";
+constexpr const char* kEveryControlCaught = "every negative control was caught";
+
+TEST(Formats, EveryFormatSaysThatNoNegativeControlRanInTheConsolesWords) {
+  const NamedRun run({Registry::global().find("cpu.reference")});
+  ASSERT_EQ(run.s.exit_code(), 0);
+  EXPECT_EQ(controls_statement(run.s), kNoneRan);
+  EXPECT_EQ(exit_meaning(run.s), "every cell passed");
+  // Every row of the table: a format added later is held to the same words.
+  for (const FormatInfo& f : format_table()) {
+    const std::string text = render_streamed(f.name, run.s, run.meta());
+    EXPECT_NE(text.find(kNoneRan), std::string::npos) << f.name << ":\n" << text.substr(0, 3000);
+    EXPECT_EQ(text.find(kEveryControlCaught), std::string::npos) << f.name << " claims a control that did not run";
+  }
+  // Where each format puts it: the headline a reader meets first.
+  EXPECT_NE(render_format("markdown", run.s, run.meta()).find(std::string("every cell passed on `cpu`: 4 passed, 0 failed, 0 declined, 0 caught by "
+                                             "negative controls.\n\n") + kNoneRan + ".\n"),
+            std::string::npos);
+  const nlohmann::json j = report_json(run.s, run.meta());
+  EXPECT_EQ(j["summary"]["negative_controls"]["statement"], kNoneRan);
+  EXPECT_EQ(j["summary"]["meaning"], "every cell passed");
+  const pugi::xml_document doc = parse_junit(render_format("junit", run.s, run.meta()));
+  EXPECT_TRUE(doc.select_node((std::string("//testcase[@name='a negative control ran']/skipped[@message='") + kNoneRan +
+                               "']").c_str()));
+  std::vector<TapPoint> points = parse_tap(render_format("tap", run.s, run.meta()));
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(), [](const TapPoint& p) {
+    return p.ok && p.description == "a negative control ran" && p.directive == std::string("SKIP ") + kNoneRan;
+  }));
+}
+
+TEST(Formats, EveryFormatNamesTheNegativeControlsThatRanWithTheirCounts) {
+  NamedRun run({Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")});
+  ASSERT_EQ(run.s.exit_code(), 0);
+  ASSERT_EQ(run.s.caught, 2);   // the two V:nan@tail cells it must fail
+  ASSERT_EQ(run.s.not_run, 2);  // the two clean ones
+  const std::string caught = "negative controls: 1 ran; caught: cpu.vector_v; cells: 2 caught, 0 missed, 2 not run";
+  EXPECT_EQ(controls_statement(run.s), caught);
+  for (const FormatInfo& f : format_table()) {
+    const std::string text = render_streamed(f.name, run.s, run.meta());
+    EXPECT_NE(text.find(caught), std::string::npos) << f.name << ":\n" << text.substr(0, 3000);
+    EXPECT_EQ(text.find(kNoneRan), std::string::npos) << f.name;
+    if (f.name != std::string("console"))  // the console's closing counts say it, not the words of an exit code
+      EXPECT_NE(text.find(kEveryControlCaught), std::string::npos) << f.name;
+  }
+  // Blind: named as such in every format, and no format says every control was caught.
+  make_blind(run.s, "cpu.reference");
+  ASSERT_EQ(run.s.exit_code(), 3);
+  const std::string blind = "negative controls: 1 ran; BLIND: cpu.vector_v; cells: 1 caught, 1 missed, 2 not run";
+  EXPECT_EQ(controls_statement(run.s), blind);
+  EXPECT_EQ(exit_meaning(run.s), "instrument blind: a negative control was not caught");
+  for (const FormatInfo& f : format_table()) {
+    const std::string text = render_streamed(f.name, run.s, run.meta());
+    EXPECT_NE(text.find(blind), std::string::npos) << f.name;
+    EXPECT_EQ(text.find(kEveryControlCaught), std::string::npos) << f.name;
+  }
+  // Not exercised (no planted cell selected): the control is named, and nothing claims it showed a failure.
+  Suite clean = exec_test::two_sequence_suite({17, 33}, {exec_test::kClean}, "rep");
+  run.s = run_suite(clean, run.ks, "cpu", run.o);
+  ASSERT_EQ(run.s.exit_code(), 0);
+  EXPECT_EQ(controls_statement(run.s),
+            "negative controls: 1 ran; not exercised: cpu.vector_v; cells: 0 caught, 0 missed, 2 not run; none was "
+            "exercised, so this run does not show that its checks can fail here");
+  EXPECT_EQ(exit_meaning(run.s), "every cell passed");
 }
 
 TEST(Environment, FingerprintNamesBuildCompilerAndDevice) {
