@@ -17,6 +17,8 @@ namespace {
 
 /// One error column of a row (text.hpp's unless_nonfinite).
 std::string error_column(double v, const Metrics& m) { return unless_nonfinite(m, fmt::format("{:.2e}", v)); }
+/// The margin column (text.hpp's unless_nonfinite: "nan" for a NaN output, as the error columns).
+std::string margin_column(const CellResult& r) { return unless_nonfinite(r.metrics, fmt::format("{:.3f}", r.margin)); }
 
 /// `padded` (a verdict padded to its column) with its verdict word in the SGR colour of `outcome` (the
 /// padding after it left uncoloured), or as it is when `color` is false.
@@ -72,11 +74,9 @@ class ConsoleFormat : public ReportFormat {
       out_ << fmt::format("{:<24} {} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}\n", r.kernel, shown, "-", "-", "-", "-",
                           length, r.cell_id, r.detail.empty() ? "" : "  # " + r.detail);
     } else {
-      const bool nonfinite = r.metrics.nan_count > 0 || r.metrics.inf_count > 0;
       out_ << fmt::format("{:<24} {} {:>9} {:>9} {:>9} {:>7} {:<8} {}\n", r.kernel, shown,
                           error_column(r.metrics.rel_linf, r.metrics), error_column(r.metrics.max_abs, r.metrics),
-                          error_column(r.metrics.mean_abs, r.metrics),
-                          nonfinite ? std::string("-") : fmt::format("{:.3f}", r.margin), length, r.cell_id);
+                          error_column(r.metrics.mean_abs, r.metrics), margin_column(r), length, r.cell_id);
     }
     out_.flush();
   }

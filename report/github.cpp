@@ -9,7 +9,6 @@
 // and the cells per verdict ("verdicts: 3 variant, 40 pass").
 #include <fmt/format.h>
 
-#include <cmath>
 #include <ostream>
 
 #include "report/report.hpp"
@@ -52,8 +51,7 @@ std::string cell_message(const RunSummary& s, const CellResult& r) {
   std::string m = cell_outcome(s, r) == CellOutcome::missed
                       ? "negative control not caught: this cell must fail but passed (instrument blind)"
                       : fmt::format("{}: {}", verdict_name(r.verdict), r.detail);
-  if (has_output(r.verdict))
-    m += fmt::format("\nrel_linf {} (limit {}, margin {})", sci(r.metrics.rel_linf), sci(r.limit), sci(r.margin));
+  if (has_output(r.verdict)) m += "\n" + error_clause(r);
   return m + "\nrepro: " + repro_command(r, s.judge_flags);
 }
 

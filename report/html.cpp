@@ -3,7 +3,6 @@
 // This file: the page frame, its header and the provenance section.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <ostream>
 #include <sstream>
 
@@ -123,7 +122,7 @@ std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
       const bool missed = cell_outcome(s, r) == CellOutcome::missed;
       o << escape(repro_command(r, s.judge_flags))
         << "   <span class=\"note\"># " << escape(missed ? "negative control MISSED (passed)" : std::string(verdict_name(r.verdict)))
-        << (std::isfinite(r.metrics.rel_linf) && has_output(r.verdict) ? escape(fmt::format(", rel_linf {}", sci(r.metrics.rel_linf))) : "")
+        << (has_output(r.verdict) ? escape(", " + error_clause(r)) : "")
         << "</span>\n";
     }
     o << "</pre>\n";

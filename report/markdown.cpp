@@ -99,7 +99,8 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
       // Cells that produced no output have no metrics to show.
       const bool no_output = is_error_verdict(r.verdict);
       o << fmt::format("| `{}` | `{}` | {} | {} | {} | {} |\n", md(r.kernel), md(r.cell_id), verdict,
-                       no_output ? "-" : sci(r.metrics.rel_linf), no_output ? "-" : sci(r.margin), md(r.detail));
+                       no_output ? "-" : metric_text(r.metrics, r.metrics.rel_linf),
+                       no_output ? "-" : metric_text(r.metrics, r.margin), md(r.detail));
     }
     if (failing.size() > kShow) o << fmt::format("\n... and {} more in junit.xml and report.json.\n", failing.size() - kShow);
   } else if (!ran.empty()) {
@@ -108,8 +109,8 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
          "| --- | --- | ---: | ---: | ---: |\n";
     for (std::size_t i = 0; i < std::min<std::size_t>(5, ran.size()); ++i) {
       const CellResult& r = *ran[i];
-      o << fmt::format("| `{}` | `{}` | {} | {} | {} |\n", md(r.kernel), md(r.cell_id), sci(r.metrics.rel_linf), sci(r.limit),
-                       sci(r.margin));
+      o << fmt::format("| `{}` | `{}` | {} | {} | {} |\n", md(r.kernel), md(r.cell_id), metric_text(r.metrics, r.metrics.rel_linf),
+                       sci(r.limit), metric_text(r.metrics, r.margin));
     }
   }
 

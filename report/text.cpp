@@ -89,6 +89,18 @@ std::string unless_nonfinite(const Metrics& m, const std::string& formatted) {
   return formatted;
 }
 
+std::string metric_text(const Metrics& m, double v) { return unless_nonfinite(m, sci(v)); }
+
+std::string max_ulp_text(const Metrics& m) {
+  // Measured over every element (an Inf's distance is a count like any other): only NaN has no distance.
+  return m.max_ulp == UINT64_MAX ? sci(std::nan("")) : std::to_string(m.max_ulp);
+}
+
+std::string error_clause(const CellResult& r) {
+  return fmt::format("rel_linf {} (limit {}, margin {})", metric_text(r.metrics, r.metrics.rel_linf), sci(r.limit),
+                     metric_text(r.metrics, r.margin));
+}
+
 ControlFacts control_facts(const RunSummary& s) {
   ControlFacts c;
   for (const auto& k : s.kernels) {
@@ -157,10 +169,8 @@ std::string metrics_text(const CellResult& r) {
       "verdict: {}\ndetail: {}\nrel_linf: {}\nlimit: {}\nmargin: {}\nmax_abs: {}\nnmse: {}\nmax_ulp: {}\n"
       "bitwise_equal_pct: {:.4f}\nbias_ulp: {}\nnan: {}\ninf: {}\n"
       "variant_elements: {}\nworst: ({})\nexpected_fail: {}",
-      verdict_name(r.verdict), r.detail, unless_nonfinite(m, sci(m.rel_linf)), sci(r.limit), sci(r.margin),
-      unless_nonfinite(m, sci(m.max_abs)), unless_nonfinite(m, sci(m.nmse)),
-      m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct, bias,
-      m.nan_count,
+      verdict_name(r.verdict), r.detail, metric_text(m, m.rel_linf), sci(r.limit), metric_text(m, r.margin),
+      metric_text(m, m.max_abs), metric_text(m, m.nmse), max_ulp_text(m), m.bitwise_equal_pct, bias, m.nan_count,
       m.inf_count, r.variant_elements, describe(m.worst), r.expected_fail);
 }
 

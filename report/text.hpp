@@ -14,9 +14,11 @@ namespace pacheck {
 /// A metric for reports: "1.234e-03" (3 decimals in scientific notation), "nan", "inf" or "-inf".
 std::string sci(double v);
 
-/// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse): "nan" or
-/// "inf" when the output holds such elements, since a number there would read as a small error; else
-/// `formatted`, the value as the caller prints it.
+/// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse, and margin
+/// with them): "nan" when the output holds a NaN, else "inf" when it holds an Inf, since a number
+/// there would read as a small error; else `formatted`, the value as the caller prints it. The one place
+/// that spells a non-finite output: every format and `repro` print its word (TAP as YAML's .nan / .inf;
+/// report.json writes null and keeps the counts, from which it is read back).
 std::string unless_nonfinite(const Metrics& m, const std::string& formatted);
 
 /// `s` with every byte that is not part of a valid UTF-8 sequence replaced by '?' (plugin messages and
@@ -56,6 +58,19 @@ void set_repro_command(const std::string& kernel, ReproCommandFn fn);
 std::string exit_meaning(const RunSummary& s);
 /// "PASS" (0), "BLIND" (3) or "FAIL" (anything else).
 std::string outcome_word(int code);
+
+/// A metric of a result as every report prints it: sci(v), or unless_nonfinite's "nan" / "inf" when the
+/// output held NaN / Inf (rel_linf and margin are +inf then by construction, which would read as "inf" for
+/// a NaN output). For rel_linf, max_abs, mean_abs, nmse and margin (= rel_linf / limit).
+std::string metric_text(const Metrics& m, double v);
+
+/// The largest ULP distance as reports print it: a count, or "nan" when the output holds a NaN (Metrics::
+/// max_ulp is UINT64_MAX then). Taken over every element, so an Inf output has a count.
+std::string max_ulp_text(const Metrics& m);
+
+/// "rel_linf nan (limit 4.000e-03, margin nan)": a result's error against its limit in one clause
+/// (metric_text for both numbers), for annotations, hover titles and repro comments.
+std::string error_clause(const CellResult& r);
 
 /// What a run's negative controls did, from its per-kernel summaries: the facts behind controls_statement.
 struct ControlFacts {
