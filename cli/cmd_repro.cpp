@@ -100,13 +100,14 @@ void add_repro_command(CLI::App& app, Context& ctx) {
       if (r.verdict == Verdict::error) {  // the kernel or backend failed: no output to show
         return kFail;
       }
-      // rel_linf, max_abs, mean_abs and nmse are taken over finite pairs: "nan"/"inf" when there are others.
+      // rel_linf, max_abs, mean_abs and nmse (and margin with them) are taken over finite pairs:
+      // "nan"/"inf" when there are others, spelled as every report spells them.
       auto e6 = [&](double v) { return unless_nonfinite(m, fmt::format("{:.6e}", v)); };
-      fmt::format_to(o, "rel_linf  {}   limit {:.3e}   margin {:.3f}\nmax_abs   {}   mean_abs {}   nmse {}\n",
-                     e6(m.rel_linf), r.limit, r.margin, e6(m.max_abs), e6(m.mean_abs), e6(m.nmse));
-      fmt::format_to(o, "max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n",
-                 m.max_ulp == UINT64_MAX ? std::string("inf (NaN present)") : std::to_string(m.max_ulp), m.bitwise_equal_pct,
-                 m.nan_count, m.inf_count, m.elements);
+      fmt::format_to(o, "rel_linf  {}   limit {:.3e}   margin {}\nmax_abs   {}   mean_abs {}   nmse {}\n",
+                     e6(m.rel_linf), r.limit, unless_nonfinite(m, fmt::format("{:.3f}", r.margin)), e6(m.max_abs),
+                     e6(m.mean_abs), e6(m.nmse));
+      fmt::format_to(o, "max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n", max_ulp_text(m),
+                     m.bitwise_equal_pct, m.nan_count, m.inf_count, m.elements);
       if (m.bias_elements)
         fmt::format_to(o, "bias      {:+.4f} ULP signed mean over {} elements that need rounding ({} toward zero, {} away)\n",
                    m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away);

@@ -19,9 +19,9 @@
 
 namespace pacheck::cli {
 
-/// Documented exit codes (README "Exit codes").
+/// Documented exit codes (docs/REFERENCE.md "Exit codes").
 enum Exit : int {
-  kPass = 0,        ///< every cell passed and every negative control was caught
+  kPass = 0,        ///< every cell passed and every negative control that ran was caught (none may have run)
   kFail = 1,        ///< some cell failed, or some kernel ran no cell
   kUsage = 2,       ///< bad command line or bad input file (suite, case id, plugin)
   kBlind = 3,       ///< instrument blind: a negative control was not caught or the comparator self-test failed

@@ -17,6 +17,8 @@ namespace {
 
 /// One error column of a row (text.hpp's unless_nonfinite).
 std::string error_column(double v, const Metrics& m) { return unless_nonfinite(m, fmt::format("{:.2e}", v)); }
+/// The margin column (text.hpp's unless_nonfinite: "nan" for a NaN output, as the error columns).
+std::string margin_column(const CellResult& r) { return unless_nonfinite(r.metrics, fmt::format("{:.3f}", r.margin)); }
 
 /// `padded` (a verdict padded to its column) with its verdict word in the SGR colour of `outcome` (the
 /// padding after it left uncoloured), or as it is when `color` is false.
@@ -72,11 +74,9 @@ class ConsoleFormat : public ReportFormat {
       out_ << fmt::format("{:<24} {} {:>9} {:>9} {:>9} {:>7} {:<8} {}{}\n", r.kernel, shown, "-", "-", "-", "-",
                           length, r.cell_id, r.detail.empty() ? "" : "  # " + r.detail);
     } else {
-      const bool nonfinite = r.metrics.nan_count > 0 || r.metrics.inf_count > 0;
       out_ << fmt::format("{:<24} {} {:>9} {:>9} {:>9} {:>7} {:<8} {}\n", r.kernel, shown,
                           error_column(r.metrics.rel_linf, r.metrics), error_column(r.metrics.max_abs, r.metrics),
-                          error_column(r.metrics.mean_abs, r.metrics),
-                          nonfinite ? std::string("-") : fmt::format("{:.3f}", r.margin), length, r.cell_id);
+                          error_column(r.metrics.mean_abs, r.metrics), margin_column(r), length, r.cell_id);
     }
     out_.flush();
   }
@@ -99,12 +99,13 @@ class ConsoleFormat : public ReportFormat {
     if (!s.selftest.passed)
       for (const auto& l : s.selftest.lines) out_ << fmt::format("  {}\n", l);
     if (s.blind) out_ << "INSTRUMENT BLIND: a negative control was not caught; this run proves nothing (exit 3)\n";
-    if (!s.kernels.empty() && std::none_of(s.kernels.begin(), s.kernels.end(), [](const KernelSummary& k) {
-          return k.control != ControlOutcome::not_control;
-        }))
-      out_ << "negative controls: none ran, so this run does not show that its checks can fail here "
-              "(`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel selection; "
-              "`pacheck score --negative-control` scores a planted runner's outputs as one)\n";
+    if (!s.kernels.empty())
+      out_ << controls_statement(s)
+           << (control_facts(s).ran() > 0
+                   ? ""
+                   : " (`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel "
+                     "selection; `pacheck score --negative-control` scores a planted runner's outputs as one)")
+           << "\n";
     for (const auto& k : s.kernels)
       if (k.control == ControlOutcome::not_exercised && !k.vacuous)
         out_ << fmt::format("negative control {}: not exercised, no selected cell is among its expected failures{}{}\n", k.kernel,

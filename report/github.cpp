@@ -5,10 +5,10 @@
 // exit code is not 0. GitHub shows at most 10 error annotations per step, so past 9 the rest are counted
 // in a 10th. Workflow commands are one line each: messages escape '%', '\r' and '\n' (%25, %0D, %0A), and
 // property values (title=) also ':' and ',' (%3A, %2C), as the runner's command parser requires.
-// The notice also gives the cells per verdict ("verdicts: 3 variant, 40 pass").
+// The notice (text.hpp's headline) says what the exit code means for this run, which negative controls ran,
+// and the cells per verdict ("verdicts: 3 variant, 40 pass").
 #include <fmt/format.h>
 
-#include <cmath>
 #include <ostream>
 
 #include "report/report.hpp"
@@ -51,8 +51,7 @@ std::string cell_message(const RunSummary& s, const CellResult& r) {
   std::string m = cell_outcome(s, r) == CellOutcome::missed
                       ? "negative control not caught: this cell must fail but passed (instrument blind)"
                       : fmt::format("{}: {}", verdict_name(r.verdict), r.detail);
-  if (has_output(r.verdict))
-    m += fmt::format("\nrel_linf {} (limit {}, margin {})", sci(r.metrics.rel_linf), sci(r.limit), sci(r.margin));
+  if (has_output(r.verdict)) m += "\n" + error_clause(r);
   return m + "\nrepro: " + repro_command(r, s.judge_flags);
 }
 
@@ -74,11 +73,9 @@ class GithubFormat : public ReportFormat {
       write("error", {fmt::format("pacheck: {} more failures", errors.size() - shown),
                       "not annotated (GitHub shows 10 per step): see junit.xml or report.json, or the `pacheck repro` "
                       "commands in summary.md and report.html"});
-    const int code = s.exit_code();
-    write("notice", {fmt::format("pacheck {}: {} (exit {})", meta.suite, outcome_word(code), code),
-                     fmt::format("{} on {}: {} passed, {} failed, {} declined, {} caught by negative controls\n"
-                                 "verdicts: {}",
-                                 exit_meaning(code), meta.device, s.passed, s.failed, s.declined, s.caught,
+    const Headline h = headline(s);
+    write("notice", {fmt::format("pacheck {}: {} (exit {})", meta.suite, h.word, h.code),
+                     fmt::format("{} on {}: {}\n{}\nverdicts: {}", h.meaning, meta.device, h.counts, h.controls,
                                  verdict_counts_text(s.verdicts))});
     out_.flush();
   }

@@ -3,7 +3,6 @@
 // This file: the page frame, its header and the provenance section.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <ostream>
 #include <sstream>
 
@@ -102,18 +101,19 @@ std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
       << "</td><td class=\"num\">" << k.missed << "</td></tr>\n";
   }
   t << "</table>\n";
+  o << "<p>" << escape(controls_statement(s)) << ".</p>\n";
   if (any_control) o << t.str();
   else
-    o << "<p class=\"note\">No negative control ran. A clean result means more with one beside it: e.g. "
-         "<code>--kernel cpu.vector_v</code> on the tail-poison suite must fail exactly at the straddling V cells.</p>\n";
+    o << "<p class=\"note\">A clean result means more with one beside it: e.g. <code>--kernel cpu.vector_v</code> on the "
+         "tail-poison suite must fail exactly at the straddling V cells.</p>\n";
 
   std::vector<const CellResult*> failing;
   for (const auto& r : s.results)
     if (counts_as_failure(s, r)) failing.push_back(&r);
   o << "<h3>Failing cells (" << failing.size() << ")</h3>\n";
   if (failing.empty()) {
-    o << "<p>None: every cell of every kernel under test passed or was declined, and every negative control failed where "
-         "it must.</p>\n";
+    o << "<p>None: every cell of every kernel under test passed or was declined, and no negative control missed a "
+         "planted fault (which controls ran: above).</p>\n";
   } else {
     constexpr std::size_t kShow = 300;
     o << "<p>Rerun one cell with every metric and its worst elements:</p>\n<pre class=\"repro\">";
@@ -122,7 +122,7 @@ std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
       const bool missed = cell_outcome(s, r) == CellOutcome::missed;
       o << escape(repro_command(r, s.judge_flags))
         << "   <span class=\"note\"># " << escape(missed ? "negative control MISSED (passed)" : std::string(verdict_name(r.verdict)))
-        << (std::isfinite(r.metrics.rel_linf) && has_output(r.verdict) ? escape(fmt::format(", rel_linf {}", sci(r.metrics.rel_linf))) : "")
+        << (has_output(r.verdict) ? escape(", " + error_clause(r)) : "")
         << "</span>\n";
     }
     o << "</pre>\n";
@@ -143,11 +143,10 @@ std::string header(const RunSummary& s, const ReportMeta& meta) {
                                                    meta.environment.pacheck_version, meta.environment.git_commit, s.results.size(),
                                                    s.kernels.size()))
     << "</p>\n";
-  const int code = s.exit_code();
-  o << "<div class=\"outcome " << (code == 0 ? "ok" : "bad") << "\"><b>exit code " << code << "</b>: " << escape(exit_meaning(code))
-    << ". " << s.passed << " passed, " << s.failed << " failed, " << s.declined << " declined"
-    << (s.caught ? fmt::format(", {} expected failures caught", s.caught) : "") << ". Verdicts: "
-    << escape(verdict_counts_text(s.verdicts)) << ".</div>\n";
+  const Headline h = headline(s);
+  o << "<div class=\"outcome " << (h.code == 0 ? "ok" : "bad") << "\"><b>exit code " << h.code << "</b>: "
+    << escape(fmt::format("{}. {}. {}. Verdicts: {}.", h.meaning, h.counts, h.controls, verdict_counts_text(s.verdicts)))
+    << "</div>\n";
   o << "<table><tr><th>kernel</th><th>passed</th><th>failed</th><th>declined</th><th>negative control</th>"
        "<th>verdicts</th></tr>\n";
   for (const auto& k : s.kernels)

@@ -253,11 +253,10 @@ std::string fault_matrix_svg(const RunSummary& s, const std::string& suite, cons
           const bool expected = r.expected_fail && control;
           w.open("g", {{"class", "cell"}, {"data-verdict", std::string(verdict_name(r.verdict))},
                        {"data-series", "verdict-" + std::string(verdict_name(r.verdict))}});
-          w.title(fmt::format("{} | {}\nverdict: {}{}\nrel_linf {} (limit {}, margin {})\n{}", kernel, r.cell_id,
-                              verdict_name(r.verdict),
+          w.title(fmt::format("{} | {}\nverdict: {}{}\n{}\n{}", kernel, r.cell_id, verdict_name(r.verdict),
                               expected ? (is_failure(r.verdict) ? " (expected: negative control caught)" : " (expected to fail: MISSED)")
                                        : "",
-                              sci(r.metrics.rel_linf), sci(r.limit), sci(r.margin), r.detail));
+                              error_clause(r), r.detail));
           w.rect(cx + 1, cy + 1, cell_w - 2, row_h - 2,
                  {{"class", "fill"}, {"fill", st.fill.hex()}, {"stroke", r.verdict == Verdict::declined || r.verdict == Verdict::not_run ? "#999" : "none"}});
           if (expected)

@@ -5,6 +5,8 @@
 
 #include <ostream>
 
+#include "report/text.hpp"
+
 namespace pacheck {
 
 namespace {
@@ -14,6 +16,16 @@ nlohmann::json verdict_counts(const std::vector<int>& counts) {
   for (std::size_t i = 0; i < verdict_table().size(); ++i)
     j[std::string(verdict_table()[i].name)] = i < counts.size() ? counts[i] : 0;
   return j;
+}
+
+/// The summary's "negative_controls": text.hpp's control_facts and controls_statement.
+nlohmann::json controls_json(const RunSummary& s) {
+  const ControlFacts c = control_facts(s);
+  return {{"caught", c.caught},
+          {"blind", c.blind},
+          {"not_exercised", c.not_exercised},
+          {"cells", {{"caught", c.caught_cells}, {"missed", c.missed_cells}, {"not_run", c.not_run_cells}}},
+          {"statement", controls_statement(s)}};
 }
 }  // namespace
 
@@ -44,7 +56,9 @@ nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std:
             {"not_run", s.not_run},
             {"blind", s.blind},
             {"vacuous", s.vacuous},
-            {"verdicts", verdict_counts(s.verdicts)}}},
+            {"verdicts", verdict_counts(s.verdicts)},
+            {"meaning", exit_meaning(s)},
+            {"negative_controls", controls_json(s)}}},
           {"selftest", {{"passed", s.selftest.passed}, {"lines", s.selftest.lines}}},
           {"judge_flags", s.judge_flags},
           {"kernels", kernels},

@@ -12,9 +12,12 @@
 namespace pacheck {
 
 /// The whole run (`pacheck score --json FILE`, `--format json`): {"pacheck": version, "suite", "device", "exit_code",
-/// "summary": {passed, failed, declined, caught, blind, vacuous, verdicts}, "selftest": {passed, lines},
+/// "summary": {passed, failed, declined, caught, not_run, blind, vacuous, verdicts, meaning (exit_meaning),
+/// negative_controls: {caught, blind, not_exercised (control names), cells: {caught, missed, not_run},
+/// statement (controls_statement)}}, "selftest": {passed, lines},
 /// "kernels": [{kernel, passed, ..., vacuous, verdicts}...], "results": [to_json(CellResult)...]}. `verdicts`
-/// maps every verdict name of verdict_table() to its count of cells (0 included).
+/// maps every verdict name of verdict_table() to its count of cells (0 included). A non-finite metric is
+/// null (JSON has none), read back as +inf; the result's metrics.nan and metrics.inf counts say which.
 nlohmann::json to_json(const RunSummary& s, const std::string& suite, const std::string& device);
 /// report.json and `pacheck run --json FILE`: to_json(RunSummary) with "environment" (the fingerprint of
 /// report/environment.hpp), "run" and (merged reports) "merged_from" added.

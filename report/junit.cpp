@@ -4,7 +4,9 @@
 // detail and metrics; plus a "pacheck.checks" testsuite with the comparator self-test, each negative
 // control and each kernel's "ran at least one cell" check, so the file fails exactly when the exit code is
 // not 0. Written with pugixml, which does the XML escaping.
-// Each testsuite's properties also hold its cells per verdict ("verdicts"; pacheck.checks: the whole run's).
+// Each testsuite's properties also hold its cells per verdict ("verdicts"; pacheck.checks: the whole run's);
+// pacheck.checks's also the outcome and which negative controls ran (text.hpp's headline), and a run with
+// none has a skipped "a negative control ran" testcase saying so.
 #include <fmt/format.h>
 #include <pugixml.hpp>
 
@@ -164,6 +166,9 @@ void write_junit(std::ostream& out, const RunSummary& s, const ReportMeta& meta)
   pugi::xml_node checks = open_suite(root, "pacheck.checks");
   add_properties(checks, meta.environment);
   add_property(checks, "verdicts", verdict_counts_text(s.verdicts));
+  const Headline h = headline(s);
+  add_property(checks, "outcome", fmt::format("{} (exit {}): {}; {}", h.word, h.code, h.meaning, h.counts));
+  add_property(checks, "negative controls", h.controls);
   Counts c;
   for (const RunCheck& check : run_checks(s)) {
     ++c.tests;

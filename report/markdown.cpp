@@ -1,5 +1,6 @@
 // The markdown format: summary.md, a table for a pull-request comment (ci/gate.sh appends it to GitHub's
-// step summary): outcome and exit code, a table per suite and kernel (passed/failed/declined, negative
+// step summary): outcome and exit code (text.hpp's headline: what the code means for this run, the counts
+// and which negative controls ran), a table per suite and kernel (passed/failed/declined, negative
 // control), the comparator self-test, the worst cells (failures first, else closest to the limit) and the
 // environment.
 // A "Verdicts:" line under the outcome gives the cells per verdict.
@@ -57,10 +58,9 @@ KernelSummary summary_for(const RunSummary& s, const std::string& suite, const s
 }
 
 void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta) {
-  const int code = s.exit_code();
-  o << fmt::format("## pacheck {}: {} (exit {})\n\n", md(meta.suite), outcome_word(code), code);
-  o << fmt::format("{} on `{}`: {} passed, {} failed, {} declined, {} caught by negative controls.\n\n", exit_meaning(code),
-                   md(meta.device), s.passed, s.failed, s.declined, s.caught);
+  const Headline h = headline(s);
+  o << fmt::format("## pacheck {}: {} (exit {})\n\n", md(meta.suite), h.word, h.code);
+  o << fmt::format("{} on `{}`: {}.\n\n{}.\n\n", h.meaning, md(meta.device), h.counts, md(h.controls, 4000));
   o << fmt::format("Verdicts: {}.\n\n", verdict_counts_text(s.verdicts));
 
   o << "| suite | kernel | passed | failed | declined | negative control |\n| --- | --- | ---: | ---: | ---: | --- |\n";
@@ -99,7 +99,8 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
       // Cells that produced no output have no metrics to show.
       const bool no_output = is_error_verdict(r.verdict);
       o << fmt::format("| `{}` | `{}` | {} | {} | {} | {} |\n", md(r.kernel), md(r.cell_id), verdict,
-                       no_output ? "-" : sci(r.metrics.rel_linf), no_output ? "-" : sci(r.margin), md(r.detail));
+                       no_output ? "-" : metric_text(r.metrics, r.metrics.rel_linf),
+                       no_output ? "-" : metric_text(r.metrics, r.margin), md(r.detail));
     }
     if (failing.size() > kShow) o << fmt::format("\n... and {} more in junit.xml and report.json.\n", failing.size() - kShow);
   } else if (!ran.empty()) {
@@ -108,8 +109,8 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
          "| --- | --- | ---: | ---: | ---: |\n";
     for (std::size_t i = 0; i < std::min<std::size_t>(5, ran.size()); ++i) {
       const CellResult& r = *ran[i];
-      o << fmt::format("| `{}` | `{}` | {} | {} | {} |\n", md(r.kernel), md(r.cell_id), sci(r.metrics.rel_linf), sci(r.limit),
-                       sci(r.margin));
+      o << fmt::format("| `{}` | `{}` | {} | {} | {} |\n", md(r.kernel), md(r.cell_id), metric_text(r.metrics, r.metrics.rel_linf),
+                       sci(r.limit), metric_text(r.metrics, r.margin));
     }
   }
 

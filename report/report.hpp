@@ -6,13 +6,17 @@
 //      run_ended() writes the document; run_started() and cell_finished() are for formats that stream.
 //      A format that only writes a document at the end is a function: return
 //      std::make_unique<DocumentFormat>(out, write_NAME).
-//      Use report/text.hpp for numbers (sci), repro commands and the run's checks, and cell_outcome()
-//      (judge/summary.hpp) for what passes and fails, so every format agrees with the exit code.
+//      Use report/text.hpp for the outcome line (headline(): what the exit code means for this run, the
+//      counts and which negative controls ran, never your own wording, so no format claims a control that
+//      did not run), numbers (metric_text, which spells a NaN or Inf output as every format does), repro
+//      commands and the run's checks, and cell_outcome() (judge/summary.hpp) for what passes and fails, so
+//      every format agrees with the exit code.
 //   2. Add one row to format_table() in report/report.cpp (name, file name in a report directory or
 //      nullptr, one-line description, factory), and the factory's declaration to the list above it.
 //   That is all: --format NAME, `pacheck list formats`, --report-dir, `pacheck merge` and the closing
 //   "reports in DIR: ..." line all iterate the table. report/CMakeLists.txt compiles every report/*.cpp.
-//   Test it in tests/test_reports.cpp through render_format("NAME", ...), parsing what it writes.
+//   Test it in tests/test_reports.cpp through render_format("NAME", ...), parsing what it writes (the tests
+//   that every format states the controls and spells NaN/Inf alike iterate the table: they cover it already).
 //
 // Files: report.cpp (the table), text (shared wording and numbers), environment, run_identity,
 // results_log (results.jsonl), report_dir (--report-dir), merge (merge, load_report), and NAME.cpp for

@@ -7,19 +7,19 @@
 //     ---
 //     verdict: "poisoned"
 //     detail: "..."
-//     rel_linf: .inf
+//     rel_linf: .nan
 //     limit: 4.000e-03
-//     margin: .inf
+//     margin: .nan
 //     repro: "pacheck repro 'h32/8 ... V:nan@tail' --kernel cpu.vector_v"
 //     ...
 //   ok 3 - planted.k h32/8 ... # SKIP declined: ...
 //   1..3
 // A declined cell is `# SKIP`; a negative control's expected failure is `ok` when caught and `not ok` when
-// missed. The points are written when the run ends (cells finish in an order that depends on threads, and
-// a resumed run does not rerun its finished cells), so the stream is the same for any thread count.
+// missed. Closing comments give the outcome and which negative controls ran (text.hpp's headline). The
+// points are written when the run ends (cells finish in an order that depends on threads, and a resumed run
+// does not rerun its finished cells), so the stream is the same for any thread count.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <ostream>
 
 #include "report/json.hpp"
@@ -50,11 +50,13 @@ std::string reason(const std::string& raw) {
 
 /// A YAML scalar for a string: double-quoted with JSON's escapes, which YAML reads alike.
 std::string yaml_string(const std::string& s) { return json_text(nlohmann::json(s)); }
-/// A YAML float: sci() for a finite value, .nan, .inf or -.inf otherwise.
-std::string yaml_number(double v) {
-  if (std::isnan(v)) return ".nan";
-  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
-  return sci(v);
+/// A metric as a YAML float: `text` as the other formats print it (metric_text, sci), with "nan", "inf" and
+/// "-inf" in YAML's spelling of the same values (.nan, .inf, -.inf), which YAML reads as floats, not strings.
+std::string yaml_number(const std::string& text) {
+  if (text == "nan") return ".nan";
+  if (text == "inf") return ".inf";
+  if (text == "-inf") return "-.inf";
+  return text;
 }
 
 class TapFormat : public ReportFormat {
@@ -105,9 +107,8 @@ class TapFormat : public ReportFormat {
       }
     }
     out_ << fmt::format("1..{}\n", n);
-    const int code = s.exit_code();
-    out_ << fmt::format("# {} (exit {}): {}; {} passed, {} failed, {} declined, {} caught by negative controls\n",
-                        outcome_word(code), code, exit_meaning(code), s.passed, s.failed, s.declined, s.caught);
+    const Headline h = headline(s);
+    out_ << fmt::format("# {} (exit {}): {}; {}\n# {}\n", h.word, h.code, h.meaning, h.counts, reason(h.controls));
     out_ << fmt::format("# verdicts: {}\n", verdict_counts_text(s.verdicts));
     out_.flush();
   }
@@ -128,9 +129,9 @@ class TapFormat : public ReportFormat {
     out_ << "  verdict: " << yaml_string(std::string(verdict_name(r.verdict))) << "\n";
     out_ << "  detail: " << yaml_string(detail) << "\n";
     if (has_output(r.verdict)) {
-      out_ << "  rel_linf: " << yaml_number(r.metrics.rel_linf) << "\n";
-      out_ << "  limit: " << yaml_number(r.limit) << "\n";
-      out_ << "  margin: " << yaml_number(r.margin) << "\n";
+      out_ << "  rel_linf: " << yaml_number(metric_text(r.metrics, r.metrics.rel_linf)) << "\n";
+      out_ << "  limit: " << yaml_number(sci(r.limit)) << "\n";
+      out_ << "  margin: " << yaml_number(metric_text(r.metrics, r.margin)) << "\n";
     }
     out_ << "  fault: " << yaml_string(r.fault) << "\n";
     out_ << "  repro: " << yaml_string(repro_command(r, judge_flags)) << "\n";

@@ -14,9 +14,11 @@ namespace pacheck {
 /// A metric for reports: "1.234e-03" (3 decimals in scientific notation), "nan", "inf" or "-inf".
 std::string sci(double v);
 
-/// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse): "nan" or
-/// "inf" when the output holds such elements, since a number there would read as a small error; else
-/// `formatted`, the value as the caller prints it.
+/// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse, and margin
+/// with them): "nan" when the output holds a NaN, else "inf" when it holds an Inf, since a number
+/// there would read as a small error; else `formatted`, the value as the caller prints it. The one place
+/// that spells a non-finite output: every format and `repro` print its word (TAP as YAML's .nan / .inf;
+/// report.json writes null and keeps the counts, from which it is read back).
 std::string unless_nonfinite(const Metrics& m, const std::string& formatted);
 
 /// `s` with every byte that is not part of a valid UTF-8 sequence replaced by '?' (plugin messages and
@@ -49,11 +51,55 @@ using ReproCommandFn = std::function<std::string(const std::string& cell_id, con
 /// kernel here, so every report format prints a command that works pasted.
 void set_repro_command(const std::string& kernel, ReproCommandFn fn);
 
-/// What exit code 0, 1 or 3 means, in one clause ("every cell passed and every negative control was
-/// caught"); "?" for any other code.
-std::string exit_meaning(int code);
+/// What `s.exit_code()` means for this run, in one clause, claiming no more than ran: "every cell passed and
+/// every negative control was caught" (only when controls ran and each caught its fault; "every cell passed"
+/// otherwise), "some cell failed", "some kernel ran no cell", "instrument blind: the comparator self-test
+/// failed" and the like.
+std::string exit_meaning(const RunSummary& s);
 /// "PASS" (0), "BLIND" (3) or "FAIL" (anything else).
 std::string outcome_word(int code);
+
+/// A metric of a result as every report prints it: sci(v), or unless_nonfinite's "nan" / "inf" when the
+/// output held NaN / Inf (rel_linf and margin are +inf then by construction, which would read as "inf" for
+/// a NaN output). For rel_linf, max_abs, mean_abs, nmse and margin (= rel_linf / limit).
+std::string metric_text(const Metrics& m, double v);
+
+/// The largest ULP distance as reports print it: a count, or "nan" when the output holds a NaN (Metrics::
+/// max_ulp is UINT64_MAX then). Taken over every element, so an Inf output has a count.
+std::string max_ulp_text(const Metrics& m);
+
+/// "rel_linf nan (limit 4.000e-03, margin nan)": a result's error against its limit in one clause
+/// (metric_text for both numbers), for annotations, hover titles and repro comments.
+std::string error_clause(const CellResult& r);
+
+/// What a run's negative controls did, from its per-kernel summaries: the facts behind controls_statement.
+struct ControlFacts {
+  std::vector<std::string> caught;         ///< controls whose every planted cell failed, in s.kernels order
+  std::vector<std::string> blind;          ///< controls with a planted cell that passed
+  std::vector<std::string> not_exercised;  ///< controls with no planted cell among the selected ones
+  int caught_cells = 0, missed_cells = 0, not_run_cells = 0;  ///< over every control
+  /// The negative controls in the run, whatever their outcome.
+  std::size_t ran() const { return caught.size() + blind.size() + not_exercised.size(); }
+};
+ControlFacts control_facts(const RunSummary& s);
+
+/// What every format says about the run's negative controls, in the console's words:
+/// "negative controls: none ran, so this run does not show that its checks can fail here", or
+/// "negative controls: 2 ran; caught: cpu.vector_v; not exercised: cpu.fixed_scale; cells: 4 caught,
+/// 0 missed, 6 not run" (groups BLIND, caught, not exercised, each only when not empty).
+std::string controls_statement(const RunSummary& s);
+
+/// The outcome line every format opens or closes with, built here alone so that no format claims more
+/// than ran: a format prints its fields in its own markup, never its own wording.
+struct Headline {
+  int code = 0;          ///< s.exit_code()
+  std::string word;      ///< outcome_word(code): "PASS"
+  std::string meaning;   ///< exit_meaning(s): "every cell passed"
+  /// "4 passed, 0 failed, 0 declined, 2 caught by negative controls" (", 2 not run" when there are).
+  std::string counts;
+  std::string controls;  ///< controls_statement(s)
+};
+Headline headline(const RunSummary& s);
 
 /// Every metric of a result, one "name: value" per line (verdict, detail, rel_linf, limit, margin, max_abs,
 /// nmse, max_ulp, bitwise_equal_pct, bias_ulp, nan, inf, variant_elements, worst, expected_fail).
@@ -77,7 +123,8 @@ struct RunCheck {
   std::string message;  ///< why it failed or was skipped (one line)
   std::string text;     ///< what was counted ("caught 4, missed 0"; the self-test's lines)
 };
-/// The self-test check, then per kernel of `s` its negative-control check (controls only) and its "ran at
+/// The self-test check, "a negative control ran" (skipped, with controls_statement as its message, when none
+/// did; absent otherwise), then per kernel of `s` its negative-control check (controls only) and its "ran at
 /// least one cell" check (skipped, not failed, for a kernel without a cell in one shard of a run).
 std::vector<RunCheck> run_checks(const RunSummary& s);
 

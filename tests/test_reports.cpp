@@ -1,7 +1,8 @@
 // Reports CI reads: results.jsonl survives a killed run and --resume completes it to the report an
 // uninterrupted run gives; shards merge to the unsharded report; the table of formats drives the report
 // directory; junit.xml, summary.md, TAP and the GitHub annotations carry verdicts, metrics and repro
-// commands, each parsed back as its consumer reads it, and fail exactly when the run does.
+// commands, each parsed back as its consumer reads it, and fail exactly when the run does; every format says
+// which negative controls ran (or that none did) and spells a NaN or Inf output as the console does.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/utsname.h>
@@ -925,6 +926,213 @@ TEST(Github, AnErrorPerFailingCellWithItsReproAndANoticeSummary) {
   a = parse_annotations(render_format("github", s, meta_for(run.suite, good, run.o)));
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, "notice");
+}
+
+// ---- what every format says: the negative controls that ran, and NaN/Inf metrics --------------------------
+
+/// What format `format` writes for `s` through every callback a run makes (title, a row per cell, the end):
+/// the console's rows come from cell_finished, which render_format does not call.
+std::string render_streamed(const std::string& format, const RunSummary& s, const ReportMeta& meta) {
+  std::ostringstream out;
+  const std::unique_ptr<ReportFormat> f = find_format(format)->make(out, FormatOptions{});
+  f->run_started(RunStart{"title", {}});
+  for (const CellResult& r : s.results) f->cell_finished(r);
+  f->run_ended(s, meta);
+  return out.str();
+}
+
+/// A run of `kernels` (by name) over suite_of({17, 33}): with its metadata, for the formats.
+struct NamedRun {
+  Suite suite = suite_of({17, 33});
+  std::vector<KernelPtr> ks;
+  RunOptions o;
+  RunSummary s;
+  explicit NamedRun(const std::vector<KernelPtr>& kernels) : ks(kernels), s(run_suite(suite, ks, "cpu", o)) {}
+  ReportMeta meta() const { return meta_for(suite, ks, o); }
+};
+
+constexpr const char* kNoneRan =
+    "negative controls: none ran, so this run does not show that its checks can fail here";
+constexpr const char* kEveryControlCaught = "every negative control was caught";
+
+TEST(Formats, EveryFormatSaysThatNoNegativeControlRanInTheConsolesWords) {
+  const NamedRun run({Registry::global().find("cpu.reference")});
+  ASSERT_EQ(run.s.exit_code(), 0);
+  EXPECT_EQ(controls_statement(run.s), kNoneRan);
+  EXPECT_EQ(exit_meaning(run.s), "every cell passed");
+  // Every row of the table: a format added later is held to the same words.
+  for (const FormatInfo& f : format_table()) {
+    const std::string text = render_streamed(f.name, run.s, run.meta());
+    EXPECT_NE(text.find(kNoneRan), std::string::npos) << f.name << ":\n" << text.substr(0, 3000);
+    EXPECT_EQ(text.find(kEveryControlCaught), std::string::npos) << f.name << " claims a control that did not run";
+  }
+  // Where each format puts it: the headline a reader meets first.
+  EXPECT_NE(render_format("markdown", run.s, run.meta()).find(std::string("every cell passed on `cpu`: 4 passed, 0 failed, 0 declined, 0 caught by "
+                                             "negative controls.\n\n") + kNoneRan + ".\n"),
+            std::string::npos);
+  const nlohmann::json j = report_json(run.s, run.meta());
+  EXPECT_EQ(j["summary"]["negative_controls"]["statement"], kNoneRan);
+  EXPECT_EQ(j["summary"]["meaning"], "every cell passed");
+  const pugi::xml_document doc = parse_junit(render_format("junit", run.s, run.meta()));
+  EXPECT_TRUE(doc.select_node((std::string("//testcase[@name='a negative control ran']/skipped[@message='") + kNoneRan +
+                               "']").c_str()));
+  std::vector<TapPoint> points = parse_tap(render_format("tap", run.s, run.meta()));
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(), [](const TapPoint& p) {
+    return p.ok && p.description == "a negative control ran" && p.directive == std::string("SKIP ") + kNoneRan;
+  }));
+}
+
+TEST(Formats, EveryFormatNamesTheNegativeControlsThatRanWithTheirCounts) {
+  NamedRun run({Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")});
+  ASSERT_EQ(run.s.exit_code(), 0);
+  ASSERT_EQ(run.s.caught, 2);   // the two V:nan@tail cells it must fail
+  ASSERT_EQ(run.s.not_run, 2);  // the two clean ones
+  const std::string caught = "negative controls: 1 ran; caught: cpu.vector_v; cells: 2 caught, 0 missed, 2 not run";
+  EXPECT_EQ(controls_statement(run.s), caught);
+  for (const FormatInfo& f : format_table()) {
+    const std::string text = render_streamed(f.name, run.s, run.meta());
+    EXPECT_NE(text.find(caught), std::string::npos) << f.name << ":\n" << text.substr(0, 3000);
+    EXPECT_EQ(text.find(kNoneRan), std::string::npos) << f.name;
+    if (f.name != std::string("console"))  // the console's closing counts say it, not the words of an exit code
+      EXPECT_NE(text.find(kEveryControlCaught), std::string::npos) << f.name;
+  }
+  // Blind: named as such in every format, and no format says every control was caught.
+  make_blind(run.s, "cpu.reference");
+  ASSERT_EQ(run.s.exit_code(), 3);
+  const std::string blind = "negative controls: 1 ran; BLIND: cpu.vector_v; cells: 1 caught, 1 missed, 2 not run";
+  EXPECT_EQ(controls_statement(run.s), blind);
+  EXPECT_EQ(exit_meaning(run.s), "instrument blind: a negative control was not caught");
+  for (const FormatInfo& f : format_table()) {
+    const std::string text = render_streamed(f.name, run.s, run.meta());
+    EXPECT_NE(text.find(blind), std::string::npos) << f.name;
+    EXPECT_EQ(text.find(kEveryControlCaught), std::string::npos) << f.name;
+  }
+  // Not exercised (no planted cell selected): the control is named, and nothing claims it showed a failure.
+  Suite clean = exec_test::two_sequence_suite({17, 33}, {exec_test::kClean}, "rep");
+  run.s = run_suite(clean, run.ks, "cpu", run.o);
+  ASSERT_EQ(run.s.exit_code(), 0);
+  EXPECT_EQ(controls_statement(run.s),
+            "negative controls: 1 ran; not exercised: cpu.vector_v; cells: 0 caught, 0 missed, 2 not run; none was "
+            "exercised, so this run does not show that its checks can fail here");
+  EXPECT_EQ(exit_meaning(run.s), "every cell passed");
+}
+
+/// cpu.reference with one output element planted non-finite: NaN where seq_lens[0] is 17, +Inf where it is 33.
+class NonfiniteOutput : public Kernel {
+ public:
+  std::string name() const override { return "planted.nonfinite"; }
+  std::string description() const override { return "planted NaN or Inf in element 0"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case&) const override { return Support::yes(); }
+  void run(const pacheck_kernel_args& a) const override {
+    static const KernelPtr ref = Registry::global().find("cpu.reference");
+    ref->run(a);
+    const DType t = static_cast<DType>(a.out_dtype);
+    if (a.seq_lens[0] == 17) store_bits(a.out, 0, t, to_bits(std::nanf(""), t));
+    if (a.seq_lens[0] == 33) store_bits(a.out, 0, t, to_bits(INFINITY, t));
+  }
+};
+
+/// `s` with regex metacharacters escaped.
+std::string regex_quote(const std::string& s) {
+  static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
+  return std::regex_replace(s, special, R"(\$&)");
+}
+
+/// Where each format prints a result's rel_linf and margin: a pattern that matches exactly when `word` is
+/// the spelling of both for cell `cell` ("nan" or "inf"). One entry per format of format_table(), checked
+/// below, so a new format must say where it prints them.
+std::map<std::string, std::function<bool(const std::string&, const std::string&, const std::string&)>> spelled_at() {
+  auto matches = [](const std::string& text, const std::string& pattern) {
+    return std::regex_search(text, std::regex(pattern));
+  };
+  return {
+      {"console",
+       [=](const std::string& t, const std::string& cell, const std::string& w) {
+         // rel_linf, max_abs, mean_abs, margin; then the length and the whole id.
+         return matches(t, fmt::format(R"(planted\.nonfinite +poisoned +{0} +{0} +{0} +{0} +\w+ +{1}\n)", w,
+                                       regex_quote(cell)));
+       }},
+      {"json",
+       [=](const std::string& t, const std::string& cell, const std::string& w) {
+         // JSON has no NaN or Inf: null, with the counts that say which (read back through them below).
+         const nlohmann::json report = nlohmann::json::parse(t);
+         for (const auto& r : report["results"])
+           if (r["cell"] == cell)
+             return r["metrics"]["rel_linf"].is_null() && r["margin"].is_null() &&
+                    r["metrics"][w == "nan" ? "nan" : "inf"].get<int>() > 0 &&
+                    r["metrics"][w == "nan" ? "inf" : "nan"].get<int>() == 0;
+         return false;
+       }},
+      {"junit",
+       [=](const std::string& t, const std::string& cell, const std::string& w) {
+         // The testcase's <failure> text (no '<' in it: pugixml escapes one).
+         return matches(t, fmt::format(R"(name="{1}"[^>]*>\s*<failure[^>]*>[^<]*rel_linf: {0}\nlimit: \S+\nmargin: {0}\n)"
+                                       R"(max_abs: {0}\nnmse: {0}\n)",
+                                       w, regex_quote(cell)));
+       }},
+      {"markdown",
+       [=](const std::string& t, const std::string& cell, const std::string& w) {
+         return matches(t, fmt::format(R"(\| `{1}` \| poisoned \| {0} \| {0} \|)", w, regex_quote(cell)));
+       }},
+      {"html",
+       [=](const std::string& t, const std::string& cell, const std::string& w) {
+         // The fault matrix's hover title and the repro list's comment.
+         return matches(t, fmt::format(R"({1}\nverdict: poisoned\nrel_linf {0} \(limit [^,]+, margin {0}\))", w,
+                                       regex_quote(cell))) &&
+                matches(t, fmt::format(R"({1}.*# poisoned, rel_linf {0} \(limit [^,]+, margin {0}\))", w,
+                                       regex_quote(cell)));
+       }},
+      {"tap",
+       [=](const std::string& t, const std::string& cell, const std::string& w) {
+         // YAML's spelling of the same value: .nan, .inf.
+         return matches(t, fmt::format(R"(- planted\.nonfinite {1}\n  ---\n(  .*\n)*?  rel_linf: \.{0}\n  limit: \S+\n  margin: \.{0}\n)",
+                                       w, regex_quote(cell)));
+       }},
+      {"github",
+       [=](const std::string& t, const std::string& cell, const std::string& w) {
+         std::string title = cell;  // a property value: ',' escaped
+         for (std::size_t p = 0; (p = title.find(',', p)) != std::string::npos;) title.replace(p, 1, "%2C");
+         return matches(t, fmt::format(R"(title=pacheck%3A planted\.nonfinite {1}::.*%0Arel_linf {0} \(limit [^,]+, margin {0}\))",
+                                       w, regex_quote(title)));
+       }},
+  };
+}
+
+TEST(Formats, EveryFormatSpellsANanOrInfOutputAsTheConsoleDoes) {
+  NonfiniteOutput k;
+  const NamedRun run({unowned(&k)});
+  const ReportMeta meta = run.meta();
+  const std::string nan_cell = "h4/2 d32 bs16 bf16 ctx17,32 vllm seed7 clean", inf_cell = "h4/2 d32 bs16 bf16 ctx33,32 vllm seed7 clean";
+  std::map<std::string, const CellResult*> by_cell;
+  for (const auto& r : run.s.results) by_cell[r.cell_id] = &r;
+  ASSERT_EQ(by_cell.count(nan_cell), 1u);
+  ASSERT_EQ(by_cell.count(inf_cell), 1u);
+  // The numbers behind them: rel_linf and margin are +inf for both outputs (comparator.cpp), which is how
+  // a NaN output came to read "inf" in TAP, the annotations and summary.md.
+  for (const CellResult* r : {by_cell[nan_cell], by_cell[inf_cell]}) {
+    ASSERT_EQ(r->verdict, Verdict::poisoned) << r->detail;
+    ASSERT_TRUE(std::isinf(r->metrics.rel_linf) && std::isinf(r->margin));
+  }
+  EXPECT_EQ(metric_text(by_cell[nan_cell]->metrics, by_cell[nan_cell]->metrics.rel_linf), "nan");
+  EXPECT_EQ(metric_text(by_cell[inf_cell]->metrics, by_cell[inf_cell]->metrics.rel_linf), "inf");
+  EXPECT_EQ(max_ulp_text(by_cell[nan_cell]->metrics), "nan");
+  EXPECT_EQ(error_clause(*by_cell[nan_cell]), fmt::format("rel_linf nan (limit {}, margin nan)", sci(by_cell[nan_cell]->limit)));
+
+  const auto where = spelled_at();
+  // The same run read back from its report.json (merge, `pacheck report`): JSON's nulls lose nothing.
+  const RunSummary read_back = summary_from_report(report_json(run.s, meta), "report.json").first;
+  for (const FormatInfo& f : format_table()) {
+    ASSERT_EQ(where.count(f.name), 1u) << "format " << f.name << ": say where it prints rel_linf and margin";
+    const std::string text = render_streamed(f.name, run.s, meta);
+    const auto& spelled = where.at(f.name);
+    EXPECT_TRUE(spelled(text, nan_cell, "nan")) << f.name << ": the NaN output's metrics are not 'nan':\n" << text.substr(0, 6000);
+    EXPECT_FALSE(spelled(text, nan_cell, "inf")) << f.name;
+    EXPECT_TRUE(spelled(text, inf_cell, "inf")) << f.name << ": the Inf output's metrics are not 'inf':\n" << text.substr(0, 6000);
+    EXPECT_FALSE(spelled(text, inf_cell, "nan")) << f.name;
+    if (f.name != std::string("json"))  // its environment and timings are those of the reading process
+      EXPECT_EQ(render_streamed(f.name, read_back, meta), text) << f.name << " changes through report.json";
+  }
 }
 
 TEST(Environment, FingerprintNamesBuildCompilerAndDevice) {

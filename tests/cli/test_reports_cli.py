@@ -25,7 +25,9 @@ Scenarios:
   lock         a second run into a report directory in use fails at once, naming the holder
   resume_check --resume checks each results.jsonl line against the plan (foreign, duplicate, malformed)
   score_reports score --report-dir writes run's reports for replayed outputs; decline notes; a broken export
-               leaves an earlier report directory alone
+               leaves an earlier report directory alone; no control scored: the reports say none ran
+  controls_words every format (`pacheck list formats`) says which negative controls ran, in the console's
+               words: none for cpu.reference alone, cpu.vector_v with its caught, missed and not-run cells
 """
 import argparse
 import json
@@ -937,6 +939,9 @@ def scenario_score_reports(args, tmp):
     check(report["summary"]["declined"] == len(declined), "summary.declined does not count the declines")
     run_json = load(os.path.join(d, "run.json"))
     check(run_json.get("score", {}).get("cases") == os.path.abspath(cases), f"run.json lacks the score inputs: {run_json}")
+    # No --negative-control: the reports say that no control ran (summary.md said every one was caught).
+    with open(os.path.join(d, "summary.md")) as f:
+        check(NONE_RAN in f.read(), "score's summary.md does not say that no negative control ran")
     run(args, "report", d, expect=0)
     # A broken export is refused before the report directory is started: the earlier reports stay.
     before = snapshot(d)
@@ -1013,11 +1018,52 @@ def scenario_resume_check(args, tmp):
     refused(args, "results.jsonl:5: malformed result line", *SMALL, "--resume", d)
 
 
+NONE_RAN = "negative controls: none ran, so this run does not show that its checks can fail here"
+
+
+def format_texts(args, d, sel):
+    """Every format `pacheck list formats` names, as its reader gets it for the run of `sel` that wrote the
+    report directory `d`: the file there, or stdout of `--format NAME`."""
+    texts = {}
+    for line in run(args, "list", "formats", expect=0).stdout.splitlines():
+        name, file = line.split()[:2]
+        if file == "(stdout)":
+            texts[name] = run_stdout(args, "run", *sel, "--format", name).stdout
+        else:
+            with open(os.path.join(d, file)) as f:
+                texts[name] = f.read()
+    return texts
+
+
+def scenario_controls_words(args, tmp):
+    """Every format says which negative controls ran, in the console's words (issue 43): a run of a kernel
+    under test alone says none ran and never that every control was caught (summary.md and report.html did);
+    beside cpu.vector_v, every format names it with its caught, missed and not-run cells."""
+    sel = ["--suite", "tail-poison", "--kernel", "cpu.reference", "--filter", "h32/8 .* bf16 ", "-j2"]
+    d = os.path.join(tmp, "alone")
+    run(args, "run", *sel, "--report-dir", d, expect=0)
+    texts = format_texts(args, d, sel)
+    check({"console", "json", "junit", "markdown", "html", "tap", "github"} <= set(texts), f"formats: {sorted(texts)}")
+    for name, text in texts.items():
+        check(NONE_RAN in text, f"{name}: does not say that no negative control ran:\n{text[-2000:]}")
+        check("every negative control was caught" not in text, f"{name}: claims a negative control that did not run")
+    summary = load(os.path.join(d, "report.json"))["summary"]
+    check(summary["negative_controls"]["statement"] == NONE_RAN and summary["meaning"] == "every cell passed",
+          f"report.json summary: {summary}")
+    sel += ["--kernel", "cpu.vector_v"]
+    d = os.path.join(tmp, "beside")
+    run(args, "run", *sel, "--report-dir", d, expect=0)
+    caught = "negative controls: 1 ran; caught: cpu.vector_v; cells: 2 caught, 0 missed, 6 not run"
+    for name, text in format_texts(args, d, sel).items():
+        check(caught in text, f"{name}: does not name the control and its counts ({caught!r}):\n{text[-2000:]}")
+        check(NONE_RAN not in text, f"{name}: says no control ran beside cpu.vector_v")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest",
                                          "symlinks", "input_files", "preflight", "lock", "resume_check",
-                                         "score_reports"])
+                                         "score_reports", "controls_words"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
