@@ -400,6 +400,20 @@ inline const std::vector<Catch>& catches() {
        }},
       {"cpu.slot_scale_nhd", "tail-poison", "WithPerSlotTables",
        [](const Counterexample& cx, double) { EXPECT_TRUE(cx.cell.c.k_scale.per_slot()) << cx.cell.id(); }},
+      // Its scales follow the logical block, its K and V the physical one: another paging of the same case, or a
+      // sequence run alone rather than in a batch, moves its blocks to other physical ids but leaves the table
+      // rows it reads where they were, pairing K and V with other scales.
+      {"cpu.slot_scale_nhd", "paging-invariance", "WithPerSlotTables",
+       [](const Counterexample& cx, double) {
+         EXPECT_TRUE(cx.cell.c.k_scale.per_slot()) << cx.cell.id();
+         EXPECT_NE(cx.what.find("under another paging"), std::string::npos) << cx.what;
+       }},
+      {"cpu.slot_scale_nhd", "batch-invariance", "WithPerSlotTablesInABatch",
+       [](const Counterexample& cx, double) {
+         EXPECT_TRUE(cx.cell.c.k_scale.per_slot()) << cx.cell.id();
+         EXPECT_GE(cx.cell.c.num_seqs(), 2) << cx.cell.id();
+         EXPECT_NE(cx.what.find("differs bitwise from the batch"), std::string::npos) << cx.what;
+       }},
       // e4m3fn codes of exponent 15: with_fp8's top-binade form (one fp8 case in 8) on an e4m3fn cache, or a
       // per-slot table's smallest scales on extreme K. Rarely drawn (about 1 case in 200): 1,000 cases.
       {"cpu.e4m3_ieee", "agreement", "OnAnE4m3fnCodeOfTheTopBinade",
