@@ -95,8 +95,9 @@ rc::Gen<int> gen_scale_choice();
 /// tokens (gen_query_lens: from size 10, one case in 8) and one real attention variant (gen_variant, one case in
 /// 8 from size 10, among space.variants' SLIDING_WINDOW, SOFT_CAP, ALIBI and SINKS); before those, from size 10,
 /// one case in 8 gets an offset distribution (space.offset_dists: logits far from zero) and, after it, one case
-/// in 8 an fp8 cache when the space has fp8_dtypes (with_fp8: scale 1, per tensor and per KV head a sixth each,
-/// per slot half; not with an offset distribution, which needs a 16/32-bit cache).
+/// in 8 an fp8 cache when the space has fp8_dtypes (with_fp8, of 16 draws: scale 1 and per tensor one each, per
+/// KV head four, per tensor at the top binade two, per slot eight; not with an offset distribution, which needs a
+/// 16/32-bit cache).
 rc::Gen<Case> gen_case(const CaseSpace& space);
 
 /// Query tokens per sequence for `c` (issue 19, speculative decode): from RapidCheck size 10, one case in 8
@@ -116,9 +117,12 @@ rc::Gen<Case> gen_variant(Case c, int size, unsigned variants);
 /// `c` moved to an fp8 cache of encoding `kv` (seed 002, issue 18 item 5): `form` 0 the default scales (1),
 /// 1 per tensor (k_scale 0.37, v_scale 2.5), 2 per KV head (ks=0.3~3, vs=3~0.3), 3 per tensor at the top binade
 /// (k_scale = v_scale = the distribution's largest |value| / 400: 0.0025 uniform, 0.01 normal and peaked, 0.16
-/// extreme, so e4m3fn codes 256..448 are read; issue 45), 4 (or more) per slot (ks=vs=slot0.25~4;
+/// extreme, so e4m3fn codes 256..448 are read; issue 45; an e4m3fn cache whatever `kv`, where the space has
+/// e4m3fn), 4 (or more) per slot (ks=vs=slot0.25~4;
 /// per head instead where the space lacks per-slot tables or the pool is placed at high block ids, per tensor
-/// where it lacks per-head ones). An output dtype finer than the query's becomes the query's (designs that
+/// where it lacks per-head ones). Per KV head over one KV head (a per-tensor scale in effect) splits the query
+/// heads over two KV heads where the GQA ratio is even and the space takes the split (the work, which counts
+/// query heads, is unchanged). An output dtype finer than the query's becomes the query's (designs that
 /// round P.V products of an fp8 cache to the query dtype, cpu.half_products, meet their limit there).
 /// Returns `c` unchanged when the moved case is invalid or `space.supports` declines it.
 Case with_fp8(const CaseSpace& space, const Case& c, DType kv, int form);

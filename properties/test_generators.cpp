@@ -212,8 +212,13 @@ TEST(Generators, CoverTheEdges) {
       ++seen[c.k_scale.per_slot() ? "fp8 per slot" : c.k_scale.per_head() ? "fp8 per head" : c.k_scale.is_default() ? "fp8 scale 1" : "fp8 per tensor"];
       EXPECT_EQ(c.k_scale.per_slot(), c.v_scale.per_slot()) << c.id();
       if (c.k_scale.per_slot()) EXPECT_EQ(c.high_block_ids, 0) << c.id();
+      // One KV head's per-head range is one scale: with_fp8 splits an even GQA ratio over two KV heads.
+      if (c.k_scale.per_head() && c.num_heads % 2 == 0) EXPECT_GE(c.num_kv_heads, 2) << c.id();
     }
-    if (c.k_scale.values.size() == 1 && c.k_scale.values[0] < 0.2f) ++seen["fp8 top binade"];
+    if (c.k_scale.values.size() == 1 && c.k_scale.values[0] < 0.2f) {
+      ++seen["fp8 top binade"];
+      EXPECT_EQ(c.kv_dtype, DType::fp8_e4m3fn) << "the top binade form is e4m3fn's: " << c.id();
+    }
     // Issue 45: real attention variants and the offset distributions.
     if (c.sliding_window > 0) ++seen["window"];
     if (c.logits_soft_cap) ++seen["soft cap"];
@@ -274,6 +279,8 @@ TEST(Generators, CoverTheEdges) {
   EXPECT_GT(seen["fp8"], n / 16);
   EXPECT_LT(seen["fp8"], n * 3 / 20);
   EXPECT_GT(seen["fp8 per slot"], seen["fp8"] / 3);
+  // Per KV head: a quarter of the fp8 draws (cpu.fp8_head0_scale's only trigger), and per slot's fallback.
+  EXPECT_GT(seen["fp8 per head"], seen["fp8"] / 5);
   // gen_scale_choice: a non-default scale one case in four (3000 draws: 750 expected, sd 24).
   EXPECT_GT(seen["scale set"], n / 5);
   EXPECT_LT(seen["scale set"], n * 3 / 10);
