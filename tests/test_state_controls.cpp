@@ -103,6 +103,23 @@ TEST(StateControls, StaleMaxNeedsTheLargerLogitsFirst) {
   }
 }
 
+// A case whose output lies close to the first case's: soft caps of 50, then 30, on normal logits (the variants
+// suite has this pair, one after the other on one shape). cpu.replay_output replays the first output for the
+// second case, which its limit accepts (the two lie about 6e-3 apart, bf16's limit is 1.95e-2): it passes, and
+// its expected failures leave the cell out (it was counted missed, and selftest instrument blind).
+TEST(StateControls, ReplayOfAnOutputCloseToTheCellsOwnIsNoExpectedFailure) {
+  Suite suite = contrast_suite({Dist::normal, Dist::normal});
+  for (std::size_t i = 0; i < suite.cells.size(); ++i) suite.cells[i].cell.c.logits_soft_cap = i < 2 ? 50.0f : 30.0f;
+  const RunSummary s = run(suite, {"cpu.replay_output"}, 1, /*everywhere=*/true);
+  ASSERT_EQ(s.results.size(), 4u);
+  for (const CellResult& r : s.results) {
+    SCOPED_TRACE(r.cell_id);
+    EXPECT_FALSE(r.expected_fail);
+    EXPECT_EQ(r.verdict, Verdict::pass) << r.detail;
+  }
+  EXPECT_FALSE(s.blind);
+}
+
 // A pool hands a call the previous call's buffers when the sizes match, and new ones otherwise.
 TEST(BufferPool, SameSizesSameAddresses) {
   const auto b = make_cpu_backend();
