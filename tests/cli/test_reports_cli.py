@@ -635,17 +635,36 @@ SELFTEST_POOL = selftest_suite("pool", "bf16", "high_block_ids = 32\n").replace(
     'faults = ["clean", "V:nan@tail"]', 'faults = ["K+V:nan@unused"]')
 
 
+# The groups of gate (suites/gate.toml) that hold the only expected failures of some controls, smaller: logits
+# far below zero and sequences of one batch far apart (cpu.sentinel_max, cpu.carried_max), a far_above case then
+# a peaked one on the same buffers (cpu.replay_output, cpu.stale_max), f16 weights all below 2^-14 at 20,000
+# tokens (cpu.p_f16_ftz); with `fp8`, e4m3fn codes of the top binade (cpu.e4m3_ieee) and per-slot tables in
+# the nhd layout (cpu.slot_scale_nhd).
+def selftest_gate(fp8=True):
+    group = '[[cells]]\nheads = "{}"\nhead_sizes = {}\nblock_sizes = 16\ndtypes = "{}"\nseq_lens = {}\n{}'
+    text = ('name = "gate"\ndescription = "cli.selftest stand-in"\n'
+            + group.format("8/2", 64, "bf16", "[[300, 37, 45]]", 'dists = ["far_below", "mixed_scales"]\n')
+            + group.format("4/1", 64, "bf16", "[[700, 77]]", 'dists = ["far_above", "peaked"]\n')
+            + group.format("1/1", 32, "f16", "[20000]", 'dists = "uniform"\nscales = [1e-6]\n'))
+    if fp8:
+        text += (group.format("8/2", 64, "q=bf16,kv=fp8_e4m3fn,o=bf16", "[37]",
+                              'dists = "uniform"\nk_scale = 0.0023\nv_scale = 0.0023\n')
+                 + group.format("8/2", 64, "q=bf16,kv=fp8_e4m3fn,o=bf16", "[[1000, 37]]",
+                                'layouts = ["nhd"]\nk_scale_slot = [0.25, 4.0]\nv_scale_slot = [0.25, 4.0]\n'))
+    return text
+
+
 def scenario_selftest(args, tmp):
     """`pacheck selftest` passes with every CPU negative control caught on a suite that plants its fault (the
     fp8 scale controls have none in tail-poison: before the fix the command exited 3 on a healthy build),
     fails (exit 3) when a control is not exercised, and refuses --ulps 0 (which would seed no corruption) as a
-    usage error. Small stand-ins for the three
-    suites (PACHECK_SUITES_DIR; variants too) keep it short; the built-in suites run the same code."""
-    def suites(name, fp8_text):
+    usage error. Small stand-ins for its six suites (PACHECK_SUITES_DIR) keep it short; the built-in suites
+    run the same code."""
+    def suites(name, fp8_text, gate_text):
         d = os.path.join(tmp, name)
         os.makedirs(d)
         for file, text in (("tail-poison.toml", SELFTEST_TAIL), ("fp8.toml", fp8_text), ("scales.toml", SELFTEST_SCALES),
-                           ("variants.toml", SELFTEST_VARIANTS), ("pool.toml", SELFTEST_POOL)):
+                           ("variants.toml", SELFTEST_VARIANTS), ("pool.toml", SELFTEST_POOL), ("gate.toml", gate_text)):
             with open(os.path.join(d, file), "w") as f:
                 f.write(text)
         return dict(os.environ, PACHECK_SUITES_DIR=d)
@@ -653,15 +672,17 @@ def scenario_selftest(args, tmp):
     def controls(p):
         return {c[0]: c[1] for c in (l.split() for l in p.stdout.splitlines() if l.startswith("  cpu."))}
 
-    p = run(args, "selftest", env=suites("both", SELFTEST_FP8), expect=0)
+    p = run(args, "selftest", env=suites("both", SELFTEST_FP8, selftest_gate()), expect=0)
     got = controls(p)
     check(set(got) >= {"cpu.vector_v", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault", "cpu.fixed_scale",
                        "cpu.softcap_ratio", "cpu.window_scratch", "cpu.int32_offset", "cpu.uint32_offset",
-                       "cpu.qlen_no_causal", "cpu.slot_scale_unmasked"}, p.stdout)
+                       "cpu.qlen_no_causal", "cpu.slot_scale_unmasked", "cpu.sentinel_max", "cpu.softmax_no_max",
+                       "cpu.carried_max", "cpu.p_f16_ftz", "cpu.e4m3_ieee", "cpu.slot_scale_nhd", "cpu.replay_output",
+                       "cpu.stale_max"}, p.stdout)
     check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
-    # Planted: an fp8 suite without an fp8 cell leaves the fp8 controls unexercised, which must fail.
-    p = run(args, "selftest", env=suites("no_fp8", selftest_suite("fp8", "bf16")), expect=3)
+    # Planted: fp8 and gate without an fp8 cell leave the fp8 controls unexercised, which must fail.
+    p = run(args, "selftest", env=suites("no_fp8", selftest_suite("fp8", "bf16"), selftest_gate(fp8=False)), expect=3)
     got = controls(p)
     check(got.get("cpu.fp8_scale_fault") == "not" and got.get("cpu.vector_v") == "caught", p.stdout)
     # --ulps 0 would seed nothing: it is a usage error (exit 2 naming the range), not a blind instrument.
