@@ -11,9 +11,10 @@
 #             then the trust run on the honest GPU designs: gate at 10 seeds, fuzz --budget 60 at 2 seeds
 #   cpu-gate  the trust run on every CPU kernel (the honest panel, the negative controls, the planted
 #             faults): gate at 10 seeds (issue 45's acceptance: 0 false alarms, every control caught)
-#   cpu-fuzz  the trust run's fuzz --budget 60 on every honest CPU design at FUZZ_SEEDS seeds (default 5:
-#             about 17 designs x 5 x 60 s / 16 jobs = 5.5 min; 10 seeds want 32 cores, nvidia-h100-x2)
-# Environment: CUDA_ARCH (default 90), FUZZ_SEEDS, STEP_TIMEOUT seconds per step (default 570).
+#   cpu-fuzz  the trust run's fuzz --budget 60 on every honest CPU design at FUZZ_SEEDS seeds from FUZZ_FIRST
+#             (default 5 from 1: about 17 designs x 5 x 60 s / 16 jobs = 5.5 min; 10 seeds: two calls,
+#             FUZZ_FIRST=1 and FUZZ_FIRST=6, or 32 cores)
+# Environment: CUDA_ARCH (default 90), FUZZ_SEEDS, FUZZ_FIRST, STEP_TIMEOUT seconds per step (default 570).
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,7 +70,7 @@ case "$part" in
     cp "$out/trust-cpu-gate/summary.txt" "$out/trust-cpu-gate-summary.txt" 2>/dev/null ;;
   cpu-fuzz)
     step trust "${trust[@]}" --out "$out/trust-cpu-fuzz" --seeds 0 --no-planted --no-controls \
-      --fuzz-seeds "${FUZZ_SEEDS:-5}" --fuzz-budget 60
+      --fuzz-seeds "${FUZZ_SEEDS:-5}" --first-fuzz-seed "${FUZZ_FIRST:-1}" --fuzz-budget 60
     cp "$out/trust-cpu-fuzz/summary.txt" "$out/trust-cpu-fuzz-summary.txt" 2>/dev/null ;;
   *) say "unknown part '$part' (gpu, cpu-gate, cpu-fuzz)"; exit 2 ;;
 esac

@@ -9,7 +9,7 @@ property on every honest design at several seeds. The run holds when
   - every planted fault fails cells at every seed (in at least one of the suites run at that seed).
 
   ci/trust-run.py [--pacheck BIN] [--out DIR] [--seeds N] [--first-seed S] [--suites gate,models,...]
-                  [--fuzz-seeds M] [--fuzz-budget SECONDS] [--jobs P] [--device cuda:0] [--short]
+                  [--fuzz-seeds M] [--first-fuzz-seed F] [--fuzz-budget SECONDS] [--jobs P] [--device cuda:0] [--short]
                   [--kernels K1,K2,...] [--no-planted] [--no-controls] [--deadline SECONDS] [--threads T]
 
 --kernels keeps only the named built-in kernels (measurement runs split over machines: the GPU kernels on
@@ -78,7 +78,9 @@ def parse_args():
     ap.add_argument("--first-seed", type=positive_int("--first-seed"), default=1)
     ap.add_argument("--suites", default=None, help="comma-separated suite names (default gate,boundary,models,sweep)")
     ap.add_argument("--fuzz-seeds", type=positive_int("--fuzz-seeds"), default=None,
-                    help="fuzz every honest kernel at seeds 1..M (0: no fuzzing)")
+                    help="fuzz every honest kernel at M seeds from --first-fuzz-seed (0: no fuzzing)")
+    ap.add_argument("--first-fuzz-seed", type=positive_int("--first-fuzz-seed", 1), default=1,
+                    help="the first fuzz seed (default 1): a 10-seed fuzz run split over two machines or calls")
     ap.add_argument("--fuzz-budget", type=float, default=None, help="wall seconds per fuzz run (default 60)")
     ap.add_argument("--jobs", type=positive_int("--jobs", 1), default=os.cpu_count() or 2,
                     help="pacheck processes at once, each with --threads workers (default: the number of cores)")
@@ -114,8 +116,10 @@ def parse_args():
     if a.kernels is not None and not [k for k in a.kernels.split(",") if k]:
         fail_usage("--kernels names no kernel (leave it out for every kernel)")
     a.suites = [s for s in a.suites.split(",") if s]
-    if not a.suites or a.seeds == 0:
-        fail_usage("nothing to run: --suites is empty or --seeds is 0")
+    if (not a.suites or a.seeds == 0) and a.fuzz_seeds == 0:
+        fail_usage("nothing to run: --suites is empty or --seeds is 0, and --fuzz-seeds is 0")
+    if not a.suites:
+        a.seeds = 0
     if not os.path.isfile(a.pacheck) or not os.access(a.pacheck, os.X_OK):
         fail_usage(f"--pacheck {a.pacheck} is not an executable file")
     if os.path.exists(a.out) and not os.path.isdir(a.out):
@@ -209,7 +213,7 @@ def main():
                   for suite in a.suites for seed in seeds}
     fuzz_jobs = {(k, seed): [a.pacheck, "fuzz", "--kernel", k, "--seed", str(seed), "--budget", f"{a.fuzz_budget:g}",
                              "--tolerance", a.tolerance, *([] if k.startswith("cpu.") else dev)]
-                 for k in honest for seed in range(1, a.fuzz_seeds + 1)}
+                 for k in honest for seed in range(a.first_fuzz_seed, a.first_fuzz_seed + a.fuzz_seeds)}
     t0 = time.monotonic()
     stop_at = t0 + a.deadline if a.deadline else None
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
