@@ -6,6 +6,7 @@
 #include "cli/common.hpp"
 #include "bench/bench.hpp"
 #include "report/report.hpp"
+#include "report/text.hpp"
 
 namespace pacheck::cli {
 
@@ -126,7 +127,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
     if (any_wrong)
       fmt::print("WARNING: some timed kernel failed its correctness check on a bench cell, or a case could not be "
                  "prepared ({})\n",
-                 json_path->empty() ? "pacheck repro CELL --kernel K shows why" : "verdicts in " + *json_path);
+                 json_path->empty() ? command_name() + " repro CELL --kernel K shows why" : "verdicts in " + *json_path);
     write_json(true);
     ctx.exit_code = any_wrong ? kFail : kPass;
   });

@@ -77,7 +77,7 @@ void add_score_command(CLI::App& app, Context& ctx) {
     so.run = common->run_options();
     // The replayed kernel exists only in this process: a failing cell's repro line is this command for it.
     set_repro_command(o->kernel, [o](const std::string& cell_id, const std::string& judge_flags) {
-      std::string line = fmt::format("pacheck score --cases {} --outputs {} --cell {}", shell_quote(o->cases),
+      std::string line = fmt::format("{} score --cases {} --outputs {} --cell {}", command_name(), shell_quote(o->cases),
                                      shell_quote(o->outputs), shell_quote(cell_id));
       if (o->kernel != "foreign") line += " --kernel-name " + shell_quote(o->kernel);
       if (o->negative_control) line += " --negative-control";
