@@ -248,6 +248,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
       std::fflush(stdout);
     }
     ReportMeta meta{suite.name, device, {}, identity};
+    meta.cell_sources = cell_sources_of(suite);
     if (reports || out->needs_environment() || !json_path->empty()) {
       std::vector<PluginFingerprint> plugins;
       for (const auto& p : loaded_plugins()) plugins.push_back({p.path, p.sha256});

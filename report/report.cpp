@@ -6,6 +6,13 @@
 
 namespace pacheck {
 
+std::vector<CellSource> cell_sources_of(const Suite& suite) {
+  std::vector<CellSource> out;
+  out.reserve(suite.cells.size());
+  for (const SuiteCell& c : suite.cells) out.push_back({c.file, c.line});
+  return out;
+}
+
 void ReportFormat::run_started(const RunStart&) {}
 void ReportFormat::cell_finished(const CellResult&) {}
 

@@ -51,6 +51,12 @@ struct RunStart {
   std::vector<std::string> notes;
 };
 
+/// A place in a suite file: a path as the suite was loaded and a 1-based line (0: unknown).
+struct CellSource {
+  std::string file;
+  int line = 0;
+};
+
 /// Everything a report says besides the results.
 struct ReportMeta {
   std::string suite;         ///< suite name; distinct names joined by "," in a merged report
@@ -58,7 +64,13 @@ struct ReportMeta {
   Environment environment;   ///< of this run (the first input's in a merged report)
   nlohmann::json run;        ///< run_identity() of this run (null where there is none: `pacheck score`)
   nlohmann::json merged_from = nlohmann::json::array();  ///< merged reports: [{source, run, environment}]
+  /// Where each cell of the suite is written, by CellResult::index (SuiteCell::file and line): the github
+  /// format's annotations carry it. Empty where it is not known (`score`, a report read back, a merge).
+  std::vector<CellSource> cell_sources;
 };
+
+/// SuiteCell::file and line of every cell of `suite`, in order: ReportMeta::cell_sources.
+std::vector<CellSource> cell_sources_of(const Suite& suite);
 
 /// Options a command line passes to the format it prints.
 struct FormatOptions {

@@ -872,6 +872,8 @@ class Parser {
     for (bool more = true; more;) {
       SuiteCell sc = cell_at(axes, at);
       check_cell(axes, at, sc);
+      sc.file = file_;
+      sc.line = line_of(g);
       sequences_ += static_cast<double>(sc.cell.c.seq_lens.size());
       out.push_back(std::move(sc));
       more = false;

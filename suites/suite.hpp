@@ -41,6 +41,11 @@ struct SuiteError : std::runtime_error {
 struct SuiteCell {
   Cell cell;
   bool native_layout = true;
+  /// Where the cell is written: the suite file it was loaded from (an included suite's cells keep their own
+  /// file) and the line of its [[cells]] group's header; "" and 0 for a cell built in code. GitHub
+  /// annotations point there.
+  std::string file;
+  int line = 0;
   /// The cell as a kernel reading `kernel_layouts` (Kernel::layouts(), preferred first) runs it: a native
   /// cell takes the first of them (none: the cell's own layout).
   Cell for_layouts(const std::vector<Layout>& kernel_layouts) const;

@@ -14,6 +14,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -853,6 +855,8 @@ TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
 /// property value free of raw ':' ',' and both free of raw CR/LF and of '%' not starting an escape.
 struct Annotation {
   std::string kind, title, message;  ///< unescaped
+  std::string file;                  ///< file= ("" when absent), unescaped
+  int line = 0;                      ///< line= (0 when absent)
 };
 std::string unescape_command(const std::string& s, bool property) {
   std::string out;
@@ -876,7 +880,7 @@ std::string unescape_command(const std::string& s, bool property) {
 std::vector<Annotation> parse_annotations(const std::string& text) {
   std::vector<Annotation> out;
   std::istringstream in(text);
-  static const std::regex re(R"(^::(error|warning|notice) title=([^:]*)::(.*)$)");
+  static const std::regex re(R"(^::(error|warning|notice) (?:file=([^,:]*),line=([0-9]+),)?title=([^:]*)::(.*)$)");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
     if (!std::regex_match(line, m, re)) {
@@ -884,7 +888,8 @@ std::vector<Annotation> parse_annotations(const std::string& text) {
       continue;
     }
     EXPECT_EQ(line.find('\r'), std::string::npos) << line;
-    out.push_back({m[1], unescape_command(m[2], true), unescape_command(m[3], false)});
+    out.push_back({m[1], unescape_command(m[4], true), unescape_command(m[5], false), unescape_command(m[2], true),
+                   m[3].matched ? std::stoi(m[3]) : 0});
   }
   return out;
 }
@@ -926,6 +931,40 @@ TEST(Github, AnErrorPerFailingCellWithItsReproAndANoticeSummary) {
   a = parse_annotations(render_format("github", s, meta_for(run.suite, good, run.o)));
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].kind, "notice");
+}
+
+// A failing cell's error names the suite file and the line of the [[cells]] group that wrote it, relative
+// to $GITHUB_WORKSPACE (else the working directory), so GitHub attaches it there; a cell whose place the run
+// does not know (no cell_sources: `score`, a merged report) has none.
+TEST(Github, AnErrorCarriesTheSuiteFileAndLineOfItsCell) {
+  FailingRun run("planted.error", "bad");
+  ReportMeta meta = meta_for(run.suite, run.ks, run.o);
+  Suite written = run.suite;
+  for (std::size_t i = 0; i < written.cells.size(); ++i) {
+    written.cells[i].file = (std::filesystem::current_path() / "suites" / "mine.toml").string();
+    written.cells[i].line = 10 + static_cast<int>(i);
+  }
+  meta.cell_sources = cell_sources_of(written);
+  std::vector<Annotation> a = parse_annotations(render_format("github", run.s, meta));
+  ASSERT_EQ(a.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    const auto r = std::find_if(run.s.results.begin(), run.s.results.end(), [&](const CellResult& x) {
+      return a[i].title == "pacheck: " + x.kernel + " " + x.cell_id;
+    });
+    ASSERT_NE(r, run.s.results.end()) << a[i].title;
+    EXPECT_EQ(a[i].file, "suites/mine.toml");
+    EXPECT_EQ(a[i].line, 10 + r->index);
+  }
+  EXPECT_EQ(a[2].kind, "notice");
+  EXPECT_EQ(a[2].file, "");
+  ::setenv("GITHUB_WORKSPACE", std::filesystem::current_path().parent_path().string().c_str(), 1);
+  a = parse_annotations(render_format("github", run.s, meta));
+  ::unsetenv("GITHUB_WORKSPACE");
+  EXPECT_EQ(a[0].file, std::filesystem::current_path().filename().string() + "/suites/mine.toml");
+  meta.cell_sources.clear();
+  a = parse_annotations(render_format("github", run.s, meta));
+  EXPECT_EQ(a[0].file, "");
+  EXPECT_EQ(a[0].line, 0);
 }
 
 // ---- what every format says: the negative controls that ran, and NaN/Inf metrics --------------------------

@@ -69,6 +69,18 @@ block_sizes = 16
 seq_lens = [17]
 )";
 
+// Each cell knows where it is written: the suite file and its [[cells]] group's header line (what GitHub
+// annotations point at).
+TEST(SuiteCells, CarryTheirFileAndGroupLine) {
+  const std::string text = std::string(kGood) + "\n[[cells]]\nheads = \"4/4\"\nhead_sizes = 32\nblock_sizes = 8\nseq_lens = [9, 16]\n";
+  const Suite s = parse_suite(text, "suites/mine.toml");
+  ASSERT_EQ(s.cells.size(), 3u);
+  for (const SuiteCell& c : s.cells) EXPECT_EQ(c.file, "suites/mine.toml");
+  EXPECT_EQ(s.cells[0].line, 2);  // the first [[cells]]
+  EXPECT_EQ(s.cells[1].line, 8);  // the second, after kGood's 6 lines and a blank one
+  EXPECT_EQ(s.cells[2].line, 8);
+}
+
 TEST(SuiteErrors, NameFileLineAndField) {
   EXPECT_EQ(parse_suite(kGood, "good.toml").cells.size(), 1u);
   EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, scales, k_scale, v_scale, k_scale_range, v_scale_range, k_scale_slot, v_scale_slot, variants, high_block_ids)");
