@@ -12,12 +12,6 @@
 
 namespace pacheck {
 
-std::string sci(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.3e}", v);
-}
-
 std::string valid_utf8(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -114,10 +108,6 @@ std::string metrics_text(const CellResult& r) {
       m.nan_count,
       m.inf_count, r.variant_elements, describe(m.worst), r.expected_fail);
 }
-
-bool is_error_verdict(Verdict v) { return v == Verdict::error || v == Verdict::crash || v == Verdict::timeout; }
-
-bool has_output(Verdict v) { return v != Verdict::declined && v != Verdict::not_run && !is_error_verdict(v); }
 
 std::vector<std::string> suites_of(const RunSummary& s) {
   std::vector<std::string> out;

@@ -1,6 +1,7 @@
 // Wording and numbers every report format shares, so that summary.md, junit.xml, TAP, the GitHub
-// annotations and report.html say the same thing the same way: one number printer, one repro command, one
-// meaning per exit code and one list of the run-level checks behind it.
+// annotations and report.html say the same thing the same way: one repro command, one meaning per exit code
+// and one list of the run-level checks behind it. The one number printer, sci(), and which verdicts carry an
+// output, has_output(), are judge's (judge/comparator.hpp, judge/verdict.hpp): the figures use them too.
 #pragma once
 
 #include <functional>
@@ -10,9 +11,6 @@
 #include "exec/runner.hpp"
 
 namespace pacheck {
-
-/// A metric for reports: "1.234e-03" (3 decimals in scientific notation), "nan", "inf" or "-inf".
-std::string sci(double v);
 
 /// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse): "nan" or
 /// "inf" when the output holds such elements, since a number there would read as a small error; else
@@ -59,10 +57,6 @@ std::string outcome_word(int code);
 /// nmse, max_ulp, bitwise_equal_pct, bias_ulp, nan, inf, variant_elements, worst, expected_fail).
 std::string metrics_text(const CellResult& r);
 
-/// The kernel produced an output to measure: not declined, error, crash or timeout.
-bool has_output(Verdict v);
-/// The kernel or its process failed to produce an output: error, crash or timeout.
-bool is_error_verdict(Verdict v);
 
 /// The suites of `s.results`, in order of first appearance (a merged report may hold several).
 std::vector<std::string> suites_of(const RunSummary& s);

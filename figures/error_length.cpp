@@ -8,8 +8,9 @@
 #include <map>
 #include <set>
 
-#include "report/html_parts.hpp"
-#include "report/text.hpp"
+#include "figures/parts.hpp"
+#include "judge/comparator.hpp"  // sci
+#include "judge/verdict.hpp"     // has_output
 
 namespace pacheck::html {
 

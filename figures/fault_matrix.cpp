@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 
-#include "report/html_parts.hpp"
-#include "report/text.hpp"
+#include "figures/parts.hpp"
+#include "judge/comparator.hpp"  // sci
 
 namespace pacheck::html {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "report/html_parts.hpp"
-#include "report/text.hpp"
+#include "figures/parts.hpp"
+#include "judge/verdict.hpp"  // has_output
 
 namespace pacheck::html {
 
