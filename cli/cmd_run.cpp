@@ -23,6 +23,7 @@
 #include "report/report_dir.hpp"
 #include "report/run_identity.hpp"
 #include "report/text.hpp"
+#include "verify/evidence.hpp"
 
 namespace pacheck::cli {
 
@@ -214,21 +215,28 @@ int end_run(const RunCommand& o, const RunPlan& p, const RunSummary& s, const Ru
   // The --json file is report.json's document: the results with the same environment fingerprint and run.
   if (!o.json_path.empty()) write_output_file("--json", o.json_path, json_text(report_json(s, meta), 1) + "\n");
   if (!reports) return s.exit_code();
-  try {
+  return write_report_dir(*reports, o.format == kDefaultFormat, s.exit_code(), [&] {
+    reports->finish(s, meta);
     EvidenceInputs evidence{suite_digest(p.suite), {}};
     for (const auto& k : p.kernels) evidence.kernels.push_back({k->name(), k->layouts(), k->is_negative_control()});
-    reports->finish(s, meta, &evidence);
+    write_evidence(reports->dir(), s, meta, evidence);
+  });
+}
+
+}  // namespace
+
+int write_report_dir(const ReportDir& reports, bool console, int code, const std::function<void()>& write) {
+  try {
+    write();
   } catch (const ReportError& e) {
     // The verdicts exist but CI cannot read them: never let that pass as success.
     fmt::print(stderr, "pacheck: error: {}\n", e.what());
     return kUsage;
   }
   // Beside the console table; on stderr when stdout carries a document another program reads.
-  fmt::print(o.format == kDefaultFormat ? stdout : stderr, "{}\n", reports_line(reports->dir()));
-  return s.exit_code();
+  fmt::print(console ? stdout : stderr, "{}\n", reports_line(reports.dir()));
+  return code;
 }
-
-}  // namespace
 
 void bind_run_command(CLI::App* cmd, RunCommand& o) {
   o.common.bind(cmd);

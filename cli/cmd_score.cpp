@@ -92,15 +92,7 @@ int end_score(const ScoreCommand& o, const RunSummary& s, ReportMeta& meta, cons
                  l.cells, suite, l.kind, l.reason);
   if (!o.json.empty()) write_output_file("--json", o.json, to_json(s, suite, meta.device).dump(1) + "\n");
   if (!reports) return s.exit_code();
-  try {
-    reports->finish(s, meta);
-  } catch (const ReportError& e) {
-    // The verdicts exist but CI cannot read them: never let that pass as success.
-    fmt::print(stderr, "pacheck: error: {}\n", e.what());
-    return kUsage;
-  }
-  fmt::print(o.format == kDefaultFormat ? stdout : stderr, "{}\n", reports_line(reports->dir()));
-  return s.exit_code();
+  return write_report_dir(*reports, o.format == kDefaultFormat, s.exit_code(), [&] { reports->finish(s, meta); });
 }
 
 }  // namespace

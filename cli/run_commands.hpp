@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,5 +66,11 @@ void bind_score_command(CLI::App* cmd, ScoreCommand& o);
 /// the repro command of kernel `o.kernel` (report/text.hpp's set_repro_command). Returns the exit code as
 /// run_command does.
 int score_command(const ScoreCommand& o);
+
+/// The last step of run and score with a report directory: `write` writes its files (ReportDir::finish, and
+/// for run evidence.json after them); then the closing "reports in DIR: ..." line, on stdout beside the
+/// `console`, else on stderr. Returns `code`, or kUsage after "pacheck: error: ..." when `write` throws
+/// ReportError: the verdicts exist but CI cannot read them, which must never pass as success.
+int write_report_dir(const ReportDir& reports, bool console, int code, const std::function<void()>& write);
 
 }  // namespace pacheck::cli

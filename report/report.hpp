@@ -17,7 +17,8 @@
 // Files: report.cpp (the table), text (shared wording), environment, run_identity, results_log
 // (results.jsonl), report_dir (--report-dir), merge (merge, load_report), and NAME.cpp for each format of the
 // table (html.cpp is the page of report/html_report.hpp, whose figures are the earlier stage figures/;
-// bench_results.cpp reads the bench results it maps), evidence (evidence.json and `pacheck verify`).
+// bench_results.cpp reads the bench results it maps). evidence.json and `pacheck verify` are the later
+// stage verify/.
 #pragma once
 
 #include <iosfwd>
