@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "exec/isolate.hpp"
 #include "exec/runner.hpp"
 #include "judge/comparator.hpp"
 #include "judge/summary.hpp"
@@ -87,7 +88,42 @@ FreshServer& fresh_for(const Kernel& k) {
   return f;
 }
 
+/// Settings given through set_kernel_options, by kernel name.
+std::map<std::string, KernelOptions>& options_of() {
+  static std::map<std::string, KernelOptions> m;
+  return m;
+}
+
+/// "4.0 GiB" and more of a sparse pool: what the decline of a kernel that does not take one says.
+std::string sparse_pool_decline(const Case& c, const Kernel& k) {
+  const Case::PoolPlan plan = c.pool_plan();
+  const double pool = static_cast<double>(plan.num_blocks) * c.block_size * c.num_kv_heads * c.head_size *
+                      static_cast<double>(dtype_size(c.kv_dtype));
+  return fmt::format("high_block_ids {}: each cache is a sparse pool of {} blocks ({} if copied dense, a few MiB "
+                     "resident); {} does not declare that it takes one (a kernel that reads only the blocks "
+                     "block_tables names declares sparse_pools; one that copies a whole pool must not)",
+                     c.high_block_ids, plan.num_blocks, format_bytes(pool), k.name());
+}
+
 }  // namespace
+
+void set_kernel_options(const std::string& kernel, const KernelOptions& o) {
+  kernel_named(kernel);
+  options_of()[kernel] = o;
+}
+
+KernelOptions kernel_options(const std::string& kernel) {
+  const auto it = options_of().find(kernel);
+  return it == options_of().end() ? KernelOptions{} : it->second;
+}
+
+ExecuteOptions fresh_options(const Kernel& k) {
+  const FreshServer& fresh = fresh_for(k);
+  ExecuteOptions how;
+  if (fresh.server) how.fresh = fresh.server.get();
+  else how.no_fresh = fresh.why_not;
+  return how;
+}
 
 const Suite& suite_named(const std::string& name) { return loaded_suite(name); }
 
@@ -103,7 +139,16 @@ std::vector<std::string> add_linked_kernels(pacheck_register_kernels_fn register
   return names_of(pacheck::add_linked_kernels(label, register_kernels, abi_version));
 }
 
-std::vector<std::string> add_plugin(const std::string& path) { return names_of(load_plugin(path, Registry::global())); }
+std::vector<std::string> add_plugin(const std::string& path) {
+  // The library's constructors and pacheck_register_kernels run in a child first, as `pacheck run --plugin`
+  // loads it: one that crashes or hangs there is an error naming it, not the end of this process (a Python
+  // interpreter, a test binary).
+  if (const std::string died = plugin_dies_on_load(path); !died.empty())
+    throw std::runtime_error(fmt::format("plugin {}: the library died while being loaded in a child process ({}); "
+                                         "its constructors and pacheck_register_kernels must return",
+                                         path, died));
+  return names_of(load_plugin(path, Registry::global()));
+}
 
 std::vector<std::string> cell_ids(const std::string& suite, const std::string& kernel) {
   const Suite& s = suite_named(suite);
@@ -122,31 +167,23 @@ void keep_in_process(const std::string& kernel) {
   in_process_only().insert(kernel);
 }
 
-CellResult run_cell_result(const std::string& suite, const std::string& kernel, const std::string& cell_id,
-                           const std::string& device) {
-  const KernelPtr k = kernel_named(kernel);
-  Cell cell;
-  std::string suite_name;
+Cell find_cell(const std::string& suite, const Kernel& k, const std::string& cell_id, std::string* suite_name) {
+  *suite_name = "";
   if (suite.empty()) {
     try {
-      cell = parse_cell_id(cell_id);
+      return parse_cell_id(cell_id);
     } catch (const std::exception& e) {
       throw std::runtime_error(e.what());
     }
-  } else {
-    const Suite& s = suite_named(suite);
-    suite_name = s.name;
-    const SuiteCell* found = nullptr;
-    for (const SuiteCell& c : s.cells)
-      if (c.for_layouts(k->layouts()).id() == cell_id) {
-        found = &c;
-        break;
-      }
-    if (!found) throw std::runtime_error(fmt::format("suite '{}' has no cell '{}' for kernel {}", suite, cell_id, kernel));
-    cell = found->for_layouts(k->layouts());
   }
+  const Suite& s = suite_named(suite);
+  *suite_name = s.name;
+  for (const SuiteCell& c : s.cells)
+    if (Cell cell = c.for_layouts(k.layouts()); cell.id() == cell_id) return cell;
+  throw std::runtime_error(fmt::format("suite '{}' has no cell '{}' for kernel {}", suite, cell_id, k.name()));
+}
 
-  const FreshServer& fresh = fresh_for(*k);  // forked before the kernel's first call and any GPU context
+Backend& backend_for_kernel(const Kernel& k, const std::string& device) {
   // The device asked for must exist even when this kernel runs on the CPU or declines the cell, as
   // `pacheck run --device` refuses an absent one: a typo or a missing GPU is an error, not a silent CPU run.
   try {
@@ -157,16 +194,71 @@ CellResult run_cell_result(const std::string& suite, const std::string& kernel, 
     if (why.rfind("--device: ", 0) == 0) why.erase(0, 10);  // the CLI's option name means nothing here
     throw std::runtime_error(fmt::format("device '{}': {}", device, why));
   }
-  CellResult r;
-  if (Support sup = k->supports(cell.c); !sup.ok) {
-    r = unrun_result(cell, *k, sup.failed ? Verdict::error : Verdict::declined, sup.reason);
+  // The device a CPU kernel runs on is the CPU, whatever the binary was asked for (as `pacheck run`).
+  return backend_for(k.device() == PACHECK_DEVICE_CPU ? "cpu" : device);
+}
+
+Admission admit(const Cell& cell, const Kernel& k, const RunOptions& opt, const MemoryBudget& budget, int concurrent) {
+  Admission a;
+  const KernelOptions ko = kernel_options(k.name());
+  if (Support sup = k.supports(cell.c); !sup.ok) {
+    a.settled = unrun_result(cell, k, sup.failed ? Verdict::error : Verdict::declined, sup.reason);
+    return a;
+  }
+  if (cell.c.high_block_ids > 0 && !ko.sparse_pools) {
+    a.settled = unrun_result(cell, k, Verdict::declined, sparse_pool_decline(cell.c, k));
+    return a;
+  }
+  // The kernel's allowed float32 copies of its inputs: the query, and both pools as handed (a sparse pool's
+  // resident blocks), which the estimate's paged cache counts at kv_dtype's size.
+  const Case& c = cell.c;
+  const double query = 4.0 * c.num_query_tokens() * c.num_heads * c.head_size;
+  const MemoryEstimate own = estimate_case_memory(c, opt.oracle_precision,
+                                                  opt.tolerance.policy == TolerancePolicy::calibrated);
+  const double copies = ko.input_copies * (query + own.paged_cache * 4.0 / static_cast<double>(dtype_size(c.kv_dtype)));
+  MemoryPlan m = single_case_memory(c, cell.id(), opt, copies);
+  m.concurrent = std::max(1, concurrent);
+  a.refused = memory_refusal(m, budget, "max_memory", "");
+  return a;
+}
+
+CellAnswer execute_prepared(const CaseData& data, const Kernel& k, const Cell& cell, Backend& backend, CleanTwin& twin,
+                            const RunOptions& opt) {
+  Execution e = execute_cell(data, k, cell, backend, twin, opt.tolerance, fresh_options(k));
+  CellAnswer out;
+  out.result = std::move(e.result);
+  CellResult& r = out.result;
+  if (r.verdict == Verdict::error && in_process_only().count(k.name()))
+    if (const auto at = r.detail.find(kTimeoutMarker); at != std::string::npos) {
+      r.verdict = Verdict::timeout;
+      r.detail = r.detail.substr(at + std::string_view(kTimeoutMarker).size());
+    }
+  const std::int64_t i = r.metrics.worst.flat(cell.c);
+  if (has_output(r.verdict) && i >= 0 && static_cast<std::size_t>(i) < e.raw.out.size() &&
+      static_cast<std::size_t>(i) < data.ref.out.size()) {
+    out.worst_out = e.raw.out[static_cast<std::size_t>(i)];
+    out.worst_ref = data.ref.out[static_cast<std::size_t>(i)];
+  }
+  return out;
+}
+
+CellAnswer run_cell_answer(const std::string& suite, const std::string& kernel, const std::string& cell_id,
+                           const std::string& device, double max_memory) {
+  const KernelPtr k = kernel_named(kernel);
+  std::string suite_name;
+  const Cell cell = find_cell(suite, *k, cell_id, &suite_name);
+  fresh_for(*k);  // forked before the kernel's first call and any GPU context
+  Backend& backend = backend_for_kernel(*k, device);
+  const RunOptions opt;
+  const MemoryBudget budget = max_memory > 0 ? MemoryBudget{max_memory, "given"} : default_memory_budget();
+  Admission adm = admit(cell, *k, opt, budget);
+  if (!adm.refused.empty()) throw std::runtime_error(adm.refused);
+  CellAnswer out;
+  if (adm.settled) {
+    out.result = std::move(*adm.settled);
   } else {
-    // The device a CPU kernel runs on is the CPU, whatever the binary was asked for (as `pacheck run`).
-    const std::string dev = k->device() == PACHECK_DEVICE_CPU ? "cpu" : device;
-    Backend& backend = backend_for(dev);
     // The case is prepared once for all its cells and the clean twin run once per (case, kernel), as in
     // `pacheck run` (a suite's cells of one case are neighbours, so only the last case is kept).
-    const RunOptions opt;
     static struct {
       std::string case_id;
       std::optional<CaseData> data;
@@ -178,20 +270,17 @@ CellResult run_cell_result(const std::string& suite, const std::string& kernel, 
       last.data.emplace(prepare_case(cell.c, opt));
       last.case_id = cell.c.id();
     }
-    ExecuteOptions how;
-    if (fresh.server) how.fresh = fresh.server.get();
-    else how.no_fresh = fresh.why_not;
-    r = execute_cell(*last.data, *k, cell, backend, last.twins[kernel], opt.tolerance, how).result;
+    out = execute_prepared(*last.data, *k, cell, backend, last.twins[kernel], opt);
   }
-  r.suite = suite_name;
-  return r;
+  out.result.suite = suite_name;
+  return out;
 }
 
 std::string judged_metrics_text(const CellResult& r) { return has_output(r.verdict) ? metrics_text(r) : std::string(); }
 
 CellRun run_cell(const std::string& suite, const std::string& kernel, const std::string& cell_id,
                  const std::string& device) {
-  const CellResult r = run_cell_result(suite, kernel, cell_id, device);
+  const CellResult r = run_cell_answer(suite, kernel, cell_id, device).result;
   const KernelPtr k = kernel_named(kernel);
   CellRun out;
   out.cell_id = r.cell_id.empty() ? cell_id : r.cell_id;
@@ -206,37 +295,8 @@ CellRun run_cell(const std::string& suite, const std::string& kernel, const std:
   return out;
 }
 
-InstrumentCheck check_instrument(const std::string& suite) {
-  InstrumentCheck out;
-  const SelfTestResult st = comparator_selftest();
-  if (!st.passed) {
-    out.blind = true;
-    out.summary = fmt::format("comparator self-test failed:\n  {}\n", fmt::join(st.lines, "\n  "));
-    return out;
-  }
-  out.summary = "comparator self-test passed\n";
-  // pacheck's CPU negative controls on the cells of the suite where each one's planted fault must show
-  // (a control that has none in this suite is not exercised, as in a run).
-  const Suite& s = suite_named(suite);
-  const std::vector<KernelPtr> controls = Registry::global().negative_controls(PACHECK_DEVICE_CPU);
-  Suite planted = s;
-  planted.cells.clear();
-  for (const SuiteCell& c : s.cells)
-    for (const auto& k : controls)
-      if ((*k->expected_failures())(c.for_layouts(k->layouts()))) {
-        planted.cells.push_back(c);
-        break;
-      }
-  if (planted.cells.empty() || controls.empty()) {
-    out.summary += fmt::format("negative controls: not exercised (suite {} plants none of their faults)\n", s.name);
-    return out;
-  }
-  const RunSummary r = run_suite(planted, controls, "cpu", RunOptions{});
-  out.blind = r.blind;
-  for (const KernelSummary& k : r.kernels)
-    out.summary += fmt::format("negative control {}: {} ({} cells caught, {} missed)\n", k.kernel,
-                               control_outcome_name(k.control), k.caught, k.missed);
-  return out;
+InstrumentCheck check_instrument(const std::string& suite, bool recheck) {
+  return check_instrument_on(suite, "cpu", recheck);
 }
 
 std::string test_name_of(const std::string& cell_id) {

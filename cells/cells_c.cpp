@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -50,6 +51,39 @@ std::string str(const char* s, const char* field) {
   return s;
 }
 
+/// A request's JSON text (the newer calls take one object instead of many arguments).
+json request(const char* text, const char* call) {
+  if (!text) throw std::invalid_argument(std::string(call) + ": request is NULL");
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) throw std::invalid_argument(std::string(call) + ": request is not a JSON object");
+  return j;
+}
+
+/// A double as JSON: NaN and the infinities as the strings "nan", "inf", "-inf" (JSON has no such numbers).
+json number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+/// A cell's answer (run_cell, batch_next).
+json cell_json(const pacheck::cells::CellAnswer& a) {
+  const pacheck::CellResult& r = a.result;
+  const pacheck::KernelPtr k = pacheck::cells::kernel_named(r.kernel);
+  const pacheck::CellOutcome o = pacheck::cell_outcome(r, k->is_negative_control());
+  json j = {{"cell_id", r.cell_id},
+            {"kernel", r.kernel},
+            {"verdict", std::string(pacheck::verdict_name(r.verdict))},
+            {"declined", o == pacheck::CellOutcome::declined},
+            {"failed", o == pacheck::CellOutcome::failed || o == pacheck::CellOutcome::missed},
+            {"detail", r.detail},
+            {"metrics", pacheck::cells::judged_metrics_text(r)},
+            {"repro", pacheck::repro_command(r, "")},
+            {"result", pacheck::to_json(r)}};
+  if (a.worst_out) j["worst_values"] = {{"out", number(*a.worst_out)}, {"ref", number(*a.worst_ref)}};
+  return j;
+}
+
 const char* device_word(pacheck_device d) {
   switch (d) {
     case PACHECK_DEVICE_CPU: return "cpu";
@@ -75,7 +109,8 @@ int pacheck_cells_info(char** json_out) {
                   {"pacheck_kernel_desc", sizeof(pacheck_kernel_desc)},
                   {"pacheck_registrar", sizeof(pacheck_registrar)}}},
                 {"suites_dir", pacheck::suites_dir()},
-                {"suites", pacheck::list_suites()}};
+                {"suites", pacheck::list_suites()},
+                {"timeout_marker", pacheck::cells::kTimeoutMarker}};
   });
 }
 
@@ -132,26 +167,118 @@ int pacheck_cells_run_cell(const char* suite, const char* kernel, const char* ce
                            char** json_out) {
   return answer(json_out, [&] {
     const std::string kname = str(kernel, "kernel"), id = str(cell_id, "cell_id");
-    const pacheck::CellResult r =
-        pacheck::cells::run_cell_result(suite ? suite : "", kname, id, device ? device : "cpu");
-    const pacheck::KernelPtr k = pacheck::cells::kernel_named(kname);
-    const pacheck::CellOutcome o = pacheck::cell_outcome(r, k->is_negative_control());
-    return json{{"cell_id", r.cell_id.empty() ? id : r.cell_id},
-                {"kernel", kname},
-                {"verdict", std::string(pacheck::verdict_name(r.verdict))},
-                {"declined", o == pacheck::CellOutcome::declined},
-                {"failed", o == pacheck::CellOutcome::failed || o == pacheck::CellOutcome::missed},
-                {"detail", r.detail},
-                {"metrics", pacheck::cells::judged_metrics_text(r)},
-                {"repro", pacheck::repro_command(r, "")},
-                {"result", pacheck::to_json(r)}};
+    pacheck::cells::CellAnswer a =
+        pacheck::cells::run_cell_answer(suite ? suite : "", kname, id, device ? device : "cpu");
+    if (a.result.cell_id.empty()) a.result.cell_id = id;
+    a.result.kernel = kname;
+    return cell_json(a);
+  });
+}
+
+int pacheck_cells_run(const char* request_json, char** json_out) {
+  return answer(json_out, [&] {
+    const json q = request(request_json, "run");
+    pacheck::cells::CellAnswer a = pacheck::cells::run_cell_answer(
+        q.value("suite", ""), q.at("kernel").get<std::string>(), q.at("cell_id").get<std::string>(),
+        q.value("device", "cpu"), q.value("max_memory", 0.0));
+    if (a.result.cell_id.empty()) a.result.cell_id = q.at("cell_id").get<std::string>();
+    return cell_json(a);
+  });
+}
+
+int pacheck_cells_kernel_options(const char* request_json, char** json_out) {
+  return answer(json_out, [&] {
+    const json q = request(request_json, "kernel_options");
+    const std::string name = q.at("kernel").get<std::string>();
+    pacheck::cells::KernelOptions o = pacheck::cells::kernel_options(name);
+    o.sparse_pools = q.value("sparse_pools", o.sparse_pools);
+    o.input_copies = q.value("input_copies", o.input_copies);
+    pacheck::cells::set_kernel_options(name, o);
+    return json{{"kernel", name}, {"sparse_pools", o.sparse_pools}, {"input_copies", o.input_copies}};
+  });
+}
+
+int pacheck_cells_batch_open(const char* request_json, char** json_out) {
+  return answer(json_out, [&] {
+    const json q = request(request_json, "batch_open");
+    pacheck::cells::BatchRequest r;
+    r.suite = q.at("suite").get<std::string>();
+    r.kernel = q.at("kernel").get<std::string>();
+    r.device = q.value("device", "cpu");
+    r.ids = q.value("ids", std::vector<std::string>{});
+    r.filter = q.value("filter", "");
+    r.threads = q.value("threads", 0);
+    r.ahead = q.value("ahead", -1);
+    r.report_dir = q.value("report_dir", "");
+    r.max_memory = q.value("max_memory", 0.0);
+    const pacheck::cells::BatchInfo b = pacheck::cells::open_batch(r);
+    return json{{"batch", b.handle}, {"cells", b.cells}, {"cases", b.cases}, {"threads", b.threads},
+                {"ahead", b.ahead}, {"budget", b.budget.bytes}, {"budget_source", b.budget.source}};
+  });
+}
+
+int pacheck_cells_batch_next(int batch, char** json_out) {
+  return answer(json_out, [&] {
+    const std::optional<pacheck::cells::CellAnswer> a = pacheck::cells::batch_next(batch);
+    return a ? json{{"done", false}, {"cell", cell_json(*a)}} : json{{"done", true}};
+  });
+}
+
+int pacheck_cells_batch_close(int batch, char** json_out) {
+  return answer(json_out, [&] {
+    const pacheck::cells::BatchEnd e = pacheck::cells::close_batch(batch);
+    const pacheck::RunSummary& s = e.summary;
+    return json{{"passed", s.passed}, {"failed", s.failed}, {"declined", s.declined}, {"caught", s.caught},
+                {"results", s.results.size()}, {"planned", s.planned}, {"stopped", s.stopped},
+                {"verdicts", pacheck::verdict_counts_text(s.verdicts)}, {"exit_code", s.exit_code()},
+                {"reports", e.reports}};
+  });
+}
+
+int pacheck_cells_instrument(const char* request_json, char** json_out) {
+  return answer(json_out, [&] {
+    const json q = request(request_json, "instrument");
+    const pacheck::cells::InstrumentCheck c = pacheck::cells::check_instrument_on(
+        q.at("suite").get<std::string>(), q.value("device", "cpu"), q.value("recheck", false));
+    return json{{"blind", c.blind}, {"summary", c.summary}, {"cached", c.cached}, {"cache_file", c.cache_file}};
+  });
+}
+
+int pacheck_cells_fuzz(const char* request_json, char** json_out) {
+  return answer(json_out, [&] {
+    const json q = request(request_json, "fuzz");
+    if (q.value("list", false)) {
+      json names = json::array();
+      for (const auto& [name, opt_in] : pacheck::cells::property_names()) names.push_back({{"name", name}, {"opt_in", opt_in}});
+      return json{{"properties", names}};
+    }
+    pacheck::cells::FuzzRequest r;
+    r.kernel = q.at("kernel").get<std::string>();
+    r.device = q.value("device", "");
+    r.properties = q.value("properties", std::vector<std::string>{});
+    if (q.contains("seed") && !q.at("seed").is_null()) r.seed = q.at("seed").get<std::uint64_t>();
+    r.cases = q.value("cases", 0);
+    r.budget_s = q.value("budget", 0.0);
+    r.max_size = q.value("max_size", 100);
+    r.shrink = q.value("shrink", true);
+    r.reproduce = q.value("reproduce", "");
+    r.max_memory = q.value("max_memory", 0.0);
+    const pacheck::cells::FuzzAnswer a = pacheck::cells::fuzz(r);
+    json props = json::array();
+    for (const auto& p : a.properties)
+      props.push_back({{"name", p.name}, {"passed", p.passed}, {"cases", p.cases}, {"shrinks", p.shrinks},
+                       {"over_memory", p.over_memory}, {"seconds", p.seconds}, {"coverage", p.coverage},
+                       {"message", p.message}, {"counterexample", p.counterexample}, {"cell_id", p.cell_id},
+                       {"reproduce", p.reproduce}});
+    return json{{"kernel", a.kernel}, {"device", a.device}, {"seed", a.seed}, {"budget", a.budget.bytes},
+                {"budget_source", a.budget.source}, {"negative_control", a.negative_control}, {"properties", props}};
   });
 }
 
 int pacheck_cells_check_instrument(const char* suite, char** json_out) {
   return answer(json_out, [&] {
     const pacheck::cells::InstrumentCheck c = pacheck::cells::check_instrument(str(suite, "suite"));
-    return json{{"blind", c.blind}, {"summary", c.summary}};
+    return json{{"blind", c.blind}, {"summary", c.summary}, {"cached", c.cached}, {"cache_file", c.cache_file}};
   });
 }
 

@@ -61,11 +61,11 @@ class RefusedRegistration : public testing::Test {
 /// The comparator self-test and the negative controls on one suite, before any test runs.
 class InstrumentEnvironment : public testing::Environment {
  public:
-  explicit InstrumentEnvironment(std::string suite) : suite_(std::move(suite)) {}
+  InstrumentEnvironment(std::string suite, bool recheck) : suite_(std::move(suite)), recheck_(recheck) {}
   void SetUp() override {
     cells::InstrumentCheck c;
     try {
-      c = cells::check_instrument(suite_);
+      c = cells::check_instrument(suite_, recheck_);
     } catch (const std::exception& e) {
       FAIL() << "pacheck instrument check on suite '" << suite_ << "' could not run: " << e.what();
     }
@@ -74,6 +74,7 @@ class InstrumentEnvironment : public testing::Environment {
 
  private:
   std::string suite_;
+  bool recheck_;
 };
 
 /// Kernels already registered with pacheck, by registration function or plugin path (a second
@@ -107,7 +108,7 @@ int register_kernels(const std::string& suite, const std::vector<std::string>& k
   }
   for (const auto& entry : ids) registered_pairs().insert({suite, entry.first});  // only once all loaded
   if (opt.check_instrument && checked.insert(suite).second)
-    testing::AddGlobalTestEnvironment(new InstrumentEnvironment(suite));
+    testing::AddGlobalTestEnvironment(new InstrumentEnvironment(suite, opt.recheck_instrument));
   int n = 0;
   for (const auto& entry : ids) {
     const std::string& kernel = entry.first;

@@ -5,7 +5,10 @@
 #   3. runs the bandwidth bench (PACHECK_GPU_BENCH=1) against the copy bandwidth measured in the same run;
 #   4. runs the tail-poison, boundary, sweep and models suites on every GPU kernel through the pacheck CLI,
 #      one JSON report per suite;
-#   5. optionally (GPU_CHECK_SANITIZE=1, run before the suites) a small compute-sanitizer memcheck run.
+#   5. optionally (GPU_CHECK_SANITIZE=1, run before the suites) a small compute-sanitizer memcheck run;
+#   6. the MLA kernels (tests/test_gpu_mla: gpu.mla_decode on every GPU MLA cell, its tail-fault twin caught
+#      exactly, a 32,767-token DeepSeek-V3 case at 128 heads), their bench (PACHECK_GPU_BENCH=1) and, with
+#      GPU_CHECK_SANITIZE=1, their memcheck.
 # Every step runs even when an earlier one fails; the exit status is non-zero if any failed.
 #
 # Usage: ci/gpu-check.sh [BUILD_DIR] [OUT_DIR]
@@ -14,9 +17,10 @@
 # Environment: CUDA_ARCH (default 90), STEP_TIMEOUT seconds per step (default 900),
 #   GPU_CHECK_SUITES (default "tail-poison boundary models sweep"), GPU_CHECK_SANITIZE=1,
 #   GPU_CHECK_KERNELS (default: the six gpu.* kernels) for the suites,
-#   GPU_CHECK_SKIP_TESTS=1 / GPU_CHECK_SKIP_BENCH=1 to leave steps out.
+#   GPU_CHECK_SKIP_TESTS=1 / GPU_CHECK_SKIP_BENCH=1 / GPU_CHECK_SKIP_MLA=1 to leave steps out (an MLA-only run:
+#   GPU_CHECK_SKIP_TESTS=1 GPU_CHECK_SKIP_BENCH=1 GPU_CHECK_SUITES=" ").
 # Output files (at most 8, flat, so the device tool returns them all): gpu-check.log (everything),
-#   tests.log, bench.log, <suite>.json per suite.
+#   tests.log, bench.log, mla.log, <suite>.json per suite.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,12 +54,14 @@ say "repo $root, build $build, out $out, sm_$arch"
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv; } >>"$log" 2>&1
 
 test_bin="$build/tests/test_gpu_kernels"
+mla_bin="$build/tests/test_gpu_mla"
 cli_bin="$build/cli/pacheck"
-if [ ! -x "$test_bin" ] || [ ! -x "$cli_bin" ]; then
-  say "building test_gpu_kernels and pacheck for sm_$arch"
+if [ ! -x "$test_bin" ] || [ ! -x "$mla_bin" ] || [ ! -x "$cli_bin" ]; then
+  say "building test_gpu_kernels, test_gpu_mla and pacheck for sm_$arch"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     -DPACHECK_CUDA=ON >>"$log" 2>&1 || { say "configure failed"; exit 1; }
-  cmake --build "$build" --target test_gpu_kernels pacheck -j "$(nproc)" >>"$log" 2>&1 || { say "build failed"; exit 1; }
+  cmake --build "$build" --target test_gpu_kernels test_gpu_mla pacheck -j "$(nproc)" >>"$log" 2>&1 ||
+    { say "build failed"; exit 1; }
 fi
 { echo "ldd $test_bin:"; ldd "$test_bin"; } >>"$log" 2>&1
 
@@ -69,6 +75,15 @@ fi
 if [ "${GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   step sanitize "$out/tests.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$test_bin" --gtest_color=no \
     --gtest_filter='*HonoursQueryAndOutStrides*:*PeakedAndExtremeLogits/warp_split*:*PeakedAndExtremeLogits/paged_v2'
+fi
+
+if [ "${GPU_CHECK_SKIP_MLA:-0}" != 1 ]; then
+  step mla "$out/mla.log" "$mla_bin" --gtest_color=no
+  step mla-bench "$out/mla.log" env PACHECK_GPU_BENCH=1 "$mla_bin" --gtest_color=no --gtest_filter='GpuMlaBench.*'
+  if [ "${GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+    step mla-sanitize "$out/mla.log" compute-sanitizer --tool memcheck --error-exitcode 9 "$mla_bin" --gtest_color=no \
+      --gtest_filter='GpuMlaKernels.PassEveryCell*'
+  fi
 fi
 
 kargs=()

@@ -29,7 +29,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git python3 python3-pip
   libeigen3-dev libfmt-dev libgtest-dev librapidcheck-dev libcli11-dev
   nlohmann-json3-dev libtomlplusplus-dev librandom123-dev libssl-dev libpugixml-dev
-  python3-pytest python3-numpy
+  python3-pytest python3-numpy python3-pytest-xdist python3-venv
 )
 if [ "$want_hip" = 1 ]; then pkgs+=(hipcc libamdhip64-dev rocm-device-libs); fi
 if [ "$want_browser" = 1 ]; then pkgs+=(chromium); fi

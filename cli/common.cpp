@@ -119,33 +119,6 @@ void CommonOptions::bind(CLI::App* cmd) {
   memory.bind(cmd);
 }
 
-namespace {
-/// The number in the first line of `path` (a cgroup memory limit), or nullopt when the file is absent,
-/// says "max" or holds no number.
-std::optional<double> cgroup_limit(const char* path) {
-  std::string text;
-  try {
-    text = read_regular_file(path, ReadLimit{4096, "a cgroup memory limit"});
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  double v = 0;
-  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p == text.data() || v <= 0) return std::nullopt;
-  return v;
-}
-}  // namespace
-
-MemoryBudget default_memory_budget() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  const double ram = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
-  std::optional<double> cg = cgroup_limit("/sys/fs/cgroup/memory.max");
-  if (!cg) cg = cgroup_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes");
-  if (cg && (ram == 0 || *cg < ram)) return {*cg / 2, "50% of the cgroup limit"};
-  if (ram == 0) return {std::numeric_limits<double>::infinity(), "unknown RAM: no limit"};
-  return {ram / 2, "50% of RAM"};
-}
-
 void MemoryFlag::bind(CLI::App* cmd, const std::string& help) {
   option = cmd->add_option("--max-memory", bytes,
                            (help.empty() ? std::string("host memory the run may take, from a per-case estimate before "
@@ -171,54 +144,19 @@ MemoryBudget MemoryFlag::budget() const {
   return default_memory_budget();
 }
 
-std::string format_bytes(double bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  std::size_t u = 0;
-  while (u + 1 < std::size(kUnits) && bytes >= 1024) {
-    bytes /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, kUnits[u]);
-}
-
 void check_memory(const MemoryPlan& m, const MemoryBudget& budget) {
-  if (m.cell_id.empty() || m.total() <= budget.bytes) return;
-  const MemoryEstimate& e = m.per_case;
-  const std::string parts = fmt::format(
-      "pre-paging Q/K/V {}, paged cache {}, per-cell copies {}, output {}, oracle {}; {} case{} at once", format_bytes(e.pre_paging),
-      format_bytes(e.paged_cache), format_bytes(e.cell_copies), format_bytes(e.output), format_bytes(e.oracle),
-      m.concurrent, m.concurrent == 1 ? "" : "s");
-  constexpr double kMiB = 1024.0 * 1024, kGiB = kMiB * 1024;
-  std::string fix = m.total() < kGiB ? fmt::format("pass --max-memory {:.0f}M", std::ceil(m.total() / kMiB))
-                                     : fmt::format("pass --max-memory {:.0f}G", std::ceil(m.total() / kGiB));
-  const auto fit = static_cast<int>(std::floor(budget.bytes / e.total()));
-  if (m.concurrent > 1 && fit >= 1) fix += fmt::format(" or --threads {}", fit);
-  throw UsageError(fmt::format("--max-memory: cell '{}' needs about {} ({}); --max-memory is {} ({}); {}", m.cell_id,
-                               format_bytes(m.total()), parts, format_bytes(budget.bytes), budget.source, fix));
+  if (std::string why = memory_refusal(m, budget); !why.empty()) throw UsageError(why);
 }
 
 std::vector<PluginInfo> load_plugin_flags(const std::vector<std::string>& plugins) {
   if (plugins.empty()) return {};
   // A library's constructors and pacheck_register_kernels run in this process: load each first in a child
   // process, so one that crashes or hangs while loading is an input error naming it, not a dead pacheck.
-  for (const auto& path : plugins) {
-    const ChildAnswer a = ask_child_process(
-        [&]() -> std::string {
-          Registry scratch;
-          try {
-            pacheck::load_plugin(path, scratch);
-          } catch (const std::exception&) {
-            // Reported by the real load below, with the same message.
-          }
-          return "loaded";
-        },
-        60);
-    const bool died = a.text.rfind("crash", 0) == 0 || a.text.rfind("timeout", 0) == 0;
-    if (!a.answered && died)
+  for (const auto& path : plugins)
+    if (const std::string died = plugin_dies_on_load(path); !died.empty())
       throw UsageError(fmt::format("--plugin {}: the library died while being loaded ({}); its constructors and "
                                    "pacheck_register_kernels run inside pacheck and must return",
-                                   path, a.text));
-  }
+                                   path, died));
   std::vector<PluginInfo> loaded;
   try {
     loaded = pacheck::load_plugins(plugins);

@@ -115,15 +115,6 @@ Shard resolve_shard(const std::string& flag);
 /// the empty text included (`--seed ''` was silently ignored; a negative seed too, a too-large one clamped).
 std::optional<std::uint64_t> parse_seed_flag(const std::string& text, bool given);
 
-/// The host memory budget of a run (--max-memory), in bytes, and where it came from.
-struct MemoryBudget {
-  double bytes = 0;
-  std::string source;  ///< "given", or "50% of RAM" / "50% of the cgroup limit"
-};
-/// Half of the physical RAM (sysconf), or of the cgroup's memory limit (/sys/fs/cgroup/memory.max, cgroup
-/// v1's memory/memory.limit_in_bytes) when that is lower.
-MemoryBudget default_memory_budget();
-
 /// `--max-memory SIZE` (bytes, or with a K, M, G, T suffix or KiB, MiB, GiB, TiB: powers of 1024; CLI11's
 /// AsSizeValue). bind() adds it to a command (`help`: what the budget does there; empty: run's refusal of a
 /// case that does not fit); budget() is the value given or default_memory_budget().
@@ -133,8 +124,6 @@ struct MemoryFlag {
   void bind(CLI::App* cmd, const std::string& help = "");
   MemoryBudget budget() const;
 };
-/// "38.2 GiB": `bytes` in the largest binary unit that keeps it >= 1.
-std::string format_bytes(double bytes);
 /// Pre-flight of a run's memory: throws UsageError (exit 2, before anything is generated) when the largest
 /// case of `m` times its concurrency exceeds `budget`, naming the cell, its estimate by part, the threads,
 /// the budget and how to raise it (--max-memory, or fewer --threads when one case would fit).

@@ -41,4 +41,7 @@ endif()
 if(PACHECK_BUILD_TESTS)
   find_package(GTest REQUIRED)
   find_package(rapidcheck REQUIRED)
+else()
+  # pacheck fuzz and pacheck.fuzz without the tests (the Python wheel's build): RapidCheck when it is installed.
+  find_package(rapidcheck QUIET)
 endif()

@@ -2,7 +2,7 @@
 # package, laid out so that a moved prefix keeps working:
 #   P/bin/pacheck                           the CLI (finds P/share/pacheck/suites from its own path)
 #   P/include/pacheck/{kernel_abi.h,cells.hpp,cells_c.h,gtest.hpp}
-#   P/lib/libpacheck_cells.so, P/lib/libpacheck_gtest.a
+#   P/lib/libpacheck_cells.so, P/lib/libpacheck_cells_c.so (the C API alone: Python), P/lib/libpacheck_gtest.a
 #   P/share/pacheck/suites/*.toml           the built-in suites
 #   P/lib/cmake/pacheck/                    pacheckConfig.cmake, pacheckConfigVersion.cmake, the targets,
 #                                           pacheckAddTests.cmake (pacheck_add_tests)
@@ -44,3 +44,13 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/pacheckConfigVersion.cmak
 install(FILES ${PROJECT_BINARY_DIR}/pacheckConfig.cmake ${PROJECT_BINARY_DIR}/pacheckConfigVersion.cmake
               ${PROJECT_SOURCE_DIR}/cmake/pacheckAddTests.cmake
         DESTINATION ${PACHECK_INSTALL_CMAKEDIR})
+
+# libpacheck_cells_c.so (the C API alone, for Python's ctypes: cells/CMakeLists.txt) beside libpacheck_cells.
+install(TARGETS pacheck_cells_c LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# The Python wheel (pyproject.toml: scikit-build-core installs only the component `python`, with the package
+# folder as the prefix): PKG/bin/pacheck, PKG/lib/libpacheck_cells_c.so and PKG/share/pacheck/suites, where the
+# CLI and the library find the suites from their own paths (suites/suite.cpp's suites_dir), as in any prefix.
+install(TARGETS pacheck RUNTIME DESTINATION bin COMPONENT python)
+install(TARGETS pacheck_cells_c LIBRARY DESTINATION lib COMPONENT python)
+install(DIRECTORY suites/ DESTINATION share/pacheck/suites COMPONENT python FILES_MATCHING PATTERN "*.toml")

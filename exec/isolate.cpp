@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "judge/result.hpp"
+#include "kernels/plugin.hpp"
 
 namespace pacheck {
 
@@ -305,6 +306,22 @@ ChildAnswer ask_child_process(const std::function<std::string()>& fn, double tim
     return {false, std::string(verdict_name(r.verdict)) + ": " + why};
   }
   return {true, r.detail};
+}
+
+std::string plugin_dies_on_load(const std::string& path, double timeout_s) {
+  const ChildAnswer a = ask_child_process(
+      [&]() -> std::string {
+        Registry scratch;
+        try {
+          load_plugin(path, scratch);
+        } catch (const std::exception&) {
+          // Reported by the real load, with the same message.
+        }
+        return "loaded";
+      },
+      timeout_s);
+  const bool died = a.text.rfind("crash", 0) == 0 || a.text.rfind("timeout", 0) == 0;
+  return !a.answered && died ? a.text : std::string();
 }
 
 void run_isolated(const std::vector<IsolatedBatch>& batches, const IsolationOptions& opt, const IsolationHooks& hooks) {

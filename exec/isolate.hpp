@@ -93,6 +93,14 @@ struct ChildAnswer {
 /// such as loading a plugin library).
 ChildAnswer ask_child_process(const std::function<std::string()>& fn, double timeout_s);
 
+/// Loads the plugin library at `path` in a forked child first, into a scratch registry (its constructors and
+/// pacheck_register_kernels run there, not here): "" when the child came back, else why it died ("crash:
+/// child process killed by signal 11 (SIGSEGV)", "timeout: ..."). An error load_plugin throws is not reported
+/// (the real load in this process then throws it with the same message). Every loader of plugins (the CLI's
+/// --plugin, the cells library's add_plugin) calls it before load_plugin, so a library that crashes or hangs
+/// while loading is an error naming it rather than the end of the process.
+std::string plugin_dies_on_load(const std::string& path, double timeout_s = 60);
+
 /// The first step of every child this project forks to run kernel code, called in the child right after
 /// fork(): it dies with the thread that forked it (Linux: PR_SET_PDEATHSIG; and at once when `parent`, the
 /// forking process's pid, is already gone), leaves the terminal's process group (Ctrl-C ends the run, not

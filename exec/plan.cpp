@@ -1,12 +1,18 @@
 #include "exec/plan.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.hpp"
 #include "exec/execute.hpp"
 #include "exec/isolate.hpp"
 
@@ -133,6 +139,71 @@ MemoryPlan plan_memory(const Suite& suite, const std::vector<KernelPtr>& kernels
   });
   m.cases = cases.size();
   m.concurrent = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(worker_threads(opt), opt.isolate_lanes)), cases.size()));
+  return m;
+}
+
+namespace {
+/// The number in the first line of `path` (a cgroup memory limit), or nullopt when the file is absent,
+/// says "max" or holds no number.
+std::optional<double> cgroup_limit(const char* path) {
+  std::string text;
+  try {
+    text = read_regular_file(path, ReadLimit{4096, "a cgroup memory limit"});
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  double v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p == text.data() || v <= 0) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+MemoryBudget default_memory_budget() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double ram = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+  std::optional<double> cg = cgroup_limit("/sys/fs/cgroup/memory.max");
+  if (!cg) cg = cgroup_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+  if (cg && (ram == 0 || *cg < ram)) return {*cg / 2, "50% of the cgroup limit"};
+  if (ram == 0) return {std::numeric_limits<double>::infinity(), "unknown RAM: no limit"};
+  return {ram / 2, "50% of RAM"};
+}
+
+std::string format_bytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  std::size_t u = 0;
+  while (u + 1 < std::size(kUnits) && bytes >= 1024) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, kUnits[u]);
+}
+
+std::string memory_refusal(const MemoryPlan& m, const MemoryBudget& budget, const std::string& flag,
+                           const std::string& threads_flag) {
+  if (m.cell_id.empty() || m.total() <= budget.bytes) return {};
+  const MemoryEstimate& e = m.per_case;
+  const std::string parts = fmt::format(
+      "pre-paging Q/K/V {}, paged cache {}, per-cell copies {}, output {}, oracle {}; {} case{} at once", format_bytes(e.pre_paging),
+      format_bytes(e.paged_cache), format_bytes(e.cell_copies), format_bytes(e.output), format_bytes(e.oracle),
+      m.concurrent, m.concurrent == 1 ? "" : "s");
+  constexpr double kMiB = 1024.0 * 1024, kGiB = kMiB * 1024;
+  const char* sep = flag.rfind("--", 0) == 0 ? " " : "=";
+  std::string fix = m.total() < kGiB ? fmt::format("pass {}{}{:.0f}M", flag, sep, std::ceil(m.total() / kMiB))
+                                     : fmt::format("pass {}{}{:.0f}G", flag, sep, std::ceil(m.total() / kGiB));
+  const auto fit = static_cast<int>(std::floor(budget.bytes / e.total()));
+  if (m.concurrent > 1 && fit >= 1 && !threads_flag.empty()) fix += fmt::format(" or {}{}{}", threads_flag, sep, fit);
+  return fmt::format("{}: cell '{}' needs about {} ({}); {} is {} ({}); {}", flag, m.cell_id, format_bytes(m.total()),
+                     parts, flag, format_bytes(budget.bytes), budget.source, fix);
+}
+
+MemoryPlan single_case_memory(const Case& c, const std::string& cell_id, const RunOptions& opt, double extra) {
+  MemoryPlan m;
+  m.cell_id = cell_id;
+  m.per_case = estimate_case_memory(c, opt.oracle_precision, opt.tolerance.policy == TolerancePolicy::calibrated);
+  m.per_case.cell_copies += extra;
+  m.concurrent = 1;
+  m.cases = 1;
   return m;
 }
 

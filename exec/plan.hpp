@@ -95,6 +95,28 @@ struct MemoryPlan {
 /// MemoryPlan of `suite` x `kernels` under `opt` (shard, filter, seed, previous, threads, precision).
 MemoryPlan plan_memory(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt);
 
+/// The host memory budget of a run, in bytes, and where it came from.
+struct MemoryBudget {
+  double bytes = 0;
+  std::string source;  ///< "given", or "50% of RAM" / "50% of the cgroup limit"
+};
+/// Half of the physical RAM (sysconf), or of the cgroup's memory limit (/sys/fs/cgroup/memory.max, cgroup
+/// v1's memory/memory.limit_in_bytes) when that is lower.
+MemoryBudget default_memory_budget();
+/// "38.2 GiB": `bytes` in the largest binary unit that keeps it >= 1.
+std::string format_bytes(double bytes);
+/// The one memory check of every entry point (run, score, export, bench, repro and the library's run_cell):
+/// "" when the largest case of `m` times its concurrency fits `budget`, else why not, naming the cell, its
+/// estimate by part, the cases at once, the budget and how to raise it: `flag` (the option or argument that
+/// sets the budget, "--max-memory") with a size that fits, or `threads_flag` ("--threads"; "" for none) with
+/// the cases that fit when one case would. Starts with "FLAG: cell 'ID' needs about ...".
+std::string memory_refusal(const MemoryPlan& m, const MemoryBudget& budget, const std::string& flag = "--max-memory",
+                           const std::string& threads_flag = "--threads");
+/// MemoryPlan of one case at a time: the memory a single cell of `c` (its id `cell_id`) needs under `opt`'s
+/// oracle precision and tolerance policy, plus `extra` bytes the caller adds to its cell copies (a Python
+/// kernel's allowed copy of its inputs, cells/).
+MemoryPlan single_case_memory(const Case& c, const std::string& cell_id, const RunOptions& opt, double extra = 0);
+
 /// result_key(kernel, cell id) of every (kernel, cell) count_selected() counts: the cells a run of `opt`
 /// plans, resumed or not (--resume checks each line of results.jsonl against it).
 std::unordered_set<std::string> selected_keys(const Suite& suite, const std::vector<KernelPtr>& kernels,

@@ -8,9 +8,7 @@
 
 namespace pacheck {
 
-namespace {
-/// `seq0_last`: the physical block of sequence 0's final block (Region::others leaves its tail clean).
-bool region_has(Region r, SlotClass c, int block, int seq0_last) {
+bool region_holds(Region r, SlotClass c, int block, int seq0_last) {
   switch (r) {
     case Region::others: return c == SlotClass::unused || (c == SlotClass::tail && block != seq0_last);
     case Region::tail: return c == SlotClass::tail;
@@ -23,6 +21,12 @@ bool region_has(Region r, SlotClass c, int block, int seq0_last) {
   return false;
 }
 
+int seq0_final_block(const PagedCache& pc) {
+  if (pc.seq_lens.empty() || pc.seq_lens[0] <= 0 || pc.block_size <= 0) return -1;
+  return pc.block_tables[static_cast<std::size_t>((pc.seq_lens[0] - 1) / pc.block_size)];
+}
+
+namespace {
 /// The `window` region: the written slots of sequence s's keys 0 .. window_first[s] - 1.
 std::int64_t inject_window(PagedCache& pc, std::uint32_t bits, bool to_k, bool to_v) {
   std::int64_t written = 0;
@@ -67,13 +71,11 @@ std::int64_t inject(PagedCache& pc, const FaultSpec& f) {
   const bool to_k = f.target != Target::v, to_v = f.target != Target::k;
   if (f.region == Region::window) return inject_window(pc, bits, to_k, to_v);
   std::int64_t written = 0;
-  int seq0_last = -1;  // sequence 0's final physical block
-  if (!pc.seq_lens.empty() && pc.seq_lens[0] > 0 && pc.block_size > 0)
-    seq0_last = pc.block_tables[static_cast<std::size_t>((pc.seq_lens[0] - 1) / pc.block_size)];
+  const int seq0_last = seq0_final_block(pc);
   // A sparse pool (high block ids) is poisoned in its live blocks only; the rest of it reads as zero.
   pc.for_each_live_block([&](int block) {
     for (int slot = 0; slot < pc.block_size; ++slot) {
-      if (!region_has(f.region, pc.slot_class(block, slot), block, seq0_last)) continue;
+      if (!region_holds(f.region, pc.slot_class(block, slot), block, seq0_last)) continue;
       for (int g = 0; g < pc.num_kv_heads; ++g)
         for (int d = 0; d < pc.head_size; ++d) {
           if (to_k) store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), pc.kv_dtype, bits), ++written;

@@ -27,6 +27,14 @@ struct ScaleFault {
   void apply(std::vector<float>& k, std::vector<float>& v) const;
 };
 
+/// True when a slot of class `c` in physical block `block` belongs to the slot region `r` (tail, unused, padding,
+/// all, others, and for `scales` every unwritten slot); `seq0_last` is sequence 0's final physical block
+/// (seq0_final_block), whose tail `others` leaves clean. False for `window`, whose slots are chosen by key
+/// position. inject() and the MLA injector (faults/mla_inject.hpp) poison exactly these slots.
+bool region_holds(Region r, SlotClass c, int block, int seq0_last);
+/// The physical block holding sequence 0's last token, or -1 for a cache without sequences.
+int seq0_final_block(const PagedCache& cache);
+
 /// Writes the fault into `cache` in place and returns the number of elements written (0 for a clean
 /// spec, or when the case has no slot of that region, e.g. an aligned length and Region::tail, or a case
 /// without a sliding window and Region::window). A sparse pool (Case::high_block_ids) is poisoned in its

@@ -110,7 +110,7 @@ float slot_scale(const Case& c, Stream stream, const std::pair<float, float>& lo
 
 }  // namespace
 
-PrePaging generate(const Case& c) {
+PrePaging generate(const Case& c, KvDraw draw) {
   c.validate();
   const int G = c.num_kv_heads;
   const bool fp8 = is_fp8(c.kv_dtype);
@@ -135,22 +135,23 @@ PrePaging generate(const Case& c) {
             round_to(gen.q(s, static_cast<std::uint64_t>(ql - 1 - r) * HD + i), c.q_dtype);
   }
 
+  const bool with_v = draw == KvDraw::k_and_v;
   p.k.resize(c.num_seqs());
-  p.v.resize(c.num_seqs());
+  if (with_v) p.v.resize(c.num_seqs());
   if (fp8) {
     p.k_codes.resize(c.num_seqs());
-    p.v_codes.resize(c.num_seqs());
+    if (with_v) p.v_codes.resize(c.num_seqs());
   }
-  const bool k_slot = fp8 && c.k_scale.per_slot(), v_slot = fp8 && c.v_scale.per_slot();
+  const bool k_slot = fp8 && c.k_scale.per_slot(), v_slot = with_v && fp8 && c.v_scale.per_slot();
   if (k_slot) p.k_slot_scales.resize(c.num_seqs());
   if (v_slot) p.v_slot_scales.resize(c.num_seqs());
   for (int s = 0; s < c.num_seqs(); ++s) {
     const std::size_t n = static_cast<std::size_t>(c.seq_lens[s]) * G * D;
     p.k[s].resize(n);
-    p.v[s].resize(n);
+    if (with_v) p.v[s].resize(n);
     if (fp8) {
       p.k_codes[s].resize(n);
-      p.v_codes[s].resize(n);
+      if (with_v) p.v_codes[s].resize(n);
     }
     const std::size_t tg = static_cast<std::size_t>(c.seq_lens[s]) * G;
     if (k_slot) {
@@ -166,18 +167,19 @@ PrePaging generate(const Case& c) {
     for (int t = 0; t < c.seq_lens[s]; ++t)
       for (int g = 0; g < G; ++g)
         for (int d = 0; d < D; ++d, ++i) {
-          const float rk = gen.k(s, i, t, g), rv = gen.v(s, i, g);
+          const float rk = gen.k(s, i, t, g);
           if (fp8) {
             const std::size_t j = static_cast<std::size_t>(t) * G + g;
-            const float kscale = k_slot ? p.k_slot_scales[s][j] : ks[g], vscale = v_slot ? p.v_slot_scales[s][j] : vs[g];
-            const Quantised qk = quantise(rk, kscale, c.kv_dtype), qv = quantise(rv, vscale, c.kv_dtype);
+            const Quantised qk = quantise(rk, k_slot ? p.k_slot_scales[s][j] : ks[g], c.kv_dtype);
             p.k_codes[s][i] = qk.code;
-            p.v_codes[s][i] = qv.code;
             p.k[s][i] = qk.value;
+            if (!with_v) continue;
+            const Quantised qv = quantise(gen.v(s, i, g), v_slot ? p.v_slot_scales[s][j] : vs[g], c.kv_dtype);
+            p.v_codes[s][i] = qv.code;
             p.v[s][i] = qv.value;
           } else {
             p.k[s][i] = round_to(rk, c.kv_dtype);
-            p.v[s][i] = round_to(rv, c.kv_dtype);
+            if (with_v) p.v[s][i] = round_to(gen.v(s, i, g), c.kv_dtype);
           }
         }
   }

@@ -32,10 +32,15 @@ struct PrePaging {
   std::vector<std::vector<float>> k_slot_scales, v_slot_scales;
 };
 
+/// What generate() draws besides Q: K and V (a decode case), or K alone (an MLA case's latent rows, whose V is a
+/// prefix of the same rows: oracle/mla.hpp); with k_only, v, v_codes and v_slot_scales stay empty.
+enum class KvDraw { k_and_v, k_only };
+
 /// Generates the pre-paging tensors of `c` from `c.seed` with Philox4x32-10 (Random123, Salmon et al.,
 /// SC'11), keyed by the seed and counted by (tensor, sequence, element index). Each value depends only on
 /// its coordinates (and its sequence's seq_len: peaked's hot keys, extreme's bound on V), never on thread
-/// count, generation order or the other sequences of the batch. Throws CaseError if `c` is invalid.
-PrePaging generate(const Case& c);
+/// count, generation order or the other sequences of the batch (nor on `draw`: K is the same either way).
+/// Throws CaseError if `c` is invalid.
+PrePaging generate(const Case& c, KvDraw draw = KvDraw::k_and_v);
 
 }  // namespace pacheck

@@ -89,7 +89,7 @@ std::vector<int> resident_blocks(const PagedCache& pc, int first, int padding_ta
 
 }  // namespace
 
-PagedCache page(const Case& c, const PrePaging& p) {
+PagedCache empty_pool(const Case& c, bool value_cache) {
   c.validate();
   PagedCache pc;
   pc.layout = c.layout;
@@ -109,21 +109,12 @@ PagedCache page(const Case& c, const PrePaging& p) {
   pc.v_scales = c.v_scale.resolve(c.num_kv_heads);
   pc.k_per_head = c.k_scale.per_head();
   pc.v_per_head = c.v_scale.per_head();
-  const bool fp8 = is_fp8(c.kv_dtype);
-  const bool k_slot = fp8 && c.k_scale.per_slot(), v_slot = fp8 && c.v_scale.per_slot();
-  if ((k_slot && p.k_slot_scales.size() != c.seq_lens.size()) || (v_slot && p.v_slot_scales.size() != c.seq_lens.size()))
-    throw std::invalid_argument("page: per-slot scales but the pre-paging tensors carry none (use generate())");
-  if (fp8 && (p.k_codes.size() != p.k.size() || p.v_codes.size() != p.v.size()))
-    throw std::invalid_argument("page: fp8 kv_dtype but the pre-paging tensors carry no codes (use generate())");
 
   const std::size_t bytes = static_cast<std::size_t>(pc.elements()) * dtype_size(c.kv_dtype);
   const bool sparse = c.high_block_ids != 0;
   pc.key_cache = PoolBuffer(bytes, sparse);
-  pc.value_cache = PoolBuffer(bytes, sparse);
+  if (value_cache) pc.value_cache = PoolBuffer(bytes, sparse);
   pc.slot_map.assign(static_cast<std::size_t>(pc.num_blocks) * c.block_size, SlotClass::unused);
-  const std::size_t table = static_cast<std::size_t>(pc.num_blocks) * c.num_kv_heads * c.block_size;
-  if (k_slot) pc.k_slot_scales.assign(table, 1.0f);
-  if (v_slot) pc.v_slot_scales.assign(table, 1.0f);
 
   // The blocks of the window [first, num_blocks): all of a dense pool, the high window of a sparse one.
   std::vector<int> perm = permutation(pc.num_blocks - first, c.seed);
@@ -134,7 +125,7 @@ PagedCache page(const Case& c, const PrePaging& p) {
     const std::size_t block_bytes = static_cast<std::size_t>(pc.strides.k[0]) * dtype_size(c.kv_dtype);
     for (int b : pc.resident_blocks) {
       pc.key_cache.mark_live(b * block_bytes, (b + 1) * block_bytes);
-      pc.value_cache.mark_live(b * block_bytes, (b + 1) * block_bytes);
+      if (value_cache) pc.value_cache.mark_live(b * block_bytes, (b + 1) * block_bytes);
     }
   }
   pc.block_tables.assign(static_cast<std::size_t>(c.num_seqs()) * pc.max_blocks_per_seq, pc.padding_block);
@@ -147,38 +138,52 @@ PagedCache page(const Case& c, const PrePaging& p) {
   // Padding targets first: a used block that padding also names stays written/tail below.
   for (int slot = 0; slot < c.block_size; ++slot)
     pc.slot_map[static_cast<std::size_t>(pc.padding_block) * c.block_size + slot] = SlotClass::padding_target;
-
-  const int G = c.num_kv_heads, D = c.head_size;
   int next = 0;
-  for (int s = 0; s < c.num_seqs(); ++s) {
-    const int len = c.seq_lens[s];
+  for (int s = 0; s < c.num_seqs(); ++s)
     for (int j = 0; j < c.blocks_for(s); ++j) {
       const int block = perm[next++];
       pc.block_tables[static_cast<std::size_t>(s) * pc.max_blocks_per_seq + j] = block;
-      for (int slot = 0; slot < c.block_size; ++slot) {
-        const int t = j * c.block_size + slot;
+      for (int slot = 0; slot < c.block_size; ++slot)
         pc.slot_map[static_cast<std::size_t>(block) * c.block_size + slot] =
-            t < len ? SlotClass::written : SlotClass::tail;
-        if (t >= len) continue;
-        for (int g = 0; g < G; ++g) {
-          const std::size_t tg = static_cast<std::size_t>(t) * G + g;
-          if (k_slot) pc.k_slot_scales[pc.slot_scale_index(block, g, slot)] = p.k_slot_scales[s][tg];
-          if (v_slot) pc.v_slot_scales[pc.slot_scale_index(block, g, slot)] = p.v_slot_scales[s][tg];
-        }
-        for (int g = 0; g < G; ++g)
-          for (int d = 0; d < D; ++d) {
-            const std::size_t src = (static_cast<std::size_t>(t) * G + g) * D + d;
-            if (fp8) {
-              store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k_codes[s][src]);
-              store_bits(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v_codes[s][src]);
-              continue;
-            }
-            store(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k[s][src]);
-            store(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v[s][src]);
-          }
-      }
+            j * c.block_size + slot < c.seq_lens[s] ? SlotClass::written : SlotClass::tail;
     }
-  }
+  return pc;
+}
+
+PagedCache page(const Case& c, const PrePaging& p) {
+  PagedCache pc = empty_pool(c);
+  const bool fp8 = is_fp8(c.kv_dtype);
+  const bool k_slot = fp8 && c.k_scale.per_slot(), v_slot = fp8 && c.v_scale.per_slot();
+  if ((k_slot && p.k_slot_scales.size() != c.seq_lens.size()) || (v_slot && p.v_slot_scales.size() != c.seq_lens.size()))
+    throw std::invalid_argument("page: per-slot scales but the pre-paging tensors carry none (use generate())");
+  if (fp8 && (p.k_codes.size() != p.k.size() || p.v_codes.size() != p.v.size()))
+    throw std::invalid_argument("page: fp8 kv_dtype but the pre-paging tensors carry no codes (use generate())");
+  const std::size_t table = static_cast<std::size_t>(pc.num_blocks) * c.num_kv_heads * c.block_size;
+  if (k_slot) pc.k_slot_scales.assign(table, 1.0f);
+  if (v_slot) pc.v_slot_scales.assign(table, 1.0f);
+
+  const int G = c.num_kv_heads, D = c.head_size;
+  for (int s = 0; s < c.num_seqs(); ++s)
+    for (int t = 0; t < c.seq_lens[s]; ++t) {
+      const int block = pc.block_tables[static_cast<std::size_t>(s) * pc.max_blocks_per_seq + t / c.block_size];
+      const int slot = t % c.block_size;
+      for (int g = 0; g < G; ++g) {
+        const std::size_t tg = static_cast<std::size_t>(t) * G + g;
+        if (k_slot) pc.k_slot_scales[pc.slot_scale_index(block, g, slot)] = p.k_slot_scales[s][tg];
+        if (v_slot) pc.v_slot_scales[pc.slot_scale_index(block, g, slot)] = p.v_slot_scales[s][tg];
+      }
+      for (int g = 0; g < G; ++g)
+        for (int d = 0; d < D; ++d) {
+          const std::size_t src = (static_cast<std::size_t>(t) * G + g) * D + d;
+          if (fp8) {
+            store_bits(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k_codes[s][src]);
+            store_bits(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v_codes[s][src]);
+            continue;
+          }
+          store(pc.key_cache.data(), pc.key_offset(block, g, slot, d), c.kv_dtype, p.k[s][src]);
+          store(pc.value_cache.data(), pc.value_offset(block, g, slot, d), c.kv_dtype, p.v[s][src]);
+        }
+    }
   return pc;
 }
 

@@ -89,7 +89,14 @@ struct PagedCache {
   std::vector<std::int64_t> class_counts() const;
 };
 
-/// Pages `p` into a fresh pool for case `c`. Physical blocks are a permutation of the pool drawn from
+/// The pool of case `c` with no token written: the physical blocks (a permutation of the pool drawn from
+/// c.seed, Philox; of the high window of c.pool_plan() with c.high_block_ids, the pool then sparse), block_tables,
+/// seq_lens, the slot map, padding_block, the scales of `c`, window_first and query_start_loc, and zeroed caches:
+/// key_cache, and value_cache when `value_cache` (an MLA pool holds one latent cache: paging/mla_pager.hpp).
+/// page() writes a case's tokens into it. Throws CaseError if `c` is invalid.
+PagedCache empty_pool(const Case& c, bool value_cache = true);
+
+/// Pages `p` into a fresh pool for case `c` (empty_pool, then the tokens). Physical blocks are a permutation of the pool drawn from
 /// c.seed (Philox), so logical and physical ids differ; unwritten slots are zero. With c.high_block_ids
 /// the permutation is of the high window [window_first, num_blocks) of c.pool_plan() and the pool sparse. fp8 caches get the codes
 /// of p.k_codes / p.v_codes verbatim. Throws CaseError if `c` is invalid, std::invalid_argument if an fp8

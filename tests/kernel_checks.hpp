@@ -12,6 +12,8 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +43,34 @@ inline std::vector<std::string> registered(const std::string& kind, Kinds which)
     names.push_back(k->name());
   }
   return names;
+}
+
+/// The GPU backend kind this binary links: "cuda" or "hip"; "cuda" when it has none, so that skips read
+/// "no CUDA device: this pacheck was built without the CUDA backend".
+inline std::string gpu_kind() {
+  const std::string k = gpu_backend_kind();
+  return k.empty() ? "cuda" : k;
+}
+
+/// The GPU backend of gpu_kind(), opened once per process (every GPU test binary shares this one), or why not
+/// ("no CUDA device: <runtime message>"): the tests that need it skip with that reason. Split-KV scratch is
+/// pre-filled with NaN (PACHECK_GPU_POISON_SCRATCH=1), so a merge that reads an unwritten partition fails loudly.
+struct TestGpu {
+  std::unique_ptr<Backend> backend;
+  std::string why;
+};
+inline TestGpu& test_gpu() {
+  static TestGpu g = [] {
+    TestGpu r;
+    setenv("PACHECK_GPU_POISON_SCRATCH", "1", 1);
+    try {
+      r.backend = open_backend(gpu_kind());
+    } catch (const std::exception& e) {
+      r.why = e.what();
+    }
+    return r;
+  }();
+  return g;
 }
 
 /// GoogleTest name of a kernel parameter: its registry name after the device prefix ("gpu.paged_v1" ->

@@ -200,11 +200,7 @@ TEST(AiterIndex, KernelAddressingReadsThePagersBytes) {
 // ---------------------------------------------------------------------------------------------------
 // Support (host).
 
-/// The GPU backend kind this binary links ("cuda" when it has none, so skips name CUDA).
-std::string gpu_kind() {
-  const std::string k = gpu_backend_kind();
-  return k.empty() ? "cuda" : k;
-}
+using kernel_checks::gpu_kind;
 
 bool reads_aiter(const Kernel& k) {
   const std::vector<Layout> l = k.layouts();
@@ -262,23 +258,8 @@ TEST(AiterSupport, KernelsThatListTheLayoutTakeEverySuiteCell) {
 // ---------------------------------------------------------------------------------------------------
 // On the device.
 
-struct Gpu {
-  std::unique_ptr<Backend> backend;
-  std::string why;
-};
-Gpu& gpu() {
-  static Gpu g = [] {
-    Gpu r;
-    setenv("PACHECK_GPU_POISON_SCRATCH", "1", 1);  // a merge reading unwritten split scratch fails loudly
-    try {
-      r.backend = open_backend(gpu_kind());
-    } catch (const std::exception& e) {
-      r.why = e.what();
-    }
-    return r;
-  }();
-  return g;
-}
+/// The GPU backend, opened once (kernel_checks::test_gpu).
+kernel_checks::TestGpu& gpu() { return kernel_checks::test_gpu(); }
 
 /// prepare_case of each case id, kept for the other kernels' tests (the oracle runs once per case).
 const CaseData& prepared(const Case& c) {

@@ -69,37 +69,15 @@ using kernel_checks::Count;
 using kernel_checks::expect_clean_run;
 using kernel_checks::Kinds;
 
-/// The GPU backend kind this binary links: "cuda" or "hip"; "cuda" when it has none, so that skips read
-/// "no CUDA device: this pacheck was built without the CUDA backend".
-std::string gpu_kind() {
-  const std::string k = gpu_backend_kind();
-  return k.empty() ? "cuda" : k;
-}
+using kernel_checks::gpu_kind;
 /// How the backend says it found no device: "no CUDA device" / "no HIP device".
 std::string no_device() { return gpu_kind() == "hip" ? "no HIP device" : "no CUDA device"; }
 
 /// The parameter lists of the registry-driven tests: the registered kernels of this binary's GPU kind.
 std::vector<std::string> gpu_kernels(Kinds which) { return kernel_checks::registered(gpu_kind(), which); }
 
-/// The GPU backend, opened once; `why` says why not ("no CUDA device: <runtime message>").
-struct Gpu {
-  std::unique_ptr<Backend> backend;
-  std::string why;
-};
-Gpu& gpu() {
-  static Gpu g = [] {
-    Gpu r;
-    // Split-KV scratch pre-filled with NaN: a merge that reads an unwritten partition fails loudly.
-    setenv("PACHECK_GPU_POISON_SCRATCH", "1", 1);
-    try {
-      r.backend = open_backend(gpu_kind());
-    } catch (const std::exception& e) {
-      r.why = e.what();
-    }
-    return r;
-  }();
-  return g;
-}
+/// The GPU backend, opened once (kernel_checks::test_gpu).
+kernel_checks::TestGpu& gpu() { return kernel_checks::test_gpu(); }
 
 /// Skips a test that runs a kernel where there is no device, with the backend's reason.
 #define REQUIRE_GPU()                                                                  \

@@ -21,28 +21,10 @@ namespace {
 
 using kernel_checks::Kinds;
 
-std::string gpu_kind() {
-  const std::string k = gpu_backend_kind();
-  return k.empty() ? "cuda" : k;
-}
+using kernel_checks::gpu_kind;
 
-struct Gpu {
-  std::unique_ptr<Backend> backend;
-  std::string why;
-};
-Gpu& gpu() {
-  static Gpu g = [] {
-    Gpu r;
-    setenv("PACHECK_GPU_POISON_SCRATCH", "1", 1);  // a merge reading unwritten split scratch fails loudly
-    try {
-      r.backend = open_backend(gpu_kind());
-    } catch (const std::exception& e) {
-      r.why = e.what();
-    }
-    return r;
-  }();
-  return g;
-}
+/// The GPU backend, opened once (kernel_checks::test_gpu).
+kernel_checks::TestGpu& gpu() { return kernel_checks::test_gpu(); }
 
 /// Variant cases on head 128 (every GPU kernel's) in the kernel's layout: each variant alone (windows whose
 /// edge falls inside a block and on one, at PR #47188's length), all four together, bf16 and f16.

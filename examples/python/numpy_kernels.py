@@ -135,13 +135,15 @@ def decode_slot_scale_unmasked(inp: pacheck.Inputs) -> None:
     _decode(inp, v_whole_block=False, slot_scale_unmasked=True)
 
 
+# sparse_pools=True: _tokens gathers only the blocks block_tables names (cache.numpy()[blocks]), never the whole
+# pool, so gate's high-block-id cells (sparse pools of 2^31 elements and more) are run, not declined.
 numpy_decode = pacheck.Kernel("py.numpy_decode", decode, layouts=("nhd", "hnd", "vllm", "aiter"), variants=ALL_VARIANTS,
-                              scale_forms=ALL_SCALE_FORMS,
+                              scale_forms=ALL_SCALE_FORMS, sparse_pools=True,
                               description="NumPy paged decode, reads only seq_lens[s] tokens")
 numpy_tail_fault = pacheck.Kernel("py.numpy_tail_fault", decode_tail_fault, layouts=("nhd", "hnd", "vllm", "aiter"),
-                                  variants=ALL_VARIANTS, scale_forms=ALL_SCALE_FORMS,
+                                  variants=ALL_VARIANTS, scale_forms=ALL_SCALE_FORMS, sparse_pools=True,
                                   description="NumPy paged decode with V read over the whole final block (planted)")
 numpy_slot_scale_unmasked = pacheck.Kernel(
     "py.numpy_slot_scale_unmasked", decode_slot_scale_unmasked, layouts=("nhd", "hnd", "vllm", "aiter"),
-    variants=ALL_VARIANTS, scale_forms=ALL_SCALE_FORMS,
+    variants=ALL_VARIANTS, scale_forms=ALL_SCALE_FORMS, sparse_pools=True,
     description="NumPy paged decode with the final block's per-slot V scales applied before masking (planted)")

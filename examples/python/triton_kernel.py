@@ -100,5 +100,5 @@ def triton_decode(inp: pacheck.Inputs) -> None:
 
 triton_paged = pacheck.Kernel(
     "py.triton_paged", triton_decode, device="cuda", layouts=("nhd", "hnd", "vllm"),
-    kv_dtypes=("f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e5m2"),
+    kv_dtypes=("f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e5m2"), sparse_pools=True,  # reads only block_tables' blocks
     description="Triton paged decode, one program per (seq, head), masked loads, online softmax in fp32")

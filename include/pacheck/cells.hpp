@@ -35,8 +35,9 @@ std::vector<std::string> add_linked_kernels(pacheck_register_kernels_fn register
 /// this process (the cell's detail says so). Throws std::runtime_error for a kernel not registered.
 void keep_in_process(const std::string& kernel);
 
-/// Loads the plugin library at `path` (pacheck's load_plugin: dlopen, ABI check, validation). Returns its
-/// kernel names.
+/// Loads the plugin library at `path` (pacheck's load_plugin: dlopen, ABI check, validation), after loading
+/// it once in a child process as `pacheck run --plugin` does: a library that crashes or hangs while
+/// registering throws std::runtime_error naming it, and this process lives. Returns its kernel names.
 std::vector<std::string> add_plugin(const std::string& path);
 
 /// The ids of every cell of `suite` (a name, or a .toml path) as kernel `kernel` runs them (its preferred
@@ -68,11 +69,20 @@ CellRun run_cell(const std::string& suite, const std::string& kernel, const std:
 /// The instrument's own check, as a run makes it: the comparator self-test, and pacheck's CPU negative
 /// controls on the cells of `suite` where their planted fault must show. `blind` when the self-test failed
 /// or a control missed a cell; `summary` says which, one line each.
+///
+/// A check that passed is kept on disk and reused (a rerun of one test pays it once): in
+/// $PACHECK_CACHE_DIR, else $XDG_CACHE_HOME/pacheck, else ~/.cache/pacheck, under instrument/, one file per
+/// key, the key being the SHA-256 of this library's file (its build), the suite's resolved cells, the
+/// device, the oracle's instruction set and the CPU controls' names. A blind check is never kept. `recheck`
+/// (or PACHECK_RECHECK=1 in the environment) runs the check again and replaces the file. `cached` says the
+/// answer came from `cache_file`; the summary's last line says so.
 struct InstrumentCheck {
   bool blind = false;
   std::string summary;
+  bool cached = false;
+  std::string cache_file;  ///< the file the answer was read from or written to ("" when none could be)
 };
-InstrumentCheck check_instrument(const std::string& suite);
+InstrumentCheck check_instrument(const std::string& suite, bool recheck = false);
 
 /// A GoogleTest-safe name for a cell id: letters and digits kept, '+' -> "plus", '-' -> "minus",
 /// '@' -> "_at_", every other character (space, '/', ':', ',', '=', '.') -> '_'. Distinct ids of the built-in

@@ -18,7 +18,8 @@
 // A test runs its cell through pacheck's pipeline (pacheck/cells.hpp) and fails when the cell fails a run
 // (the verdict, detail, metrics with the worst element, and the `pacheck repro` line are the message); a
 // declined cell is skipped with its reason. Once per suite a global Environment runs the comparator
-// self-test and pacheck's negative controls on the suite: if the instrument is blind, the environment fails
+// self-test and pacheck's negative controls on the suite (or reuses their cached answer for this library
+// build, suite and device: cells.hpp's check_instrument): if the instrument is blind, the environment fails
 // and no test runs.
 #pragma once
 
@@ -38,6 +39,9 @@ struct Options {
   std::string kernel;          ///< only this kernel of the registration (""= every kernel it registers)
   std::string repro_plugin;    ///< --plugin path for printed repro lines (a plugin built from the same code)
   bool check_instrument = true;  ///< add the self-test and negative-control Environment (once per suite)
+  /// Run the instrument check again instead of reusing its cached answer (cells.hpp's check_instrument; the
+  /// environment's PACHECK_RECHECK=1 does the same for every binary).
+  bool recheck_instrument = false;
 };
 
 /// Registers one test per cell of `suite` for each kernel `register_kernels` registers (the kernels are

@@ -111,6 +111,16 @@ inline int row_keys(const pacheck_kernel_args& a, int s, int r) {
   return a.seq_lens[s] - (query_rows(a, s).last - 1 - r);
 }
 
+/// The 16-bit dtype in which half-product kernels (vLLM's CUDA half2 dot, cpu.half_products) round P, V and
+/// each product: the cache dtype for f16 and bf16 caches; for fp8 caches the query dtype when it is f16 or bf16
+/// (vLLM's scalar_t, into which fp8 is decoded); f32 otherwise (plain fp32 products).
+inline DType half_product_dtype(const pacheck_kernel_args& a) {
+  const auto kv = static_cast<DType>(a.kv_dtype), q = static_cast<DType>(a.q_dtype);
+  if (kv == DType::f16 || kv == DType::bf16) return kv;
+  if (is_fp8(kv) && (q == DType::f16 || q == DType::bf16)) return q;
+  return DType::f32;
+}
+
 /// x of the vllm key layout for the kv dtype (16 bytes per packed vector).
 inline int pack_x(const pacheck_kernel_args& a) { return static_cast<int>(16 / dtype_size(static_cast<DType>(a.kv_dtype))); }
 
@@ -246,14 +256,15 @@ struct OnlineSoftmax {
 /// The loop every kernel of this folder shares: for each sequence s, query row r of it (query_rows) and
 /// query head h, calls row.template operator()<KV>(sv, g, q, out) with the row's SeqView (sv.s = s,
 /// sv.h = h, sv.row = r, sv.len = the keys it sees, row_keys), the KV head g = h / (num_heads /
-/// num_kv_heads), the query row q [head_size] in fp32 and out [head_size] to fill, then stores out rounded
-/// to the output dtype. KV is the cache dtype of `a` (dispatch_kv).
+/// num_kv_heads), the query row q [head_size] in fp32 and out [out_width] to fill, then stores out rounded
+/// to the output dtype. KV is the cache dtype of `a` (dispatch_kv). out_width 0 means head_size; the MLA
+/// kernels (kernels/cpu/mla_*.cpp) pass their V width, a prefix of the row.
 template <typename Row>
-void for_each_query_head(const pacheck_kernel_args& a, Row&& row) {
+void for_each_query_head(const pacheck_kernel_args& a, Row&& row, int out_width = 0) {
   dispatch_kv(a, [&]<DType KV>() {
-    const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size;
+    const int ratio = a.num_heads / a.num_kv_heads, D = a.head_size, O = out_width > 0 ? out_width : D;
     const Scales sc(a);
-    std::vector<float> q(D), out(D);
+    std::vector<float> q(D), out(O);
     for (int s = 0; s < a.num_seqs; ++s) {
       const QueryRows rows = query_rows(a, s);
       for (int r = rows.first; r < rows.last; ++r) {
@@ -261,7 +272,7 @@ void for_each_query_head(const pacheck_kernel_args& a, Row&& row) {
           const SeqView sv{a, s, pack_x(a), sc, h, r, row_keys(a, s, r)};
           for (int d = 0; d < D; ++d) q[d] = query(a, r, h, d);
           row.template operator()<KV>(sv, h / ratio, q, out);
-          for (int d = 0; d < D; ++d) store_out(a, r, h, d, out[d]);
+          for (int d = 0; d < O; ++d) store_out(a, r, h, d, out[d]);
         }
       }
     }

@@ -18,14 +18,6 @@
 namespace pacheck::cpu {
 namespace {
 
-/// The 16-bit dtype of the products of case `a` (see the file comment); f32 means plain fp32 products.
-DType product_dtype(const pacheck_kernel_args& a) {
-  const auto kv = static_cast<DType>(a.kv_dtype), q = static_cast<DType>(a.q_dtype);
-  if (kv == DType::f16 || kv == DType::bf16) return kv;
-  if (is_fp8(kv) && (q == DType::f16 || q == DType::bf16)) return q;
-  return DType::f32;
-}
-
 class HalfProducts final : public CpuKernel {
  public:
   std::string name() const override { return "cpu.half_products"; }
@@ -33,7 +25,7 @@ class HalfProducts final : public CpuKernel {
     return "P and V in the 16-bit dtype, each P.V product rounded to it (half2 multiplies, vLLM CUDA), fp32 sum";
   }
   void run(const pacheck_kernel_args& a) const override {
-    const DType H = product_dtype(a);
+    const DType H = half_product_dtype(a);
     auto r = [H](float x) { return H == DType::f32 ? x : round_to(x, H); };
     std::vector<float> s;
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {

@@ -30,9 +30,19 @@ import traceback
 
 from . import _native
 from ._native import PacheckError
+from ._watchdog import CellTimeout, Watchdog
 
 __all__ = ["VARIANTS", "SCALE_FORMS", "Kernel", "Inputs", "Buffer", "CaseInfo", "Decline", "CellInfo", "CellResult", "InstrumentCheck",
-           "PacheckError", "cells", "run_cell", "check_instrument", "kernels", "load_plugin", "info"]
+           "PacheckError", "CellTimeout", "cells", "run_cell", "check_instrument", "kernels", "load_plugin", "info",
+           "run_suite", "SuiteRun", "fuzz", "FuzzResult", "PropertyResult", "properties", "pytest_id", "DEFAULT_TIMEOUT"]
+
+#: Seconds a Python kernel's run() may take on one cell when its Kernel names no timeout (as `pacheck run
+#: --cell-timeout`'s default); the pytest plugin's --pacheck-timeout sets it for a session. 0 = no limit.
+DEFAULT_TIMEOUT = 60.0
+# Characters of a cell's detail and of a kernel's traceback that CellResult.message() shows; the rest is in
+# the report directory's file (CellResult.full_text), or in CellResult.traceback.
+MESSAGE_DETAIL_MAX = 600
+MESSAGE_TRACEBACK_MAX = 2500
 
 _ELEM = {"f32": 4, "f16": 2, "bf16": 2, "fp8_e4m3fn": 1, "fp8_e4m3fnuz": 1, "fp8_e5m2": 1, "i32": 4}
 # __cuda_array_interface__ typestr of each dtype's storage: bf16/f16 as int16 and fp8 as uint8 (the types
@@ -387,6 +397,15 @@ class Kernel:
     form, the reason naming k_scale or v_scale ("k_scale: per-slot scales; the plugin's scale_forms list
     per-tensor, per-KV-head").
 
+    sparse_pools: run() reads only the blocks block_tables names, so it may be handed a sparse pool (a cell with
+    high block ids: a pool of 2^31 or more elements whose untouched blocks take no memory). False (the default):
+    such cells are declined, the reason naming the pool's size, because a kernel that copies or converts a
+    whole pool (`to_float32(inp.key_cache.numpy())`) would make it dense: 8 to 32 GiB. Whatever it declares, a
+    Python kernel may make one float32 copy of each input (the query and both pools as handed): pacheck counts
+    it in the memory budget and refuses up front a cell that would not fit (docs/PYTHON.md).
+    timeout: seconds run() may take on one cell (None: DEFAULT_TIMEOUT; 0: no limit); past it the cell is
+    `timeout` (pacheck raises CellTimeout inside run(): pacheck._watchdog says what that can stop).
+
     Every argument is checked here, before anything reaches pacheck: a bad one raises TypeError (wrong type:
     a str or None where a list is expected, a non-int size, a run that is not callable) or ValueError (a
     name outside the rule or not ASCII, an unknown or repeated layout/dtype/variant, a size outside [1, 2^31-1]),
@@ -398,7 +417,7 @@ class Kernel:
                                                             "fp8_e5m2"),
                  out_dtypes=("f32", "f16", "bf16"), head_sizes=(), block_sizes=(), gqa_ratios=(), tf32=False,
                  batch_variant=False, description="", repro_label=None, variants=(),
-                 scale_forms=("per_tensor", "per_kv_head")):
+                 scale_forms=("per_tensor", "per_kv_head"), sparse_pools=False, timeout=None):
         where = f"pacheck.Kernel({name!r})"
         _check_name(where, name)
         if not callable(run):
@@ -423,6 +442,14 @@ class Kernel:
         self.variants = _check_variants(where, variants)
         self.scale_forms = _check_names(where, "scale_forms", scale_forms, _native.SCALE_FORM_VALUES)
         self.tf32, self.batch_variant, self.description = tf32, batch_variant, description
+        if not isinstance(sparse_pools, bool):
+            raise TypeError(f"{where}: sparse_pools: True or False, not {type(sparse_pools).__name__} {sparse_pools!r}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 <= timeout < float("inf")):
+            raise (TypeError if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) else ValueError)(
+                f"{where}: timeout: None or seconds >= 0 (0: no limit), not {timeout!r}")
+        self.sparse_pools, self.timeout = sparse_pools, timeout
+        self.report_dir = None  # where the whole text of an error goes (set by run_suite and the pytest plugin)
         # Without a repro_label no `pacheck repro` line can load this kernel: run_cell's repro is then the
         # Python call (and the pytest plugin prints the test's rerun command).
         self.repro_label = repro_label or f"<python kernel {name}: rerun its pytest test>"
@@ -493,16 +520,32 @@ class Kernel:
             raise PacheckError(f"{where}: {text}") from None
         self._keep = (arrays, name_b, desc_b, reg_cb, d)
         self._registered = True
+        lib.call_json("pacheck_cells_kernel_options", {"kernel": self.name, "sparse_pools": bool(self.sparse_pools),
+                                                       "input_copies": 1})
         return self
 
     # The callbacks. Nothing may escape them: ctypes would print the exception and return 0 (PACHECK_OK).
     def _run_trampoline(self, _user, args, err, err_size):
+        limit = DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+        watch = Watchdog(limit)
         try:
-            self.run(Inputs(args.contents, self.device))
+            watch.start()
+            try:
+                self.run(Inputs(args.contents, self.device))
+            finally:
+                watch.stop()
+            if watch.over():
+                raise CellTimeout()
             return _native.PACHECK_OK
+        except CellTimeout:
+            self.last_error = None
+            how = ("interrupted" if watch.fired else "it returned") + f" after {watch.elapsed():.1f} s"
+            _native.write_message(err, err_size, f"{_timeout_marker()}{self.name} ran past its timeout of {limit:g} s "
+                                  f"on this cell ({how}; Kernel(timeout=...) or --pacheck-timeout sets it)")
+            return _native.PACHECK_ERROR
         except BaseException as e:  # noqa: BLE001 -- KeyboardInterrupt too: the cell is an error, not a pass
             self.last_error = traceback.format_exc()
-            _native.write_message(err, err_size, f"python: {type(e).__name__}: {e}")
+            _native.write_message(err, err_size, f"python: {type(e).__name__}: {_first_line(e)}")
             return _native.PACHECK_ERROR
 
     def _supports_trampoline(self, _user, info, reason, reason_size):
@@ -530,6 +573,22 @@ class Kernel:
             return _native.PACHECK_ERROR
 
 
+def _timeout_marker():
+    return _native.library().info.get("timeout_marker", "pacheck-timeout: ")
+
+
+def _first_line(e, limit=300):
+    """An exception's message as one line of at most `limit` characters (a compiler's several-KB message would
+    otherwise be copied into every cell's detail; the whole text is the traceback, CellResult.traceback)."""
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else ""
+    more = len(text) - len(first)
+    if len(first) > limit:
+        more += len(first) - limit
+        first = first[:limit]
+    return first + (f" [... {more} more characters: see the traceback]" if more > 0 else "")
+
+
 def _kernel_name(kernel):
     if isinstance(kernel, Kernel):
         kernel.register()
@@ -555,10 +614,14 @@ class CellInfo:
 
 @dataclasses.dataclass
 class CellResult:
-    """What one cell gave: verdict (pass, poisoned, variant, fail, unwritten, declined, error, ...), declined,
-    failed (counts as a failure of a run), detail, metrics (text; "" when no output was judged), repro (the
-    `pacheck repro` line; for a Python Kernel without a repro_label, the pacheck.run_cell call) and
-    result (the whole result as report.json writes it: metrics, limit, margin, worst element, ...)."""
+    """What one cell gave: verdict (pass, poisoned, variant, fail, unwritten, declined, error, timeout, ...),
+    declined, failed (counts as a failure of a run), detail, metrics (text; "" when no output was judged), repro
+    (the `pacheck repro` line; for a Python Kernel without a repro_label, the pacheck.run_cell call) and result
+    (the whole result as report.json writes it: metrics, limit, margin, worst element, seconds, ...).
+    worst_values: {"out", "ref"}, the output and the oracle at the worst element (floats; NaN and the
+    infinities as such), when an output was judged. traceback: a Python kernel's exception, when the cell's
+    error came from one. full_text: the file holding the whole detail and traceback when message() cuts them
+    (a report directory's errors/ file), else None."""
 
     cell_id: str
     kernel: str
@@ -569,7 +632,19 @@ class CellResult:
     metrics: str
     repro: str
     result: dict
-    traceback: str = None  # a Python kernel's exception, when the cell's error came from one
+    traceback: str = None
+    worst_values: dict = None
+    full_text: str = None
+
+    @property
+    def seconds(self):
+        """Wall seconds of the cell (its call, judging and re-runs; the case's preparation excluded)."""
+        return self.result.get("seconds", 0.0)
+
+    @property
+    def pytest_id(self):
+        """The cell id as the pytest plugin's test ids write it (pytest_id())."""
+        return pytest_id(self.cell_id)
 
     @property
     def worst(self):
@@ -577,35 +652,91 @@ class CellResult:
         w = self.result.get("metrics", {}).get("worst", {})
         return (w.get("seq"), w.get("head"), w.get("dim"))
 
+    def _cut(self, text, limit):
+        if text is None or len(text) <= limit:
+            return text
+        where = f"whole text in {self.full_text}" if self.full_text else "whole text in CellResult.traceback / .detail"
+        return text[:limit].rstrip() + f"\n[... {len(text) - limit} more characters; {where}]"
+
     def message(self):
-        """The failure message: verdict and detail, the worst element and the headline metrics (only when an
-        output was judged: not for declined, error, crash or timeout cells), the repro."""
+        """The failure message: verdict and detail, the worst element with the output and the oracle there and
+        the headline metrics (only when an output was judged: not for declined, error, crash or timeout cells),
+        the kernel's traceback, the repro. The detail and the traceback are cut to MESSAGE_DETAIL_MAX and
+        MESSAGE_TRACEBACK_MAX characters (the traceback keeps its end); the rest is in full_text's file."""
         # self.metrics is "" when pacheck judged no output (cells.hpp's CellRun::metrics): the result's
         # metrics are then all zero and the worst element (seq -1, ...) means nothing.
         m = self.result.get("metrics", {}) if self.metrics else {}
-        lines = [f"cell '{self.cell_id}' on {self.kernel}: verdict {self.verdict}"
-                 + (f" ({self.detail})" if self.detail else "")]
+        detail = self._cut(self.detail, MESSAGE_DETAIL_MAX)
+        lines = [f"cell '{self.cell_id}' on {self.kernel}: verdict {self.verdict}" + (f" ({detail})" if detail else "")]
         if m:
             s, h, d = self.worst
             # With several query tokens per sequence the result names the query token too (metrics.worst).
             t = m.get("worst", {}).get("query_token")
             where = f"seq {s}, head {h}, dim {d}" if t is None else f"seq {s}, query token {t}, head {h}, dim {d}"
+            if self.worst_values:
+                where += f": out {self.worst_values['out']!r}, oracle {self.worst_values['ref']!r}"
             rel = m.get("rel_linf")
             rel = "n/a (NaN/Inf in the output)" if rel is None else f"{rel:.3e}"
             lines.append(f"worst element: ({where}); rel_linf {rel} against limit "
                          f"{self.result.get('limit')}; nan {m.get('nan')}, inf {m.get('inf')}")
         if self.traceback:
-            lines.append(self.traceback.rstrip())
+            tb = self.traceback.rstrip()
+            if len(tb) > MESSAGE_TRACEBACK_MAX:
+                where = self.full_text or "CellResult.traceback"
+                tb = f"[... {len(tb) - MESSAGE_TRACEBACK_MAX} characters; whole traceback in {where}]\n" + \
+                    tb[-MESSAGE_TRACEBACK_MAX:]
+            lines.append(tb)
         lines.append("repro: " + self.repro)
         return "\n".join(lines)
+
+    def write_full_text(self, folder, name):
+        """Writes the whole detail and traceback into folder/errors/NAME.txt when message() would cut them, sets
+        full_text to it and returns it (None when nothing is cut)."""
+        import os
+
+        if len(self.detail or "") <= MESSAGE_DETAIL_MAX and len(self.traceback or "") <= MESSAGE_TRACEBACK_MAX:
+            return None
+        path = os.path.join(folder, "errors", name + ".txt")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"cell: {self.cell_id}\nkernel: {self.kernel}\nverdict: {self.verdict}\n\ndetail:\n{self.detail}\n")
+            if self.traceback:
+                f.write(f"\ntraceback:\n{self.traceback}\n")
+        self.full_text = path
+        return path
+
+
+def pytest_id(cell_id):
+    """A cell id as a pytest test id that `pytest -k` can select: '@' (which -k cannot take) as '_at_', so the
+    token of 'V:nan@tail' is 'V:nan_at_tail' (`-k 'V:nan_at_tail and ctx4090'`). The exact id is kept as each
+    test's junit property pacheck_cell_id and in every message."""
+    return cell_id.replace("@", "_at_")
+
+
+def _cell_result(ans, kernel, suite):
+    """A CellResult from the C API's answer (run_cell, batch_next), with a Python kernel's traceback and repro."""
+    wv = ans.pop("worst_values", None)
+    if wv:
+        wv = {k: float(v) for k, v in wv.items()}
+    r = CellResult(**ans, worst_values=wv)
+    if isinstance(kernel, Kernel) and kernel.last_error and r.verdict == "error":
+        r.traceback = kernel.last_error
+    if isinstance(kernel, Kernel) and not getattr(kernel, "_label_given", True):
+        # `pacheck repro` cannot load a Python kernel: the line that reruns the cell is this call.
+        r.repro = (f"pacheck.run_cell({suite!r}, KERNEL, {r.cell_id!r})  # KERNEL: the pacheck.Kernel "
+                   f"{kernel.name!r}")
+    return r
 
 
 @dataclasses.dataclass
 class InstrumentCheck:
-    """The comparator self-test and pacheck's CPU negative controls on a suite: blind when either failed."""
+    """The comparator self-test and pacheck's CPU negative controls on a suite: blind when either failed.
+    cached: the answer is the one kept on disk for this library build, suite and device (cache_file)."""
 
     blind: bool
     summary: str
+    cached: bool = False
+    cache_file: str = ""
 
 
 def info():
@@ -620,8 +751,14 @@ def kernels():
 
 
 def load_plugin(path):
-    """Loads a pacheck plugin library (C ABI) into this process; returns its kernel names."""
-    return _native.library().call("pacheck_cells_add_plugin", str(path).encode())["kernels"]
+    """Loads a pacheck plugin library (C ABI) into this process; returns its kernel names. The library is loaded
+    in a child process first (as `pacheck run --plugin` does): one that crashes or hangs while registering raises
+    PacheckError naming it, and this interpreter lives. TypeError for a path that is not a str or PathLike."""
+    import os
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path: the plugin library's path (str or PathLike), not {type(path).__name__} {path!r}")
+    return _native.library().call("pacheck_cells_add_plugin", os.fspath(path).encode())["kernels"]
 
 
 def cells(suite, kernel):
@@ -631,37 +768,54 @@ def cells(suite, kernel):
     return [CellInfo(**c) for c in ans["cells"]]
 
 
-def run_cell(suite, kernel, cell_id, device=None):
+def _check_run_args(suite, cell_id, device):
+    import os
+
+    if suite is not None and not isinstance(suite, (str, os.PathLike)):
+        raise TypeError(f"suite: a suite name or .toml path, or None, not {type(suite).__name__} {suite!r}")
+    if not isinstance(cell_id, str):
+        raise TypeError(f"cell_id: a cell id str (as pacheck.cells() lists them), not {type(cell_id).__name__} "
+                        f"{cell_id!r}")
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device: 'cpu', 'cuda' or 'cuda:N', not {type(device).__name__} {device!r}")
+
+
+def run_cell(suite, kernel, cell_id, device=None, max_memory=None):
     """Runs one cell through pacheck's pipeline on `kernel` in this process and returns its CellResult.
 
     suite: a name or .toml path, or None to build the cell from its id alone (as `pacheck repro`); device:
     "cpu", "cuda", "cuda:N" (default: the kernel's own device; a CPU kernel runs on the CPU whichever of
-    these is given, as in `pacheck run`, but the device named must exist). Raises PacheckError for an id not
-    in the suite, an unknown kernel, a device that is none of those spellings ("gpu7") or one this machine
-    lacks ("cuda" without a CUDA device); the message names the device. A kernel's exception is the cell's
-    `error` verdict."""
+    these is given, as in `pacheck run`, but the device named must exist). max_memory: the host memory budget
+    in bytes (default: 50% of RAM or of the cgroup limit, as `pacheck run --max-memory`). Raises TypeError for
+    an argument of the wrong type (naming it), PacheckError for an id not in the suite, an unknown kernel, a
+    device that is none of those spellings ("gpu7") or one this machine lacks ("cuda" without a CUDA device),
+    and a cell whose memory (pacheck's, plus a Python kernel's float32 copy of its inputs) would not fit the
+    budget, before anything is generated. A kernel's exception is the cell's `error` verdict; a kernel that
+    runs past its timeout gives `timeout`; a sparse pool a Kernel did not declare (sparse_pools) is `declined`."""
+    _check_run_args(suite, cell_id, device)
     name = _kernel_name(kernel)
     if device is None:
         device = kernel.device if isinstance(kernel, Kernel) else "cpu"
     if isinstance(kernel, Kernel):
         kernel.last_error = None
-    ans = _native.library().call("pacheck_cells_run_cell", (suite or "").encode(), name.encode(),
-                                 cell_id.encode(), device.encode())
-    r = CellResult(**ans)
-    if isinstance(kernel, Kernel) and kernel.last_error and r.verdict == "error":
-        r.traceback = kernel.last_error
-    if isinstance(kernel, Kernel) and not getattr(kernel, "_label_given", True):
-        # `pacheck repro` cannot load a Python kernel: the line that reruns the cell is this call.
-        r.repro = f"pacheck.run_cell({suite!r}, KERNEL, {cell_id!r})  # KERNEL: the pacheck.Kernel {name!r}"
-    return r
+    request = {"suite": str(suite or ""), "kernel": name, "cell_id": cell_id, "device": device}
+    if max_memory:
+        request["max_memory"] = float(max_memory)
+    ans = _native.library().call_json("pacheck_cells_run", request)
+    return _cell_result(ans, kernel, suite)
 
 
-def check_instrument(suite):
+def check_instrument(suite, device="cpu", recheck=False):
     """The comparator self-test and pacheck's CPU negative controls on the cells of `suite` that plant their
-    faults (what every `pacheck run` checks first). Returns InstrumentCheck; blind means checks can't fail."""
-    ans = _native.library().call("pacheck_cells_check_instrument", str(suite).encode())
+    faults (what every `pacheck run` checks first). Returns InstrumentCheck; blind means checks can't fail.
+    A check that passed is kept on disk per library build, suite and device (pacheck/cells.hpp's
+    check_instrument says where) and reused; `recheck` (or PACHECK_RECHECK=1) runs it again."""
+    ans = _native.library().call_json("pacheck_cells_instrument",
+                                      {"suite": str(suite), "device": str(device), "recheck": bool(recheck)})
     return InstrumentCheck(**ans)
 
 
 if sys.version_info < (3, 8):  # pragma: no cover
     raise ImportError("pacheck needs Python 3.8 or later")
+
+from ._runs import FuzzResult, PropertyResult, SuiteRun, fuzz, properties, run_suite  # noqa: E402 -- they use the names above

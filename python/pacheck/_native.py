@@ -123,41 +123,60 @@ def write_message(buf, size, text):
     ctypes.memmove(buf, data + b"\0", len(data) + 1)
 
 
+# The libraries that export the C API, preferred first: libpacheck_cells_c.so (the C API alone, libstdc++ linked
+# statically, with the properties for pacheck.fuzz; the wheel's) and libpacheck_cells.so (with the C++ API).
+LIBRARY_NAMES = ("libpacheck_cells_c.so", "libpacheck_cells.so")
+
+
 def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
-    # A CMake build that copied the library into the package, then the source tree's build folders
-    # (python/pacheck -> the checkout root), then an installed prefix.
-    yield from sorted(glob.glob(os.path.join(here, "libpacheck_cells.so*")))
+    # The wheel's lib/ (and a CMake build that copied a library into the package), then the source tree's
+    # build folders (python/pacheck -> the checkout root), then an installed prefix.
+    for name in LIBRARY_NAMES:
+        yield os.path.join(here, "lib", name)
+        yield from sorted(glob.glob(os.path.join(here, name + "*")))
     root = os.path.dirname(os.path.dirname(here))
     if os.path.isfile(os.path.join(root, "CMakeLists.txt")) and os.path.isfile(os.path.join(root, "include", "pacheck",
                                                                                              "cells_c.h")):
         for build in ["build/default"] + sorted(glob.glob(os.path.join(root, "build*", "*"))) + sorted(
                 glob.glob(os.path.join(root, "build*"))):
-            yield os.path.join(root, build, "cells", "libpacheck_cells.so")
+            for name in LIBRARY_NAMES:
+                yield os.path.join(root, build, "cells", name)
     import sys
 
     for prefix in dict.fromkeys([sys.prefix, "/usr/local", "/usr"]):
         for lib in ("lib", "lib64", "lib/x86_64-linux-gnu"):
-            yield os.path.join(prefix, lib, "libpacheck_cells.so")
+            for name in LIBRARY_NAMES:
+                yield os.path.join(prefix, lib, name)
 
 
 def find_library():
-    """The path of libpacheck_cells: $PACHECK_LIB when set (a file, or a folder holding it), else the first
-    found of the package folder, the source tree's build folders (build/default first) and the installed
-    prefixes. Raises PacheckError naming PACHECK_LIB when there is none."""
+    """The path of the C API's library: $PACHECK_LIB when set (a file, or a folder holding libpacheck_cells_c.so
+    or libpacheck_cells.so), else the first found of the package's lib/ (an installed wheel), the source tree's
+    build folders (build/default first) and the installed prefixes. Raises PacheckError naming PACHECK_LIB
+    when there is none."""
     env = os.environ.get("PACHECK_LIB", "")
     if env:
-        path = os.path.join(env, "libpacheck_cells.so") if os.path.isdir(env) else env
+        path = env
+        if os.path.isdir(env):
+            path = next((os.path.join(env, n) for n in LIBRARY_NAMES if os.path.isfile(os.path.join(env, n))),
+                        os.path.join(env, LIBRARY_NAMES[0]))
         if not os.path.isfile(path):
-            raise PacheckError(f"PACHECK_LIB={env!r}: no such file (expected the path of libpacheck_cells.so)")
+            raise PacheckError(f"PACHECK_LIB={env!r}: no such file (expected the path of libpacheck_cells_c.so)")
         return path
     tried = []
     for path in _candidates():
         if os.path.isfile(path):
             return path
         tried.append(path)
-    raise PacheckError("libpacheck_cells.so not found: build it (cmake --build --preset default) or set "
-                       "PACHECK_LIB to its path; looked in " + ", ".join(tried[:4]) + ", ...")
+    raise PacheckError("libpacheck_cells_c.so not found: pip install the pacheck wheel (pip install . in the checkout; "
+                       "docs/PYTHON.md), build it (cmake --build --preset default) or set PACHECK_LIB to its path; "
+                       "looked in " + ", ".join(tried[:4]) + ", ...")
+
+
+# The C API's calls that take one JSON object (cells_c.h).
+JSON_CALLS = ("pacheck_cells_run", "pacheck_cells_kernel_options", "pacheck_cells_batch_open", "pacheck_cells_instrument",
+              "pacheck_cells_fuzz")
 
 
 class Library:
@@ -178,6 +197,10 @@ class Library:
             "pacheck_cells_list_cells": [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_p)],
             "pacheck_cells_run_cell": [ctypes.c_char_p] * 4 + [ctypes.POINTER(_p)],
             "pacheck_cells_check_instrument": [ctypes.c_char_p, ctypes.POINTER(_p)],
+            # The calls that take one JSON request (call_json).
+            **{name: [ctypes.c_char_p, ctypes.POINTER(_p)] for name in JSON_CALLS},
+            "pacheck_cells_batch_next": [ctypes.c_int, ctypes.POINTER(_p)],
+            "pacheck_cells_batch_close": [ctypes.c_int, ctypes.POINTER(_p)],
         }.items():
             try:
                 fn = getattr(d, name)
@@ -197,6 +220,10 @@ class Library:
             if self.info["sizeof"][name] != ctypes.sizeof(struct):
                 raise PacheckError(f"{path}: sizeof({name}) is {self.info['sizeof'][name]} bytes there, "
                                    f"{ctypes.sizeof(struct)} here: the module and the library disagree on the ABI")
+
+    def call_json(self, name, request):
+        """Calls pacheck_cells_NAME(json.dumps(request), &json) (the calls of JSON_CALLS)."""
+        return self.call(name, json.dumps(request).encode())
 
     def call(self, name, *args):
         """Calls pacheck_cells_NAME(args..., &json) and returns the parsed answer; PacheckError on an error."""

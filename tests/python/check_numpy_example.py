@@ -35,7 +35,8 @@ def main():
         env["PACHECK_PLANTED"] = "1"
     junit = os.path.join(a.work, f"{a.mode}.xml")
     cmd = [sys.executable, "-m", "pytest", "-p", "pacheck.pytest_plugin", "-p", "no:cacheprovider", "-q",
-           "-k", test, "--junitxml", junit, os.path.join(a.source, "examples", "python", "test_numpy_kernel.py")]
+           "-k", test, "--junitxml", junit, "--pacheck-report-dir", os.path.join(a.work, f"{a.mode}-reports"),
+           os.path.join(a.source, "examples", "python", "test_numpy_kernel.py")]
     t0 = time.time()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(p.stdout[-6000:])
@@ -44,8 +45,10 @@ def main():
     cases = ET.parse(junit).getroot().iter("testcase")
     failed, passed, skipped = set(), set(), set()
     for c in cases:
+        # The test id writes '@' as '_at_' (pacheck.pytest_id); the exact cell id is the junit property.
+        props = {p.get("name"): p.get("value") for p in c.iter("property")}
         name = c.get("name")
-        cell = name[name.index("[") + 1 : -1]
+        cell = props.get("pacheck_cell_id") or name[name.index("[") + 1 : -1]
         if c.find("failure") is not None or c.find("error") is not None:
             failed.add(cell)
         elif c.find("skipped") is not None:
@@ -97,7 +100,7 @@ def main():
         if "<python kernel" in p.stdout:
             problems.append("a printed repro line names the placeholder plugin '<python kernel ...>'")
         for cell in sorted(failed):
-            node = f"test_numpy_kernel.py::test_numpy_tail_fault[{cell}]"
+            node = f"test_numpy_kernel.py::test_numpy_tail_fault[{pacheck.pytest_id(cell)}]"
             call = f"pacheck.run_cell('gate', KERNEL, '{cell}')"
             if p.stdout.count(node) < 2 or call not in p.stdout:
                 problems.append(f"no rerun line (pytest node id in the message and the summary) or run_cell repro "

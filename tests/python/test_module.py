@@ -273,13 +273,13 @@ def test_d(pacheck_cell):
     res.assert_outcomes(passed=16, skipped=16)
     res.stdout.fnmatch_lines(["*declined: q_dtype bf16: not here*"])
     ids = pytester.runpytest_subprocess("-p", "pacheck.pytest_plugin", "--co", "-q", "-k", "test_k and ctx1000 and V:nan and h8" + _NO_VARIANTS)
-    ids.stdout.fnmatch_lines(["test_inner.py::test_k[[]h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 V:nan@tail[]]"])
+    ids.stdout.fnmatch_lines(["test_inner.py::test_k[[]h8/2 d128 bs16 bf16 ctx1000,37 nhd seed7 V:nan_at_tail[]]"])
 
 
 def test_plugin_blind_instrument_fails_the_session(pytester):
     pytester.makeconftest("""
 import pacheck
-pacheck.check_instrument = lambda suite: pacheck.InstrumentCheck(True, "negative control planted: missed 1 cell\\n")
+pacheck.check_instrument = lambda suite, *a, **k: pacheck.InstrumentCheck(True, "negative control planted: missed 1 cell\\n")
 """)
     pytester.makepyfile(test_inner=_INNER)
     res = pytester.runpytest("-p", "pacheck.pytest_plugin", "-k", "ctx1000 and V:nan and tail and bf16 and not fp8 and h8" + _NO_VARIANTS)
@@ -383,9 +383,11 @@ def test_ref(pacheck_cell):
         test, cell = tc.get("name").split("[", 1)
         props[test] = {p.get("name"): p.get("value") for p in tc.iter("property")}
         ids[test] = cell[:-1]
-    assert ids["test_k"] == CELL and ids["test_ref"] == CELL.replace(" nhd ", " vllm ")  # its native layout
-    assert props["test_k"] == {"pacheck_verdict": "poisoned", "pacheck_cell_id": ids["test_k"]}, props
-    assert props["test_ref"] == {"pacheck_verdict": "pass", "pacheck_cell_id": ids["test_ref"]}, props
+        assert float(props[test].pop("pacheck_seconds")) > 0, props  # the cell's wall time
+    # The test id writes '@' as '_at_' (-k cannot take '@'); the property keeps the exact id.
+    assert ids["test_k"] == pacheck.pytest_id(CELL) and ids["test_ref"] == pacheck.pytest_id(CELL.replace(" nhd ", " vllm "))
+    assert props["test_k"] == {"pacheck_verdict": "poisoned", "pacheck_cell_id": CELL}, props
+    assert props["test_ref"] == {"pacheck_verdict": "pass", "pacheck_cell_id": CELL.replace(" nhd ", " vllm ")}, props
 
 
 def test_plugin_rerun_line_works_from_the_invocation_dir(pytester):
@@ -402,7 +404,7 @@ def test_plugin_rerun_line_works_from_the_invocation_dir(pytester):
     rerun = [line[len("rerun: "):] for line in first.stdout.splitlines() if line.startswith("rerun: ")]
     assert len(rerun) == 1, first.stdout
     words = shlex.split(rerun[0])
-    assert words[-1] == f"test_inner.py::test_k[{CELL}]", rerun  # relative to sub/, not to the rootdir
+    assert words[-1] == f"test_inner.py::test_k[{pacheck.pytest_id(CELL)}]", rerun  # relative to sub/, not to the rootdir
     assert words[words.index("-p") + 1] == "pacheck.pytest_plugin", rerun
     # Pasted in sub/ (with the instrument check left out through the environment, to keep the test short):
     again = subprocess.run(words, cwd=sub, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -426,7 +428,7 @@ def test_plugin_summary_lists_pasteable_rerun_lines(pytester):
     out = res.stdout.str()
     assert "<python kernel" not in out, out
     summary = out.split("1 failing cells; rerun lines")[1].splitlines()[1]
-    assert summary.strip().endswith(f"'test_inner.py::test_k[{CELL}]'"), summary
+    assert summary.strip().endswith(f"'test_inner.py::test_k[{pacheck.pytest_id(CELL)}]'"), summary
     assert f"repro: pacheck.run_cell('gate', KERNEL, '{CELL}')" in out, out
 
 
