@@ -9,6 +9,36 @@
 
 namespace pacheck::cli {
 
+namespace {
+
+/// Prints one bench row (case, KV bytes, each kernel's timing or why it did not run, the A/B ratio) and
+/// flushes stdout; returns the row as the --json file holds it. Sets `any_wrong` when a timed kernel failed
+/// its correctness check.
+nlohmann::json print_bench_row(const BenchRow& row, bool& any_wrong) {
+  fmt::print("{:<48} {:>9.1f}", row.case_id, static_cast<double>(row.kv_bytes) / 1e6);
+  nlohmann::json jr = {{"case", row.case_id}, {"kv_bytes", row.kv_bytes}};
+  for (const auto& t : row.timings) {
+    if (!t.ran) fmt::print(" | {:>57}", t.note.substr(0, 57));
+    else
+      fmt::print(" | {:>22.2f} {:>9.1f} {:>7.1f} {:>5.0f}% {:>9.2e}", t.median_us, t.spread_pct, t.gbs, 100 * t.copy_fraction,
+                 t.rel_linf);
+    if (is_failure(t.verdict)) any_wrong = true;
+    jr["kernels"].push_back({{"kernel", t.kernel}, {"ran", t.ran}, {"note", t.note}, {"verdict", std::string(verdict_name(t.verdict))},
+                             {"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us},
+                             {"spread_pct", t.spread_pct}, {"gbs", t.gbs}, {"copy_fraction", t.copy_fraction},
+                             {"rel_linf", t.rel_linf}});
+  }
+  if (row.ratio) {
+    fmt::print(" | {:>7.3f}", *row.ratio);
+    jr["ratio"] = *row.ratio;
+  }
+  fmt::print("\n");
+  std::fflush(stdout);
+  return jr;
+}
+
+}  // namespace
+
 void add_bench_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("bench", "time kernels per cell (median of repeats, GB/s vs a device copy, A/B ratio)");
   auto opts = std::make_shared<CommonOptions>();
@@ -90,26 +120,7 @@ void add_bench_command(CLI::App& app, Context& ctx) {
       std::fflush(stdout);
     };
     bo->on_row = [&](const BenchRow& row) {
-      fmt::print("{:<48} {:>9.1f}", row.case_id, static_cast<double>(row.kv_bytes) / 1e6);
-      nlohmann::json jr = {{"case", row.case_id}, {"kv_bytes", row.kv_bytes}};
-      for (const auto& t : row.timings) {
-        if (!t.ran) fmt::print(" | {:>57}", t.note.substr(0, 57));
-        else
-          fmt::print(" | {:>22.2f} {:>9.1f} {:>7.1f} {:>5.0f}% {:>9.2e}", t.median_us, t.spread_pct, t.gbs, 100 * t.copy_fraction,
-                     t.rel_linf);
-        if (is_failure(t.verdict)) any_wrong = true;
-        jr["kernels"].push_back({{"kernel", t.kernel}, {"ran", t.ran}, {"note", t.note}, {"verdict", std::string(verdict_name(t.verdict))},
-                                 {"median_us", t.median_us}, {"p10_us", t.p10_us}, {"p90_us", t.p90_us},
-                                 {"spread_pct", t.spread_pct}, {"gbs", t.gbs}, {"copy_fraction", t.copy_fraction},
-                                 {"rel_linf", t.rel_linf}});
-      }
-      if (row.ratio) {
-        fmt::print(" | {:>7.3f}", *row.ratio);
-        jr["ratio"] = *row.ratio;
-      }
-      fmt::print("\n");
-      std::fflush(stdout);
-      rows.push_back(jr);
+      rows.push_back(print_bench_row(row, any_wrong));
       write_json(false);
     };
     // Checked before the bench runs, so an unwritable path fails at once instead of after the timing; an

@@ -18,9 +18,11 @@
 //   Test it in tests/test_reports.cpp through render_format("NAME", ...), parsing what it writes (the tests
 //   that every format states the controls and spells NaN/Inf alike iterate the table: they cover it already).
 //
-// Files: report.cpp (the table), text (shared wording and numbers), environment, run_identity,
-// results_log (results.jsonl), report_dir (--report-dir), merge (merge, load_report), and NAME.cpp for
-// each format of the table (html also has html_*.cpp for its figures and svg.cpp for their SVG).
+// Files: report.cpp (the table), text (shared wording), environment, run_identity, results_log
+// (results.jsonl), report_dir (--report-dir), merge (merge, load_report), and NAME.cpp for each format of the
+// table (html.cpp is the page of report/html_report.hpp, whose figures are the earlier stage figures/;
+// bench_results.cpp reads the bench results it maps). evidence.json and `pacheck verify` are the later
+// stage verify/.
 #pragma once
 
 #include <iosfwd>
