@@ -7,7 +7,7 @@
 #include <set>
 
 #include "figures/parts.hpp"
-#include "judge/result.hpp"  // error_clause
+#include "judge/metric_text.hpp"  // error_clause
 
 namespace pacheck::html {
 

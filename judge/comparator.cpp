@@ -19,19 +19,6 @@ std::string sci(double v) {
   return fmt::format("{:.3e}", v);
 }
 
-std::string unless_nonfinite(const Metrics& m, const std::string& formatted) {
-  if (m.nan_count > 0) return "nan";
-  if (m.inf_count > 0) return "inf";
-  return formatted;
-}
-
-std::string metric_text(const Metrics& m, double v) { return unless_nonfinite(m, sci(v)); }
-
-std::string max_ulp_text(const Metrics& m) {
-  // Measured over every element (an Inf's distance is a count like any other): only NaN has no distance.
-  return m.max_ulp == UINT64_MAX ? sci(std::nan("")) : std::to_string(m.max_ulp);
-}
-
 namespace {
 
 /// Bits of a double reference rounded once to `t`. Going double -> float -> f16/bf16 with two

@@ -64,22 +64,6 @@ struct Metrics {
 /// "-inf".
 std::string sci(double v);
 
-/// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse, and margin
-/// with them): "nan" when the output holds a NaN, else "inf" when it holds an Inf, since a number
-/// there would read as a small error; else `formatted`, the value as the caller prints it. The one place
-/// that spells a non-finite output: every format, figure and `repro` print its word (TAP as YAML's .nan /
-/// .inf; report.json writes null and keeps the counts, from which it is read back).
-std::string unless_nonfinite(const Metrics& m, const std::string& formatted);
-
-/// A metric of a result as every report and figure prints it: sci(v), or unless_nonfinite's "nan" / "inf"
-/// when the output held NaN / Inf (rel_linf and margin are +inf then by construction, which would read as
-/// "inf" for a NaN output). For rel_linf, max_abs, mean_abs, nmse and margin (= rel_linf / limit).
-std::string metric_text(const Metrics& m, double v);
-
-/// The largest ULP distance as reports print it: a count, or "nan" when the output holds a NaN (Metrics::
-/// max_ulp is UINT64_MAX then). Taken over every element, so an Inf output has a count.
-std::string max_ulp_text(const Metrics& m);
-
 /// Computes Metrics. `out_dtype` is the dtype the output was stored in (ULPs and bitwise equality are
 /// measured there). Throws std::invalid_argument on size mismatch.
 Metrics compare(const std::vector<double>& out, const std::vector<double>& ref, const Case& c, DType out_dtype);

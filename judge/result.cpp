@@ -12,11 +12,6 @@ namespace pacheck {
 
 std::string result_key(const std::string& kernel, const std::string& cell_id) { return kernel + '\n' + cell_id; }
 
-std::string error_clause(const CellResult& r) {
-  return fmt::format("rel_linf {} (limit {}, margin {})", metric_text(r.metrics, r.metrics.rel_linf), sci(r.limit),
-                     metric_text(r.metrics, r.margin));
-}
-
 namespace {
 /// JSON has no Inf/NaN: such metrics are written as null and read back as +inf.
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }

@@ -35,10 +35,6 @@ struct CellResult {
   std::string device;
 };
 
-/// "rel_linf nan (limit 4.000e-03, margin nan)": a result's error against its limit in one clause
-/// (metric_text for both numbers), for annotations, hover titles and repro comments.
-std::string error_clause(const CellResult& r);
-
 /// The key that identifies a cell's result within one run: kernel and cell id (resume, merge).
 std::string result_key(const std::string& kernel, const std::string& cell_id);
 

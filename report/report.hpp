@@ -8,7 +8,8 @@
 //      std::make_unique<DocumentFormat>(out, write_NAME).
 //      Use report/text.hpp for the outcome line (headline(): what the exit code means for this run, the
 //      counts and which negative controls ran, never your own wording, so no format claims a control that
-//      did not run), numbers (metric_text, which spells a NaN or Inf output as every format does), repro
+//      did not run), numbers (metric_text, judge/metric_text.hpp, which text.hpp includes: it spells a NaN or
+//      Inf output as every format and figure does), repro
 //      commands and the run's checks, and cell_outcome() (judge/summary.hpp) for what passes and fails, so
 //      every format agrees with the exit code.
 //   2. Add one row to format_table() in report/report.cpp (name, file name in a report directory or

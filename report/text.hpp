@@ -2,7 +2,7 @@
 // annotations and report.html say the same thing the same way: one repro command, one meaning per exit code,
 // one headline and one list of the run-level checks behind it. The one number printer, sci(), the one
 // spelling of a NaN/Inf output (unless_nonfinite, metric_text, max_ulp_text, error_clause) and which verdicts
-// carry an output, has_output(), are judge's (judge/comparator.hpp, judge/result.hpp, judge/verdict.hpp):
+// carry an output, has_output(), are judge's (judge/comparator.hpp, judge/metric_text.hpp, judge/verdict.hpp):
 // the figures, a stage before report/, print them too.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/runner.hpp"
+#include "judge/metric_text.hpp"  // every format prints its metrics through it
 
 namespace pacheck {
 
