@@ -204,6 +204,17 @@ int pacheck_cells_run(const char* request_json, char** json_out) {
   });
 }
 
+int pacheck_cells_set_command(const char* request_json, char** json_out) {
+  return answer(json_out, [&] {
+    const json q = request(request_json, "set_command");
+    const std::string words = q.at("command").get<std::string>();
+    if (words.empty() || words.find_first_of("\n\r") != std::string::npos)
+      throw std::invalid_argument("set_command: command must be one non-empty line of shell words");
+    pacheck::set_command_name(words);
+    return json{{"command", words}};
+  });
+}
+
 int pacheck_cells_kernel_options(const char* request_json, char** json_out) {
   return answer(json_out, [&] {
     const json q = request(request_json, "kernel_options");

@@ -2,6 +2,7 @@
 // pacheck::cells. Only registration and reporting live here; the cell runs in pacheck/cells.hpp's run_cell.
 #include "pacheck/gtest.hpp"
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -10,6 +11,24 @@
 namespace pacheck::gtest {
 
 namespace {
+
+/// Where the user called register_suite: the file and line every test of that call is registered and
+/// reported at.
+struct Where {
+  const char* file;
+  int line;
+};
+
+/// `s` as one shell word: unchanged when it holds only characters no shell treats specially, else in
+/// single quotes (a quote inside as '\\'').
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                       "0123456789_./-+=:,@%") == std::string::npos;
+  if (plain) return s;
+  std::string out = "'";
+  for (const char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
 
 std::string sanitized(const std::string& s) {
   std::string out;
@@ -20,11 +39,13 @@ std::string sanitized(const std::string& s) {
   return out;
 }
 
-/// One cell on one kernel as a test.
+/// One cell on one kernel as a test. Its failures are reported at `where`, the user's register_suite
+/// call, so that an IDE or a CI log links to the user's own source rather than to this file.
 class CellTest : public testing::Test {
  public:
-  CellTest(std::string suite, std::string kernel, std::string cell_id, std::string device)
-      : suite_(std::move(suite)), kernel_(std::move(kernel)), cell_id_(std::move(cell_id)), device_(std::move(device)) {}
+  CellTest(std::string suite, std::string kernel, std::string cell_id, std::string device, Where where)
+      : suite_(std::move(suite)), kernel_(std::move(kernel)), cell_id_(std::move(cell_id)), device_(std::move(device)),
+        where_(where) {}
 
   void TestBody() override {
     RecordProperty("cell_id", cell_id_);
@@ -34,28 +55,44 @@ class CellTest : public testing::Test {
     try {
       r = cells::run_cell(suite_, kernel_, cell_id_, device_);
     } catch (const std::exception& e) {
-      FAIL() << "cell '" << cell_id_ << "' on " << kernel_ << ": pacheck could not run it: " << e.what();
+      ADD_FAILURE_AT(where_.file, where_.line)
+          << "cell '" << cell_id_ << "' on " << kernel_ << ": pacheck could not run it: " << e.what();
+      return;
     }
     RecordProperty("verdict", r.verdict);
     if (r.declined) GTEST_SKIP() << kernel_ << " declines '" << r.cell_id << "': " << r.detail;
     if (r.failed)
-      ADD_FAILURE() << "cell '" << r.cell_id << "' on " << kernel_ << ": verdict " << r.verdict
-                    << (r.detail.empty() ? "" : " (" + r.detail + ")") << "\n"
-                    << r.metrics << (r.metrics.empty() || r.metrics.back() == '\n' ? "" : "\n") << "repro: " << r.repro;
+      ADD_FAILURE_AT(where_.file, where_.line)
+          << "cell '" << r.cell_id << "' on " << kernel_ << ": verdict " << r.verdict
+          << (r.detail.empty() ? "" : " (" + r.detail + ")") << "\n"
+          << r.metrics << (r.metrics.empty() || r.metrics.back() == '\n' ? "" : "\n") << "repro: " << r.repro << "\n"
+          << "rerun this test: " << rerun_line();
   }
 
  private:
+  /// This binary, by its absolute path, with a --gtest_filter naming the running test: pastes into a
+  /// shell from any directory.
+  static std::string rerun_line() {
+    const testing::TestInfo* t = testing::UnitTest::GetInstance()->current_test_info();
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return shell_word(ec ? std::string("<this test binary>") : self.string()) +
+           " --gtest_filter=" + shell_word(std::string(t->test_suite_name()) + "." + t->name());
+  }
+
   std::string suite_, kernel_, cell_id_, device_;
+  Where where_;
 };
 
 /// The test register_refusal registers: it fails with the reason pacheck refused the registration.
 class RefusedRegistration : public testing::Test {
  public:
-  explicit RefusedRegistration(std::string message) : message_(std::move(message)) {}
-  void TestBody() override { FAIL() << message_; }
+  RefusedRegistration(std::string message, Where where) : message_(std::move(message)), where_(where) {}
+  void TestBody() override { ADD_FAILURE_AT(where_.file, where_.line) << message_; }
 
  private:
   std::string message_;
+  Where where_;
 };
 
 /// The comparator self-test and the negative controls on one suite, before any test runs.
@@ -90,7 +127,8 @@ std::set<std::pair<std::string, std::string>>& registered_pairs() {
   return pairs;
 }
 
-int register_kernels(const std::string& suite, const std::vector<std::string>& kernels, const Options& opt) {
+int register_kernels(const std::string& suite, const std::vector<std::string>& kernels, const Options& opt,
+                     Where where) {
   static std::set<std::string> checked;  // suites whose instrument Environment was added
   std::vector<std::string> chosen;
   for (const auto& k : kernels)
@@ -119,8 +157,10 @@ int register_kernels(const std::string& suite, const std::vector<std::string>& k
       std::string name = cells::test_name_of(id);
       for (int k = 2; !names.insert(name).second; ++k) name = cells::test_name_of(id) + "_" + std::to_string(k);
       const std::string device = opt.device;
-      testing::RegisterTest(group.c_str(), name.c_str(), nullptr, id.c_str(), __FILE__, __LINE__,
-                            [suite, kernel, id, device]() -> testing::Test* { return new CellTest(suite, kernel, id, device); });
+      testing::RegisterTest(group.c_str(), name.c_str(), nullptr, id.c_str(), where.file, where.line,
+                            [suite, kernel, id, device, where]() -> testing::Test* {
+                              return new CellTest(suite, kernel, id, device, where);
+                            });
       ++n;
     }
   }
@@ -144,35 +184,39 @@ namespace {
 /// (an abort, no XML, no ctest detail); a failing test named for the call keeps the binary running, shows
 /// the reason in every output GoogleTest writes and fails the binary, as GoogleTest does for a
 /// parameterised test it cannot instantiate.
-int register_refusal(const std::string& call, const std::string& suite, const std::string& reason) {
+int register_refusal(const std::string& call, const std::string& suite, const std::string& reason, Where where) {
   const std::string message = "pacheck::gtest::" + call + "(\"" + suite + "\"): " + reason;
-  testing::RegisterTest("pacheck_setup", sanitized(suite).c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                        [message]() -> testing::Test* { return new RefusedRegistration(message); });
+  testing::RegisterTest("pacheck_setup", sanitized(suite).c_str(), nullptr, nullptr, where.file, where.line,
+                        [message, where]() -> testing::Test* { return new RefusedRegistration(message, where); });
   return 0;
 }
 
 }  // namespace
 
-int register_suite(const std::string& suite, pacheck_register_kernels_fn register_kernels_fn, const Options& opt) {
+int register_suite(const std::string& suite, pacheck_register_kernels_fn register_kernels_fn, const Options& opt,
+                   const char* file, int line) {
+  const Where where{file, line};
   try {
     auto key = std::make_pair(reinterpret_cast<const void*>(register_kernels_fn), std::string());
     auto it = registered().find(key);
     if (it == registered().end())
       it = registered().emplace(key, cells::add_linked_kernels(register_kernels_fn, opt.repro_plugin)).first;
-    return register_kernels(suite, it->second, opt);
+    return register_kernels(suite, it->second, opt, where);
   } catch (const std::exception& e) {
-    return register_refusal("register_suite", suite, e.what());
+    return register_refusal("register_suite", suite, e.what(), where);
   }
 }
 
-int register_suite_from_plugin(const std::string& suite, const std::string& plugin_path, const Options& opt) {
+int register_suite_from_plugin(const std::string& suite, const std::string& plugin_path, const Options& opt,
+                               const char* file, int line) {
+  const Where where{file, line};
   try {
     auto key = std::make_pair(static_cast<const void*>(nullptr), plugin_path);
     auto it = registered().find(key);
     if (it == registered().end()) it = registered().emplace(key, cells::add_plugin(plugin_path)).first;
-    return register_kernels(suite, it->second, opt);
+    return register_kernels(suite, it->second, opt, where);
   } catch (const std::exception& e) {
-    return register_refusal("register_suite_from_plugin", suite, e.what());
+    return register_refusal("register_suite_from_plugin", suite, e.what(), where);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "cli/common.hpp"
 #include "bench/bench.hpp"
 #include "report/report.hpp"
+#include "report/text.hpp"
 
 namespace pacheck::cli {
 
@@ -146,7 +147,7 @@ int bench_command(const CLI::App& cmd, CommonOptions& opts, BenchOptions& bo, co
   if (log.any_wrong)
     fmt::print("WARNING: some timed kernel failed its correctness check on a bench cell, or a case could not be "
                "prepared ({})\n",
-               json_path.empty() ? "pacheck repro CELL --kernel K shows why" : "verdicts in " + json_path);
+               json_path.empty() ? command_name() + " repro CELL --kernel K shows why" : "verdicts in " + json_path);
   log.write(json_path, suite.name, true);
   return log.any_wrong ? kFail : kPass;
 }

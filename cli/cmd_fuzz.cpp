@@ -102,7 +102,7 @@ int run_fuzz(FuzzOptions& o) {
         std::string text = run.counterexample->message;
         for (std::size_t at = 0; (at = text.find('\n', at)) != std::string::npos; at += 5) text.replace(at, 1, "\n    ");
         fmt::print("    {}\n", text);
-        fmt::print("    replay pacheck fuzz --kernel {}{}{} --property {} --reproduce '{}'\n", kernel->name(),
+        fmt::print("    replay {} fuzz --kernel {}{}{} --property {} --reproduce '{}'\n", command_name(), kernel->name(),
                    kernel->device() == PACHECK_DEVICE_CPU ? "" : " --device " + target.device,
                    plugin_flag(kernel->name()), prop::property_name(p), run.reproduce);
       } else {

@@ -29,7 +29,7 @@ void register_score_repro(const ScoreCommand& o) {
   set_repro_command(o.kernel, [cases = o.cases, outputs = o.outputs, kernel = o.kernel,
                                negative_control = o.negative_control](const std::string& cell_id,
                                                                       const std::string& judge_flags) {
-    std::string line = fmt::format("pacheck score --cases {} --outputs {} --cell {}", shell_quote(cases),
+    std::string line = fmt::format("{} score --cases {} --outputs {} --cell {}", command_name(), shell_quote(cases),
                                    shell_quote(outputs), shell_quote(cell_id));
     if (kernel != "foreign") line += " --kernel-name " + shell_quote(kernel);
     if (negative_control) line += " --negative-control";

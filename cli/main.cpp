@@ -15,6 +15,7 @@
 #include "cli/exit_guard.hpp"
 #include "cli/interrupt.hpp"
 #include "report/report.hpp"
+#include "report/text.hpp"
 
 int main(int argc, char** argv) {
   using namespace pacheck::cli;
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
   std::vector<const char*> args(argv, argv + argc);
   if (argc == 1) args.push_back("run");
   remember_command_line({args.begin(), args.end()});  // for the resume command of a stopped run
+  // Printed repro, replay and score lines invoke pacheck as this process was invoked, so they paste as
+  // they are (a prefix install's bin/ is often not on PATH).
+  pacheck::set_command_name(pacheck::shell_quote(argv[0]));
   // A first word that is no subcommand is a typo, not a missing subcommand (CLI11 would say "A subcommand
   // is required"): name it and list the subcommands.
   // An option before any subcommand that pacheck itself does not take is one of a subcommand's, misplaced.

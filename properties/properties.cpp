@@ -51,7 +51,7 @@ void classify(const Case& c) {
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
-  std::string line = fmt::format("pacheck repro '{}' --kernel {}", cell.id(), t.kernel->name());
+  std::string line = fmt::format("{} repro '{}' --kernel {}", command_name(), cell.id(), t.kernel->name());
   if (t.kernel->device() != PACHECK_DEVICE_CPU) line += fmt::format(" --device {}", t.device);
   line += plugin_flag(t.kernel->name());  // a plugin kernel's line loads its library again
   // The verdict options the case was judged under (calibrated tolerance, f64 oracle, --tf32), if not the defaults.

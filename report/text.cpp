@@ -57,6 +57,29 @@ ReproOverrides& repro_overrides() {
 }
 }  // namespace
 
+namespace {
+struct CommandName {
+  std::mutex mu;
+  std::string words = "pacheck";
+};
+CommandName& command_name_slot() {
+  static CommandName n;
+  return n;
+}
+}  // namespace
+
+void set_command_name(std::string shell_words) {
+  CommandName& n = command_name_slot();
+  std::lock_guard<std::mutex> lock(n.mu);
+  n.words = std::move(shell_words);
+}
+
+std::string command_name() {
+  CommandName& n = command_name_slot();
+  std::lock_guard<std::mutex> lock(n.mu);
+  return n.words;
+}
+
 void set_repro_command(const std::string& kernel, ReproCommandFn fn) {
   ReproOverrides& o = repro_overrides();
   std::lock_guard<std::mutex> lock(o.mu);
@@ -71,7 +94,7 @@ std::string repro_command(const CellResult& r, const std::string& judge_flags) {
     const auto it = o.by_kernel.find(r.kernel);
     if (it != o.by_kernel.end()) return it->second(r.cell_id, judge_flags);
   }
-  return fmt::format("pacheck repro {} --kernel {}{}{}{}", shell_quote(r.cell_id), shell_quote(r.kernel),
+  return fmt::format("{} repro {} --kernel {}{}{}{}", command_name(), shell_quote(r.cell_id), shell_quote(r.kernel),
                      plugin_flag(r.kernel), judge_flags.empty() ? "" : " ", judge_flags);
 }
 

@@ -28,8 +28,16 @@ std::string shell_quote(const std::string& s);
 /// kernel's library again when pasted.
 std::string plugin_flag(const std::string& kernel);
 
+/// How printed commands (repro lines, fuzz replays, `score --cell` lines, the hints that name a command)
+/// invoke pacheck: "pacheck" until set_command_name changes it. The CLI sets its argv[0] as invoked
+/// ("build/default/cli/pacheck" after a build, "/opt/pacheck/bin/pacheck" from a prefix not on PATH,
+/// "pacheck" from PATH), the Python module "python -m pacheck", so that a line pastes where it was printed.
+/// `shell_words` is used as given: quote it (shell_quote) before. Thread-safe.
+void set_command_name(std::string shell_words);
+std::string command_name();
+
 /// The command that reruns one cell with every metric and its worst elements:
-/// "pacheck repro 'h32/8 d128 ... clean' --kernel cpu.vector_v", with plugin_flag(r.kernel) appended for a
+/// "pacheck repro 'h32/8 d128 ... clean' --kernel cpu.vector_v" (command_name() in place of "pacheck"), with plugin_flag(r.kernel) appended for a
 /// plugin kernel ("... --kernel my.kernel --plugin build/libmy.so") and the run's `judge_flags`
 /// (RunSummary::judge_flags: "--tolerance calibrated --oracle-precision f64" and the like) last, so the
 /// line reproduces the verdict under the limits that gave it.

@@ -85,6 +85,11 @@ PACHECK_PLUGIN_EXPORT int pacheck_cells_run_cell(const char* suite, const char* 
  * documents). Answer: {"blind": bool, "summary": text, "cached": bool, "cache_file": path}. */
 PACHECK_PLUGIN_EXPORT int pacheck_cells_check_instrument(const char* suite, char** json_out);
 
+/* How printed commands invoke pacheck: request {"command": shell words, e.g. "python -m pacheck"}; every repro
+ * line and fuzz replay this library prints afterwards starts with them instead of "pacheck" (the Python
+ * module sets "python -m pacheck", which works wherever the module imports). Answer {"command": the words}. */
+PACHECK_PLUGIN_EXPORT int pacheck_cells_set_command(const char* request_json, char** json_out);
+
 /* pacheck_cells_run_cell with a request {"suite" ("" or absent: from the id alone), "kernel", "cell_id",
  * "device" (default "cpu"), "max_memory" (bytes; default 50% of RAM)}. Same answer. */
 PACHECK_PLUGIN_EXPORT int pacheck_cells_run(const char* request_json, char** json_out);

@@ -50,10 +50,17 @@ struct Options {
 /// nothing: an unknown suite, a kernel name not registered, or a registration pacheck refuses registers
 /// instead one test, `pacheck_setup.SUITE`, that fails with the reason, and returns 0 (the binary runs,
 /// reports the reason in its console and XML output, and exits non-zero).
-int register_suite(const std::string& suite, pacheck_register_kernels_fn register_kernels, const Options& opt = {});
+/// `file` and `line` default to the caller's (GCC's and Clang's __builtin_FILE/__builtin_LINE, evaluated
+/// where the call is written): every test of the call is registered there and reports its failures there
+/// ("cells_test.cpp:12: Failure" in the console, the XML's file and line), so an IDE or a CI log points at
+/// the user's registration, not at pacheck's sources. A failure's text ends with the `pacheck repro` line
+/// and a "rerun this test:" line (this binary's absolute path and a --gtest_filter for the test).
+int register_suite(const std::string& suite, pacheck_register_kernels_fn register_kernels, const Options& opt = {},
+                   const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 /// The same for the kernels of a plugin library loaded from `plugin_path` (what `pacheck run --plugin` takes).
-int register_suite_from_plugin(const std::string& suite, const std::string& plugin_path, const Options& opt = {});
+int register_suite_from_plugin(const std::string& suite, const std::string& plugin_path, const Options& opt = {},
+                               const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 /// The test suite name register_suite gives `suite` ("tail-poison" -> "tail_poison"), and with `kernel`
 /// the per-kernel form ("tail_poison/example_cpu_reference").

@@ -204,7 +204,11 @@ def find_library():
 
 # The C API's calls that take one JSON object (cells_c.h).
 JSON_CALLS = ("pacheck_cells_run", "pacheck_cells_kernel_options", "pacheck_cells_batch_open", "pacheck_cells_instrument",
-              "pacheck_cells_fuzz")
+              "pacheck_cells_fuzz", "pacheck_cells_set_command")
+
+# How lines printed from Python invoke the pacheck command: `python -m pacheck` runs the wheel's bundled command
+# (or the build tree's) wherever this module imports, which a bare `pacheck` on PATH may not be.
+COMMAND = "python -m pacheck"
 
 
 class Library:
@@ -241,6 +245,7 @@ class Library:
         d.pacheck_cells_free.argtypes = [_p]
         d.pacheck_cells_free.restype = None
         self.info = self.call("pacheck_cells_info")
+        self.call_json("pacheck_cells_set_command", {"command": COMMAND})
         if check_abi and (self.info.get("api_version") != C_API_VERSION or self.info.get("abi_version") != ABI_VERSION):
             raise PacheckError(f"{path}: C API {self.info.get('api_version')} / kernel ABI "
                                f"{self.info.get('abi_version')}, this module speaks {C_API_VERSION} / {ABI_VERSION}")

@@ -224,7 +224,8 @@ def _replay(kernel, device, prop, reproduce):
     name = kernel.name if isinstance(kernel, Kernel) else str(kernel)
     plugin = f" --plugin {shlex.quote(kernel.repro_label)}" if isinstance(kernel, Kernel) else ""
     dev = "" if device == "cpu" else f" --device {device}"
-    return f"pacheck fuzz --kernel {name}{dev}{plugin} --property {prop} --reproduce {shlex.quote(reproduce)}"
+    return (f"{_native.COMMAND} fuzz --kernel {name}{dev}{plugin} --property {prop} "
+            f"--reproduce {shlex.quote(reproduce)}")
 
 
 def properties(opt_in=False):
@@ -275,7 +276,7 @@ def fuzz(kernel, properties=None, seed=None, cases=None, budget=None, max_size=1
         text = p["counterexample"]
         if isinstance(kernel, Kernel) and not kernel._label_given and p["cell_id"]:
             # `pacheck repro` cannot load a Python kernel: the counterexample's repro is the run_cell call.
-            text = re.sub(r"(?m)^(\s*repro\s+)pacheck repro .*<python kernel .*$",
+            text = re.sub(r"(?m)^(\s*repro\s+)" + re.escape(_native.COMMAND) + r" repro .*<python kernel .*$",
                           lambda m: f"{m.group(1)}pacheck.run_cell(None, KERNEL, {p['cell_id']!r})", text)
         r = PropertyResult(p["name"], p["passed"], p["cases"], p["seconds"], p["coverage"], p["over_memory"],
                            p["message"], text, p["cell_id"], p["shrinks"], p["reproduce"],

@@ -437,7 +437,7 @@ def pytest_runtest_makereport(item, call):
         # The pytest command that reruns the test (pasteable where pytest was started), and the pacheck repro
         # line too when it names a loadable kernel (a built-in, a plugin, a Kernel with a repro_label).
         lines = [cell.rerun or cell.result.repro]
-        if cell.rerun and cell.result.repro.startswith("pacheck repro "):
+        if cell.rerun and cell.result.repro.startswith(pacheck._native.COMMAND + " repro "):
             lines.append(cell.result.repro)
         item.config._pacheck["failed_repro"].append(lines)
 

@@ -164,6 +164,47 @@ TEST(CellsGtest, PlantedTailFaultFailsExactlyItsStraddlingVCells) {
   EXPECT_EQ(failed, expected);
 }
 
+/// The line of cells_fixture.cpp that calls register_suite (found in the source, so the test follows edits).
+int registration_line() {
+  const std::string src = std::string(__FILE__).substr(0, std::string(__FILE__).rfind('/')) + "/cells_fixture.cpp";
+  FILE* f = std::fopen(src.c_str(), "r");
+  EXPECT_NE(f, nullptr) << src;
+  if (!f) return -1;
+  char buf[1024];
+  int line = 0, found = -1;
+  while (std::fgets(buf, sizeof buf, f)) {
+    ++line;
+    if (found < 0 && std::string(buf).find("pacheck::gtest::register_suite(") != std::string::npos) found = line;
+  }
+  std::fclose(f);
+  return found;
+}
+
+// A failing cell is reported at the user's register_suite call (the console's "FILE:LINE: Failure" and the
+// XML's file and line), never at pacheck's own cells/gtest.cpp, and its text ends with a line that reruns
+// that one test in this binary.
+TEST(CellsGtest, FailuresPointAtTheUsersRegistrationLine) {
+  const int line = registration_line();
+  ASSERT_GT(line, 0);
+  const std::string at = "cells_fixture.cpp:" + std::to_string(line) + ": Failure";
+  auto [rc, out] = capture(fixture("tail-poison", "--gtest_color=no 2>&1"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find(at), std::string::npos) << out;
+  EXPECT_EQ(out.find("gtest.cpp:"), std::string::npos) << out;
+  const auto rerun = out.find("rerun this test: ");
+  ASSERT_NE(rerun, std::string::npos) << out;
+  const std::string cmd = out.substr(rerun + 17, out.find('\n', rerun) - rerun - 17);
+  EXPECT_NE(cmd.find("--gtest_filter="), std::string::npos) << cmd;
+  auto [rc1, one] = capture("PACHECK_FIXTURE_NO_CHECK=1 " + cmd + " --gtest_color=no 2>&1");
+  EXPECT_EQ(rc1, 1) << cmd << "\n" << one;
+  EXPECT_NE(one.find("1 test from 1 test suite ran"), std::string::npos) << one;
+  EXPECT_NE(one.find(at), std::string::npos) << one;
+  // The refusal of a suite pacheck cannot load is reported there too.
+  auto [rc2, refused] = capture(fixture("no-such-suite", "--gtest_color=no 2>&1"));
+  EXPECT_EQ(rc2, 1) << refused;
+  EXPECT_NE(refused.find(at), std::string::npos) << refused;
+}
+
 // A suite pacheck cannot load is not an abort of the kernel's binary (an exception out of main() between
 // InitGoogleTest and RUN_ALL_TESTS): register_suite registers one failing test that names the call and the
 // reason, so the console, the XML and ctest show why, and the binary exits 1.

@@ -211,7 +211,8 @@ def scenario_console(args, tmp):
     rep = check_reports_dir(f)
     failing = [x for x in rep["results"] if x["verdict"] not in ("pass", "declined", "not_run")]
     check(failing, "the planted kernel failed no cell")
-    want = [f"pacheck repro {shlex.quote(x['cell'])} --kernel {x['kernel']}" for x in failing]
+    # Each line invokes pacheck as this run was invoked (ctest gives the binary's path), so it pastes as it is.
+    want = [f"{shlex.quote(args.pacheck)} repro {shlex.quote(x['cell'])} --kernel {x['kernel']}" for x in failing]
     tail = p.stdout.rstrip("\n").splitlines()
     check(tail[-1].startswith("reports in "), f"last line: {tail[-1]}")
     tail = tail[:-1]  # the closing "reports in DIR: ..." line of --report-dir follows the failure list
@@ -221,8 +222,9 @@ def scenario_console(args, tmp):
           f"failure list header: {tail[header[-1]]}")
     listed = [line.split(None, 1)[1] for line in tail[header[-1] + 1:]]
     check(listed == want, f"the failure list is not the last block, or differs:\n{listed[:3]}\nwant\n{want[:3]}")
-    back = run(args, "repro", *shlex.split(want[0])[2:])
-    check(back.returncode == 1, f"the listed repro line does not reproduce the failure: exit {back.returncode}")
+    back = subprocess.run(want[0], shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    check(back.returncode == 1, f"the listed repro line, pasted into a shell, does not reproduce the failure: exit "
+                                f"{back.returncode}\n{back.stdout[-1500:]}")
 
 
 def scenario_quiet(args, tmp):
@@ -302,9 +304,10 @@ JUDGE_TEXT = " ".join(JUDGE)
 
 
 def repro_limit(args, line):
-    """Runs a printed repro line (its 'pacheck' replaced by the binary under test): (verdict, limit text)."""
+    """Runs a printed repro line (which starts with the binary under test, as the run was invoked): (verdict,
+    limit text)."""
     argv = shlex.split(line)
-    check(argv[:2] == ["pacheck", "repro"], f"not a repro line: {line}")
+    check(argv[:2] == [args.pacheck, "repro"], f"not a repro line of {args.pacheck}: {line}")
     p = run(args, *argv[1:])
     verdict = re.search(r"^verdict\s+(\S+)", p.stdout, re.M)
     limit = re.search(r"^rel_linf\s+\S+\s+limit (\S+)\s+margin", p.stdout, re.M)
@@ -316,7 +319,7 @@ def scenario_repro_flags(args, tmp):
     d = os.path.join(tmp, "cal")
     sel = ["--suite", "boundary", "--kernel", "planted.exp2_no_log2e", "--filter", "ctx100 ", "-j2"]
     p = run(args, "run", *sel, *JUDGE, "--report-dir", d, expect=1)
-    lines = [ln.split(None, 1)[1] for ln in p.stdout.splitlines() if " pacheck repro " in ln]
+    lines = [ln.split(None, 1)[1] for ln in p.stdout.splitlines() if f" {shlex.quote(args.pacheck)} repro " in ln]
     check(lines, f"no failure list:\n{p.stdout[-1500:]}")
     check(all(ln.endswith(JUDGE_TEXT) for ln in lines), f"a repro line lacks '{JUDGE_TEXT}': {lines[0]}")
     # The line reproduces the verdict and the limit of report.json; the same line without the flags judges

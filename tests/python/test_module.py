@@ -108,7 +108,7 @@ def test_planted_kernel_cell_and_repro():
     assert "<python kernel" not in bad.message()
     labelled = pacheck.Kernel("t.labelled", numpy_tail_fault.run, layouts=("nhd",), repro_label="build/libmine.so")
     r = pacheck.run_cell("gate", labelled, CELL)
-    assert r.repro == f"pacheck repro '{CELL}' --kernel t.labelled --plugin build/libmine.so", r.repro
+    assert r.repro == f"python -m pacheck repro '{CELL}' --kernel t.labelled --plugin build/libmine.so", r.repro
     assert "worst element" in bad.message() and "worst: (seq " in bad.metrics
     good = pacheck.run_cell("gate", numpy_decode, CELL)
     assert good.verdict == "pass", good.message()
