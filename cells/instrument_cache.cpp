@@ -19,7 +19,7 @@
 #include "exec/runner.hpp"
 #include "judge/comparator.hpp"
 #include "oracle/oracle.hpp"
-#include "report/evidence.hpp"
+#include "verify/evidence.hpp"
 
 namespace pacheck::cells {
 

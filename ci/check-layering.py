@@ -27,7 +27,9 @@ STAGES = [
     "kernels",     # kernel interface, backends, built-in kernels, plugins
     "judge",       # comparator, tolerance, verdicts, run summary
     "exec",        # prepare, guarded run, execute_cell, scheduling, isolation
+    "figures",     # report.html's figures and the SVG writer (the html format of report/ draws them)
     "report",      # report formats, report directories, merge
+    "verify",      # evidence.json and `pacheck verify` (read what report/ wrote)
     "interop",     # safetensors case files: export, score
     "bench",       # timing
     "properties",  # generators, metamorphic properties, planted kernels

@@ -19,6 +19,74 @@
 namespace pacheck::cli {
 
 
+namespace {
+
+/// The `--top` worst elements of `out` against the oracle's `ref` by |out - ref| (non-finite first), one row
+/// each: sequence (and query token when a sequence has several), head, dim, output, oracle, |diff|.
+void print_worst_elements(std::string& text, const std::vector<double>& out, const std::vector<double>& ref,
+                          const Case& cc, int top) {
+  auto o = std::back_inserter(text);
+  std::vector<std::size_t> idx(out.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  auto err = [&](std::size_t i) {
+    const double v = out[i], r = ref[i];
+    return std::isfinite(v) ? std::abs(v - r) : INFINITY;
+  };
+  const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(top, 0)), idx.size());
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(), [&](auto a, auto b) { return err(a) > err(b); });
+  // With several query tokens per sequence an output row is (sequence, query token): both columns.
+  const bool tokens = cc.max_query_len() > 1;
+  fmt::format_to(o, "\n{:>5} {}{:>5} {:>5} {:>14} {:>14} {:>11}\n", "seq", tokens ? "token " : "", "head", "dim", "out",
+                 "oracle", "|diff|");
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::size_t i = idx[j];
+    const Index3 at = index3(static_cast<std::int64_t>(i), cc);
+    fmt::format_to(o, "{:>5} {}{:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", at.seq,
+                   tokens ? fmt::format("{:>5} ", at.token) : "", at.head, at.dim, out[i], ref[i], err(i));
+  }
+}
+
+/// Runs `cell` on `k` on device `dev` and appends what repro prints to `text`: the verdict, every metric and
+/// the `top` worst elements (or why the kernel declined or failed). Returns the exit code: kFail for a
+/// failure, a decline or an error, else kPass.
+int repro_cell(const Cell& cell, const Kernel& k, const std::string& dev, const RunOptions& ro, int top, std::string& text) {
+  auto o = std::back_inserter(text);
+  Support sup = k.supports(cell.c);
+  if (!sup.ok && sup.failed) {  // supports() itself failed: an `error`, as `run` reports it, not a decline
+    fmt::format_to(o, "cell      {}\nkernel    {}\nverdict   error  ({})\n", cell.id(), k.name(), sup.reason);
+    return kFail;
+  }
+  if (!sup.ok) {
+    fmt::format_to(o, "{} declines {}: {}\n", k.name(), cell.id(), sup.reason);
+    return kFail;
+  }
+  auto backend = open_backend(dev);
+  CaseData data;
+  auto [r, raw] = run_cell(cell, k, *backend, ro, &data);
+  const Metrics& m = r.metrics;
+  fmt::format_to(o, "cell      {}\nkernel    {} on {}\nverdict   {}{}\n", r.cell_id, r.kernel, backend->description(),
+                 verdict_name(r.verdict), r.detail.empty() ? "" : "  (" + r.detail + ")");
+  if (r.verdict == Verdict::error) {  // the kernel or backend failed: no output to show
+    return kFail;
+  }
+  // rel_linf, max_abs, mean_abs and nmse (and margin with them) are taken over finite pairs:
+  // "nan"/"inf" when there are others, spelled as every report spells them.
+  auto e6 = [&](double v) { return unless_nonfinite(m, fmt::format("{:.6e}", v)); };
+  fmt::format_to(o, "rel_linf  {}   limit {:.3e}   margin {}\nmax_abs   {}   mean_abs {}   nmse {}\n",
+                 e6(m.rel_linf), r.limit, unless_nonfinite(m, fmt::format("{:.3f}", r.margin)), e6(m.max_abs),
+                 e6(m.mean_abs), e6(m.nmse));
+  fmt::format_to(o, "max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n", max_ulp_text(m),
+                 m.bitwise_equal_pct, m.nan_count, m.inf_count, m.elements);
+  if (m.bias_elements)
+    fmt::format_to(o, "bias      {:+.4f} ULP signed mean over {} elements that need rounding ({} toward zero, {} away)\n",
+                   m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away);
+  if (r.variant_elements) fmt::format_to(o, "twin      {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
+  print_worst_elements(text, raw.out, data.ref.out, cell.c, top);
+  return is_failure(r.verdict) ? kFail : kPass;
+}
+
+}  // namespace
+
 void add_repro_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("repro", "run one cell on one kernel and print every metric and the worst elements");
   auto cell_id = std::make_shared<std::string>();
@@ -80,62 +148,7 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     const std::string dev =
         k->device() == PACHECK_DEVICE_CPU ? "cpu" : resolve_device(device->empty() ? device_kind_spec(k->device()) : *device);
     // Everything the cell prints, and the exit code: made here, or in a child process when isolated.
-    auto body = [&](std::string& text) -> int {
-      auto o = std::back_inserter(text);
-      Support sup = k->supports(cell.c);
-      if (!sup.ok && sup.failed) {  // supports() itself failed: an `error`, as `run` reports it, not a decline
-        fmt::format_to(o, "cell      {}\nkernel    {}\nverdict   error  ({})\n", cell.id(), k->name(), sup.reason);
-        return kFail;
-      }
-      if (!sup.ok) {
-        fmt::format_to(o, "{} declines {}: {}\n", k->name(), cell.id(), sup.reason);
-        return kFail;
-      }
-      auto backend = open_backend(dev);
-      CaseData data;
-      auto [r, raw] = run_cell(cell, *k, *backend, ro, &data);
-      const Metrics& m = r.metrics;
-      fmt::format_to(o, "cell      {}\nkernel    {} on {}\nverdict   {}{}\n", r.cell_id, r.kernel, backend->description(),
-                 verdict_name(r.verdict), r.detail.empty() ? "" : "  (" + r.detail + ")");
-      if (r.verdict == Verdict::error) {  // the kernel or backend failed: no output to show
-        return kFail;
-      }
-      // rel_linf, max_abs, mean_abs and nmse (and margin with them) are taken over finite pairs:
-      // "nan"/"inf" when there are others, spelled as every report spells them.
-      auto e6 = [&](double v) { return unless_nonfinite(m, fmt::format("{:.6e}", v)); };
-      fmt::format_to(o, "rel_linf  {}   limit {:.3e}   margin {}\nmax_abs   {}   mean_abs {}   nmse {}\n",
-                     e6(m.rel_linf), r.limit, unless_nonfinite(m, fmt::format("{:.3f}", r.margin)), e6(m.max_abs),
-                     e6(m.mean_abs), e6(m.nmse));
-      fmt::format_to(o, "max_ulp   {}   bitwise_equal {:.4f}%   NaN {}   Inf {}   elements {}\n", max_ulp_text(m),
-                     m.bitwise_equal_pct, m.nan_count, m.inf_count, m.elements);
-      if (m.bias_elements)
-        fmt::format_to(o, "bias      {:+.4f} ULP signed mean over {} elements that need rounding ({} toward zero, {} away)\n",
-                   m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away);
-      if (r.variant_elements) fmt::format_to(o, "twin      {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
-      // Worst elements by |out - ref|, non-finite first.
-      std::vector<std::size_t> idx(raw.out.size());
-      std::iota(idx.begin(), idx.end(), 0);
-      // Captures the output by name, not the structured binding `raw` (clang 14 cannot capture bindings).
-      auto err = [&out = raw.out, &data](std::size_t i) {
-        const double v = out[i], ref = data.ref.out[i];
-        return std::isfinite(v) ? std::abs(v - ref) : INFINITY;
-      };
-      const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(*top, 0)), idx.size());
-      std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(), [&](auto a, auto b) { return err(a) > err(b); });
-      // With several query tokens per sequence an output row is (sequence, query token): both columns.
-      const Case& cc = cell.c;
-      const bool tokens = cc.max_query_len() > 1;
-      fmt::format_to(o, "\n{:>5} {}{:>5} {:>5} {:>14} {:>14} {:>11}\n", "seq", tokens ? "token " : "", "head", "dim", "out",
-                     "oracle", "|diff|");
-      for (std::size_t j = 0; j < n; ++j) {
-        const std::size_t i = idx[j];
-        const Index3 at = index3(static_cast<std::int64_t>(i), cc);
-        fmt::format_to(o, "{:>5} {}{:>5} {:>5} {:>14.6e} {:>14.6e} {:>11.3e}\n", at.seq,
-                       tokens ? fmt::format("{:>5} ", at.token) : "", at.head, at.dim, raw.out[i], data.ref.out[i],
-                       err(i));
-      }
-      return is_failure(r.verdict) ? kFail : kPass;
-    };
+    auto body = [&](std::string& text) -> int { return repro_cell(cell, *k, dev, ro, *top, text); };
     const bool isolated = *isolate || (!*no_isolate && plugin_kernel_names().count(k->name()) > 0);
     if (!isolated) {
       // A plugin kernel kept here by --no-isolate is watched for --cell-timeout, as in `run`.

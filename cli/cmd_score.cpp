@@ -11,6 +11,7 @@
 
 #include "cli/common.hpp"
 #include "cli/interrupt.hpp"
+#include "cli/run_commands.hpp"
 #include "cli/run_control.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
@@ -21,175 +22,187 @@
 
 namespace pacheck::cli {
 
-void add_score_command(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("score", "judge a foreign runner's outputs for exported case files, like `run`");
-  struct Opts {
-    std::string cases, outputs, json, report_dir, kernel = "foreign", format = kDefaultFormat, color = "auto";
-    bool only_failures = false, negative_control = false, quiet = false;
-    std::vector<std::string> cells;
+namespace {
+
+/// The replayed kernel exists only in this process: a failing cell's repro line is this command for it.
+void register_score_repro(const ScoreCommand& o) {
+  set_repro_command(o.kernel, [cases = o.cases, outputs = o.outputs, kernel = o.kernel,
+                               negative_control = o.negative_control](const std::string& cell_id,
+                                                                      const std::string& judge_flags) {
+    std::string line = fmt::format("{} score --cases {} --outputs {} --cell {}", command_name(), shell_quote(cases),
+                                   shell_quote(outputs), shell_quote(cell_id));
+    if (kernel != "foreign") line += " --kernel-name " + shell_quote(kernel);
+    if (negative_control) line += " --negative-control";
+    if (!judge_flags.empty()) line += " " + judge_flags;
+    return line;
+  });
+}
+
+/// score's pre-flight, which score_cases calls once the case files passed their checks (and again for each
+/// repeat of --repeat N): the memory check, the run's identity (with the case and output directories) into
+/// `identity`, and the report directory into `reports`, started once.
+decltype(ScoreOptions::preflight) score_preflight(const ScoreCommand& o, MemoryBudget budget, const std::string& device,
+                                                  nlohmann::json& identity, std::optional<ReportDir>& reports) {
+  return [&o, budget, device, &identity, &reports](const Suite& suite, const std::vector<KernelPtr>& kernels,
+                                                   const RunOptions& ro) {
+    check_memory(plan_memory(suite, kernels, ro), budget);
+    std::vector<std::string> names;
+    for (const auto& k : kernels) names.push_back(k->name());
+    identity = run_identity(suite, names, device, ro, "");
+    identity["score"] = {{"cases", std::filesystem::absolute(o.cases).lexically_normal().string()},
+                         {"outputs", std::filesystem::absolute(o.outputs).lexically_normal().string()}};
+    if (o.report_dir.empty()) return;
+    try {
+      // Once: each repeat of --repeat N passes the pre-flight again, into the one directory.
+      if (!reports) reports = ReportDir::start(o.report_dir, identity);
+    } catch (const ReportError& e) {
+      throw UsageError(e.what());
+    }
   };
-  auto o = std::make_shared<Opts>();
-  auto common = std::make_shared<CommonOptions>();  // for the tolerance flags only
-  auto control = std::make_shared<RunControlFlags>();
-  cmd->add_option("--cases", o->cases, "directory written by `pacheck export`")->required();
-  cmd->add_option("--outputs", o->outputs, "directory holding one output safetensors per case file")->required();
-  cmd->add_option("--kernel-name", o->kernel, "name to report the outputs under")->capture_default_str();
-  cmd->add_option("--cell", o->cells,
+}
+
+/// What a stopped score prints after RunControl::print_stopped's line: what was kept and how to complete it.
+void print_score_stopped_hint(std::FILE* notes, const ReportDir* reports, int repeat) {
+  if (repeat > 1)
+    fmt::print(notes, "pacheck: {}a --repeat score is combined at the end: run the same command again\n",
+               reports ? "no results were kept and no reports were written; " : "");
+  else if (reports)
+    fmt::print(notes, "pacheck: the scored results are kept in {}; no reports were written. score has no "
+                      "--resume: run the same command again\n",
+               (std::filesystem::path(reports->dir()) / kResultsLogFile).string());
+  else
+    fmt::print(notes, "pacheck: score keeps no partial results without --report-dir and has no --resume: run the "
+                      "same command again\n");
+  std::fflush(notes);
+}
+
+/// A finished score: its format's document, what the export left out, --json, and the report directory.
+/// Returns the exit code: the run's, or kUsage when the report directory could not be finished.
+int end_score(const ScoreCommand& o, const RunSummary& s, ReportMeta& meta, const std::string& suite,
+              const std::vector<LeftOut>& left_out, ReportFormat& out, ReportDir* reports) {
+  std::FILE* notes = o.format == kDefaultFormat ? stdout : stderr;
+  // Outputs are judged on the CPU.
+  if (reports || out.needs_environment()) meta.environment = collect_environment("cpu");
+  out.run_ended(s, meta);
+  // What the export could not write as case files is not covered by this score: say so after the summary.
+  for (const auto& l : left_out)
+    if (l.cells > 0)
+      fmt::print(notes, "pacheck: not scored: the export left out {} cell(s) of suite {} ({}: {}); run them with "
+                        "`pacheck run` or the Python module\n",
+                 l.cells, suite, l.kind, l.reason);
+  if (!o.json.empty()) write_output_file("--json", o.json, to_json(s, suite, meta.device).dump(1) + "\n");
+  if (!reports) return s.exit_code();
+  return write_report_dir(*reports, o.format == kDefaultFormat, s.exit_code(), [&] { reports->finish(s, meta); });
+}
+
+}  // namespace
+
+void bind_score_command(CLI::App* cmd, ScoreCommand& o) {
+  cmd->add_option("--cases", o.cases, "directory written by `pacheck export`")->required();
+  cmd->add_option("--outputs", o.outputs, "directory holding one output safetensors per case file")->required();
+  cmd->add_option("--kernel-name", o.kernel, "name to report the outputs under")->capture_default_str();
+  cmd->add_option("--cell", o.cells,
                   "score only this cell (its id exactly as score prints it; repeatable): the repro line of a failing "
                   "cell");
-  cmd->add_option("--json", o->json, "write the full report (summary and every cell's metrics) to this JSON file");
-  cmd->add_option("--report-dir", o->report_dir,
+  cmd->add_option("--json", o.json, "write the full report (summary and every cell's metrics) to this JSON file");
+  cmd->add_option("--report-dir", o.report_dir,
                   fmt::format("write {} (one line per scored cell, as it is scored), {} into this directory, as "
                               "`run --report-dir` does (locked while score writes; an earlier run's reports there "
                               "are replaced once the case files have been read)",
                               kResultsLogFile, format_files_prose()));
-  cmd->add_flag("--only-failures", o->only_failures, "console: print only cells that did not pass");
-  cmd->add_flag("--quiet,-q", o->quiet,
+  cmd->add_flag("--only-failures", o.only_failures, "console: print only cells that did not pass");
+  cmd->add_flag("--quiet,-q", o.quiet,
                 "console: rows of failing cells only (not the caught cells of negative controls), then the summary "
                 "and the failure list");
-  bind_format_option(cmd, o->format);
-  bind_color_option(cmd, o->color);
-  cmd->add_flag("--negative-control", o->negative_control,
+  bind_format_option(cmd, o.format);
+  bind_color_option(cmd, o.color);
+  cmd->add_flag("--negative-control", o.negative_control,
                 "the outputs come from a runner with the planted V-tail fault (runner.py --bug v-tail): it must fail "
                 "the cells that poison the V tail, or the run is instrument blind (exit 3)");
-  cmd->add_option("--threads,-j", common->threads, "CPU worker threads (default: all cores)");
-  common->judge.bind(cmd);
-  common->memory.bind(cmd);
-  control->bind(cmd, "; a --report-dir keeps the scored results in " + std::string(kResultsLogFile),
-                "; results.jsonl is written when the last repeat ends");
-  cmd->callback([&ctx, o, common, control] {
-    // The name goes into ids, reports and one-line logs: the rule a plugin's kernel names follow.
-    if (const std::string why = kernel_name_problem(o->kernel); !why.empty())
-      throw UsageError(fmt::format("--kernel-name: {}", why));
-    FormatOptions fo;
-    fo.only_failures = o->only_failures;
-    fo.quiet = o->quiet;
-    fo.color = resolve_color(o->color);
-    const std::unique_ptr<ReportFormat> out = stdout_format(o->format, fo);
-    const bool tty = isatty(fileno(stderr)) != 0;
-    control->progress_seconds(tty);  // a bad --progress-interval: exit 2 before anything is read or written
-    // Pre-flight: an unwritable --json fails now, not after every output was scored.
-    if (!o->json.empty()) check_writable_file("--json", o->json);
-    ScoreOptions so;
-    so.kernel_name = o->kernel;
-    so.negative_control = o->negative_control;
-    so.cells = o->cells;
-    so.run = common->run_options();
-    // The replayed kernel exists only in this process: a failing cell's repro line is this command for it.
-    set_repro_command(o->kernel, [o](const std::string& cell_id, const std::string& judge_flags) {
-      std::string line = fmt::format("{} score --cases {} --outputs {} --cell {}", command_name(), shell_quote(o->cases),
-                                     shell_quote(o->outputs), shell_quote(cell_id));
-      if (o->kernel != "foreign") line += " --kernel-name " + shell_quote(o->kernel);
-      if (o->negative_control) line += " --negative-control";
-      if (!judge_flags.empty()) line += " " + judge_flags;
-      return line;
-    });
-    const MemoryBudget budget = common->memory.budget();
-    const std::string device = "cpu (replayed outputs)";
-    // The report directory is started only once the case files passed their checks (the pre-flight): a
-    // broken export must not replace an earlier run's reports.
-    std::optional<ReportDir> reports;
-    nlohmann::json identity;
-    so.preflight = [&](const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& ro) {
-      check_memory(plan_memory(suite, kernels, ro), budget);
-      std::vector<std::string> names;
-      for (const auto& k : kernels) names.push_back(k->name());
-      identity = run_identity(suite, names, device, ro, "");
-      identity["score"] = {{"cases", std::filesystem::absolute(o->cases).lexically_normal().string()},
-                           {"outputs", std::filesystem::absolute(o->outputs).lexically_normal().string()}};
-      if (!o->report_dir.empty()) {
-        try {
-          // Once: each repeat of --repeat N passes the pre-flight again, into the one directory.
-          if (!reports) reports = ReportDir::start(o->report_dir, identity);
-        } catch (const ReportError& e) {
-          throw UsageError(e.what());
-        }
-      }
-    };
-    so.run.on_result = [&](const CellResult& r) {
-      // First: a kill right after this cell must not lose it. A repeated score's results are combined first.
-      if (reports && control->repeat == 1) reports->append(r);
-    };
-    // SIGINT/SIGTERM and --fail-fast stop the scoring between cells, --repeat N scores N times, and
-    // --progress-interval reports while it runs: as on `run` (cli/run_control.hpp).
-    RunControl control_run(*control, tty);
-    const InterruptHandler interrupts;
-    // The table starts with the first result, so a bad case directory prints only its error. Rows come in
-    // plan order, whatever the thread count.
-    bool started = false;
-    so.run.on_result_in_order = [&](const CellResult& r) {
-      if (!started) {
-        std::string title = fmt::format("pacheck {} | score {} against {}", pacheck_version(), o->outputs, o->cases);
-        if (control->repeat > 1) title += fmt::format(" | --repeat {}", control->repeat);
-        out->run_started({title, {}});
-        started = true;
-      }
-      out->cell_finished(r);
-    };
-    control_run.attach(so.run);
-    std::string suite;
-    std::vector<LeftOut> left_out;
-    RunSummary s;
-    try {
-      s = control_run.run([&] { return score_cases(o->cases, o->outputs, so, &suite, &left_out); },
-                          {{o->kernel, o->negative_control}});
-    } catch (const CaseFilesError& e) {
-      throw UsageError(e.what());
-    } catch (const SafetensorsError& e) {
-      throw UsageError(e.what());
+  cmd->add_option("--threads,-j", o.common.threads, "CPU worker threads (default: all cores)");
+  o.common.judge.bind(cmd);
+  o.common.memory.bind(cmd);
+  o.control.bind(cmd, "; a --report-dir keeps the scored results in " + std::string(kResultsLogFile),
+                 "; results.jsonl is written when the last repeat ends");
+}
+
+int score_command(const ScoreCommand& o) {
+  // The name goes into ids, reports and one-line logs: the rule a plugin's kernel names follow.
+  if (const std::string why = kernel_name_problem(o.kernel); !why.empty())
+    throw UsageError(fmt::format("--kernel-name: {}", why));
+  FormatOptions fo;
+  fo.only_failures = o.only_failures;
+  fo.quiet = o.quiet;
+  fo.color = resolve_color(o.color);
+  const std::unique_ptr<ReportFormat> out = stdout_format(o.format, fo);
+  const bool tty = isatty(fileno(stderr)) != 0;
+  o.control.progress_seconds(tty);  // a bad --progress-interval: exit 2 before anything is read or written
+  // Pre-flight: an unwritable --json fails now, not after every output was scored.
+  if (!o.json.empty()) check_writable_file("--json", o.json);
+  ScoreOptions so;
+  so.kernel_name = o.kernel;
+  so.negative_control = o.negative_control;
+  so.cells = o.cells;
+  so.run = o.common.run_options();
+  register_score_repro(o);
+  const std::string device = "cpu (replayed outputs)";
+  // The report directory is started only once the case files passed their checks (the pre-flight): a
+  // broken export must not replace an earlier run's reports.
+  std::optional<ReportDir> reports;
+  nlohmann::json identity;
+  so.preflight = score_preflight(o, o.common.memory.budget(), device, identity, reports);
+  so.run.on_result = [&](const CellResult& r) {
+    // First: a kill right after this cell must not lose it. A repeated score's results are combined first.
+    if (reports && o.control.repeat == 1) reports->append(r);
+  };
+  // SIGINT/SIGTERM and --fail-fast stop the scoring between cells, --repeat N scores N times, and
+  // --progress-interval reports while it runs: as on `run` (cli/run_control.hpp).
+  RunControl control_run(o.control, tty);
+  const InterruptHandler interrupts;
+  // The table starts with the first result, so a bad case directory prints only its error. Rows come in
+  // plan order, whatever the thread count.
+  bool started = false;
+  so.run.on_result_in_order = [&](const CellResult& r) {
+    if (!started) {
+      std::string title = fmt::format("pacheck {} | score {} against {}", pacheck_version(), o.outputs, o.cases);
+      if (o.control.repeat > 1) title += fmt::format(" | --repeat {}", o.control.repeat);
+      out->run_started({title, {}});
+      started = true;
     }
-    ReportMeta meta{suite, device, {}, identity.is_null() ? nlohmann::json(nullptr) : identity};
-    std::FILE* notes = o->format == kDefaultFormat ? stdout : stderr;
-    if (control_run.stopped()) {
-      // Only the console shows a stopped run's counts: a document format must not look like a whole run's.
-      if (o->format == kDefaultFormat) out->run_ended(s, meta);
-      std::fflush(stdout);
-      control_run.print_stopped(notes, s);
-      if (control->repeat > 1)
-        fmt::print(notes, "pacheck: {}a --repeat score is combined at the end: run the same command again\n",
-                   reports ? "no results were kept and no reports were written; " : "");
-      else if (reports)
-        fmt::print(notes, "pacheck: the scored results are kept in {}; no reports were written. score has no "
-                          "--resume: run the same command again\n",
-                   (std::filesystem::path(reports->dir()) / kResultsLogFile).string());
-      else
-        fmt::print(notes, "pacheck: score keeps no partial results without --report-dir and has no --resume: run the "
-                          "same command again\n");
-      std::fflush(notes);
-      ctx.exit_code = control_run.stopped_exit_code(s);
-      return;
-    }
-    if (control->repeat > 1) {
-      // A repeated score's results are combined first, then logged.
-      if (reports)
-        for (const auto& r : s.results) reports->append(r);
-      if (o->format == kDefaultFormat) control_run.print_repeats(stdout, s);
-      else if (!control_run.differences().empty()) control_run.print_repeats(stderr, s);
-      std::fflush(stdout);
-    }
-    // Outputs are judged on the CPU.
-    if (reports || out->needs_environment()) meta.environment = collect_environment("cpu");
-    out->run_ended(s, meta);
-    // What the export could not write as case files is not covered by this score: say so after the summary.
-    for (const auto& l : left_out)
-      if (l.cells > 0)
-        fmt::print(notes, "pacheck: not scored: the export left out {} cell(s) of suite {} ({}: {}); run them with "
-                          "`pacheck run` or the Python module\n",
-                   l.cells, suite, l.kind, l.reason);
-    if (!o->json.empty()) write_output_file("--json", o->json, to_json(s, suite, device).dump(1) + "\n");
-    ctx.exit_code = s.exit_code();
-    if (reports) {
-      try {
-        reports->finish(s, meta);
-      } catch (const ReportError& e) {
-        // The verdicts exist but CI cannot read them: never let that pass as success.
-        fmt::print(stderr, "pacheck: error: {}\n", e.what());
-        ctx.exit_code = kUsage;
-        return;
-      }
-      fmt::print(o->format == kDefaultFormat ? stdout : stderr, "{}\n", reports_line(reports->dir()));
-    }
-  });
+    out->cell_finished(r);
+  };
+  control_run.attach(so.run);
+  std::string suite;
+  std::vector<LeftOut> left_out;
+  RunSummary s;
+  try {
+    s = control_run.run([&] { return score_cases(o.cases, o.outputs, so, &suite, &left_out); },
+                        {{o.kernel, o.negative_control}});
+  } catch (const CaseFilesError& e) {
+    throw UsageError(e.what());
+  } catch (const SafetensorsError& e) {
+    throw UsageError(e.what());
+  }
+  ReportMeta meta{suite, device, {}, identity.is_null() ? nlohmann::json(nullptr) : identity};
+  if (control_run.stopped()) {
+    // Only the console shows a stopped run's counts: a document format must not look like a whole run's.
+    if (o.format == kDefaultFormat) out->run_ended(s, meta);
+    std::fflush(stdout);
+    std::FILE* notes = o.format == kDefaultFormat ? stdout : stderr;
+    control_run.print_stopped(notes, s);
+    print_score_stopped_hint(notes, reports ? &*reports : nullptr, o.control.repeat);
+    return control_run.stopped_exit_code(s);
+  }
+  // A repeated score's results are combined first, then logged.
+  control_run.finish_repeats(s, o.format == kDefaultFormat, reports ? &*reports : nullptr);
+  return end_score(o, s, meta, suite, left_out, *out, reports ? &*reports : nullptr);
+}
+
+void add_score_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("score", "judge a foreign runner's outputs for exported case files, like `run`");
+  auto o = std::make_shared<ScoreCommand>();
+  bind_score_command(cmd, *o);
+  cmd->callback([&ctx, o] { ctx.exit_code = score_command(*o); });
 }
 
 }  // namespace pacheck::cli

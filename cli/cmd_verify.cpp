@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.hpp"
-#include "report/evidence.hpp"
+#include "verify/verify.hpp"
 
 namespace pacheck::cli {
 

@@ -197,7 +197,7 @@ void add_score_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);
 void add_report_command(CLI::App& app, Context& ctx);
 void add_merge_command(CLI::App& app, Context& ctx);
-/// `pacheck verify DIR`: report/evidence.hpp's verify_report_dir, its exit code (VerifyExit) and line.
+/// `pacheck verify DIR`: verify/verify.hpp's verify_report_dir, its exit code (VerifyExit) and line.
 void add_verify_command(CLI::App& app, Context& ctx);
 
 }  // namespace pacheck::cli

@@ -204,6 +204,15 @@ void RunControl::print_stopped(std::FILE* to, const RunSummary& s) const {
   std::fflush(to);
 }
 
+void RunControl::finish_repeats(const RunSummary& combined, bool console, ReportDir* reports) const {
+  if (repeat_ <= 1) return;
+  if (reports)
+    for (const auto& r : combined.results) reports->append(r);
+  if (console) print_repeats(stdout, combined);
+  else if (!diffs_.empty()) print_repeats(stderr, combined);
+  std::fflush(stdout);
+}
+
 void RunControl::print_repeats(std::FILE* to, const RunSummary& combined) const {
   if (repeat_ <= 1) return;
   fmt::print(to, "\n--repeat {}: each of {} results ran {} times; ", repeat_, group_digits(combined.results.size()), repeat_);

@@ -20,6 +20,7 @@
 #include "exec/run_options.hpp"
 #include "judge/repeat.hpp"
 #include "judge/summary.hpp"
+#include "report/report_dir.hpp"
 
 namespace pacheck::cli {
 
@@ -79,6 +80,11 @@ class RunControl {
   /// --repeat N's lines before the summary: how often each result ran and every result whose verdict
   /// differed, with its verdicts in repeat order and its repro line. Prints nothing when --repeat is 1.
   void print_repeats(std::FILE* to, const RunSummary& combined) const;
+  /// After a --repeat N run that was not stopped (nothing when --repeat is 1): appends the combined results to
+  /// `reports`' results.jsonl (held back while the repeats ran) when given, then prints print_repeats' lines
+  /// on stdout when it carries the `console`, else on stderr and only when some result differed; flushes
+  /// stdout.
+  void finish_repeats(const RunSummary& combined, bool console, ReportDir* reports) const;
   /// Results whose verdict differed between repeats (after run() with --repeat > 1).
   const std::vector<RepeatDifference>& differences() const { return diffs_; }
   int repeat() const { return repeat_; }

@@ -12,6 +12,13 @@
 #include "oracle/tensors.hpp"
 
 namespace pacheck {
+
+std::string sci(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.3e}", v);
+}
+
 namespace {
 
 /// Bits of a double reference rounded once to `t`. Going double -> float -> f16/bf16 with two

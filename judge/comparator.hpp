@@ -60,6 +60,10 @@ struct Metrics {
   std::int64_t elements = 0;
 };
 
+/// A metric as reports and figures print it: "1.234e-03" (3 decimals in scientific notation), "nan", "inf" or
+/// "-inf".
+std::string sci(double v);
+
 /// Computes Metrics. `out_dtype` is the dtype the output was stored in (ULPs and bitwise equality are
 /// measured there). Throws std::invalid_argument on size mismatch.
 Metrics compare(const std::vector<double>& out, const std::vector<double>& ref, const Case& c, DType out_dtype);

@@ -61,4 +61,8 @@ bool is_failure(Verdict v) {
   return r == nullptr || r->fails_gate;
 }
 
+bool is_error_verdict(Verdict v) { return v == Verdict::error || v == Verdict::crash || v == Verdict::timeout; }
+
+bool has_output(Verdict v) { return v != Verdict::declined && v != Verdict::not_run && !is_error_verdict(v); }
+
 }  // namespace pacheck

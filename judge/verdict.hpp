@@ -56,6 +56,10 @@ std::string_view verdict_name(Verdict v);
 Verdict parse_verdict(std::string_view s);
 /// True for every verdict but pass, declined and not_run (VerdictInfo::fails_gate).
 bool is_failure(Verdict v);
+/// The kernel produced an output to measure: not declined, not_run, error, crash or timeout.
+bool has_output(Verdict v);
+/// The kernel or its process failed to produce an output: error, crash or timeout.
+bool is_error_verdict(Verdict v);
 /// Position of `v` in verdict_table(): 0 for the verdict that wins over every other. When several verdicts
 /// apply to one run, the one of lowest rank is the cell's.
 std::size_t verdict_rank(Verdict v);

@@ -1,12 +1,14 @@
 // The html format: report.html, one self-contained page a reviewer of a kernel PR reads instead of a wall of
-// numbers (report/html_report.hpp says what is on it; report/html_parts.hpp lists the files of its figures).
+// numbers (report/html_report.hpp says what is on it; figures/figures.hpp draws its figures).
 // This file: the page frame, its header and the provenance section.
 #include <fmt/format.h>
 
 #include <ostream>
 #include <sstream>
 
-#include "report/html_parts.hpp"
+#include "figures/figures.hpp"
+#include "figures/svg.hpp"
+#include "report/html_report.hpp"
 #include "report/text.hpp"
 
 namespace pacheck {

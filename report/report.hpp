@@ -8,7 +8,8 @@
 //      std::make_unique<DocumentFormat>(out, write_NAME).
 //      Use report/text.hpp for the outcome line (headline(): what the exit code means for this run, the
 //      counts and which negative controls ran, never your own wording, so no format claims a control that
-//      did not run), numbers (metric_text, which spells a NaN or Inf output as every format does), repro
+//      did not run), numbers (metric_text, judge/metric_text.hpp, which text.hpp includes: it spells a NaN or
+//      Inf output as every format and figure does), repro
 //      commands and the run's checks, and cell_outcome() (judge/summary.hpp) for what passes and fails, so
 //      every format agrees with the exit code.
 //   2. Add one row to format_table() in report/report.cpp (name, file name in a report directory or
@@ -18,9 +19,11 @@
 //   Test it in tests/test_reports.cpp through render_format("NAME", ...), parsing what it writes (the tests
 //   that every format states the controls and spells NaN/Inf alike iterate the table: they cover it already).
 //
-// Files: report.cpp (the table), text (shared wording and numbers), environment, run_identity,
-// results_log (results.jsonl), report_dir (--report-dir), merge (merge, load_report), and NAME.cpp for
-// each format of the table (html also has html_*.cpp for its figures and svg.cpp for their SVG).
+// Files: report.cpp (the table), text (shared wording), environment, run_identity, results_log
+// (results.jsonl), report_dir (--report-dir), merge (merge, load_report), and NAME.cpp for each format of the
+// table (html.cpp is the page of report/html_report.hpp, whose figures are the earlier stage figures/;
+// bench_results.cpp reads the bench results it maps). evidence.json and `pacheck verify` are the later
+// stage verify/.
 #pragma once
 
 #include <iosfwd>

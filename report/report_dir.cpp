@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "core/files.hpp"
-#include "report/evidence.hpp"
 #include "report/json.hpp"
 #include "report/results_log.hpp"
 
@@ -247,10 +246,9 @@ void ReportDir::append(const CellResult& r) {
   }
 }
 
-void ReportDir::finish(const RunSummary& s, const ReportMeta& meta, const EvidenceInputs* evidence) {
+void ReportDir::finish(const RunSummary& s, const ReportMeta& meta) {
   if (!append_error_.empty()) throw ReportError(append_error_);
   write_final_reports(dir_, s, meta);
-  if (evidence) write_evidence(dir_, s, meta, *evidence);
 }
 
 void write_reports(const std::string& dir, const RunSummary& s, const ReportMeta& meta) {

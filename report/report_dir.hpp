@@ -1,7 +1,8 @@
 // A report directory (--report-dir, `pacheck merge --out`): results.jsonl and run.json (report/report.hpp's
 // kResultsLogFile, kRunFile), then, when the run ends, the file of every format of the table that has one
-// (report.json, junit.xml, summary.md, report.html) and last evidence.json (report/evidence.hpp), each written
-// to a temporary file renamed into place.
+// (report.json, junit.xml, summary.md, report.html), each written to a temporary file renamed into place.
+// `pacheck run` writes evidence.json (kEvidenceFile, verify/evidence.hpp) after them, while it still holds the
+// directory's lock; the directory removes an earlier run's before anything else.
 // No file is ever written through a symbolic link: a file replaced (the reports, run.json, a fresh
 // results.jsonl) replaces a link planted at its name, and results.jsonl continued by --resume must be the
 // directory's own regular file. A run holds the directory's lock (kLockFile) from start to end.
@@ -13,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "report/evidence.hpp"
 #include "report/report.hpp"
 
 namespace pacheck {
@@ -21,6 +21,11 @@ namespace pacheck {
 /// The format whose file marks a finished run: it is written last, and load_report tells an unfinished
 /// run (results.jsonl but no report.json) by its absence.
 inline constexpr const char* kFinishedFormat = "json";
+
+/// The evidence manifest of a finished run's directory (verify/evidence.hpp writes it, `pacheck verify`
+/// reads it; not manifest.json: that is an export's case list). A run or merge into the directory removes
+/// an earlier one first: it must never outlive the files it lists.
+inline constexpr const char* kEvidenceFile = "evidence.json";
 
 /// The lock file of a report directory: a run (or merge) holds a POSIX write lock (fcntl F_SETLK) on it while it
 /// writes there,
@@ -105,10 +110,10 @@ class ReportDir {
   /// lost machine, is the case this guards). Never throws (it runs on worker threads); a failure is kept
   /// and thrown by finish().
   void append(const CellResult& r);
-  /// Writes the file of every format that has one (report.json last), then, given `evidence`, evidence.json
-  /// (report/evidence.hpp: every file's SHA-256, the suite's digest, controls, self-test) after them all.
-  /// Throws ReportError for any write failure, including an earlier append() failure.
-  void finish(const RunSummary& s, const ReportMeta& meta, const EvidenceInputs* evidence = nullptr);
+  /// Writes the file of every format that has one (report.json last). Throws ReportError for any write
+  /// failure, including an earlier append() failure. The caller writes evidence.json after it
+  /// (verify/evidence.hpp's write_evidence), before this ReportDir (and its lock) goes.
+  void finish(const RunSummary& s, const ReportMeta& meta);
   const std::string& dir() const { return dir_; }
   /// Why an append() failed ("cannot append to 'DIR/results.jsonl': No space left on device"); empty while
   /// none has. A stopped run, which never calls finish(), reports it from here.

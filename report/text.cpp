@@ -12,12 +12,6 @@
 
 namespace pacheck {
 
-std::string sci(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.3e}", v);
-}
-
 std::string valid_utf8(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -106,24 +100,6 @@ std::string repro_command(const CellResult& r, const std::string& judge_flags) {
 
 std::string outcome_word(int code) { return code == 0 ? "PASS" : code == 3 ? "BLIND" : "FAIL"; }
 
-std::string unless_nonfinite(const Metrics& m, const std::string& formatted) {
-  if (m.nan_count > 0) return "nan";
-  if (m.inf_count > 0) return "inf";
-  return formatted;
-}
-
-std::string metric_text(const Metrics& m, double v) { return unless_nonfinite(m, sci(v)); }
-
-std::string max_ulp_text(const Metrics& m) {
-  // Measured over every element (an Inf's distance is a count like any other): only NaN has no distance.
-  return m.max_ulp == UINT64_MAX ? sci(std::nan("")) : std::to_string(m.max_ulp);
-}
-
-std::string error_clause(const CellResult& r) {
-  return fmt::format("rel_linf {} (limit {}, margin {})", metric_text(r.metrics, r.metrics.rel_linf), sci(r.limit),
-                     metric_text(r.metrics, r.margin));
-}
-
 ControlFacts control_facts(const RunSummary& s) {
   ControlFacts c;
   for (const auto& k : s.kernels) {
@@ -196,10 +172,6 @@ std::string metrics_text(const CellResult& r) {
       metric_text(m, m.max_abs), metric_text(m, m.nmse), max_ulp_text(m), m.bitwise_equal_pct, bias, m.nan_count,
       m.inf_count, r.variant_elements, describe(m.worst), r.expected_fail);
 }
-
-bool is_error_verdict(Verdict v) { return v == Verdict::error || v == Verdict::crash || v == Verdict::timeout; }
-
-bool has_output(Verdict v) { return v != Verdict::declined && v != Verdict::not_run && !is_error_verdict(v); }
 
 std::vector<std::string> suites_of(const RunSummary& s) {
   std::vector<std::string> out;

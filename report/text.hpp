@@ -1,6 +1,9 @@
 // Wording and numbers every report format shares, so that summary.md, junit.xml, TAP, the GitHub
-// annotations and report.html say the same thing the same way: one number printer, one repro command, one
-// meaning per exit code and one list of the run-level checks behind it.
+// annotations and report.html say the same thing the same way: one repro command, one meaning per exit code,
+// one headline and one list of the run-level checks behind it. The one number printer, sci(), the one
+// spelling of a NaN/Inf output (unless_nonfinite, metric_text, max_ulp_text, error_clause) and which verdicts
+// carry an output, has_output(), are judge's (judge/comparator.hpp, judge/metric_text.hpp, judge/verdict.hpp):
+// the figures, a stage before report/, print them too.
 #pragma once
 
 #include <functional>
@@ -8,18 +11,9 @@
 #include <vector>
 
 #include "exec/runner.hpp"
+#include "judge/metric_text.hpp"  // every format prints its metrics through it
 
 namespace pacheck {
-
-/// A metric for reports: "1.234e-03" (3 decimals in scientific notation), "nan", "inf" or "-inf".
-std::string sci(double v);
-
-/// A metric taken over the finite (output, oracle) pairs only (rel_linf, max_abs, mean_abs, nmse, and margin
-/// with them): "nan" when the output holds a NaN, else "inf" when it holds an Inf, since a number
-/// there would read as a small error; else `formatted`, the value as the caller prints it. The one place
-/// that spells a non-finite output: every format and `repro` print its word (TAP as YAML's .nan / .inf;
-/// report.json writes null and keeps the counts, from which it is read back).
-std::string unless_nonfinite(const Metrics& m, const std::string& formatted);
 
 /// `s` with every byte that is not part of a valid UTF-8 sequence replaced by '?' (plugin messages and
 /// device strings come from outside pacheck).
@@ -67,19 +61,6 @@ std::string exit_meaning(const RunSummary& s);
 /// "PASS" (0), "BLIND" (3) or "FAIL" (anything else).
 std::string outcome_word(int code);
 
-/// A metric of a result as every report prints it: sci(v), or unless_nonfinite's "nan" / "inf" when the
-/// output held NaN / Inf (rel_linf and margin are +inf then by construction, which would read as "inf" for
-/// a NaN output). For rel_linf, max_abs, mean_abs, nmse and margin (= rel_linf / limit).
-std::string metric_text(const Metrics& m, double v);
-
-/// The largest ULP distance as reports print it: a count, or "nan" when the output holds a NaN (Metrics::
-/// max_ulp is UINT64_MAX then). Taken over every element, so an Inf output has a count.
-std::string max_ulp_text(const Metrics& m);
-
-/// "rel_linf nan (limit 4.000e-03, margin nan)": a result's error against its limit in one clause
-/// (metric_text for both numbers), for annotations, hover titles and repro comments.
-std::string error_clause(const CellResult& r);
-
 /// What a run's negative controls did, from its per-kernel summaries: the facts behind controls_statement.
 struct ControlFacts {
   std::vector<std::string> caught;         ///< controls whose every planted cell failed, in s.kernels order
@@ -113,10 +94,6 @@ Headline headline(const RunSummary& s);
 /// nmse, max_ulp, bitwise_equal_pct, bias_ulp, nan, inf, variant_elements, worst, expected_fail).
 std::string metrics_text(const CellResult& r);
 
-/// The kernel produced an output to measure: not declined, error, crash or timeout.
-bool has_output(Verdict v);
-/// The kernel or its process failed to produce an output: error, crash or timeout.
-bool is_error_verdict(Verdict v);
 
 /// The suites of `s.results`, in order of first appearance (a merged report may hold several).
 std::vector<std::string> suites_of(const RunSummary& s);

@@ -648,7 +648,8 @@ class Parser {
     for (const auto& [scale, line] : scales) {
       a.items.emplace_back();
       a.items.back().line = line;
-      a.items.back().apply = [scale](SuiteCell& sc) { sc.cell.c.scale = scale.resolve(sc.cell.c.head_size); };
+      // Captured by an initializer, not by name: clang 14 cannot capture a structured binding.
+      a.items.back().apply = [s = scale](SuiteCell& sc) { sc.cell.c.scale = s.resolve(sc.cell.c.head_size); };
     }
     return a;
   }

@@ -14,9 +14,9 @@
 #include <regex>
 #include <sstream>
 
+#include "figures/svg.hpp"
 #include "report/html_report.hpp"
 #include "report/reports.hpp"
-#include "report/svg.hpp"
 
 namespace pacheck {
 namespace {

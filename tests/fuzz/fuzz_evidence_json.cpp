@@ -1,4 +1,4 @@
-// libFuzzer target for evidence.json as `pacheck verify` reads it (report/evidence.hpp verify_report_dir), over
+// libFuzzer target for evidence.json as `pacheck verify` reads it (verify/verify.hpp verify_report_dir), over
 // a fixed report directory (tests/fuzz/verify_fixture/dir: a one-cell run of cpu.reference and the negative
 // control cpu.vector_v). Each input is verified twice: as the bytes of evidence.json (the file as found), and,
 // when it is a JSON object, rewritten as pacheck writes it with a matching evidence_sha256, so the checks
@@ -19,8 +19,8 @@
 #include <string>
 
 #include "core/digest.hpp"
-#include "report/evidence.hpp"
 #include "report/json.hpp"
+#include "verify/verify.hpp"
 
 namespace {
 

@@ -1,10 +1,9 @@
-// The parts report.html is built from, shared by its files (internal to report/, not an interface):
-//   html.cpp               the page: header, provenance section, the html format
-//   html_cells.cpp         what a cell is from its ids (CellInfo), verdict styles, figure wrapper
-//   html_fault_matrix.cpp  figure 1, the fault matrix
-//   html_error_length.cpp  figure 2, error against context length
-//   html_heatmap.cpp       the heat-map layout and figure 3, the margin heat map
-//   html_bench.cpp         bench tables and figure 4, the A/B time ratio
+// The building blocks report.html's figures share (internal to figures/, not an interface):
+//   cells.cpp         what a cell is from its ids (CellInfo), verdict styles, legends, labels, figure wrapper
+//   fault_matrix.cpp  figure 1, the fault matrix
+//   error_length.cpp  figure 2, error against context length
+//   heatmap.cpp       the heat-map layout and figure 3, the margin heat map
+//   bench.cpp         figure 4, the A/B time ratio
 #pragma once
 
 #include <functional>
@@ -14,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "report/html_report.hpp"
-#include "report/svg.hpp"
+#include "figures/figures.hpp"
+#include "figures/svg.hpp"
 
 namespace pacheck::html {
 
@@ -39,24 +38,6 @@ std::vector<std::string> split_spaces(const std::string& s);
 /// "vllm", "nhd" or "hnd": a case id's cache-layout word.
 bool is_layout_token(const std::string& t);
 
-/// One result with the parts of its case and fault the figures group by.
-struct CellInfo {
-  const CellResult* r = nullptr;
-  std::string dtype;  ///< "bf16", or "bf16 q=f32 o=f32" for mixed dtypes
-  std::string heads;  ///< "h32/8"
-  int gqa = 1;
-  int head_size = 0, block_size = 0;
-  int length = 0;       ///< longest sequence of the batch
-  std::string ctx;      ///< "4090" or "1030,33,517"
-  std::string row_key;  ///< case id without the layout: the same suite cell for every kernel
-  std::string shape;    ///< case id without lengths, seed and layout: a shape for figures 2 and 3
-  std::string seed;
-  std::string target;  ///< "clean", "K", "V", "K+V"
-  std::string poison;  ///< "nan@tail", "" for clean
-};
-/// Results of `s`, described, deduplicated by (suite, kernel, cell) in report order; results whose case id
-/// does not parse are left out (they are still listed in the tables).
-std::vector<CellInfo> describe_all(const RunSummary& s);
 /// The suites of `cells`, in order of first appearance.
 std::vector<std::string> suites_in(const std::vector<CellInfo>& cells);
 /// The kernels of `s` that have a cell in `cells`, in the summary's order.
@@ -137,12 +118,5 @@ void heat_panels(svg::Writer& w, const HeatLayout& l, double top, const std::vec
                  const std::string& row_axis, const std::string& col_axis, const HeatCellAt& cell);
 /// Distinct length labels of (longest sequence, label) pairs, ordered by the longest sequence, then the label.
 std::vector<std::string> length_columns(const std::vector<std::pair<int, std::string>>& lens);
-
-/// The figures of the page, each a <figure> (or a <section> saying why it is empty).
-std::string fault_matrix_figure(const RunSummary& s, const std::vector<CellInfo>& cells);
-std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>& cells);
-std::string margin_figure(const RunSummary& s, const std::vector<CellInfo>& cells);
-/// Figure 4 from `bench` (nullptr: a note saying how to get it).
-std::string bench_figure(const BenchTable* bench);
 
 }  // namespace pacheck::html

@@ -1,5 +1,5 @@
 // report.html's cells and styles: what a cell is, from its ids (CellInfo), the verdict colours and marks,
-// and the figure wrapper every figure shares.
+// legends, fitted labels and the figure wrapper every figure shares.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "core/case.hpp"
-#include "report/html_parts.hpp"
+#include "figures/parts.hpp"
 
 namespace pacheck {
 

@@ -1,19 +1,13 @@
-#include "report/evidence.hpp"
+#include "verify/evidence.hpp"
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include "core/digest.hpp"
-#include "core/files.hpp"
 #include "report/json.hpp"
-#include "report/report_dir.hpp"
 
 namespace pacheck {
-
-namespace fs = std::filesystem;
 
 std::vector<std::string> evidence_file_names() {
   std::vector<std::string> out{kResultsLogFile, kRunFile};
@@ -22,8 +16,10 @@ std::vector<std::string> evidence_file_names() {
   return out;
 }
 
-nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const ReportMeta& meta,
-                             const EvidenceInputs& in) {
+namespace {
+
+/// files[]: each report file of `dir` the evidence lists, with its size and SHA-256.
+nlohmann::json listed_files(const std::string& dir) {
   nlohmann::json files = nlohmann::json::array();
   for (const std::string& name : evidence_file_names()) {
     std::string bytes;
@@ -34,12 +30,22 @@ nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const 
     }
     files.push_back({{"name", name}, {"bytes", bytes.size()}, {"sha256", sha256_of(bytes)}});
   }
+  return files;
+}
+
+/// kernels[]: each kernel of the run with its layouts and whether it is a negative control.
+nlohmann::json listed_kernels(const EvidenceInputs& in) {
   nlohmann::json kernels = nlohmann::json::array();
   for (const EvidenceKernel& k : in.kernels) {
     nlohmann::json layouts = nlohmann::json::array();
     for (Layout l : k.layouts) layouts.push_back(std::string(layout_name(l)));
     kernels.push_back({{"name", k.name}, {"layouts", layouts}, {"negative_control", k.negative_control}});
   }
+  return kernels;
+}
+
+/// controls[]: each negative control's outcome, planted and caught cells, and the devices its results name.
+nlohmann::json listed_controls(const RunSummary& s) {
   nlohmann::json controls = nlohmann::json::array();
   for (const KernelSummary& k : s.kernels) {
     if (k.control == ControlOutcome::not_control) continue;
@@ -53,6 +59,14 @@ nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const 
                         {"not_run", k.not_run},
                         {"devices", std::vector<std::string>(devices.begin(), devices.end())}});
   }
+  return controls;
+}
+
+}  // namespace
+
+nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const ReportMeta& meta,
+                             const EvidenceInputs& in) {
+  const nlohmann::json files = listed_files(dir);
   nlohmann::json plugins = nlohmann::json::array();
   for (const auto& p : meta.environment.plugins) plugins.push_back({{"path", p.path}, {"sha256", p.sha256}});
   int missed = 0;
@@ -63,7 +77,7 @@ nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const 
       {"pacheck", {{"version", env.pacheck_version}, {"git_commit", env.git_commit}}},
       {"suite", {{"name", in.suite.name}, {"sha256", in.suite.sha256}, {"cells", in.suite.cells}}},
       {"results", s.results.size()},
-      {"kernels", kernels},
+      {"kernels", listed_kernels(in)},
       {"summary",
        {{"passed", s.passed},
         {"failed", s.failed},
@@ -71,7 +85,7 @@ nlohmann::json evidence_json(const std::string& dir, const RunSummary& s, const 
         {"caught", s.caught},
         {"missed", missed},
         {"not_run", s.not_run}}},
-      {"controls", controls},
+      {"controls", listed_controls(s)},
       {"selftest", {{"passed", s.selftest.passed}}},
       {"judge_flags", s.judge_flags},
       {"device",

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "report/html_parts.hpp"
-#include "report/text.hpp"
+#include "figures/parts.hpp"
+#include "judge/verdict.hpp"  // has_output
 
 namespace pacheck::html {
 
@@ -112,114 +112,149 @@ std::vector<std::string> length_columns(const std::vector<std::pair<int, std::st
   return out;
 }
 
+namespace {
+
 constexpr const char* kHatchId = "hatch-nonfinite";
+
+/// One heat-map cell of figure 3: the worst finite margin of a kernel's cells of one shape and length, and
+/// whether any was non-finite or failed.
+struct MarginAcc {
+  double worst = -1;
+  bool nonfinite = false, failed = false;
+  int n = 0;
+  std::string worst_cell;
+};
+
+/// One suite's margins: per kernel, shape and length, from its cells with an output.
+struct SuiteMargins {
+  std::map<std::string, MarginAcc> acc;  ///< kernel \n shape \n ctx
+  std::vector<std::string> shapes;       ///< first appearance
+  std::vector<std::pair<int, std::string>> lens;
+  std::vector<const CellInfo*> in;
+};
+
+SuiteMargins gather_margins(const RunSummary& s, const std::string& suite, const std::vector<CellInfo>& cells) {
+  SuiteMargins m;
+  for (const auto& c : cells) {
+    if (c.r->suite != suite || !has_output(c.r->verdict)) continue;
+    m.in.push_back(&c);
+    if (std::find(m.shapes.begin(), m.shapes.end(), c.shape) == m.shapes.end()) m.shapes.push_back(c.shape);
+    m.lens.push_back({c.length, c.ctx});
+    MarginAcc& a = m.acc[c.r->kernel + '\n' + c.shape + '\n' + c.ctx];
+    ++a.n;
+    if (!std::isfinite(c.r->margin)) a.nonfinite = true;
+    else if (c.r->margin > a.worst) a.worst = c.r->margin, a.worst_cell = c.r->cell_id;
+    if (cell_outcome(s, *c.r) == CellOutcome::failed) a.failed = true;
+  }
+  return m;
+}
+
+/// The legend beside the colour bar: the hatched and outlined cells, when the map has any.
+std::vector<LegendEntry> margin_legend(const SuiteMargins& m, const std::string& hatch) {
+  bool any_nonfinite = false, any_failed = false;
+  for (const auto& [key, a] : m.acc) {
+    any_nonfinite = any_nonfinite || (a.worst < 0 && a.nonfinite);
+    any_failed = any_failed || a.failed;
+  }
+  std::vector<LegendEntry> legend;
+  if (any_nonfinite)
+    legend.push_back({"nonfinite", "NaN/Inf output", [hatch](svg::Writer& w, double x, double y) {
+                        w.rect(x, y, 26, 14, {{"fill", hatch}, {"stroke", "#888"}});
+                      }});
+  if (any_failed)
+    legend.push_back({"failed", "failed (over the limit)", [](svg::Writer& w, double x, double y) {
+                        w.rect(x, y, 26, 14, {{"fill", svg::viridis(1).hex()}, {"stroke", "#000"}, {"stroke-width", "2.5"}});
+                      }});
+  return legend;
+}
+
+/// The heat-map cell of `a`: viridis by the worst margin (hatched NaN when every cell there was
+/// non-finite), outlined when one failed, its hover title naming the worst cell.
+HeatCell margin_cell(const MarginAcc& a, const std::string& kernel, const std::string& shape, const std::string& col,
+                     const std::string& hatch) {
+  HeatCell hc;
+  if (a.worst < 0 && a.nonfinite) {
+    hc.fill = hatch;
+    hc.text = "NaN";
+    hc.text_colour = {17, 17, 17};
+    hc.series = "nonfinite";
+  } else {
+    const Rgb colour = svg::viridis(std::min(a.worst, 1.0));
+    hc.fill = colour.hex();
+    hc.text = a.worst >= 10 ? ">10" : fmt::format("{:.2f}", a.worst);
+    if (a.nonfinite) hc.text += "*";
+    hc.text_colour = svg::text_on(colour);
+  }
+  hc.outline = a.failed;
+  if (a.failed) hc.outline_series = "failed";
+  hc.title = fmt::format("{} | {} ctx{}\nworst margin {} over {} cell(s){}{}\n{}", kernel, shape, col,
+                         a.worst < 0 ? "-" : fmt::format("{:.3f}", a.worst), a.n,
+                         a.nonfinite ? "; some gave NaN/Inf (*)" : "", a.failed ? "; FAILED" : "", a.worst_cell);
+  return hc;
+}
+
+/// The margin heat map of one suite (its <h3> and SVG, and a note when shapes were left out); "" when no
+/// cell of the suite has an output.
+std::string margin_suite(const RunSummary& s, const std::string& suite, const std::vector<CellInfo>& cells) {
+  SuiteMargins m = gather_margins(s, suite, cells);
+  if (m.in.empty()) return "";
+  const std::vector<std::string> cols = length_columns(m.lens);
+  std::vector<std::string> col_text;
+  for (const auto& c : cols) col_text.push_back(abbreviate(ctx_label(c), 10.5, 150));
+  const std::vector<std::string> kernels = kernels_in(s, m.in);
+  constexpr std::size_t kMaxShapes = 80;
+  std::string note;
+  if (m.shapes.size() > kMaxShapes) {
+    note = fmt::format("{} of {} shapes shown. ", kMaxShapes, m.shapes.size());
+    m.shapes.resize(kMaxShapes);
+  }
+  const std::string row_axis = "shape (heads, head size, block, dtype)", col_axis = "context length (tokens)";
+  // Cell text is at most "0.12*" or "NaN" in 10 px bold: 36 px holds it.
+  const HeatLayout l = layout_heat(kernels, m.shapes, col_text, row_axis, col_axis, 58, 20, 36);
+  const std::string hatch = fmt::format("url(#{}-{})", kHatchId, suite);
+  const std::vector<LegendEntry> legend = margin_legend(m, hatch);
+  const double bar_w = 260, bar_right = 12 + bar_w + 40;
+  const double width = std::max(l.width, bar_right + 10);
+  // Beside the colour bar when the entries fit there, else on lines below it.
+  const bool beside = legend_height(legend, bar_right, width) <= 20;
+  const double legend_h = 56 + (beside ? 0 : legend_height(legend, 12, width));
+  svg::Writer w(width, legend_h + l.height, std::string(html_ids::kMargin) + "-" + suite,
+                fmt::format("Margin (rel_linf / limit) per shape and context length, suite {}", suite),
+                "Heat map per kernel: rows are shapes, columns context lengths; colour is the worst margin over the "
+                "cell's poison cases and seeds (viridis, 0 to 1 = the limit).");
+  w.open("defs");
+  w.open("pattern", {{"id", std::string(kHatchId) + "-" + suite}, {"width", "6"}, {"height", "6"}, {"patternUnits", "userSpaceOnUse"},
+                     {"patternTransform", "rotate(45)"}});
+  w.rect(0, 0, 6, 6, {{"fill", "#ffffff"}});
+  w.line(0, 0, 0, 6, {{"stroke", "#999"}, {"stroke-width", "3"}});
+  w.close();
+  w.close();
+  svg::colour_bar(w, 12, 22, bar_w, 12, 0, 1, [](double t) { return svg::viridis(t); },
+                  {{0, "0"}, {0.25, "0.25"}, {0.5, "0.5"}, {0.75, "0.75"}, {1, "1 = limit"}},
+                  "margin = rel_linf / limit (unitless)");
+  if (beside) draw_legend(w, legend, bar_right, 20, width);
+  else draw_legend(w, legend, 12, 56, width);
+  heat_panels(w, l, legend_h, kernels, m.shapes, col_text, row_axis, col_axis,
+              [&](std::size_t p, std::size_t r, std::size_t c) -> std::optional<HeatCell> {
+                auto it = m.acc.find(kernels[p] + '\n' + m.shapes[r] + '\n' + cols[c]);
+                if (it == m.acc.end()) return std::nullopt;
+                return margin_cell(it->second, kernels[p], m.shapes[r], cols[c], hatch);
+              });
+  std::string out = fmt::format("<h3>Suite {}</h3>\n", escape(suite)) + chart(w);
+  if (!note.empty()) out += "<p class=\"note\">" + escape(note) + "</p>";
+  return out;
+}
+
+}  // namespace
 
 std::string margin_figure(const RunSummary& s, const std::vector<CellInfo>& cells) {
   std::string body;
   bool any = false;
   for (const auto& suite : suites_in(cells)) {
-    // Worst finite margin per kernel, shape and length; non-finite and over-limit flags.
-    struct Acc {
-      double worst = -1;
-      bool nonfinite = false, failed = false;
-      int n = 0;
-      std::string worst_cell;
-    };
-    std::map<std::string, Acc> acc;  // kernel \n shape \n ctx
-    std::vector<std::string> shapes;
-    std::vector<std::pair<int, std::string>> lens;
-    std::vector<const CellInfo*> in;
-    for (const auto& c : cells) {
-      if (c.r->suite != suite || !has_output(c.r->verdict)) continue;
-      in.push_back(&c);
-      if (std::find(shapes.begin(), shapes.end(), c.shape) == shapes.end()) shapes.push_back(c.shape);
-      lens.push_back({c.length, c.ctx});
-      Acc& a = acc[c.r->kernel + '\n' + c.shape + '\n' + c.ctx];
-      ++a.n;
-      if (!std::isfinite(c.r->margin)) a.nonfinite = true;
-      else if (c.r->margin > a.worst) a.worst = c.r->margin, a.worst_cell = c.r->cell_id;
-      if (cell_outcome(s, *c.r) == CellOutcome::failed) a.failed = true;
-    }
-    if (in.empty()) continue;
+    const std::string part = margin_suite(s, suite, cells);
+    if (part.empty()) continue;
     any = true;
-    const std::vector<std::string> cols = length_columns(lens);
-    std::vector<std::string> col_text;
-    for (const auto& c : cols) col_text.push_back(abbreviate(ctx_label(c), 10.5, 150));
-    const std::vector<std::string> kernels = kernels_in(s, in);
-    constexpr std::size_t kMaxShapes = 80;
-    std::string note;
-    if (shapes.size() > kMaxShapes) {
-      note = fmt::format("{} of {} shapes shown. ", kMaxShapes, shapes.size());
-      shapes.resize(kMaxShapes);
-    }
-    bool any_nonfinite = false, any_failed = false;
-    for (const auto& [key, a] : acc) {
-      any_nonfinite = any_nonfinite || (a.worst < 0 && a.nonfinite);
-      any_failed = any_failed || a.failed;
-    }
-    const std::string row_axis = "shape (heads, head size, block, dtype)", col_axis = "context length (tokens)";
-    // Cell text is at most "0.12*" or "NaN" in 10 px bold: 36 px holds it.
-    const HeatLayout l = layout_heat(kernels, shapes, col_text, row_axis, col_axis, 58, 20, 36);
-    const std::string hatch = fmt::format("url(#{}-{})", kHatchId, suite);
-    // Legend: the colour bar, then the hatched and outlined cells when the map has any.
-    std::vector<LegendEntry> legend;
-    if (any_nonfinite)
-      legend.push_back({"nonfinite", "NaN/Inf output", [hatch](svg::Writer& w, double x, double y) {
-                          w.rect(x, y, 26, 14, {{"fill", hatch}, {"stroke", "#888"}});
-                        }});
-    if (any_failed)
-      legend.push_back({"failed", "failed (over the limit)", [](svg::Writer& w, double x, double y) {
-                          w.rect(x, y, 26, 14, {{"fill", svg::viridis(1).hex()}, {"stroke", "#000"}, {"stroke-width", "2.5"}});
-                        }});
-    const double bar_w = 260, bar_right = 12 + bar_w + 40;
-    const double width = std::max(l.width, bar_right + 10);
-    // Beside the colour bar when the entries fit there, else on lines below it.
-    const bool beside = legend_height(legend, bar_right, width) <= 20;
-    const double legend_h = 56 + (beside ? 0 : legend_height(legend, 12, width));
-    svg::Writer w(width, legend_h + l.height, std::string(html_ids::kMargin) + "-" + suite,
-                  fmt::format("Margin (rel_linf / limit) per shape and context length, suite {}", suite),
-                  "Heat map per kernel: rows are shapes, columns context lengths; colour is the worst margin over the "
-                  "cell's poison cases and seeds (viridis, 0 to 1 = the limit).");
-    w.open("defs");
-    w.open("pattern", {{"id", std::string(kHatchId) + "-" + suite}, {"width", "6"}, {"height", "6"}, {"patternUnits", "userSpaceOnUse"},
-                       {"patternTransform", "rotate(45)"}});
-    w.rect(0, 0, 6, 6, {{"fill", "#ffffff"}});
-    w.line(0, 0, 0, 6, {{"stroke", "#999"}, {"stroke-width", "3"}});
-    w.close();
-    w.close();
-    svg::colour_bar(w, 12, 22, bar_w, 12, 0, 1, [](double t) { return svg::viridis(t); },
-                    {{0, "0"}, {0.25, "0.25"}, {0.5, "0.5"}, {0.75, "0.75"}, {1, "1 = limit"}},
-                    "margin = rel_linf / limit (unitless)");
-    if (beside) draw_legend(w, legend, bar_right, 20, width);
-    else draw_legend(w, legend, 12, 56, width);
-    heat_panels(
-        w, l, legend_h, kernels, shapes, col_text, row_axis, col_axis,
-        [&](std::size_t p, std::size_t r, std::size_t c) -> std::optional<HeatCell> {
-          auto it = acc.find(kernels[p] + '\n' + shapes[r] + '\n' + cols[c]);
-          if (it == acc.end()) return std::nullopt;
-          const Acc& a = it->second;
-          HeatCell hc;
-          if (a.worst < 0 && a.nonfinite) {
-            hc.fill = hatch;
-            hc.text = "NaN";
-            hc.text_colour = {17, 17, 17};
-            hc.series = "nonfinite";
-          } else {
-            const Rgb col = svg::viridis(std::min(a.worst, 1.0));
-            hc.fill = col.hex();
-            hc.text = a.worst >= 10 ? ">10" : fmt::format("{:.2f}", a.worst);
-            if (a.nonfinite) hc.text += "*";
-            hc.text_colour = svg::text_on(col);
-          }
-          hc.outline = a.failed;
-          if (a.failed) hc.outline_series = "failed";
-          hc.title = fmt::format("{} | {} ctx{}\nworst margin {} over {} cell(s){}{}\n{}", kernels[p], shapes[r], cols[c],
-                                 a.worst < 0 ? "-" : fmt::format("{:.3f}", a.worst), a.n,
-                                 a.nonfinite ? "; some gave NaN/Inf (*)" : "", a.failed ? "; FAILED" : "", a.worst_cell);
-          return hc;
-        });
-    body += fmt::format("<h3>Suite {}</h3>\n", escape(suite)) + chart(w);
-    if (!note.empty()) body += "<p class=\"note\">" + escape(note) + "</p>";
+    body += part;
   }
   if (!any) body = "<p class=\"note\">No cell with an output in this report: nothing to map.</p>";
   return figure(html_ids::kMargin, "3. Margin to the tolerance limit, per shape and length", body,

@@ -1,4 +1,4 @@
-#include "report/svg.hpp"
+#include "figures/svg.hpp"
 
 #include <fmt/format.h>
 
