@@ -138,8 +138,9 @@ def parse_tap(text):
     return points
 
 
-def parse_annotations(text):
-    """GitHub workflow commands, one per line, unescaped as the runner does: [(kind, title, message)]."""
+def parse_annotations(text, require_source=True):
+    """GitHub workflow commands, one per line, unescaped as the runner does: [(kind, title, message)]. With
+    require_source (output of `run`), a failing cell's error must carry file= and line=."""
     def unescape(v, prop):
         check(re.fullmatch(r"([^%]|%25|%0D|%0A" + ("|%3A|%2C" if prop else "") + r")*", v) is not None,
               f"github: bad escape in {v!r}")
@@ -150,9 +151,16 @@ def parse_annotations(text):
         return v
     out = []
     for line in text.splitlines():
-        m = re.fullmatch(r"::(error|warning|notice) title=([^:]*)::(.*)", line)
+        m = re.fullmatch(r"::(error|warning|notice) (?:file=([^,:]*),line=([0-9]+),)?title=([^:]*)::(.*)", line)
         check(m is not None, f"github: not a workflow command: {line!r}")
-        out.append((m.group(1), unescape(m.group(2), True), unescape(m.group(3), False)))
+        kind, title, message = m.group(1), unescape(m.group(4), True), unescape(m.group(5), False)
+        # `run` knows every cell's suite file and [[cells]] line: a failing cell's error carries them.
+        cell_error = kind == "error" and title.startswith("pacheck: ") and " " in title[len("pacheck: "):]
+        if m.group(2) is not None:
+            check(m.group(2).endswith(".toml") and int(m.group(3)) > 0, f"github: file/line {m.group(2)}:{m.group(3)}")
+        elif cell_error and require_source:
+            check(False, f"github: a failing cell's error without file= and line=: {line!r}")
+        out.append((kind, title, message))
     return out
 
 
