@@ -67,11 +67,12 @@ std::string annotation_path(const std::string& file) {
   return rel.generic_string();
 }
 
-/// Where the suite writes the cell of `r`, or {} when the run did not say.
+/// Where the suite writes the cell of `r` (the path as loaded; write() shortens it for the shown
+/// annotations only), or {} when the run did not say.
 CellSource source_of(const ReportMeta& meta, const CellResult& r) {
   if (r.index < 0 || static_cast<std::size_t>(r.index) >= meta.cell_sources.size()) return {};
   const CellSource& c = meta.cell_sources[static_cast<std::size_t>(r.index)];
-  return c.file.empty() || c.line <= 0 ? CellSource{} : CellSource{annotation_path(c.file), c.line};
+  return c.file.empty() || c.line <= 0 ? CellSource{} : c;
 }
 
 /// The message of a failing cell: what went wrong, its metrics when it has an output, how to rerun it.
@@ -113,7 +114,8 @@ class GithubFormat : public ReportFormat {
  private:
   void write(const char* kind, const Annotation& a) {
     out_ << "::" << kind << " ";
-    if (!a.at.file.empty()) out_ << "file=" << escape_property(a.at.file) << ",line=" << a.at.line << ",";
+    if (!a.at.file.empty())
+      out_ << "file=" << escape_property(annotation_path(a.at.file)) << ",line=" << a.at.line << ",";
     out_ << "title=" << escape_property(a.title) << "::" << escape_data(a.message) << "\n";
   }
 
