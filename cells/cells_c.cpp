@@ -296,7 +296,8 @@ int pacheck_cells_fuzz(const char* request_json, char** json_out) {
     json props = json::array();
     for (const auto& p : a.properties)
       props.push_back({{"name", p.name}, {"passed", p.passed}, {"cases", p.cases}, {"exercised", p.exercised},
-                       {"shrinks", p.shrinks}, {"over_memory", p.over_memory}, {"seconds", p.seconds},
+                       {"shrinks", p.shrinks}, {"over_memory", p.over_memory},
+                       {"device_out_of_memory", p.device_out_of_memory}, {"seconds", p.seconds},
                        {"coverage", p.coverage}, {"message", p.message}, {"counterexample", p.counterexample},
                        {"cell_id", p.cell_id}, {"reproduce", p.reproduce}});
     return json{{"kernel", a.kernel}, {"device", a.device}, {"seed", a.seed}, {"budget", a.budget.bytes},

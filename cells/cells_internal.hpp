@@ -141,6 +141,7 @@ struct FuzzProperty {
   std::string name;
   bool passed = false;
   int cases = 0, shrinks = 0, over_memory = 0;
+  int device_out_of_memory = 0;  ///< cases discarded: the device ran out of memory (prop::PropertyRun)
   int exercised = 0;  ///< of `cases`, those that checked something (prop::PropertyRun::exercised)
   double seconds = 0;
   std::string coverage, message, counterexample, cell_id, reproduce;

@@ -26,6 +26,7 @@ FuzzProperty run_one(prop::Property p, const prop::KernelUnderTest& target, cons
   out.exercised = run.exercised;
   out.shrinks = run.shrinks;
   out.over_memory = run.over_memory;
+  out.device_out_of_memory = run.device_out_of_memory;
   out.seconds = run.seconds;
   out.coverage = prop::tag_summary(run.distribution);
   out.message = run.message;

@@ -87,6 +87,9 @@ int run_fuzz(FuzzOptions& o) {
     if (run.over_memory > 0)
       coverage += fmt::format("{}{} case{} over --max-memory discarded", coverage.empty() ? "" : ", ",
                               run.over_memory, run.over_memory == 1 ? "" : "s");
+    if (run.device_out_of_memory > 0)
+      coverage += fmt::format("{}{} case{} discarded: the device ran out of memory", coverage.empty() ? "" : ", ",
+                              run.device_out_of_memory, run.device_out_of_memory == 1 ? "" : "s");
     // A property that held only vacuously (every case skipped its check) showed nothing: not "held".
     const bool exercised = run.exercised > 0;
     if (run.passed && !exercised) ++unexercised;
@@ -111,6 +114,10 @@ int run_fuzz(FuzzOptions& o) {
           fmt::print("  {} generated case{} did not fit --max-memory {} ({}): raise it, or lower --max-size\n",
                      run.over_memory, run.over_memory == 1 ? "" : "s", format_bytes(budget.bytes),
                      budget.source);
+        if (run.device_out_of_memory > 0)
+          fmt::print("  {} case{} ended with the device out of memory: free the GPU of other processes (nvidia-smi), "
+                     "run fewer jobs on it, or lower --max-size; a kernel that leaks device memory ends this way too\n",
+                     run.device_out_of_memory, run.device_out_of_memory == 1 ? "" : "s");
       }
     }
     std::fflush(stdout);

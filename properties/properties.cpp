@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -118,8 +119,25 @@ void admit(const KernelUnderTest& t, const Case& c) {
   RC_DISCARD("the case's memory estimate exceeds --max-memory");
 }
 
+/// Cases of this thread's current run_property discarded because the device ran out of memory
+/// (PropertyRun::device_out_of_memory).
+thread_local int t_device_oom = 0;
+
+/// True for a non-fatal kernel error that says the device ran out of memory: CUDA's and HIP's "out of
+/// memory" (cudaErrorMemoryAllocation, hipErrorOutOfMemory, through the backends' error strings) and
+/// PyTorch's "CUDA out of memory". Other processes on the same GPU cause it as often as the case does (the
+/// trust run's parallel fuzz jobs did on an H100), so it says nothing of the kernel's arithmetic.
+bool device_out_of_memory(const KernelError& e) {
+  if (e.fatal) return false;
+  std::string what = e.what();
+  std::transform(what.begin(), what.end(), what.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return what.find("out of memory") != std::string::npos;
+}
+
 /// Runs `body`, turning kernel and harness exceptions into a counterexample for `cell` (RapidCheck's own
-/// results and generation failures pass through).
+/// results and generation failures pass through). A device out-of-memory error discards the case instead,
+/// counted: a kernel that runs out on most cases (a leak) still fails, as RapidCheck gives up once discards
+/// outnumber the cases that held by its max_discard_ratio.
 template <typename F>
 void guarded(Property p, const KernelUnderTest& t, const Cell& cell, F&& body) {
   admit(t, cell.c);  // before anything of the case is generated
@@ -130,6 +148,10 @@ void guarded(Property p, const KernelUnderTest& t, const Cell& cell, F&& body) {
   } catch (const rc::GenerationFailure&) {
     throw;
   } catch (const KernelError& e) {
+    if (device_out_of_memory(e)) {
+      ++t_device_oom;
+      RC_DISCARD("the device ran out of memory");
+    }
     fail(p, t, cell, fmt::format("kernel error: {}", e.what()));
   } catch (const std::exception& e) {
     fail(p, t, cell, fmt::format("exception: {}", e.what()));
@@ -994,7 +1016,7 @@ PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& 
   PropertyRun run{p};
   run.kernel = t.kernel->name();
   run.passed = true;
-  t_over_memory = t_vacuous = t_skipped = 0;
+  t_over_memory = t_vacuous = t_skipped = t_device_oom = 0;
   t_failed = false;
   const auto start = std::chrono::steady_clock::now();
   t_deadline.reset();
@@ -1068,6 +1090,7 @@ PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& 
   run.cases -= t_skipped;
   run.exercised = std::max(0, run.cases - t_vacuous);
   run.over_memory = t_over_memory;
+  run.device_out_of_memory = t_device_oom;
   run.seconds = elapsed();
   return run;
 }

@@ -147,6 +147,10 @@ struct PropertyRun {
   /// while shrinking). RapidCheck gives up (passed false, `message` says so) when discards outnumber the
   /// cases that held by its max_discard_ratio (10).
   int over_memory = 0;
+  /// Cases discarded because the kernel or the backend reported that the device ran out of memory (CUDA or
+  /// HIP "out of memory", PyTorch's "CUDA out of memory"): too little free device memory, often taken by
+  /// other processes, is not a fault of the kernel's results. Gives up like over_memory.
+  int device_out_of_memory = 0;
   double seconds = 0;
 };
 

@@ -7,7 +7,9 @@
 // A new property or kernel is tested here with no edit. test_planted.cpp asserts the expected failures.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <iostream>
+#include <memory>
 #include <map>
 
 #include "properties/test_controls.hpp"
@@ -80,6 +82,51 @@ TEST(ExactScaling, HoldsWhereAnOutputRoundsOntoTheSmallestNormal) {
   const PropertyRun run = run_property(parse_property("exact-scaling"), target("cpu.split_kv"), params);
   EXPECT_TRUE(run.passed) << (run.counterexample ? run.counterexample->message : run.message);
   EXPECT_EQ(run.cases, params.cases);
+}
+
+/// cpu.reference whose calls end with a CUDA out-of-memory error: every `every`-th call (every 1: each call).
+class OutOfMemoryEvery : public Kernel {
+ public:
+  explicit OutOfMemoryEvery(int every) : inner_(Registry::global().find("cpu.reference")), every_(every) {}
+  std::string name() const override { return "test.oom_every_" + std::to_string(every_); }
+  std::string description() const override { return "cpu.reference, out of device memory on some calls"; }
+  pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  Support supports(const Case& c) const override { return inner_->supports(c); }
+  void run(const pacheck_kernel_args& args) const override {
+    if (++calls_ % every_ == 0)
+      throw KernelError("cuda: kernel execution: cudaErrorMemoryAllocation: out of memory");
+    inner_->run(args);
+  }
+
+ private:
+  KernelPtr inner_;
+  int every_;
+  mutable std::atomic<int> calls_{0};
+};
+
+// The trust run's parallel fuzz jobs on one H100 once ran a GPU kernel out of device memory, and determinism
+// reported it as the kernel's fault. An occasional out-of-memory call discards its case (counted); a kernel
+// that runs out on every call still fails the property (RapidCheck gives up), so a leak is not hidden.
+TEST(DeviceOutOfMemory, DiscardsTheCaseAndIsCounted) {
+  RunParams params;
+  params.seed = 3;
+  params.cases = 40;
+  const KernelUnderTest t = make_target(std::make_shared<OutOfMemoryEvery>(7));
+  const PropertyRun run = run_property(parse_property("determinism"), t, params);
+  EXPECT_TRUE(run.passed) << (run.counterexample ? run.counterexample->message : run.message);
+  EXPECT_EQ(run.cases, params.cases);
+  EXPECT_GT(run.device_out_of_memory, 0);
+}
+
+TEST(DeviceOutOfMemory, OnEveryCallFailsTheProperty) {
+  RunParams params;
+  params.seed = 3;
+  params.cases = 20;
+  const KernelUnderTest t = make_target(std::make_shared<OutOfMemoryEvery>(1));
+  const PropertyRun run = run_property(parse_property("determinism"), t, params);
+  EXPECT_FALSE(run.passed);
+  EXPECT_GT(run.device_out_of_memory, params.cases);
+  EXPECT_EQ(run.cases, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, Holds, ::testing::ValuesIn(holds()),

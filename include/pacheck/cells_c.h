@@ -124,7 +124,7 @@ PACHECK_PLUGIN_EXPORT int pacheck_cells_instrument(const char* request_json, cha
  * the default ones), "seed", "cases" (per property), "budget" (wall seconds in all), "max_size", "shrink",
  * "reproduce" (a string from an earlier failure; one property), "max_memory" (bytes per generated case)}.
  * Answer: {"kernel", "device", "seed", "budget", "budget_source", "negative_control", "properties": [{"name",
- * "passed", "cases", "exercised" (of cases, those that checked something), "shrinks", "over_memory", "seconds", "coverage", "message", "counterexample" (text),
+ * "passed", "cases", "exercised" (of cases, those that checked something), "shrinks", "over_memory", "device_out_of_memory", "seconds", "coverage", "message", "counterexample" (text),
  * "cell_id", "reproduce"}]}. {"list": true} runs nothing and answers {"properties": [{"name", "opt_in"}]} in
  * property_table()'s order. An error in libpacheck_cells.so, which has no properties. */
 PACHECK_PLUGIN_EXPORT int pacheck_cells_fuzz(const char* request_json, char** json_out);

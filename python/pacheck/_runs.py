@@ -144,7 +144,8 @@ def run_suite(suite, kernel, ids=None, filter=None, device=None, threads=None, a
 @dataclasses.dataclass
 class PropertyResult:
     """One property's run, as `pacheck fuzz` prints it: passed, cases (that held), seconds, coverage (the tags'
-    shares), over_memory (cases discarded for the memory budget); when it failed, counterexample (the shrunk
+    shares), over_memory (cases discarded for the memory budget), device_out_of_memory (cases discarded because
+    the device ran out of memory); when it failed, counterexample (the shrunk
     case's text: its cell id, what does not hold, the repro line), cell_id, shrinks, reproduce (the string that
     replays it) and replay (the call, or for a kernel pacheck can load the `pacheck fuzz` line, that does);
     exercised: of the cases, those that checked something (a property that passed with none is "not
@@ -163,6 +164,7 @@ class PropertyResult:
     reproduce: str = ""
     replay: str = ""
     exercised: int = None
+    device_out_of_memory: int = 0
 
     @property
     def exercised_none(self):
@@ -280,7 +282,7 @@ def fuzz(kernel, properties=None, seed=None, cases=None, budget=None, max_size=1
                           lambda m: f"{m.group(1)}pacheck.run_cell(None, KERNEL, {p['cell_id']!r})", text)
         r = PropertyResult(p["name"], p["passed"], p["cases"], p["seconds"], p["coverage"], p["over_memory"],
                            p["message"], text, p["cell_id"], p["shrinks"], p["reproduce"],
-                           exercised=p.get("exercised"))
+                           exercised=p.get("exercised"), device_out_of_memory=p.get("device_out_of_memory", 0))
         if not r.passed and r.reproduce:
             r.replay = _replay(kernel, ans["device"], r.name, r.reproduce)
         props.append(r)
