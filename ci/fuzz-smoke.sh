@@ -19,7 +19,8 @@ seconds="${FUZZ_SECONDS:-6}"
 runs="${FUZZ_RUNS:-0}"
 procs="${FUZZ_PROCS:-1}"
 logs="${FUZZ_LOG_DIR:-$build/fuzz-long}"
-targets="${FUZZ_TARGETS:-safetensors suite_toml cell_id manifest results_log report_json run_json evidence_json}"
+all_targets="safetensors suite_toml cell_id manifest results_log report_json run_json evidence_json"
+targets="${FUZZ_TARGETS:-$all_targets}"
 if [ "${FUZZ_PREBUILT:-0}" != 1 ]; then
   if ! command -v clang++ >/dev/null; then
     echo "fuzz-smoke.sh: clang++ not found (run ci/install-deps.sh --fuzz)" >&2
@@ -32,7 +33,7 @@ fi
 bin="$build/tests/fuzz"
 corpora="$build/fuzz-corpus"
 rm -rf "$corpora"
-for t in $targets; do
+for t in $all_targets; do
   mkdir -p "$corpora/$t"
   if [ -d "tests/fuzz/corpus/$t" ]; then cp tests/fuzz/corpus/$t/* "$corpora/$t/"; fi
 done
