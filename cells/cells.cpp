@@ -201,7 +201,7 @@ Backend& backend_for_kernel(const Kernel& k, const std::string& device) {
 Admission admit(const Cell& cell, const Kernel& k, const RunOptions& opt, const MemoryBudget& budget, int concurrent) {
   Admission a;
   const KernelOptions ko = kernel_options(k.name());
-  if (Support sup = k.supports(cell.c); !sup.ok) {
+  if (Support sup = cell_support(k, cell.c); !sup.ok) {
     a.settled = unrun_result(cell, k, sup.failed ? Verdict::error : Verdict::declined, sup.reason);
     return a;
   }

@@ -82,7 +82,7 @@ void add_repro_command(CLI::App& app, Context& ctx) {
     // Everything the cell prints, and the exit code: made here, or in a child process when isolated.
     auto body = [&](std::string& text) -> int {
       auto o = std::back_inserter(text);
-      Support sup = k->supports(cell.c);
+      Support sup = cell_support(*k, cell.c);
       if (!sup.ok && sup.failed) {  // supports() itself failed: an `error`, as `run` reports it, not a decline
         fmt::format_to(o, "cell      {}\nkernel    {}\nverdict   error  ({})\n", cell.id(), k->name(), sup.reason);
         return kFail;

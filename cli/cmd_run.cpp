@@ -140,7 +140,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     const std::string device = resolve_device(opts->device);
     check_device_form(device);
     const Suite suite = load_suite_flag(opts->suite);
-    auto kernels = select_kernels(opts->kernels, device, opts->kernel_source());
+    auto kernels = select_kernels(opts->kernels, device, opts->kernel_source(), &suite);
     if (*with_controls) {
       const pacheck_device kind = device == "cpu"                 ? PACHECK_DEVICE_CPU
                                   : device.rfind("hip", 0) == 0 ? PACHECK_DEVICE_HIP

@@ -30,12 +30,18 @@ struct Selected {
 };
 
 /// Calls f(kernel, suite position, cell, id) for every (kernel, cell) of suite x kernels, kernel-major in
-/// suite order, that passes opt's shard and filter, with the kernel's layout and opt's seed applied.
+/// suite order, that passes opt's shard and filter, with the kernel's layout and opt's seed applied. In a
+/// suite with cells of both kinds (MLA and multi-head, as gate), a kernel is paired with the cells of its own
+/// kind only: the others it would decline one by one, thousands of declines saying nothing. A suite without
+/// cells of the kernel's kind pairs it with every cell, so those declines (naming kv_lora_rank) are reported.
 template <class F>
 void for_each_candidate(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt, F&& f) {
+  bool has_mla = false, has_mha = false;
+  for (const SuiteCell& sc : suite.cells) (sc.cell.c.is_mla() ? has_mla : has_mha) = true;
   for (const auto& k : kernels)
     for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
       if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
+      if (const bool own = k->takes_mla(); suite.cells[ci].cell.c.is_mla() != own && (own ? has_mla : has_mha)) continue;
       Cell cell = suite.cells[ci].for_layouts(k->layouts());
       if (opt.seed) cell.c.seed = *opt.seed;
       const std::string id = cell.id();
@@ -100,7 +106,7 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
         const CallWatchdog::Watch watch = watch_call(opt.watchdog, *sel.kernel, [&] {
           return fmt::format("{}'s supports() of cell '{}'", sel.kernel->name(), sel.cell.id());
         });
-        s = sel.kernel->supports(sel.cell.c);
+        s = cell_support(*sel.kernel, sel.cell.c);
       } catch (const std::exception& e) {
         s = Support::error(std::string("supports() failed: ") + e.what());
       }
@@ -348,7 +354,7 @@ std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const 
         for (const Cell* cell : cells) {
           Support s;
           try {
-            s = k.supports(cell->c);
+            s = cell_support(k, cell->c);
           } catch (const std::exception& e) {
             s = Support::error(std::string("supports() failed: ") + e.what());
           }

@@ -261,7 +261,7 @@ std::vector<Captured> capture_case(const CaseGroups& g, std::size_t ci, const st
   for (std::size_t fi = 0; fi < faults.size(); ++fi) {
     const FaultSpec& f = faults[fi];
     CaptureKernel cap;
-    run_kernel_once(cap, backend, data, faulted_cache(data.cache, f).cache);
+    run_kernel_once(cap, backend, data, faulted_cache(data.c, data.cache, f).cache);
     const std::string sha = cap.sha();
     const json geometry = geometry_of(cap.args);
     if (const auto d = first_difference(geometry, expected))

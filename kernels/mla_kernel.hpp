@@ -59,6 +59,12 @@ std::vector<MlaKernelPtr> cpu_mla_kernels();
 /// The GPU MLA kernels of this build (kernels/gpu/mla_kernels.cpp); empty in a build without a GPU backend.
 std::vector<MlaKernelPtr> gpu_mla_kernels();
 
+/// `k` as a Kernel of the registry and the cell pipeline (exec/): its name, description and device; takes_mla();
+/// supports() and expected_failures() of the MlaCase / MlaCell of an MLA Case (mla_case_of), declining or
+/// expecting nothing of a multi-head one; run_case() calls k.run with the case's MlaDims (run() alone throws
+/// KernelError: the arguments do not carry the latent shape); layouts nhd; variants: several query tokens.
+KernelPtr as_kernel(MlaKernelPtr k);
+
 /// The arguments of an MLA call of case `mc` over pool `pc` (page_mla): make_args() of mc.c with value_cache =
 /// key_cache = `latent_cache` (and v_strides = k_strides), v_scale = k_scale, out [num_query_tokens, num_heads,
 /// v_head_dim]. Pointers live on the kernel's device; `query_start_loc` is required with several query tokens
