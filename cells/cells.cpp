@@ -155,7 +155,9 @@ std::vector<std::string> cell_ids(const std::string& suite, const std::string& k
   const KernelPtr k = kernel_named(kernel);
   std::vector<std::string> ids;
   std::unordered_set<std::string> seen;
+  const CellKinds kinds = cell_kinds(s);
   for (const SuiteCell& c : s.cells) {
+    if (!pairs_with(*k, c.cell.c, kinds)) continue;
     std::string id = c.for_layouts(k->layouts()).id();
     if (seen.insert(id).second) ids.push_back(std::move(id));
   }

@@ -30,18 +30,15 @@ struct Selected {
 };
 
 /// Calls f(kernel, suite position, cell, id) for every (kernel, cell) of suite x kernels, kernel-major in
-/// suite order, that passes opt's shard and filter, with the kernel's layout and opt's seed applied. In a
-/// suite with cells of both kinds (MLA and multi-head, as gate), a kernel is paired with the cells of its own
-/// kind only: the others it would decline one by one, thousands of declines saying nothing. A suite without
-/// cells of the kernel's kind pairs it with every cell, so those declines (naming kv_lora_rank) are reported.
+/// suite order, that passes opt's shard and filter and pairs_with() the kernel (a mixed suite such as gate: its
+/// own kind's cells only, not thousands of declines), with the kernel's layout and opt's seed applied.
 template <class F>
 void for_each_candidate(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt, F&& f) {
-  bool has_mla = false, has_mha = false;
-  for (const SuiteCell& sc : suite.cells) (sc.cell.c.is_mla() ? has_mla : has_mha) = true;
+  const CellKinds kinds = cell_kinds(suite);
   for (const auto& k : kernels)
     for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
       if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
-      if (const bool own = k->takes_mla(); suite.cells[ci].cell.c.is_mla() != own && (own ? has_mla : has_mha)) continue;
+      if (!pairs_with(*k, suite.cells[ci].cell.c, kinds)) continue;
       Cell cell = suite.cells[ci].for_layouts(k->layouts());
       if (opt.seed) cell.c.seed = *opt.seed;
       const std::string id = cell.id();

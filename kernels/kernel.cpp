@@ -10,6 +10,7 @@
 
 #include "kernels/mla_kernel.hpp"
 #include "paging/pager.hpp"
+#include "suites/suite.hpp"
 
 namespace pacheck {
 
@@ -58,6 +59,11 @@ std::string kernel_name_problem(std::string_view name) {
     return fmt::format("name '{}' has character '{}' (allowed: letters, digits, '.', '_', '-')", printable, shown(ch));
   }
   return {};
+}
+
+bool pairs_with(const Kernel& k, const Case& c, const CellKinds& kinds) {
+  const bool own = k.takes_mla();
+  return c.is_mla() == own || !(own ? kinds.mla : kinds.mha);
 }
 
 Support cell_support(const Kernel& k, const Case& c) {

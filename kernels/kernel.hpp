@@ -34,6 +34,8 @@
 
 namespace pacheck {
 
+struct CellKinds;  // suites/suite.hpp
+
 /// Answer to "can you run this case?": ok, declined with a reason naming the unsupported field, or failed:
 /// the kernel could not answer (a plugin's supports() returned PACHECK_ERROR or an unknown status, or
 /// threw), which makes the cell `error` -- a failing check must not pass as a quiet decline.
@@ -127,6 +129,12 @@ std::optional<Support> variant_decline(const Case& c, unsigned implemented, cons
 /// the kernel's (Kernel::takes_mla: a plugin or a multi-head kernel never sees an MLA cell, an MLA kernel never
 /// a multi-head one), else k.supports(c). Every caller that asks a kernel about a cell asks through this.
 Support cell_support(const Kernel& k, const Case& c);
+
+/// Whether runs and cell lists pair kernel `k` with case `c` of a suite whose cells are of `kinds`
+/// (suites/suite.hpp's cell_kinds): a case of the kernel's own kind always; one of the other kind only when the
+/// suite has none of the kernel's kind (so a mixed suite such as gate gives each kernel its own kind's cells,
+/// and a suite of one kind run on a kernel of the other reports each cell declined by cell_support).
+bool pairs_with(const Kernel& k, const Case& c, const CellKinds& kinds);
 
 /// The built-in kernels and those added at run time (plugins). Names are unique.
 class Registry {

@@ -953,4 +953,10 @@ SoftmaxScale parse_scale_item(std::string_view text) {
 Suite parse_suite(const std::string& text, const std::string& file) { return Parser(file, 0).parse(text); }
 Suite load_suite(const std::string& name_or_path) { return Parser::load_named(name_or_path, 0); }
 
+CellKinds cell_kinds(const Suite& suite) {
+  CellKinds k;
+  for (const SuiteCell& sc : suite.cells) (sc.cell.c.is_mla() ? k.mla : k.mha) = true;
+  return k;
+}
+
 }  // namespace pacheck

@@ -54,6 +54,13 @@ struct Suite {
   std::vector<SuiteCell> cells;
 };
 
+/// The kinds of cell a suite holds: MLA cells (Case::is_mla) and multi-head ones.
+struct CellKinds {
+  bool mla = false, mha = false;
+};
+/// The kinds of `suite`'s cells.
+CellKinds cell_kinds(const Suite& suite);
+
 /// One item of a [[cells]] group's `scales` list: the softmax scale written as where it comes from
 /// (docs/SUITES.md):
 ///  - "default": head_size^-0.5 (Case::scale left unset: no `scale=` token in the id);
