@@ -519,16 +519,22 @@ const CaseField kCaseFields[] = {
      .suite_key = "high_block_ids", .lo = 0, .hi = 32, .id_text = int_text<&Case::high_block_ids, true>,
      .parse = parse_int<&Case::high_block_ids>, .copy = copy_member<&Case::high_block_ids>,
      .abi_args = "num_blocks block_tables"},
-    // MLA (core/mla.hpp): one token for the three; kernels see them through MLA kernels' arguments
-    // (kernels/mla_kernel.hpp's MlaDims), not yet through the plugin ABI or case files (their gate below).
+    // MLA (core/mla.hpp): one token for the three; ABI version 4 carries them (only kernels with
+    // PACHECK_KERNEL_MLA get MLA cells: Kernel::takes_mla), case files not yet (their gate below).
     {.name = "kv_lora_rank", .token = "mla=", .token_form = kMlaForm, .example = "mla=512+64", .suite_key = "mla",
      .lo = 0, .hi = 1024, .id_text = mla_text, .parse = parse_mla, .check = check_mla_case,
-     .bound = bound_int<&Case::kv_lora_rank>, .copy = copy_member<&Case::kv_lora_rank>,
+     .bound = bound_int<&Case::kv_lora_rank>, .copy = copy_member<&Case::kv_lora_rank>, .abi_version = 4,
+     .abi_args = "kv_lora_rank", .abi_info = "kv_lora_rank",
+     .abi = [](const Case& c, AbiWriter& w) { w.set("kv_lora_rank", c.kv_lora_rank); },
      .gates = {{kMlaCaseFileVersion, "an MLA latent cache", "MLA latent caches", "", is_mla_case}}},
     {.name = "qk_rope_head_dim", .token_form = kMlaForm, .suite_key = "mla", .lo = 0, .hi = 1024,
-     .bound = bound_int<&Case::qk_rope_head_dim>, .copy = copy_member<&Case::qk_rope_head_dim>},
+     .bound = bound_int<&Case::qk_rope_head_dim>, .copy = copy_member<&Case::qk_rope_head_dim>, .abi_version = 4,
+     .abi_args = "qk_rope_head_dim", .abi_info = "qk_rope_head_dim",
+     .abi = [](const Case& c, AbiWriter& w) { w.set("qk_rope_head_dim", c.qk_rope_head_dim); }},
     {.name = "v_head_dim", .token_form = kMlaForm, .suite_key = "mla", .lo = 0, .hi = 1024,
-     .bound = bound_int<&Case::v_head_dim>, .copy = copy_member<&Case::v_head_dim>},
+     .bound = bound_int<&Case::v_head_dim>, .copy = copy_member<&Case::v_head_dim>, .abi_version = 4,
+     .abi_args = "v_head_dim", .abi_info = "v_head_dim",
+     .abi = [](const Case& c, AbiWriter& w) { w.set("v_head_dim", c.v_head_dim); }},
 };
 // clang-format on
 

@@ -47,6 +47,9 @@ pacheck_kernel_args make_mla_args(const MlaCase& mc, const PagedCache& pc, const
                                     nullptr, nullptr, nullptr, query_start_loc);
   for (int i = 0; i < 5; ++i) a.v_strides[i] = a.k_strides[i];
   a.v_scale = a.k_scale;
+  a.kv_lora_rank = mc.m.kv_lora_rank;  // ABI version 4: the latent shape, whatever mc.c's own fields say
+  a.qk_rope_head_dim = mc.m.qk_rope_head_dim;
+  a.v_head_dim = mc.m.v_head_dim;
   a.out_stride_head = mc.m.v_head_dim;
   a.out_stride_seq = static_cast<std::int64_t>(mc.c.num_heads) * mc.m.v_head_dim;
   return a;

@@ -67,8 +67,9 @@ KernelPtr as_kernel(MlaKernelPtr k);
 
 /// The arguments of an MLA call of case `mc` over pool `pc` (page_mla): make_args() of mc.c with value_cache =
 /// key_cache = `latent_cache` (and v_strides = k_strides), v_scale = k_scale, out [num_query_tokens, num_heads,
-/// v_head_dim]. Pointers live on the kernel's device; `query_start_loc` is required with several query tokens
-/// in some sequence (std::invalid_argument from make_args otherwise).
+/// v_head_dim] and the version-4 fields kv_lora_rank, qk_rope_head_dim, v_head_dim of mc.m. Pointers live on
+/// the kernel's device; `query_start_loc` is required with several query tokens in some sequence
+/// (std::invalid_argument from make_args otherwise).
 pacheck_kernel_args make_mla_args(const MlaCase& mc, const PagedCache& pc, const void* query, const void* latent_cache,
                                   const std::int32_t* block_tables, const std::int32_t* seq_lens, void* out,
                                   const std::int32_t* query_start_loc = nullptr);
