@@ -52,7 +52,9 @@ std::vector<Cell> batch_cells(const BatchRequest& req, const Kernel& k, std::str
   std::unordered_map<std::string, Cell> by_id;
   std::vector<Cell> all;
   std::unordered_set<std::string> seen;
+  const CellKinds kinds = cell_kinds(s);
   for (const SuiteCell& sc : s.cells) {
+    if (!pairs_with(k, sc.cell.c, kinds)) continue;
     Cell c = sc.for_layouts(k.layouts());
     if (!seen.insert(c.id()).second) continue;
     by_id.emplace(c.id(), c);

@@ -155,7 +155,9 @@ std::vector<std::string> cell_ids(const std::string& suite, const std::string& k
   const KernelPtr k = kernel_named(kernel);
   std::vector<std::string> ids;
   std::unordered_set<std::string> seen;
+  const CellKinds kinds = cell_kinds(s);
   for (const SuiteCell& c : s.cells) {
+    if (!pairs_with(*k, c.cell.c, kinds)) continue;
     std::string id = c.for_layouts(k->layouts()).id();
     if (seen.insert(id).second) ids.push_back(std::move(id));
   }
@@ -201,7 +203,7 @@ Backend& backend_for_kernel(const Kernel& k, const std::string& device) {
 Admission admit(const Cell& cell, const Kernel& k, const RunOptions& opt, const MemoryBudget& budget, int concurrent) {
   Admission a;
   const KernelOptions ko = kernel_options(k.name());
-  if (Support sup = k.supports(cell.c); !sup.ok) {
+  if (Support sup = cell_support(k, cell.c); !sup.ok) {
     a.settled = unrun_result(cell, k, sup.failed ? Verdict::error : Verdict::declined, sup.reason);
     return a;
   }

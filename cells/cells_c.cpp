@@ -166,7 +166,9 @@ int pacheck_cells_list_cells(const char* suite, const char* kernel, char** json_
     const auto expected = k->expected_failures();
     json cells = json::array();
     std::unordered_set<std::string> seen;
+    const pacheck::CellKinds kinds = pacheck::cell_kinds(s);
     for (const pacheck::SuiteCell& sc : s.cells) {
+      if (!pacheck::pairs_with(*k, sc.cell.c, kinds)) continue;
       const pacheck::Cell c = sc.for_layouts(k->layouts());
       std::string id = c.id();
       if (!seen.insert(id).second) continue;

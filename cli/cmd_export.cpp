@@ -74,7 +74,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
       throw UsageError(e.what());
     }
     if (s.cells == 0) {
-      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids;
+      const int left_out = s.skipped_layout + s.skipped_dtype + s.skipped_high_ids + s.skipped_mla;
       if (left_out == 0)
         throw UsageError(o->filter.empty()
                              ? fmt::format("export: suite {} has no cell", suite.name)
@@ -83,8 +83,9 @@ void add_export_command(CLI::App& app, Context& ctx) {
                                            suite.cells.empty() ? "" : suite.cells.front().cell.id()));
       throw UsageError(fmt::format("export: none of the {} selected cells of suite {} can be written as case files "
                                    "({} pinned to another layout or not valid in it, {} of an untagged dtype, {} with high "
-                                   "block ids): run them with `pacheck run` or the Python module",
-                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids));
+                                   "block ids, {} MLA cells): run them with `pacheck run` or the Python module",
+                                   left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids,
+                                   s.skipped_mla));
     }
     std::string skipped;
     if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout or not valid in it", s.skipped_layout);
@@ -93,6 +94,9 @@ void add_export_command(CLI::App& app, Context& ctx) {
       skipped += fmt::format(", left out {} cells with high block ids (their pools of 2^31 elements and more are "
                              "not written to case files)",
                              s.skipped_high_ids);
+    if (s.skipped_mla)
+      skipped += fmt::format(", left out {} MLA cells (no case-file format_version carries a latent cache yet)",
+                             s.skipped_mla);
     fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check){} -> {}\n",
                s.cells, suite.name, s.files, s.baselines, skipped, s.manifest);
     ctx.exit_code = kPass;

@@ -90,8 +90,10 @@ void list_cells(const std::string& suite_name, const std::vector<std::string>& k
   };
   if (kernels.empty())
     for (const SuiteCell& c : suite.cells) list(c.cell);
+  const CellKinds kinds = cell_kinds(suite);
   for (const auto& k : kernels)
-    for (const SuiteCell& c : suite.cells) list(c.for_layouts(k->layouts()));
+    for (const SuiteCell& c : suite.cells)
+      if (pairs_with(*k, c.cell.c, kinds)) list(c.for_layouts(k->layouts()));
   // As run's --filter: a filter that matches no cell is a mistake (usage error, exit 2), not an empty list.
   if (re && listed.empty())
     throw UsageError(fmt::format("--filter: '{}' matches none of the {} cells of suite '{}' (ids look like '{}')", filter,

@@ -22,7 +22,8 @@ namespace pacheck::cli {
 namespace {
 
 /// The `--top` worst elements of `out` against the oracle's `ref` by |out - ref| (non-finite first), one row
-/// each: sequence (and query token when a sequence has several), head, dim, output, oracle, |diff|.
+/// each: sequence (and query token when a sequence has several), head, dim, output, oracle, |diff|. `cc` has
+/// the output's shape: head_size is the width of an output row (an MLA case's v_head_dim, not its latent row).
 void print_worst_elements(std::string& text, const std::vector<double>& out, const std::vector<double>& ref,
                           const Case& cc, int top) {
   auto o = std::back_inserter(text);
@@ -51,7 +52,7 @@ void print_worst_elements(std::string& text, const std::vector<double>& out, con
 /// failure, a decline or an error, else kPass.
 int repro_cell(const Cell& cell, const Kernel& k, const std::string& dev, const RunOptions& ro, int top, std::string& text) {
   auto o = std::back_inserter(text);
-  Support sup = k.supports(cell.c);
+  Support sup = cell_support(k, cell.c);
   if (!sup.ok && sup.failed) {  // supports() itself failed: an `error`, as `run` reports it, not a decline
     fmt::format_to(o, "cell      {}\nkernel    {}\nverdict   error  ({})\n", cell.id(), k.name(), sup.reason);
     return kFail;
@@ -81,7 +82,9 @@ int repro_cell(const Cell& cell, const Kernel& k, const std::string& dev, const 
     fmt::format_to(o, "bias      {:+.4f} ULP signed mean over {} elements that need rounding ({} toward zero, {} away)\n",
                    m.bias_ulp, m.bias_elements, m.bias_toward, m.bias_away);
   if (r.variant_elements) fmt::format_to(o, "twin      {} elements differ bitwise from the clean-cache run\n", r.variant_elements);
-  print_worst_elements(text, raw.out, data.ref.out, cell.c, top);
+  Case shape = cell.c;
+  shape.head_size = shape.out_head_size();  // as the judge compared them
+  print_worst_elements(text, raw.out, data.ref.out, shape, top);
   return is_failure(r.verdict) ? kFail : kPass;
 }
 

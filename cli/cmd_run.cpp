@@ -85,10 +85,11 @@ void print_resume_hint(std::FILE* to, const ReportDir* reports, int repeat) {
   std::fflush(to);
 }
 
-/// The kernels a run tests: --kernel's (or the --plugin libraries'), then with --with-controls every
-/// built-in negative control of the device's kind that is not among them yet.
-std::vector<KernelPtr> run_kernels(const RunCommand& o, const std::string& device) {
-  auto kernels = select_kernels(o.common.kernels, device, o.common.kernel_source());
+/// The kernels a run tests: --kernel's (or the --plugin libraries'; with neither, the built-in kernels of
+/// the kinds, MLA or multi-head, that `suite` has cells of), then with --with-controls every built-in
+/// negative control of the device's kind that is not among them yet.
+std::vector<KernelPtr> run_kernels(const RunCommand& o, const std::string& device, const Suite& suite) {
+  auto kernels = select_kernels(o.common.kernels, device, o.common.kernel_source(), &suite);
   if (o.with_controls) {
     const pacheck_device kind = device == "cpu"                 ? PACHECK_DEVICE_CPU
                                 : device.rfind("hip", 0) == 0 ? PACHECK_DEVICE_HIP
@@ -117,7 +118,7 @@ RunPlan plan_run_command(RunCommand& o) {
   p.device = resolve_device(opts.device);
   check_device_form(p.device);
   p.suite = load_suite_flag(opts.suite);
-  p.kernels = run_kernels(o, p.device);
+  p.kernels = run_kernels(o, p.device, p.suite);
   // A default device was found by resolve_device (itself a probe): only a named one is opened here.
   if (!opts.device.empty()) check_device(p.device);
   p.ro = opts.run_options();
@@ -220,7 +221,7 @@ int end_run(const RunCommand& o, const RunPlan& p, const RunSummary& s, const Ru
   return write_report_dir(*reports, o.format == kDefaultFormat, s.exit_code(), [&] {
     reports->finish(s, meta);
     EvidenceInputs evidence{suite_digest(p.suite), {}};
-    for (const auto& k : p.kernels) evidence.kernels.push_back({k->name(), k->layouts(), k->is_negative_control()});
+    for (const auto& k : p.kernels) evidence.kernels.push_back({k->name(), k->layouts(), k->is_negative_control(), k->takes_mla()});
     write_evidence(reports->dir(), s, meta, evidence);
   });
 }

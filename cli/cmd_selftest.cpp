@@ -20,7 +20,8 @@ namespace {
 /// exercised and fails the self-test: selftest must show every control caught, not assume it.
 /// gate last: the controls of logits far from zero, flat f16 at long contexts, the e4m3fn top binade and state
 /// across calls (cpu.sentinel_max, carried_max, p_f16_ftz, e4m3_ieee, replay_output, stale_max) have their
-/// expected failures only there (a control runs only on its expected-failure cells, so it costs those alone).
+/// expected failures only there (a control runs only on its expected-failure cells, so it costs those alone), and
+/// so do the MLA controls (cpu.mla_*: gate's MLA group).
 constexpr const char* kControlSuites[] = {"tail-poison", "fp8", "scales", "variants", "pool", "gate"};
 
 /// A control's caught and missed cells summed over kControlSuites.

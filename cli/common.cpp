@@ -89,13 +89,18 @@ KernelPtr find_named_kernel(const std::string& name) {
 }
 
 std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device,
-                                      KernelSource src) {
+                                      KernelSource src, const Suite* suite) {
   const Registry& reg = Registry::global();
   const bool cpu = device == "cpu";
   std::vector<KernelPtr> out;
   if (names.empty()) {
+    // Of the MLA kernels and the multi-head ones, only a kind some cell of the suite has (each declines
+    // the other kind's cells, and a kernel that runs no cell is a vacuous pass); no suite: multi-head only.
+    bool mla = false, mha = suite == nullptr;
+    if (suite)
+      for (const SuiteCell& c : suite->cells) (c.cell.c.is_mla() ? mla : mha) = true;
     for (const auto& k : reg.all())
-      if ((k->device() == PACHECK_DEVICE_CPU) == cpu) out.push_back(k);
+      if ((k->device() == PACHECK_DEVICE_CPU) == cpu && (k->takes_mla() ? mla : mha)) out.push_back(k);
     if (out.empty()) throw UsageError(fmt::format("no built-in kernel runs on device '{}'", device));
     return out;
   }

@@ -70,8 +70,10 @@ std::set<std::string> plugin_kernel_names();
 /// unknown name (listing the known ones) or a GPU kernel asked for on the CPU device; that message names
 /// --kernel or the --plugin library the kernel came from, and --device or "the default device", as `src`
 /// says.
+/// With no names, the default selection holds the MLA kernels (Kernel::takes_mla) only when `suite` has an MLA
+/// cell, and the multi-head ones only when it has a multi-head cell (no suite: the multi-head ones).
 std::vector<KernelPtr> select_kernels(const std::vector<std::string>& names, const std::string& device,
-                                      KernelSource src = {});
+                                      KernelSource src = {}, const Suite* suite = nullptr);
 
 /// Resolves "--device" ("" = the default device: cuda:0 when present, else cpu).
 std::string resolve_device(const std::string& device);

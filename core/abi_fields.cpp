@@ -49,6 +49,7 @@ constexpr AbiField kFields[] = {
     ARGS(query_start_loc, 2), ARGS(query_start_loc_host, 2), ARGS(sliding_window, 2), ARGS(logits_soft_cap, 2),
     ARGS(alibi_slopes, 2), ARGS(sinks, 2),
     ARGS(k_scales_per_slot, 3), ARGS(v_scales_per_slot, 3),
+    ARGS(kv_lora_rank, 4), ARGS(qk_rope_head_dim, 4), ARGS(v_head_dim, 4),
 
     INFO(struct_size, 1), INFO(num_seqs, 1), INFO(num_heads, 1), INFO(num_kv_heads, 1), INFO(head_size, 1),
     INFO(block_size, 1), INFO(layout, 1), INFO(q_dtype, 1), INFO(kv_dtype, 1), INFO(out_dtype, 1), INFO(seq_lens, 1),
@@ -56,6 +57,7 @@ constexpr AbiField kFields[] = {
     INFO(k_scale_form, 2), INFO(v_scale_form, 2), INFO(k_scale, 2), INFO(v_scale, 2), INFO(k_scales_per_head, 2),
     INFO(v_scales_per_head, 2), INFO(max_query_len, 2), INFO(query_lens, 2), INFO(sliding_window, 2),
     INFO(logits_soft_cap, 2), INFO(has_alibi, 2), INFO(has_sinks, 2),
+    INFO(kv_lora_rank, 4), INFO(qk_rope_head_dim, 4), INFO(v_head_dim, 4),
 
     DESC(struct_size, 1), DESC(name, 1), DESC(description, 1), DESC(device, 1), DESC(flags, 1), DESC(layouts, 1),
     DESC(num_layouts, 1), DESC(q_dtypes, 1), DESC(num_q_dtypes, 1), DESC(kv_dtypes, 1), DESC(num_kv_dtypes, 1),

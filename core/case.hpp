@@ -163,11 +163,14 @@ struct CaseError : std::invalid_argument {
 ///    (validate() also needs padding_target < pool size and the pool below 2^31 blocks)
 ///  - seed: [0, 2^64 - 1]
 ///  - high_block_ids: 0, 31 or 32 (validate() refuses the rest and a pool of 2^31 blocks or more)
+///  - kv_lora_rank, qk_rope_head_dim, v_head_dim: [0, 1024] (0 = not MLA; core/mla.hpp's MlaShape::validate
+///    needs kv_lora_rank >= 1, v_head_dim in [1, kv_lora_rank] and a row of at most 1024 for an MLA case)
 struct FieldBounds {
   long long lo, hi;
 };
 /// The bounds of the integer field `field` ("num_heads", "num_kv_heads", "head_size", "block_size",
-/// "seq_lens", "spare_blocks", "padding_columns", "padding_target", "high_block_ids": the rows of
+/// "seq_lens", "spare_blocks", "padding_columns", "padding_target", "high_block_ids", "kv_lora_rank",
+/// "qk_rope_head_dim", "v_head_dim": the rows of
 /// core/case_fields.cpp that have bounds); throws std::logic_error for another name.
 FieldBounds field_bounds(std::string_view field);
 /// `v` as an int after checking it against field_bounds(field); throws CaseError(field, "V is out of range
@@ -254,6 +257,19 @@ struct Case {
   /// rest above (pool_plan()). The pool is then sparse in host memory (paging/pool_buffer.hpp). Id "hiblk=31".
   int high_block_ids = 0;
 
+  // Multi-head latent attention (core/mla.hpp): one latent row of kv_lora_rank + qk_rope_head_dim values per
+  // token, shared by every query head (num_kv_heads 1, head_size = the row), V its first v_head_dim values.
+  // kv_lora_rank 0 = a multi-head case (the default, left out of ids); MLA cases have the id token
+  // "mla=R+P[,vV]" (MlaShape::text) and run on MLA kernels only (kernels/mla_kernel.hpp).
+  int kv_lora_rank = 0;       ///< latent values at the start of each row (c_kv); 0 = not MLA
+  int qk_rope_head_dim = 0;   ///< decoupled RoPE key values after them (k_pe)
+  int v_head_dim = 0;         ///< output values per head: V is the first v_head_dim values of the row
+  /// True for an MLA case (kv_lora_rank > 0).
+  bool is_mla() const { return kv_lora_rank > 0; }
+  /// Values per output row and head: v_head_dim for an MLA case, else head_size. Output and oracle tensors are
+  /// [num_query_tokens, num_heads, out_head_size()].
+  int out_head_size() const { return is_mla() ? v_head_dim : head_size; }
+
   /// Where the pager puts the pool's blocks: `num_blocks` physical blocks, of which the sequences' blocks
   /// and the spares are a permutation of [window_first, num_blocks). Dense pools: window_first 0.
   /// With high_block_ids = B: elements per block E = num_kv_heads x head_size x block_size (the block stride
@@ -288,7 +304,8 @@ struct Case {
   /// key and the name printed in reports. Non-default dtypes per tensor, distribution and paging options
   /// are appended ("q=f32", "dist=peaked", "pad=5", "ks=0.3~3"), so two different cases never share an id.
   /// Attention variants add "win=W", "cap=C", "alibi=FORM", "sinks=FORM" (HeadValues::text) and
-  /// "qlen=N[,N...]" (query_lens) after the fp8 scales; a case without them keeps the id it always had. The
+  /// "qlen=N[,N...]" (query_lens) after the fp8 scales; a case without them keeps the id it always had. An MLA
+  /// case ends with "mla=R+P[,vV]" (e.g. "h16/1 d576 bs64 bf16 ctx4090 nhd seed7 scale=0.13523 mla=512+64"). The
   /// tokens and their order are the rows of core/case_fields.cpp (`pacheck list fields`).
   std::string id() const;
 };

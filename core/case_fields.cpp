@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/mla.hpp"
 #include "core/table.hpp"
 
 namespace pacheck {
@@ -330,6 +331,9 @@ bool uses_alibi(const Case& c) { return !c.alibi_slopes.is_default(); }
 bool uses_sinks(const Case& c) { return !c.sinks.is_default(); }
 bool uses_query_lens(const Case& c) { return c.max_query_len() > 1; }
 bool uses_slot_scales(const Case& c) { return is_fp8(c.kv_dtype) && (c.k_scale.per_slot() || c.v_scale.per_slot()); }
+bool is_mla_case(const Case& c) { return c.is_mla(); }
+/// No case-file format_version carries MLA cases yet: an export of one is refused by this gate.
+constexpr int kMlaCaseFileVersion = 1000;
 constexpr std::string_view kVariantCarries = "an attention variant", kVariants = "attention variants";
 /// The case-file variant scalars: 0 = none, else the value (interop's reader refuses the rest).
 std::string window_problem(double v) {
@@ -341,6 +345,18 @@ std::string cap_problem(double v) {
   if (std::isfinite(f) && f >= 0.0f) return {};
   return fmt::format("{} is not a finite number >= 0 (0 = no cap)", std::isnan(f) ? std::string("nan") : fmt::format("{}", f));
 }
+
+/// The MLA shape token "mla=R+P[,vV]" (MlaShape::text); empty for a multi-head case.
+std::string mla_text(const Case& c) {
+  return c.is_mla() ? MlaShape{c.kv_lora_rank, c.qk_rope_head_dim, c.v_head_dim}.text() : std::string();
+}
+void parse_mla(const CaseField&, std::string_view t, Case& c) {
+  const MlaShape m = MlaShape::parse(t);
+  c.kv_lora_rank = m.kv_lora_rank;
+  c.qk_rope_head_dim = m.qk_rope_head_dim;
+  c.v_head_dim = m.v_head_dim;
+}
+constexpr std::string_view kMlaForm = "mla=R+P[,vV]";
 
 bool matches_heads(std::string_view t) { return t.starts_with("h") && t.find('/') != std::string_view::npos; }
 bool matches_head_size(std::string_view t) {
@@ -503,6 +519,22 @@ const CaseField kCaseFields[] = {
      .suite_key = "high_block_ids", .lo = 0, .hi = 32, .id_text = int_text<&Case::high_block_ids, true>,
      .parse = parse_int<&Case::high_block_ids>, .copy = copy_member<&Case::high_block_ids>,
      .abi_args = "num_blocks block_tables"},
+    // MLA (core/mla.hpp): one token for the three; ABI version 4 carries them (only kernels with
+    // PACHECK_KERNEL_MLA get MLA cells: Kernel::takes_mla), case files not yet (their gate below).
+    {.name = "kv_lora_rank", .token = "mla=", .token_form = kMlaForm, .example = "mla=512+64", .suite_key = "mla",
+     .lo = 0, .hi = 1024, .id_text = mla_text, .parse = parse_mla, .check = check_mla_case,
+     .bound = bound_int<&Case::kv_lora_rank>, .copy = copy_member<&Case::kv_lora_rank>, .abi_version = 4,
+     .abi_args = "kv_lora_rank", .abi_info = "kv_lora_rank",
+     .abi = [](const Case& c, AbiWriter& w) { w.set("kv_lora_rank", c.kv_lora_rank); },
+     .gates = {{kMlaCaseFileVersion, "an MLA latent cache", "MLA latent caches", "", is_mla_case}}},
+    {.name = "qk_rope_head_dim", .token_form = kMlaForm, .suite_key = "mla", .lo = 0, .hi = 1024,
+     .bound = bound_int<&Case::qk_rope_head_dim>, .copy = copy_member<&Case::qk_rope_head_dim>, .abi_version = 4,
+     .abi_args = "qk_rope_head_dim", .abi_info = "qk_rope_head_dim",
+     .abi = [](const Case& c, AbiWriter& w) { w.set("qk_rope_head_dim", c.qk_rope_head_dim); }},
+    {.name = "v_head_dim", .token_form = kMlaForm, .suite_key = "mla", .lo = 0, .hi = 1024,
+     .bound = bound_int<&Case::v_head_dim>, .copy = copy_member<&Case::v_head_dim>, .abi_version = 4,
+     .abi_args = "v_head_dim", .abi_info = "v_head_dim",
+     .abi = [](const Case& c, AbiWriter& w) { w.set("v_head_dim", c.v_head_dim); }},
 };
 // clang-format on
 

@@ -89,8 +89,14 @@ const MlaModel& mla_model(std::string_view name) {
   throw std::invalid_argument(fmt::format("MLA model '{}' is not one of {}", name, names));
 }
 
-void MlaCase::validate() const {
-  c.validate();
+void check_mla_case(const Case& c) {
+  if (!c.is_mla()) {
+    if (c.qk_rope_head_dim != 0 || c.v_head_dim != 0)
+      throw CaseError(c.qk_rope_head_dim != 0 ? "qk_rope_head_dim" : "v_head_dim",
+                      "is set without kv_lora_rank (an MLA shape is the token mla=R+P[,vV])");
+    return;
+  }
+  const MlaShape m{c.kv_lora_rank, c.qk_rope_head_dim, c.v_head_dim};
   m.validate();
   if (c.num_kv_heads != 1)
     throw CaseError("num_kv_heads", fmt::format("{}: an MLA cache has one latent row per token (MQA), num_kv_heads 1",
@@ -118,12 +124,31 @@ void MlaCase::validate() const {
     throw CaseError("k_scale", fmt::format("{}: the latent cache takes a per-tensor scale", c.k_scale.text()));
 }
 
-std::string MlaCase::id() const { return c.id() + " mla=" + m.text(); }
+Case MlaCase::as_case() const {
+  Case out = c;
+  out.kv_lora_rank = m.kv_lora_rank;
+  out.qk_rope_head_dim = m.qk_rope_head_dim;
+  out.v_head_dim = m.v_head_dim;
+  return out;
+}
+
+void MlaCase::validate() const {
+  as_case().validate();
+  m.validate();
+}
+
+std::string MlaCase::id() const { return as_case().id(); }
 
 Case MlaCase::output_case() const {
   Case out = c;
   out.head_size = m.v_head_dim;
+  out.kv_lora_rank = out.qk_rope_head_dim = out.v_head_dim = 0;
   return out;
+}
+
+MlaCase mla_case_of(const Case& c) {
+  if (!c.is_mla()) throw CaseError("kv_lora_rank", fmt::format("'{}' is no MLA case (no mla=R+P token)", c.id()));
+  return {c, MlaShape{c.kv_lora_rank, c.qk_rope_head_dim, c.v_head_dim}};
 }
 
 MlaCase make_mla_case(const MlaModel& model, int num_heads, std::vector<int> seq_lens, int block_size, DType kv_dtype,
@@ -141,6 +166,9 @@ MlaCase make_mla_case(const MlaModel& model, int num_heads, std::vector<int> seq
   c.kv_dtype = kv_dtype;
   c.layout = Layout::nhd;
   c.seed = seed;
+  c.kv_lora_rank = mc.m.kv_lora_rank;
+  c.qk_rope_head_dim = mc.m.qk_rope_head_dim;
+  c.v_head_dim = mc.m.v_head_dim;
   mc.validate();
   return mc;
 }

@@ -82,18 +82,34 @@ double yarn_softmax_scale(int qk_head_dim, double factor, double mscale_all_dim)
 /// distributions (extreme and overflow bound V apart from K, and MLA's V is the key row itself), several query
 /// tokens per sequence (speculative decoding) and no other attention variant, and one fp8 scale: the latent
 /// cache's k_scale, per tensor (v_scale stays default; V is read from the same cache with the same scale).
+/// `c` with its MLA fields (Case::kv_lora_rank, qk_rope_head_dim, v_head_dim) set from `m`: the Case the
+/// case-field table, ids, suites and the cell pipeline see.
 struct MlaCase {
   Case c;
   MlaShape m;
 
-  /// c.validate(), m.validate(), then the rules above; throws CaseError naming the field.
+  /// `c` with its MLA fields set from `m`.
+  Case as_case() const;
+  /// as_case().validate() (check_mla_case gives the rules above), then m.validate() (a shape of
+  /// kv_lora_rank 0 is no MLA case); throws CaseError naming the field.
   void validate() const;
-  /// c.id() followed by " mla=" m.text(), e.g. "h16/1 d576 bs64 bf16 ctx4090 nhd seed7 scale=0.13523 mla=512+64".
+  /// as_case().id(), e.g. "h16/1 d576 bs64 bf16 ctx4090 nhd seed7 scale=0.13523 mla=512+64" (the MLA token last).
   std::string id() const;
-  /// The shape of the output as the comparator reads it: `c` with head_size = v_head_dim ([num_query_tokens,
-  /// num_heads, v_head_dim] rows).
+  /// The shape of the output as the comparator reads it: `c` with head_size = v_head_dim and no MLA fields
+  /// ([num_query_tokens, num_heads, v_head_dim] rows).
   Case output_case() const;
 };
+
+/// The MlaCase of an MLA Case (c.is_mla()): `c` itself and the shape of its MLA fields. Throws
+/// CaseError("kv_lora_rank", ...) for a multi-head case.
+MlaCase mla_case_of(const Case& c);
+
+/// The rules of an MLA case above, for the case-field table's kv_lora_rank row (Case::validate): nothing for a
+/// multi-head case (and a qk_rope_head_dim or v_head_dim without kv_lora_rank is refused); else MlaShape's
+/// bounds, num_kv_heads 1, head_size = the row, layout nhd, the uniform/normal/peaked distributions, no
+/// attention variant but several query tokens, a per-tensor k_scale and no v_scale. Throws CaseError naming
+/// the field.
+void check_mla_case(const Case& c);
 
 /// An MLA case of `model` with `num_heads` query heads per rank (model.num_heads / tensor-parallel ranks), the
 /// model's latent shape and softmax scale, the given lengths, block size and latent-cache dtype (query and

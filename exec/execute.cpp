@@ -143,7 +143,7 @@ Execution execute_cell(const CaseData& data, const Kernel& k, const Cell& cell, 
     }
     std::optional<FaultedCache> own;
     const FaultedCache* faulted = how.faulted;
-    if (!clean && !faulted) faulted = &own.emplace(faulted_cache(data.cache, cell.fault));
+    if (!clean && !faulted) faulted = &own.emplace(faulted_cache(data.c, data.cache, cell.fault));
     if (faulted) e.poisoned = faulted->poisoned;
     const auto t0 = std::chrono::steady_clock::now();
     e.raw = once(clean ? data.cache : faulted->cache);

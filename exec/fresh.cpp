@@ -53,7 +53,7 @@ void answer(int reply, const std::string& request, const std::vector<const Kerne
     if (cell.id() != id) throw std::runtime_error(fmt::format("cell id '{}' reads back as '{}'", id, cell.id()));
     const CaseData data = prepare_inputs(cell.c);
     std::optional<FaultedCache> faulted;
-    if (j.at("faulted").get<bool>()) faulted = faulted_cache(data.cache, cell.fault);
+    if (j.at("faulted").get<bool>()) faulted = faulted_cache(data.c, data.cache, cell.fault);
     const std::string device = j.at("device").get<std::string>();
     const auto backend = device == "cpu" ? make_cpu_backend() : open_backend(device);
     bits = run_kernel_once(*kernels[index], *backend, data, faulted ? faulted->cache : data.cache).bits;

@@ -1,5 +1,7 @@
 #include "exec/guarded_run.hpp"
 
+#include "kernels/mla_kernel.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -149,6 +151,13 @@ DeviceInputs::~DeviceInputs() = default;
 
 pacheck_kernel_args DeviceInputs::args(void* out) const {
   auto dev = [&](std::size_t i) -> const void* { return in_[i] ? in_[i]->dev : nullptr; };
+  if (c_.is_mla()) {  // one latent cache, read as K and as V (kernels/mla_kernel.hpp)
+    pacheck_kernel_args a = make_mla_args(mla_case_of(c_), cache_, dev(0), dev(1), static_cast<const std::int32_t*>(dev(3)),
+                                          static_cast<const std::int32_t*>(dev(4)), out,
+                                          static_cast<const std::int32_t*>(dev(9)));
+    a.stream = b_.stream();
+    return a;
+  }
   pacheck_kernel_args a = make_args(c_, cache_, dev(0), dev(1), dev(2), static_cast<const std::int32_t*>(dev(3)),
                                     static_cast<const std::int32_t*>(dev(4)), out, static_cast<const float*>(dev(5)),
                                     static_cast<const float*>(dev(6)), static_cast<const float*>(dev(7)),
@@ -178,7 +187,7 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
   const DeviceInputs inputs(b, c, qbytes, cache, pool);
 
   // Every output row is guarded and checked for being written: num_query_tokens of them.
-  const std::size_t n = static_cast<std::size_t>(c.num_query_tokens()) * c.num_heads * c.head_size;
+  const std::size_t n = static_cast<std::size_t>(c.num_query_tokens()) * c.num_heads * c.out_head_size();
   const std::size_t esz = dtype_size(c.out_dtype), out_bytes = n * esz;
   std::vector<std::uint8_t> host_out(out_bytes + 2 * kGuardBytes);
   for (std::size_t i = 0; i < kGuardBytes; ++i) {
@@ -194,7 +203,7 @@ RawRun run_kernel_once(const Kernel& k, Backend& b, const CaseData& data, const 
   b.sync();
 
   const pacheck_kernel_args args = inputs.args(static_cast<std::uint8_t*>(out) + kGuardBytes);
-  r.ms = b.time_ms([&] { k.run(args); });
+  r.ms = b.time_ms([&] { k.run_case(args, c); });
   b.sync();
 
   b.download(host_out.data(), out, host_out.size());

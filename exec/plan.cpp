@@ -30,12 +30,15 @@ struct Selected {
 };
 
 /// Calls f(kernel, suite position, cell, id) for every (kernel, cell) of suite x kernels, kernel-major in
-/// suite order, that passes opt's shard and filter, with the kernel's layout and opt's seed applied.
+/// suite order, that passes opt's shard and filter and pairs_with() the kernel (a mixed suite such as gate: its
+/// own kind's cells only, not thousands of declines), with the kernel's layout and opt's seed applied.
 template <class F>
 void for_each_candidate(const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& opt, F&& f) {
+  const CellKinds kinds = cell_kinds(suite);
   for (const auto& k : kernels)
     for (std::size_t ci = 0; ci < suite.cells.size(); ++ci) {
       if (static_cast<int>(ci % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index) continue;
+      if (!pairs_with(*k, suite.cells[ci].cell.c, kinds)) continue;
       Cell cell = suite.cells[ci].for_layouts(k->layouts());
       if (opt.seed) cell.c.seed = *opt.seed;
       const std::string id = cell.id();
@@ -100,7 +103,7 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
         const CallWatchdog::Watch watch = watch_call(opt.watchdog, *sel.kernel, [&] {
           return fmt::format("{}'s supports() of cell '{}'", sel.kernel->name(), sel.cell.id());
         });
-        s = sel.kernel->supports(sel.cell.c);
+        s = cell_support(*sel.kernel, sel.cell.c);
       } catch (const std::exception& e) {
         s = Support::error(std::string("supports() failed: ") + e.what());
       }
@@ -348,7 +351,7 @@ std::vector<Support> supports_in_child(const Kernel& k, const std::vector<const 
         for (const Cell* cell : cells) {
           Support s;
           try {
-            s = k.supports(cell->c);
+            s = cell_support(k, cell->c);
           } catch (const std::exception& e) {
             s = Support::error(std::string("supports() failed: ") + e.what());
           }

@@ -4,13 +4,22 @@
 #include <cmath>
 
 #include "faults/inject.hpp"
+#include "faults/mla_inject.hpp"
 #include "judge/comparator.hpp"
+#include "oracle/mla.hpp"
+#include "paging/mla_pager.hpp"
 
 namespace pacheck {
 
 CaseData prepare_inputs(const Case& c) {
   CaseData d;
   d.c = c;
+  if (c.is_mla()) {  // the latent rows and their one paged cache (core/mla.hpp)
+    const MlaCase mc = mla_case_of(c);
+    d.pre = generate_mla(mc);
+    d.cache = page_mla(mc, d.pre);
+    return d;
+  }
   d.pre = generate(c);
   d.cache = page(c, d.pre);
   return d;
@@ -18,8 +27,16 @@ CaseData prepare_inputs(const Case& c) {
 
 CaseData prepare_case(const Case& c, const RunOptions& opt) {
   CaseData d = prepare_inputs(c);
+  const bool calibrated = opt.tolerance.policy == TolerancePolicy::calibrated;
+  if (c.is_mla()) {
+    const MlaCase mc = mla_case_of(c);
+    d.ref = mla_oracle(mc, d.pre, opt.oracle_precision);
+    if (calibrated)
+      d.emulation_rel_linf = compare(mla_emulate_low_precision(mc, d.pre), d.ref.out, mc.output_case(), c.out_dtype).rel_linf;
+    return d;
+  }
   d.ref = oracle(c, d.pre, opt.oracle_precision);
-  if (opt.tolerance.policy == TolerancePolicy::calibrated) {
+  if (calibrated) {
     const auto emu = emulate_low_precision(c, d.pre);
     d.emulation_rel_linf = compare(emu, d.ref.out, c, c.out_dtype).rel_linf;
   }
@@ -66,9 +83,9 @@ MemoryEstimate estimate_case_memory(const Case& c, Precision precision, bool cal
   return m;
 }
 
-FaultedCache faulted_cache(const PagedCache& clean, const FaultSpec& fault) {
+FaultedCache faulted_cache(const Case& c, const PagedCache& clean, const FaultSpec& fault) {
   FaultedCache f{clean, 0};
-  f.poisoned = inject(f.cache, fault);
+  f.poisoned = c.is_mla() ? inject_mla(f.cache, mla_case_of(c).m, fault) : inject(f.cache, fault);
   return f;
 }
 

@@ -22,12 +22,13 @@ struct CaseData {
   PagedCache cache;                          ///< clean paged cache
 };
 
-/// The kernel inputs of `c` only: pre-paging tensors and the clean paged cache, no oracle (for callers
+/// The kernel inputs of `c` only: pre-paging tensors and the clean paged cache (an MLA case's: generate_mla and
+/// page_mla, oracle/mla.hpp and paging/mla_pager.hpp), no oracle (for callers
 /// that compare a kernel with itself or only capture its inputs, such as export). Throws CaseError for an
 /// invalid case.
 CaseData prepare_inputs(const Case& c);
 
-/// prepare_inputs plus the oracle at opt.oracle_precision and, for the calibrated tolerance policy, the
+/// prepare_inputs plus the oracle (mla_oracle for an MLA case) at opt.oracle_precision and, for the calibrated tolerance policy, the
 /// low-precision emulation's rel_linf against it.
 CaseData prepare_case(const Case& c, const RunOptions& opt);
 
@@ -68,7 +69,8 @@ struct FaultedCache {
   PagedCache cache;
   std::int64_t poisoned = 0;  ///< elements inject() wrote (0 for a clean fault or a region the case lacks)
 };
-/// `clean` with `fault` injected into a copy (faults/inject.hpp).
-FaultedCache faulted_cache(const PagedCache& clean, const FaultSpec& fault);
+/// `clean`, the paged cache of case `c`, with `fault` injected into a copy (faults/inject.hpp; for an MLA case
+/// faults/mla_inject.hpp: the target names a part of the latent row).
+FaultedCache faulted_cache(const Case& c, const PagedCache& clean, const FaultSpec& fault);
 
 }  // namespace pacheck

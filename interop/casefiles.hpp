@@ -154,6 +154,7 @@ struct ExportSummary {
                            ///< (the aiter layout needs block_size % 16 == 0)
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   int skipped_high_ids = 0;///< cells with high block ids (hiblk=): their 4-16 GiB pools are not written to files
+  int skipped_mla = 0;     ///< MLA cells (mla=): no case-file format_version carries a latent cache yet
   std::string manifest;    ///< path of manifest.json
 };
 

@@ -45,11 +45,13 @@ std::string nonfinite_sequences(const Case& c, const std::vector<double>& out, c
 CellResult judge(const Cell& cell, const Kernel& k, const OracleResult& ref, std::optional<double> emulation_rel_linf,
                  const RawRun& run, const std::vector<std::uint32_t>* clean_bits, const Tolerance& tolerance,
                  const Cause* cause) {
-  const Case& c = cell.c;
+  // The output's shape: an MLA case's rows are v_head_dim wide (Case::out_head_size), not the latent row.
+  Case c = cell.c;
+  c.head_size = c.out_head_size();
   CellResult r;
   r.kernel = k.name();
   r.cell_id = cell.id();
-  r.case_id = c.id();
+  r.case_id = cell.c.id();
   r.fault = cell.fault.id();
   r.straddle = c.straddles();
   r.seconds = run.ms / 1000.0;

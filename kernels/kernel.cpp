@@ -8,7 +8,9 @@
 #include <limits>
 #include <stdexcept>
 
+#include "kernels/mla_kernel.hpp"
 #include "paging/pager.hpp"
+#include "suites/suite.hpp"
 
 namespace pacheck {
 
@@ -17,6 +19,8 @@ Registry& Registry::global() {
     auto* reg = new Registry;
     register_cpu_kernels(*reg);
     register_gpu_kernels(*reg);
+    for (const std::vector<MlaKernelPtr>& mla : {cpu_mla_kernels(), gpu_mla_kernels()})
+      for (const MlaKernelPtr& k : mla) reg->add(as_kernel(k));
     return reg;
   }();
   return *r;
@@ -55,6 +59,19 @@ std::string kernel_name_problem(std::string_view name) {
     return fmt::format("name '{}' has character '{}' (allowed: letters, digits, '.', '_', '-')", printable, shown(ch));
   }
   return {};
+}
+
+bool pairs_with(const Kernel& k, const Case& c, const CellKinds& kinds) { return pairs_with_kind(k.takes_mla(), c, kinds); }
+
+Support cell_support(const Kernel& k, const Case& c) {
+  if (c.is_mla() && !k.takes_mla())
+    return Support::no(fmt::format("kv_lora_rank {}: {} reads multi-head K/V caches, not an MLA latent cache (mla={}+{})",
+                                   c.kv_lora_rank, k.name(), c.kv_lora_rank, c.qk_rope_head_dim));
+  if (!c.is_mla() && k.takes_mla())
+    return Support::no(fmt::format("kv_lora_rank 0: {} is an MLA decode kernel and the case has no latent cache (no "
+                                   "mla= token)",
+                                   k.name()));
+  return k.supports(c);
 }
 
 std::optional<Support> variant_decline(const Case& c, unsigned implemented, const std::string& kernel) {

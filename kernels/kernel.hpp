@@ -34,6 +34,8 @@
 
 namespace pacheck {
 
+struct CellKinds;  // suites/suite.hpp
+
 /// Answer to "can you run this case?": ok, declined with a reason naming the unsupported field, or failed:
 /// the kernel could not answer (a plugin's supports() returned PACHECK_ERROR or an unknown status, or
 /// threw), which makes the cell `error` -- a failing check must not pass as a quiet decline.
@@ -75,6 +77,15 @@ class Kernel {
   virtual std::vector<Layout> layouts() const { return {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter}; }
   /// Runs one decode call. Pointers in `args` live on the kernel's device. Throws KernelError on failure.
   virtual void run(const pacheck_kernel_args& args) const = 0;
+  /// Runs the call of case `c` (the cell pipeline's entry, exec/guarded_run.cpp): run(args) for a multi-head
+  /// kernel; an MLA kernel (takes_mla) also needs the latent shape, which `args` does not carry.
+  virtual void run_case(const pacheck_kernel_args& args, const Case& c) const {
+    (void)c;
+    run(args);
+  }
+  /// True for an MLA decode kernel (kernels/mla_kernel.hpp's as_kernel): it reads a latent cache and runs MLA
+  /// cases (Case::is_mla) only; every other kernel runs multi-head cases only (cell_support).
+  virtual bool takes_mla() const { return false; }
   /// True when a sequence's output does not depend on the other sequences of its batch (bitwise).
   virtual bool batch_invariant() const { return true; }
   /// True when the kernel's dot products read f32 operands as TF32 (10 explicit mantissa bits, as tensor
@@ -114,10 +125,22 @@ std::string kernel_name_problem(std::string_view name);
 /// sliding window"), or nullopt when every one is.
 std::optional<Support> variant_decline(const Case& c, unsigned implemented, const std::string& kernel);
 
+/// Whether `k` runs case `c`: declined, naming kv_lora_rank, when the case's kind (MLA or multi-head) is not
+/// the kernel's (Kernel::takes_mla: a plugin or a multi-head kernel never sees an MLA cell, an MLA kernel never
+/// a multi-head one), else k.supports(c). Every caller that asks a kernel about a cell asks through this.
+Support cell_support(const Kernel& k, const Case& c);
+
+/// Whether runs and cell lists pair kernel `k` with case `c` of a suite whose cells are of `kinds`
+/// (suites/suite.hpp's cell_kinds): a case of the kernel's own kind always; one of the other kind only when the
+/// suite has none of the kernel's kind (so a mixed suite such as gate gives each kernel its own kind's cells,
+/// and a suite of one kind run on a kernel of the other reports each cell declined by cell_support).
+bool pairs_with(const Kernel& k, const Case& c, const CellKinds& kinds);
+
 /// The built-in kernels and those added at run time (plugins). Names are unique.
 class Registry {
  public:
-  /// The process-wide registry with every built-in kernel of this build (CPU, and GPU when built).
+  /// The process-wide registry with every built-in kernel of this build (CPU, and GPU when built), the MLA
+  /// kernels (cpu_mla_kernels, gpu_mla_kernels) among them through as_kernel.
   static Registry& global();
   /// Adds a kernel; throws std::invalid_argument if the name is taken.
   void add(KernelPtr k);

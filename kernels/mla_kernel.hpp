@@ -59,10 +59,17 @@ std::vector<MlaKernelPtr> cpu_mla_kernels();
 /// The GPU MLA kernels of this build (kernels/gpu/mla_kernels.cpp); empty in a build without a GPU backend.
 std::vector<MlaKernelPtr> gpu_mla_kernels();
 
+/// `k` as a Kernel of the registry and the cell pipeline (exec/): its name, description and device; takes_mla();
+/// supports() and expected_failures() of the MlaCase / MlaCell of an MLA Case (mla_case_of), declining or
+/// expecting nothing of a multi-head one; run_case() calls k.run with the case's MlaDims (run() alone throws
+/// KernelError: the arguments do not carry the latent shape); layouts nhd; variants: several query tokens.
+KernelPtr as_kernel(MlaKernelPtr k);
+
 /// The arguments of an MLA call of case `mc` over pool `pc` (page_mla): make_args() of mc.c with value_cache =
 /// key_cache = `latent_cache` (and v_strides = k_strides), v_scale = k_scale, out [num_query_tokens, num_heads,
-/// v_head_dim]. Pointers live on the kernel's device; `query_start_loc` is required with several query tokens
-/// in some sequence (std::invalid_argument from make_args otherwise).
+/// v_head_dim] and the version-4 fields kv_lora_rank, qk_rope_head_dim, v_head_dim of mc.m. Pointers live on
+/// the kernel's device; `query_start_loc` is required with several query tokens in some sequence
+/// (std::invalid_argument from make_args otherwise).
 pacheck_kernel_args make_mla_args(const MlaCase& mc, const PagedCache& pc, const void* query, const void* latent_cache,
                                   const std::int32_t* block_tables, const std::int32_t* seq_lens, void* out,
                                   const std::int32_t* query_start_loc = nullptr);

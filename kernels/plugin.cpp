@@ -30,7 +30,7 @@ constexpr std::size_t kDescV1Size = offsetof(pacheck_kernel_desc, user_data) + s
 constexpr std::size_t kDescV2Size = offsetof(pacheck_kernel_desc, scale_forms) + sizeof(std::uint32_t);
 static_assert(kDescV2Size == sizeof(pacheck_kernel_desc), "a descriptor field was added: give it a version");
 
-// Version 3 added enum values only (PACHECK_LAYOUT_AITER); the descriptor kept its size.
+// Versions 3 and 4 added values only (PACHECK_LAYOUT_AITER; PACHECK_KERNEL_MLA); the descriptor kept its size.
 /// The smallest descriptor a plugin of ABI `version` may pass (its version's full struct).
 std::size_t desc_size_of_version(std::uint32_t version) { return version >= 2 ? kDescV2Size : kDescV1Size; }
 constexpr std::size_t kMaxNameLength = kMaxKernelNameLength;
@@ -155,6 +155,11 @@ Desc copy_desc(const pacheck_kernel_desc* d, std::uint32_t abi_version) {
   if (d->flags & ~PACHECK_KERNEL_KNOWN_FLAGS)
     throw InvalidField(fmt::format("flags: unknown bits 0x{:x} (known: 0x{:x})", d->flags & ~PACHECK_KERNEL_KNOWN_FLAGS,
                                    PACHECK_KERNEL_KNOWN_FLAGS));
+  // MLA is a version-4 value: a plugin declaring an older version lays out no MLA fields and cannot mean it.
+  if ((d->flags & PACHECK_KERNEL_MLA) && abi_version < 4)
+    throw InvalidField(fmt::format("flags: 0x{:x} (PACHECK_KERNEL_MLA) is a version-4 value and the library declares "
+                                   "ABI version {}: declare version 4 (PACHECK_PLUGIN_DEFINE_ABI_VERSION)",
+                                   PACHECK_KERNEL_MLA, abi_version));
   out.flags = d->flags;
   const auto layouts = copy_array(d->layouts, d->num_layouts, "layouts", true);
   for (const auto& l : layouts) {
@@ -255,6 +260,7 @@ class PluginKernel final : public Kernel {
   std::vector<Layout> layouts() const override { return d_.layouts; }
   bool batch_invariant() const override { return !(d_.flags & PACHECK_KERNEL_BATCH_VARIANT); }
   bool tf32_products() const override { return (d_.flags & PACHECK_KERNEL_TF32) != 0; }
+  bool takes_mla() const override { return (d_.flags & PACHECK_KERNEL_MLA) != 0; }
   unsigned variants() const override { return d_.variants; }
 
   Support supports(const Case& c) const override {

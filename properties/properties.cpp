@@ -229,12 +229,12 @@ void tail_poison(Property self, const KernelUnderTest& t) {
   classify(cell.c);
   guarded(self, t, cell, [&] {
     const CaseData data = prepare_case(cell.c, t.options);
-    FaultedCache faulted = faulted_cache(data.cache, cell.fault);
+    FaultedCache faulted = faulted_cache(data.c, data.cache, cell.fault);
     if (faulted.poisoned == 0) {
       // The case has no slot of that region (an aligned length and `tail`, say): poison every unwritten
       // slot instead, which always exists (spare_blocks >= 1), so no case is vacuous.
       cell.fault.region = Region::all;
-      faulted = faulted_cache(data.cache, cell.fault);
+      faulted = faulted_cache(data.c, data.cache, cell.fault);
     }
     CleanTwin twin;
     ExecuteOptions how;

@@ -699,6 +699,25 @@ class Parser {
     return out;
   }
 
+  /// The MLA axis: mla = "512+64" or ["512+64", "512+64,v256"] (MlaShape::text: kv_lora_rank,
+  /// qk_rope_head_dim and v_head_dim, the rows whose suite key is "mla"); absent = multi-head cells.
+  Axis mla_axis(const toml::table& g) {
+    std::vector<std::pair<Case, int>> shapes{{Case{}, line_of(g)}};
+    if (auto n = g["mla"]) {
+      shapes.clear();
+      for (const auto& [text, line] : string_list(*n.node(), "cells.mla")) {
+        Case v;
+        try {
+          case_field_of_token("mla=")->parse(*find_case_field("kv_lora_rank"), text, v);
+        } catch (const CaseError& e) {
+          throw SuiteError(file_, line, fmt::format("cells.mla ({})", e.field), e.reason);
+        }
+        shapes.emplace_back(v, line);
+      }
+    }
+    return axis_of("mla", shapes, [](Case& c, const Case& v) { c = v; });
+  }
+
   /// The high-block-id axis: high_block_ids = 31 or [0, 31, 32] (Case::high_block_ids).
   Axis high_block_ids_axis(const toml::table& g) {
     std::vector<std::pair<int, int>> hiblks{{Case{}.high_block_ids, line_of(g)}};
@@ -775,7 +794,7 @@ class Parser {
 
   /// The axes of group `g`, parsed in the order their errors are reported and returned in the order cells
   /// are expanded: heads, head_sizes, block_sizes, dtypes, seq_lens, layouts, dists, seeds, scales,
-  /// variants, high_block_ids, faults (the one-value keys first: they do not change the order).
+  /// variants, high_block_ids, faults; mla before heads (the one-value keys first: they do not change the order).
   std::vector<Axis> group_axes(const toml::table& g) {
     Axis heads = heads_axis(g);
     Axis head_sizes = bounded_axis(g, "head_sizes", "head_size", &Case::head_size);
@@ -794,9 +813,10 @@ class Parser {
     Axis padcols = one_int_axis(g, "padding_columns", &Case::padding_columns);
     Axis padto = one_int_axis(g, "padding_target", &Case::padding_target);
     Axis hiblk = high_block_ids_axis(g);
+    Axis mla = mla_axis(g);
     std::vector<Axis> axes;
-    for (Axis* a : {&k_scale, &v_scale, &spare, &padcols, &padto, &heads, &head_sizes, &block_sizes, &dtypes, &lens,
-                    &layouts, &dists, &seeds, &scales, &variants, &hiblk, &faults})
+    for (Axis* a : {&k_scale, &v_scale, &spare, &padcols, &padto, &mla, &heads, &head_sizes, &block_sizes, &dtypes,
+                    &lens, &layouts, &dists, &seeds, &scales, &variants, &hiblk, &faults})
       axes.push_back(std::move(*a));
     return axes;
   }
@@ -864,7 +884,7 @@ class Parser {
   void expand_group(const toml::table& g, std::vector<SuiteCell>& out) {
     check_keys(g, {"heads", "head_sizes", "block_sizes", "dtypes", "seq_lens", "faults", "layouts", "dists", "seeds",
                    "spare_blocks", "padding_columns", "padding_target", "scale", "scales", "k_scale", "v_scale",
-                   "k_scale_range", "v_scale_range", "k_scale_slot", "v_scale_slot", "variants", "high_block_ids"},
+                   "k_scale_range", "v_scale_range", "k_scale_slot", "v_scale_slot", "variants", "high_block_ids", "mla"},
                "cells.");
     const std::vector<Axis> axes = group_axes(g);
     check_group_size(line_of(g), axes, static_cast<double>(out.size()));
@@ -935,5 +955,11 @@ SoftmaxScale parse_scale_item(std::string_view text) {
 
 Suite parse_suite(const std::string& text, const std::string& file) { return Parser(file, 0).parse(text); }
 Suite load_suite(const std::string& name_or_path) { return Parser::load_named(name_or_path, 0); }
+
+CellKinds cell_kinds(const Suite& suite) {
+  CellKinds k;
+  for (const SuiteCell& sc : suite.cells) (sc.cell.c.is_mla() ? k.mla : k.mha) = true;
+  return k;
+}
 
 }  // namespace pacheck

@@ -59,6 +59,20 @@ struct Suite {
   std::vector<SuiteCell> cells;
 };
 
+/// The kinds of cell a suite holds: MLA cells (Case::is_mla) and multi-head ones.
+struct CellKinds {
+  bool mla = false, mha = false;
+};
+/// The kinds of `suite`'s cells.
+CellKinds cell_kinds(const Suite& suite);
+/// Whether a kernel whose kind is `takes_mla` (Kernel::takes_mla) is paired with case `c` of a suite whose cells
+/// are of `kinds`: a case of its own kind always, one of the other kind only when the suite has none of its own.
+/// kernels/kernel.hpp's pairs_with asks this; so does `pacheck verify`, which knows kernels from evidence.json.
+/// Inline: the kernels stage asks it without linking this one.
+inline bool pairs_with_kind(bool takes_mla, const Case& c, const CellKinds& kinds) {
+  return c.is_mla() == takes_mla || !(takes_mla ? kinds.mla : kinds.mha);
+}
+
 /// One item of a [[cells]] group's `scales` list: the softmax scale written as where it comes from
 /// (docs/SUITES.md):
 ///  - "default": head_size^-0.5 (Case::scale left unset: no `scale=` token in the id);

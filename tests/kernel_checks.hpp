@@ -37,11 +37,12 @@ enum class Kinds { honest, controls, all };
 /// depend on the calls before (Kernel::history_dependent: cpu.replay_output, cpu.stale_max) are left out:
 /// these checks run each cell on buffers of its own, whose addresses the allocator may hand out again, so
 /// such a control's outcome would depend on the allocator; tests/test_state_controls.cpp runs them as
-/// `pacheck run` does.
+/// `pacheck run` does. MLA kernels (Kernel::takes_mla) are left out too: every check here draws multi-head
+/// cases, which they decline; tests/test_mla.cpp and tests/test_gpu_mla.cpp run them over MLA cells.
 inline std::vector<std::string> registered(const std::string& kind, Kinds which) {
   std::vector<std::string> names;
   for (const KernelPtr& k : Registry::global().all()) {
-    if (device_kind_spec(k->device()) != kind || k->history_dependent()) continue;
+    if (device_kind_spec(k->device()) != kind || k->history_dependent() || k->takes_mla()) continue;
     if ((which == Kinds::honest && k->is_negative_control()) || (which == Kinds::controls && !k->is_negative_control()))
       continue;
     names.push_back(k->name());

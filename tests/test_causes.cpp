@@ -473,7 +473,7 @@ TEST(CausesOnGpu, FreshProcessesRunGpuKernelsAfterThisProcessOpenedTheDevice) {
   const Cell cell = sc.for_layouts(k->layouts());
   if (!k->supports(cell.c).ok) GTEST_SKIP() << k->name() << " declines " << cell.id();
   const CaseData data = prepare_inputs(cell.c);
-  const FaultedCache faulted = faulted_cache(data.cache, cell.fault);
+  const FaultedCache faulted = faulted_cache(data.c, data.cache, cell.fault);
   for (bool with_fault : {false, true}) {
     const RawRun here = run_kernel_once(*k, *b, data, with_fault ? faulted.cache : data.cache);
     std::string why;

@@ -90,7 +90,7 @@ TEST(ExecuteCell, AFaultedCacheGivenIsTheOneRun) {
   const CaseData data = prepare_case(cell.c, RunOptions{});
   CleanTwin twin;
   EXPECT_TRUE(is_failure(execute_cell(data, *vv, cell, *cpu, twin, Tolerance{}).result.verdict));
-  const FaultedCache k_poisoned = faulted_cache(data.cache, kKBigAll);
+  const FaultedCache k_poisoned = faulted_cache(data.c, data.cache, kKBigAll);
   ASSERT_GT(k_poisoned.poisoned, 0);
   ExecuteOptions how;
   how.faulted = &k_poisoned;

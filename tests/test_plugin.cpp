@@ -5,12 +5,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/digest.hpp"
+#include "core/dtype.hpp"
+#include "core/mla.hpp"
+#include "faults/mla_inject.hpp"
 #include "kernels/plugin.hpp"
 #include "exec/runner.hpp"
 #include "report/text.hpp"
@@ -56,9 +62,9 @@ TEST_P(PluginAbiError, RefusedNamingTheLibraryAndTheProblemWithNothingRegistered
 INSTANTIATE_TEST_SUITE_P(
     Plants, PluginAbiError,
     ::testing::Values(
-        AbiError{"wrong_abi", "wrong ABI version: the library was built for pacheck kernel ABI 999, this pacheck loads ABI 1 to 3"},
-        AbiError{"future_abi", "built for pacheck kernel ABI 4, this pacheck loads ABI 1 to 3"},
-        AbiError{"zero_abi", "built for pacheck kernel ABI 0, this pacheck loads ABI 1 to 3"},
+        AbiError{"wrong_abi", "wrong ABI version: the library was built for pacheck kernel ABI 999, this pacheck loads ABI 1 to 4"},
+        AbiError{"future_abi", "built for pacheck kernel ABI 5, this pacheck loads ABI 1 to 4"},
+        AbiError{"zero_abi", "built for pacheck kernel ABI 0, this pacheck loads ABI 1 to 4"},
         AbiError{"no_register", "missing symbol 'pacheck_register_kernels'"},
         AbiError{"no_version", "missing symbol 'pacheck_plugin_abi_version'"},
         AbiError{"dup_builtin", "duplicate kernel name 'cpu.reference': already registered by a built-in kernel"},
@@ -72,13 +78,13 @@ INSTANTIATE_TEST_SUITE_P(
         AbiError{"null_array", "head_sizes: NULL with num_head_sizes = 2"},
         AbiError{"bad_head_size", "head_sizes: 0 is not > 0"},
         AbiError{"bad_device", "device: 9 is not a pacheck_device value"},
-        AbiError{"small_struct", "struct_size 16 is smaller than the ABI v3 pacheck_kernel_desc"},
-        AbiError{"v1_sized_desc", "is smaller than the ABI v3 pacheck_kernel_desc"},
+        AbiError{"small_struct", "struct_size 16 is smaller than the ABI v4 pacheck_kernel_desc"},
+        AbiError{"v1_sized_desc", "is smaller than the ABI v4 pacheck_kernel_desc"},
         AbiError{"oversized_struct", "struct_size 100000 is larger than any pacheck_kernel_desc this pacheck knows"},
         AbiError{"v1_with_v2_fields", "declares ABI version 1 but sets scale_forms = 0x2, a version-2 field"},
         AbiError{"unknown_flag", "flags: unknown bits 0x80"},
         AbiError{"unknown_variant", "kernel #0 ('plug.bad'): variants: unknown bits 0x40 (known: 0x1f)"},
-        AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known to ABI v3: 0xe"},
+        AbiError{"unknown_scale_form", "kernel #0 ('plug.bad'): scale_forms: unknown bits 0x1 (known to ABI v4: 0xe"},
         AbiError{"null_desc", "descriptor pointer is NULL"},
         AbiError{"register_fails", "pacheck_register_kernels failed: planted: no device for this plugin"},
         AbiError{"no_kernels", "registered no kernel"}),
@@ -433,6 +439,167 @@ TEST(PluginAbiV3, PerSlotScalesReachOnlyVersion3Kernels) {
   Registry reg = builtins();
   add_linked_kernels("linked-fp8", register_fp8_kernel, 3, reg);
   EXPECT_TRUE(reg.find("linked.fp8_reader")->supports(c).ok) << reg.find("linked.fp8_reader")->supports(c).reason;
+}
+
+// ABI version 4: MLA decode through the plugin ABI. A linked MLA kernel written against the header alone (bf16
+// latent cache in the NHD layout of one KV head, the logits over the whole row, V the first v_head_dim values),
+// reading the latent shape from the version-4 fields; its planted twin reads V over the whole final block with
+// the tail's weights 0 (0 x NaN). Both decline a multi-head case, and an MLA case whose fields do not arrive.
+struct LinkedMla {
+  bool v_tail = false;  ///< the planted fault
+};
+
+float linked_bf16(const void* base, std::int64_t i) {
+  std::uint16_t b;
+  std::memcpy(&b, static_cast<const char*>(base) + 2 * i, 2);
+  return bf16_bits_to_f32(b);
+}
+
+/// One query row's output of a linked MLA kernel: `key_end` keys are visible; the V loop runs to `v_end`.
+void linked_mla_row(const pacheck_kernel_args& a, int s, int row, int key_end, int v_end) {
+  const int W = a.head_size, V = a.v_head_dim, B = a.block_size;
+  auto elem = [&](int t, int d) {
+    const std::int64_t b = a.block_tables[s * a.block_tables_stride + t / B];
+    return linked_bf16(a.key_cache, b * a.k_strides[0] + (t % B) * a.k_strides[1] + d * a.k_strides[3]);
+  };
+  for (int h = 0; h < a.num_heads; ++h) {
+    std::vector<double> p(static_cast<std::size_t>(v_end), 0.0);
+    double m = -INFINITY, sum = 0;
+    for (int t = 0; t < key_end; ++t) {
+      double dot = 0;
+      for (int d = 0; d < W; ++d) dot += double(linked_bf16(a.query, row * a.q_stride_seq + h * a.q_stride_head + d)) * elem(t, d);
+      m = std::max(m, p[static_cast<std::size_t>(t)] = dot * a.scale);
+    }
+    for (int t = 0; t < key_end; ++t) sum += (p[static_cast<std::size_t>(t)] = std::exp(p[static_cast<std::size_t>(t)] - m));
+    for (int i = 0; i < V; ++i) {
+      double o = 0;
+      for (int t = 0; t < v_end; ++t) o += p[static_cast<std::size_t>(t)] / sum * elem(t, i);
+      const std::uint16_t bits = f32_to_bf16_bits(static_cast<float>(o));
+      std::memcpy(static_cast<char*>(a.out) + 2 * (row * a.out_stride_seq + h * a.out_stride_head + i), &bits, 2);
+    }
+  }
+}
+
+pacheck_status linked_mla_run(void* user, const pacheck_kernel_args* a, char* error, size_t size) {
+  if (a->kv_lora_rank != 512 || a->qk_rope_head_dim != 64 || a->v_head_dim != 512 || a->head_size != 576) {
+    std::snprintf(error, size, "MLA fields did not arrive: kv_lora_rank %d, qk_rope_head_dim %d, v_head_dim %d",
+                  a->kv_lora_rank, a->qk_rope_head_dim, a->v_head_dim);
+    return PACHECK_ERROR;
+  }
+  const bool v_tail = static_cast<const LinkedMla*>(user)->v_tail;
+  for (int s = 0; s < a->num_seqs; ++s) {
+    const int first = a->query_start_loc_host ? a->query_start_loc_host[s] : s;
+    const int rows = a->query_start_loc_host ? a->query_start_loc_host[s + 1] - first : 1, len = a->seq_lens_host[s];
+    for (int i = 0; i < rows; ++i) {
+      const int keys = len - rows + i + 1;
+      linked_mla_row(*a, s, first + i, keys, v_tail ? (keys + a->block_size - 1) / a->block_size * a->block_size : keys);
+    }
+  }
+  return PACHECK_OK;
+}
+
+pacheck_status linked_mla_supports(void*, const pacheck_case_info* info, char* reason, size_t size) {
+  if (info->kv_lora_rank == 512 && info->qk_rope_head_dim == 64 && info->v_head_dim == 512) return PACHECK_OK;
+  std::snprintf(reason, size, "kv_lora_rank %d, qk_rope_head_dim %d, v_head_dim %d: only 512+64", info->kv_lora_rank,
+                info->qk_rope_head_dim, info->v_head_dim);
+  return PACHECK_DECLINED;
+}
+
+pacheck_status register_mla_kernels(pacheck_registrar* r) {
+  static const pacheck_layout layouts[] = {PACHECK_LAYOUT_NHD};
+  static const pacheck_dtype bf16[] = {PACHECK_DTYPE_BF16};
+  static LinkedMla honest{false}, planted{true};
+  pacheck_status st = PACHECK_OK;
+  for (auto [name, user] : {std::pair{"linked.mla", &honest}, std::pair{"linked.mla_v_tail", &planted}}) {
+    pacheck_kernel_desc d{};
+    d.struct_size = sizeof d;
+    d.name = name;
+    d.device = PACHECK_DEVICE_CPU;
+    d.flags = PACHECK_KERNEL_MLA;
+    d.layouts = layouts;
+    d.num_layouts = 1;
+    d.q_dtypes = d.kv_dtypes = d.out_dtypes = bf16;
+    d.num_q_dtypes = d.num_kv_dtypes = d.num_out_dtypes = 1;
+    d.variants = PACHECK_VARIANT_MULTI_QUERY;
+    d.supports = linked_mla_supports;
+    d.run = linked_mla_run;
+    d.user_data = user;
+    if (r->add_kernel(r, &d) != PACHECK_OK) st = PACHECK_ERROR;
+  }
+  return st;
+}
+
+Suite mla_plugin_suite() {
+  const std::string group = "[[cells]]\nmla = \"512+64\"\nheads = \"16/1\"\nhead_sizes = 576\nblock_sizes = 16\n"
+                            "layouts = \"nhd\"\ndtypes = \"bf16\"\nscales = [0.1352338]\n";
+  return parse_suite("name = \"mla-plugin\"\ndescription = \"MLA cells for plugin kernels: DeepSeek-V3 at 16 heads, "
+                     "a packed batch, an aligned length, 2 query tokens\"\n" + group +
+                         "seq_lens = [[100, 5], [64]]\n"
+                         "faults = [\"clean\", \"V:nan@tail\", \"K:nan@tail\", \"K+V:+inf@tail\", \"V:nan@others\"]\n" +
+                         group + "seq_lens = [[100, 5]]\nvariants = [\"qlen=2\"]\nfaults = [\"clean\", \"V:nan@tail\"]\n",
+                     "mla-plugin.toml");
+}
+
+TEST(PluginAbiV4, AnMlaKernelGetsTheLatentShapeAndFailsOnlyWhereItsPlantedFaultShows) {
+  Registry reg = builtins();
+  add_linked_kernels("linked-mla", register_mla_kernels, 4, reg);
+  const Suite suite = mla_plugin_suite();
+  std::set<std::string> v_tail_cells;
+  for (const SuiteCell& sc : suite.cells)
+    if (mla_poisons_v_tail(MlaCell{mla_case_of(sc.cell.c), sc.cell.fault})) v_tail_cells.insert(sc.cell.id());
+  ASSERT_FALSE(v_tail_cells.empty());
+  RunOptions opt;
+  opt.threads = 2;
+  const RunSummary honest = run_suite(suite, {reg.find("linked.mla")}, "cpu", opt);
+  ASSERT_EQ(honest.results.size(), suite.cells.size());
+  for (const auto& r : honest.results) EXPECT_EQ(r.verdict, Verdict::pass) << r.cell_id << ": " << r.detail;
+  const RunSummary planted = run_suite(suite, {reg.find("linked.mla_v_tail")}, "cpu", opt);
+  std::set<std::string> failed;
+  for (const auto& r : planted.results)
+    if (is_failure(r.verdict)) failed.insert(r.cell_id);
+    else EXPECT_EQ(r.verdict, Verdict::pass) << r.cell_id << ": " << r.detail;
+  EXPECT_EQ(failed, v_tail_cells);
+  // An MLA kernel declines a multi-head cell, naming kv_lora_rank.
+  const Support no = cell_support(*reg.find("linked.mla"), small_suite().cells.front().cell.c);
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.reason.find("kv_lora_rank 0"), std::string::npos) << no.reason;
+}
+
+// Plugins that do not set PACHECK_KERNEL_MLA (every plugin of versions 1 to 3) never see an MLA cell: each is
+// declined naming kv_lora_rank, and run() is never called on one.
+TEST(PluginAbiV4, PluginsWithoutTheMlaFlagNeverSeeAnMlaCell) {
+  Registry reg = builtins();
+  EXPECT_EQ(load_plugin(plant("v1_example"), reg).abi_version, 1u);
+  RunOptions opt;
+  opt.threads = 2;
+  const Suite suite = mla_plugin_suite();
+  const RunSummary s = run_suite(suite, {reg.find("example.cpu_reference")}, "cpu", opt);
+  ASSERT_EQ(s.results.size(), suite.cells.size());
+  for (const auto& r : s.results) {
+    EXPECT_EQ(r.verdict, Verdict::declined) << r.cell_id;
+    EXPECT_NE(r.detail.find("kv_lora_rank 512"), std::string::npos) << r.detail;
+  }
+  Registry current = builtins();
+  EXPECT_EQ(load_plugin(PACHECK_EXAMPLE_PLUGIN, current).abi_version, static_cast<std::uint32_t>(PACHECK_ABI_VERSION));
+  const Support no = cell_support(*current.find("example.cpu_reference"), suite.cells.front().cell.c);
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.reason.find("kv_lora_rank 512"), std::string::npos) << no.reason;
+}
+
+// PACHECK_KERNEL_MLA is a version-4 value: a library declaring version 3 that sets it is refused, naming the flag.
+TEST(PluginAbiV4, TheMlaFlagIsAVersion4Value) {
+  Registry reg = builtins();
+  const std::size_t before = reg.all().size();
+  try {
+    add_linked_kernels("linked-mla", register_mla_kernels, 3, reg);
+    ADD_FAILURE() << "a version-3 library setting PACHECK_KERNEL_MLA was accepted";
+  } catch (const PluginError& e) {
+    EXPECT_NE(e.problem.find("flags: 0x8 (PACHECK_KERNEL_MLA) is a version-4 value and the library declares ABI "
+                             "version 3"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(reg.all().size(), before);
 }
 
 // A plugin compiled against the frozen version-1 header (tests/plugins/abi_v1/) still loads, is treated

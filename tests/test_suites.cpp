@@ -83,7 +83,7 @@ TEST(SuiteCells, CarryTheirFileAndGroupLine) {
 
 TEST(SuiteErrors, NameFileLineAndField) {
   EXPECT_EQ(parse_suite(kGood, "good.toml").cells.size(), 1u);
-  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, scales, k_scale, v_scale, k_scale_range, v_scale_range, k_scale_slot, v_scale_slot, variants, high_block_ids)");
+  EXPECT_EQ(error_of(std::string(kGood) + "colour = \"red\"\n"), "bad.toml:7: cells.colour: unknown key (known: heads, head_sizes, block_sizes, dtypes, seq_lens, faults, layouts, dists, seeds, spare_blocks, padding_columns, padding_target, scale, scales, k_scale, v_scale, k_scale_range, v_scale_range, k_scale_slot, v_scale_slot, variants, high_block_ids, mla)");
   // Seed 002: per-slot scale tables. The key takes [lo, hi]; region `scales` needs a table for its cache.
   EXPECT_NE(error_of(std::string(kGood) + "dtypes = \"q=bf16,kv=fp8_e4m3fn,o=bf16\"\nk_scale_slot = [1]\n")
                 .find("bad.toml:8: cells.k_scale_slot: must be [lo, hi]"),

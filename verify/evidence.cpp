@@ -33,13 +33,15 @@ nlohmann::json listed_files(const std::string& dir) {
   return files;
 }
 
-/// kernels[]: each kernel of the run with its layouts and whether it is a negative control.
+/// kernels[]: each kernel of the run with its layouts, whether it is a negative control and whether it is an
+/// MLA kernel (takes_mla: the cells of a mixed suite it was paired with).
 nlohmann::json listed_kernels(const EvidenceInputs& in) {
   nlohmann::json kernels = nlohmann::json::array();
   for (const EvidenceKernel& k : in.kernels) {
     nlohmann::json layouts = nlohmann::json::array();
     for (Layout l : k.layouts) layouts.push_back(std::string(layout_name(l)));
-    kernels.push_back({{"name", k.name}, {"layouts", layouts}, {"negative_control", k.negative_control}});
+    kernels.push_back({{"name", k.name}, {"layouts", layouts}, {"negative_control", k.negative_control},
+                       {"takes_mla", k.takes_mla}});
   }
   return kernels;
 }

@@ -52,6 +52,7 @@ struct EvidenceKernel {
   std::string name;
   std::vector<Layout> layouts;  ///< Kernel::layouts(), preferred first: the layout its native cells ran in
   bool negative_control = false;
+  bool takes_mla = false;  ///< Kernel::takes_mla: which of a mixed suite's cells it ran (suites' pairs_with_kind)
 };
 
 /// What a run knows that its summary does not: the suite and the kernels it ran.

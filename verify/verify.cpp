@@ -68,12 +68,21 @@ const nlohmann::json& object_field(const nlohmann::json& j, const char* key, con
   return field(j, key, nlohmann::json::value_t::object, where);
 }
 
+/// Calls f(kernel index, cell id as it ran) for each (kernel, cell) of `suite` the run paired (a mixed suite:
+/// each kernel with its own kind's cells, as run's plan pairs them), kernel-major in suite order.
+template <class F>
+void for_each_planned(const Suite& suite, const std::vector<EvidenceKernel>& kernels, F&& f) {
+  const CellKinds kinds = cell_kinds(suite);
+  for (std::size_t k = 0; k < kernels.size(); ++k)
+    for (const SuiteCell& c : suite.cells)
+      if (pairs_with_kind(kernels[k].takes_mla, c.cell.c, kinds)) f(k, c.for_layouts(kernels[k].layouts).id());
+}
+
 /// The planned result keys of `kernels` over `suite`: result_key(kernel, cell id as it ran) -> the
 /// kernel's index.
 std::unordered_map<std::string, std::size_t> planned_keys(const Suite& suite, const std::vector<EvidenceKernel>& kernels) {
   std::unordered_map<std::string, std::size_t> out;
-  for (std::size_t k = 0; k < kernels.size(); ++k)
-    for (const SuiteCell& c : suite.cells) out.emplace(result_key(kernels[k].name, c.for_layouts(kernels[k].layouts).id()), k);
+  for_each_planned(suite, kernels, [&](std::size_t k, const std::string& id) { out.emplace(result_key(kernels[k].name, id), k); });
   return out;
 }
 
@@ -245,6 +254,8 @@ void check_kernels(Verification& v) {
     EvidenceKernel ek;
     ek.name = str_field(k, "name", v.ev_path + " kernels[]");
     ek.negative_control = bool_field(k, "negative_control", v.ev_path + " kernels[]");
+    // Absent in evidence written before MLA kernels existed: a multi-head kernel.
+    ek.takes_mla = k.contains("takes_mla") && bool_field(k, "takes_mla", v.ev_path + " kernels[]");
     for (const nlohmann::json& l : array_field(k, "layouts", v.ev_path + " kernels[]")) {
       try {
         ek.layouts.push_back(parse_layout(l.is_string() ? l.get<std::string>() : std::string()));
@@ -283,15 +294,13 @@ void check_results(Verification& v) {
                                        v.log.line_numbers[i], r.kernel, r.cell_id, it->second));
   }
   if (line_of.size() != v.planned.size()) {
-    for (const EvidenceKernel& k : v.kernels)
-      for (const SuiteCell& c : v.suite.cells) {
-        const std::string id = c.for_layouts(k.layouts).id();
-        if (!line_of.count(result_key(k.name, id)))
-          fail(kVerifyResults, fmt::format("{}: no result for {} '{}' ({} of {} results missing): cells skipped or "
-                                           "removed",
-                                           v.results_path, k.name, id, v.planned.size() - line_of.size(),
-                                           v.planned.size()));
-      }
+    for_each_planned(v.suite, v.kernels, [&](std::size_t k, const std::string& id) {
+      if (!line_of.count(result_key(v.kernels[k].name, id)))
+        fail(kVerifyResults, fmt::format("{}: no result for {} '{}' ({} of {} results missing): cells skipped or "
+                                         "removed",
+                                         v.results_path, v.kernels[k].name, id, v.planned.size() - line_of.size(),
+                                         v.planned.size()));
+    });
   }
   const std::size_t ev_results = count_field(v.ev, "results", v.ev_path);
   if (ev_results != v.log.results.size())

@@ -1,5 +1,5 @@
 /*
- * pacheck kernel C ABI, version 3.
+ * pacheck kernel C ABI, version 4.
  *
  * The contract between pacheck and a paged-attention decode kernel. Built-in kernels and plugin kernels
  * (shared libraries loaded with `pacheck run --plugin lib.so`) are called through the same
@@ -38,6 +38,11 @@
  *      new value is refused (it could not have meant it); a kernel is only given a layout its descriptor
  *      lists, and for a plugin of version 1 or 2 scale_forms 0 ("every form") means PER_TENSOR and
  *      PER_KV_HEAD only, so older plugins never see either.
+ *   4  MLA decode (multi-head latent attention, "MLA decode" below): pacheck_kernel_args and pacheck_case_info
+ *      end with kv_lora_rank, qk_rope_head_dim and v_head_dim; pacheck_kernel_desc::flags takes
+ *      PACHECK_KERNEL_MLA. Only a kernel whose descriptor sets that flag is handed MLA cells, and it is handed
+ *      nothing else; a plugin declaring version 1 to 3 cannot set it (it is refused if it does), so older
+ *      plugins never see an MLA cell: each is declined naming kv_lora_rank.
  * pacheck loads plugins of every version from PACHECK_ABI_MIN_VERSION to PACHECK_ABI_VERSION. A plugin
  * built against version 1 keeps working unchanged: it is handed structs whose version-1 prefix is
  * exactly what version 1 laid out, and pacheck reads nothing of its descriptor past the version-1 end.
@@ -52,7 +57,7 @@
 extern "C" {
 #endif
 
-#define PACHECK_ABI_VERSION 3
+#define PACHECK_ABI_VERSION 4
 #define PACHECK_ABI_MIN_VERSION 1 /* the oldest plugin ABI this header's pacheck still loads */
 
 /* Element types. Bit patterns: IEEE binary32 / binary16; bf16 = upper 16 bits of binary32;
@@ -219,7 +224,34 @@ typedef struct pacheck_kernel_args {
    * arbitrary), else NULL. Handed only to kernels whose scale_forms take PER_SLOT. */
   const float* k_scales_per_slot;
   const float* v_scales_per_slot;
+
+  /* ---- version 4 ---- */
+  /* MLA decode (see "MLA decode" below): 0, 0, 0 for every multi-head call; kv_lora_rank > 0 marks an MLA call,
+   * handed only to kernels with PACHECK_KERNEL_MLA. */
+  int32_t kv_lora_rank;     /* latent values at the start of each cache row (c_kv) */
+  int32_t qk_rope_head_dim; /* rope values after them (k_pe); head_size = kv_lora_rank + qk_rope_head_dim */
+  int32_t v_head_dim;       /* output values per head: V is the first v_head_dim values of each row */
 } pacheck_kernel_args;
+
+/* ------------------------------------------------------------------------------------------------------
+ * MLA decode (version 4)
+ *
+ * Multi-head latent attention with the up-projections absorbed, as paged MLA decode kernels see it (FlashMLA,
+ * FlashInfer's MLA wrapper, vLLM's and SGLang's Triton MLA decode): one cache holds a latent row of
+ * head_size = kv_lora_rank + qk_rope_head_dim values per token (DeepSeek-V3: 512 + 64), shared by every query
+ * head. In an MLA call (kv_lora_rank > 0):
+ *   - num_kv_heads is 1 and layout is NHD: the cache is [num_blocks, block_size, 1, head_size];
+ *     key_cache == value_cache (the same pointer) with v_strides == k_strides; an fp8 cache has one per-tensor
+ *     scale, k_scale == v_scale (PER_TENSOR; k_scales_per_head and the per-slot tables are NULL);
+ *   - query is [num_query_tokens, num_heads, head_size]: each head's absorbed latent query, then its rope part;
+ *   - the logit of head h and key j is scale * (q_h . row_j) over all head_size values (scale is the model's
+ *     own, e.g. DeepSeek-V3's qk_head_dim^-0.5 times a YaRN factor, not 1/sqrt(head_size)), masked as in
+ *     "Attention variants" step 4;
+ *   - out is [num_query_tokens, num_heads, v_head_dim] (out_stride_head = v_head_dim): the softmax-weighted sum
+ *     of the first v_head_dim values of the same rows (V is a prefix of the row, not a second cache).
+ * The unwritten slots of the latent cache hold arbitrary bits, in the rope part, the V part or both: a kernel
+ * must not let them reach the output (0 x NaN is NaN: weights of masked slots must not multiply their V).
+ * ---------------------------------------------------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------------------------------------
  * Attention variants (version 2)
@@ -291,7 +323,9 @@ typedef struct pacheck_kernel_args {
 #define PACHECK_KERNEL_BATCH_VARIANT 0x2u   /* a sequence's output may depend on the others of its batch */
 #define PACHECK_KERNEL_TF32 0x4u            /* dots read f32 operands as TF32 (tensor cores; Triton's default
                                                fp32 tl.dot): f32 outputs are judged against the TF32 limit */
-#define PACHECK_KERNEL_KNOWN_FLAGS 0x7u
+#define PACHECK_KERNEL_MLA 0x8u             /* version 4: an MLA decode kernel ("MLA decode"): handed MLA cells,
+                                               and only those */
+#define PACHECK_KERNEL_KNOWN_FLAGS 0xFu
 
 /* Bits of pacheck_kernel_desc::variants (version 2): the attention variants a kernel implements. A cell
  * that needs a variant the kernel does not list is declined with a reason naming the field. Unknown bits
@@ -344,6 +378,9 @@ typedef struct pacheck_case_info {
   float logits_soft_cap;          /* 0 = none */
   int32_t has_alibi;              /* 1 when the call will pass alibi_slopes */
   int32_t has_sinks;              /* 1 when the call will pass sinks */
+
+  /* ---- version 4 ---- */
+  int32_t kv_lora_rank, qk_rope_head_dim, v_head_dim; /* as in pacheck_kernel_args: 0 for a multi-head case */
 } pacheck_case_info;
 
 /* Optional: may the kernel run this case? Return PACHECK_OK to run it, or PACHECK_DECLINED after writing a

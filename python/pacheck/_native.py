@@ -12,7 +12,7 @@ import glob
 import json
 import os
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 C_API_VERSION = 1
 
 PACHECK_OK, PACHECK_DECLINED, PACHECK_ERROR = 0, 1, 2
@@ -58,6 +58,7 @@ class KernelArgs(ctypes.Structure):
         ("alibi_slopes", _p), ("sinks", _p),
         # version 3
         ("k_scales_per_slot", _p), ("v_scales_per_slot", _p),
+        ("kv_lora_rank", _i32), ("qk_rope_head_dim", _i32), ("v_head_dim", _i32),  # version 4: MLA
     ]
 
 
@@ -74,6 +75,7 @@ class CaseInfo(ctypes.Structure):
         ("k_scales_per_head", ctypes.POINTER(_f32)), ("v_scales_per_head", ctypes.POINTER(_f32)),
         ("max_query_len", _i32), ("query_lens", ctypes.POINTER(_i32)),
         ("sliding_window", _i32), ("logits_soft_cap", _f32), ("has_alibi", _i32), ("has_sinks", _i32),
+        ("kv_lora_rank", _i32), ("qk_rope_head_dim", _i32), ("v_head_dim", _i32),  # version 4: MLA
     ]
 
 

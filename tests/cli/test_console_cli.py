@@ -31,6 +31,7 @@ Scenarios:
               (done/total, the cells running, the time elapsed); 'off' prints none
   repro_flags the repro lines of a run, a report and fuzz under --tolerance calibrated --oracle-precision f32
               carry those flags and reproduce the run's verdict and limit (without them, another limit)
+  repro_mla   repro of an MLA cell places each of its worst elements in the v_head_dim-wide output row
   list_cells  `pacheck list cells --suite S [--kernel K] [--filter RE]`: one pasteable id per line, the ids a
               run of the same selection reports, in the same order; its options refused for other lists
 """
@@ -352,6 +353,19 @@ def scenario_repro_flags(args, tmp):
         check(msg in p.stdout, f"{bad}: {p.stdout[-300:]}")
 
 
+def scenario_repro_mla(args, tmp):
+    """repro of an MLA cell names each element by its place in the v_head_dim-wide output row, not the latent
+    row: --top of every element lists each (head, dim) of 4 heads x 256 once."""
+    cell = "h4/1 d576 bs32 bf16 ctx100 nhd seed7 scale=0.1352338 mla=512+64,v256 clean"
+    p = run(args, "repro", cell, "--kernel", "cpu.mla_reference", "--top", "1024")
+    check(re.search(r"^verdict\s+pass$", p.stdout, re.M) and "elements 1024" in p.stdout, p.stdout[-1500:])
+    table = p.stdout.split("|diff|\n", 1)[-1].splitlines()
+    places = [(int(r.split()[1]), int(r.split()[2])) for r in table if r.strip()]
+    check(sorted(places) == [(h, d) for h in range(4) for d in range(256)],
+          f"the rows are not each (head, dim) of 4 x 256 once: {len(places)} rows, dims up to "
+          f"{max((d for _, d in places), default=-1)}, heads up to {max((h for h, _ in places), default=-1)}")
+
+
 def score_inputs(args, tmp):
     """An export of tail-poison's bf16 cells and a foreign runner's outputs for it, written without NumPy: the
     first case's files declined (its cells are declined, not failed), every other output all zeros (each of
@@ -454,8 +468,8 @@ def scenario_progress_interval(args, tmp):
 
 
 def main():
-    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells", "repro_flags", "score_fail_fast",
-                 "score_repeat", "progress_interval"]
+    scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells", "repro_flags", "repro_mla",
+                 "score_fail_fast", "score_repeat", "progress_interval"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)

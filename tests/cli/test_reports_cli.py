@@ -519,8 +519,12 @@ def scenario_bad_input(args, tmp):
     # are carried since format_version 3, per-slot scale tables since 4) is said to be that, not "no cell was
     # selected" (which names --filter, as run and list cells do).
     rejected("export: none of the 2 selected cells of suite gate can be written as case files (0 pinned to "
-             "another layout or not valid in it, 0 of an untagged dtype, 2 with high block ids)",
+             "another layout or not valid in it, 0 of an untagged dtype, 2 with high block ids, 0 MLA cells)",
              "export", "--suite", "gate", "--filter", "hiblk=", "--out", os.path.join(tmp, "exp-hiblk"))
+    # No case-file format carries a latent cache yet: gate's MLA group is counted as such.
+    rejected("export: none of the 4 selected cells of suite gate can be written as case files (0 pinned to "
+             "another layout or not valid in it, 0 of an untagged dtype, 0 with high block ids, 4 MLA cells)",
+             "export", "--suite", "gate", "--filter", "mla=", "--out", os.path.join(tmp, "exp-mla"))
     rejected("--filter: 'NOTHING' matches none of the", "export", "--suite", "tail-poison", "--filter",
              "NOTHING", "--out", os.path.join(tmp, "exp-none"))
     rejected("--shard '0/99999999999': N must be at most 2147483647", *tiny, "--shard", "0/99999999999")
@@ -647,8 +651,8 @@ SELFTEST_POOL = selftest_suite("pool", "bf16", "high_block_ids = 32\n").replace(
 # far below zero and sequences of one batch far apart (cpu.sentinel_max, cpu.carried_max), a far_above case then
 # a peaked one on the same buffers (cpu.replay_output, cpu.stale_max), f16 weights all below 2^-14 at 20,000
 # tokens (cpu.p_f16_ftz); with `fp8`, e4m3fn codes of the top binade (cpu.e4m3_ieee) and per-slot tables in
-# the nhd layout (cpu.slot_scale_nhd).
-def selftest_gate(fp8=True):
+# the nhd layout (cpu.slot_scale_nhd); with `mla`, gate's MLA group (every cpu.mla_* control), as it is.
+def selftest_gate(fp8=True, mla=True):
     group = '[[cells]]\nheads = "{}"\nhead_sizes = {}\nblock_sizes = 16\ndtypes = "{}"\nseq_lens = {}\n{}'
     text = ('name = "gate"\ndescription = "cli.selftest stand-in"\n'
             + group.format("8/2", 64, "bf16", "[[300, 37, 45]]", 'dists = ["far_below", "mixed_scales"]\n')
@@ -659,6 +663,10 @@ def selftest_gate(fp8=True):
                               'dists = "uniform"\nk_scale = 0.0023\nv_scale = 0.0023\n')
                  + group.format("8/2", 64, "q=bf16,kv=fp8_e4m3fn,o=bf16", "[[1000, 37]]",
                                 'layouts = ["nhd"]\nk_scale_slot = [0.25, 4.0]\nv_scale_slot = [0.25, 4.0]\n'))
+    if mla:
+        text += ('[[cells]]\nmla = "512+64"\nheads = "16/1"\nhead_sizes = 576\nblock_sizes = 16\nlayouts = "nhd"\n'
+                 'dtypes = "bf16"\nseq_lens = [[100, 5]]\nscales = [0.1352338]\n'
+                 'faults = ["clean", "V:nan@tail", "K:nan@tail", "V:nan@others"]\n')
     return text
 
 
@@ -686,13 +694,19 @@ def scenario_selftest(args, tmp):
                        "cpu.softcap_ratio", "cpu.window_scratch", "cpu.int32_offset", "cpu.uint32_offset",
                        "cpu.qlen_no_causal", "cpu.slot_scale_unmasked", "cpu.sentinel_max", "cpu.softmax_no_max",
                        "cpu.carried_max", "cpu.p_f16_ftz", "cpu.e4m3_ieee", "cpu.slot_scale_nhd", "cpu.replay_output",
-                       "cpu.stale_max"}, p.stdout)
+                       "cpu.stale_max", "cpu.mla_fixed_scale", "cpu.mla_rope_dropped", "cpu.mla_rope_unscaled",
+                       "cpu.mla_v_offset", "cpu.mla_v_tail", "cpu.mla_packed_tile"}, p.stdout)
     check(all(v == "caught" for v in got.values()), f"a control not caught:\n{p.stdout}")
     check(p.stdout.rstrip().endswith("selftest: passed"), p.stdout[-500:])
-    # Planted: fp8 and gate without an fp8 cell leave the fp8 controls unexercised, which must fail.
+    # Planted: fp8 and gate without an fp8 cell leave the fp8 controls unexercised, which must fail; so does a
+    # gate without its MLA group for the MLA controls.
     p = run(args, "selftest", env=suites("no_fp8", selftest_suite("fp8", "bf16"), selftest_gate(fp8=False)), expect=3)
     got = controls(p)
     check(got.get("cpu.fp8_scale_fault") == "not" and got.get("cpu.vector_v") == "caught", p.stdout)
+    p = run(args, "selftest", env=suites("no_mla", SELFTEST_FP8, selftest_gate(mla=False)), expect=3)
+    got = controls(p)
+    check(got.get("cpu.mla_v_tail") == "not" and got.get("cpu.mla_packed_tile") == "not"
+          and got.get("cpu.vector_v") == "caught", p.stdout)
     # --ulps 0 would seed nothing: it is a usage error (exit 2 naming the range), not a blind instrument.
     p = run(args, "selftest", "--ulps", "0", expect=2)
     check("--ulps: Value 0 not in range 1 to 1024" in p.stdout, p.stdout)

@@ -50,6 +50,20 @@ faults = ["clean", "K:nan@tail", "V:nan@tail", "K+V:nan@tail"]
 
 KERNELS = ["--kernel", "cpu.reference", "--kernel", "cpu.vector_v"]
 
+# SMALL_SUITE's cells and two MLA cells (DeepSeek-V3's latent row and scale): a mixed suite, as gate is.
+MIXED_SUITE = SMALL_SUITE.replace('"evidence-small"', '"evidence-mixed"') + """
+[[cells]]
+mla = "512+64"
+heads = "4/1"
+head_sizes = 576
+block_sizes = 16
+layouts = "nhd"
+dtypes = "bf16"
+seq_lens = [17]
+scales = [0.1352338]
+faults = ["clean", "V:nan@tail"]
+"""
+
 
 def dump(obj):
     """JSON text as pacheck writes evidence.json (nlohmann's dump(1): sorted keys, one space of indent)."""
@@ -150,6 +164,24 @@ def scenario_verify_real(args, tmp):
     real_run(args, t, "--suite", "tail-poison", *KERNELS)
     verify(args, t, expect=0, says=["verified: suite tail-poison (32 cells", "64 results", "controls 8/8 caught"])
     verify(args, t, "--suite", "tail-poison", expect=0, says="verified:")
+    verify_mixed(args, tmp)
+
+
+def verify_mixed(args, tmp):
+    """A mixed suite pairs each kernel with its own kind's cells (8 multi-head x 1 + 2 MLA x 2 = 12 results):
+    verify expects those pairs, from the evidence's takes_mla, and no others."""
+    suite = suite_file(tmp, MIXED_SUITE, "mixed.toml")
+    m = os.path.join(tmp, "mixed")
+    real_run(args, m, "--suite", suite, "--kernel", "cpu.reference", "--kernel", "cpu.mla_reference", "--kernel",
+             "cpu.mla_v_tail")
+    ev = json.loads(read(os.path.join(m, "evidence.json")))
+    check([(k["name"], k["takes_mla"]) for k in ev["kernels"]] ==
+          [("cpu.reference", False), ("cpu.mla_reference", True), ("cpu.mla_v_tail", True)], str(ev["kernels"]))
+    verify(args, m, "--suite", suite, expect=0, says=["verified: suite evidence-mixed (10 cells", "12 results"])
+    # An MLA kernel recorded as multi-head would have had the 8 multi-head cells, not the 2 MLA ones.
+    forged = copy(m, tmp, "mixed-forged")
+    forge(forged, lambda e: e["kernels"][1].update(takes_mla=False))
+    verify(args, forged, "--suite", suite, expect=13, says="is not a cell of suite 'evidence-mixed'")
 
 
 def scenario_verify_tamper(args, tmp):
