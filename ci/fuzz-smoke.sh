@@ -10,7 +10,9 @@
 # Long runs (docs/measurements/fuzz.md): FUZZ_RUNS=N runs each target for N executions in FUZZ_PROCS
 # processes (default 1; seeds 1..FUZZ_PROCS, N/FUZZ_PROCS executions each), every target at once, each
 # process's output in FUZZ_LOG_DIR (default BUILD_DIR/fuzz-long)/TARGET-P.log; FUZZ_TARGETS picks targets;
-# FUZZ_PREBUILT=1 uses BUILD_DIR's binaries as they are (a machine without clang, such as the device machine).
+# FUZZ_PREBUILT=1 uses BUILD_DIR's binaries as they are (a machine without clang, such as the device machine);
+# FUZZ_MAX_SECONDS caps each process (so a lent machine's time limit ends none of them unfinished); the
+# executions and exit of every process go to FUZZ_LOG_DIR/summary.txt, one file to bring home.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -62,13 +64,15 @@ fuzz() {
 }
 # A long run of one target: FUZZ_PROCS processes in the background, each from its own copy of the corpus.
 pids=()
+[ "$runs" = 0 ] || { mkdir -p "$logs" && : >"$logs/summary.txt"; }
 long() {
   local target=$1
   shift
   mkdir -p "$logs"
   for p in $(seq 1 "$procs"); do
     rm -rf "$corpora/$target-$p" && cp -r "$corpora/$target" "$corpora/$target-$p"
-    "$bin/fuzz_$target" "$@" -seed="$p" -runs=$((runs / procs)) -print_final_stats=1 "$corpora/$target-$p" \
+    "$bin/fuzz_$target" "$@" -seed="$p" -runs=$((runs / procs)) ${FUZZ_MAX_SECONDS:+-max_total_time=$FUZZ_MAX_SECONDS} \
+      -print_final_stats=1 "$corpora/$target-$p" \
       >"$logs/$target-$p.log" 2>&1 &
     pids+=("$!:$target-$p")
   done
@@ -87,7 +91,9 @@ if [ "$runs" != 0 ]; then
   for entry in "${pids[@]}"; do
     pid=${entry%%:*} name=${entry#*:}
     if wait "$pid"; then rc=0; else rc=$?; failed=1; fi
-    echo "fuzz-smoke.sh: fuzz_$name: exit $rc, $(grep -h 'stat::number_of_executed_units' "$logs/$name.log" | awk '{print $2}') executions"
+    echo "fuzz-smoke.sh: fuzz_$name: exit $rc, $(grep -h 'stat::number_of_executed_units' "$logs/$name.log" | awk '{print $2}') executions" \
+      | tee -a "$logs/summary.txt"
+    [ "$rc" = 0 ] || tail -30 "$logs/$name.log" >>"$logs/summary.txt"
   done
   exit "$failed"
 fi
