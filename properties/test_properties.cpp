@@ -107,25 +107,25 @@ class OutOfMemoryEvery : public Kernel {
 // The trust run's parallel fuzz jobs on one H100 once ran a GPU kernel out of device memory, and determinism
 // reported it as the kernel's fault. An occasional out-of-memory call discards its case (counted); a kernel
 // that runs out on every call still fails the property (RapidCheck gives up), so a leak is not hidden.
-TEST(DeviceOutOfMemory, DiscardsTheCaseAndIsCounted) {
+/// determinism over `cases` cases from seed 3 on a kernel out of device memory on every `every`-th call.
+PropertyRun determinism_out_of_memory_every(int every, int cases) {
   RunParams params;
   params.seed = 3;
-  params.cases = 40;
-  const KernelUnderTest t = make_target(std::make_shared<OutOfMemoryEvery>(7));
-  const PropertyRun run = run_property(parse_property("determinism"), t, params);
+  params.cases = cases;
+  return run_property(parse_property("determinism"), make_target(std::make_shared<OutOfMemoryEvery>(every)), params);
+}
+
+TEST(DeviceOutOfMemory, DiscardsTheCaseAndIsCounted) {
+  const PropertyRun run = determinism_out_of_memory_every(7, 40);
   EXPECT_TRUE(run.passed) << (run.counterexample ? run.counterexample->message : run.message);
-  EXPECT_EQ(run.cases, params.cases);
+  EXPECT_EQ(run.cases, 40);
   EXPECT_GT(run.device_out_of_memory, 0);
 }
 
 TEST(DeviceOutOfMemory, OnEveryCallFailsTheProperty) {
-  RunParams params;
-  params.seed = 3;
-  params.cases = 20;
-  const KernelUnderTest t = make_target(std::make_shared<OutOfMemoryEvery>(1));
-  const PropertyRun run = run_property(parse_property("determinism"), t, params);
+  const PropertyRun run = determinism_out_of_memory_every(1, 20);
   EXPECT_FALSE(run.passed);
-  EXPECT_GT(run.device_out_of_memory, params.cases);
+  EXPECT_GT(run.device_out_of_memory, 20);
   EXPECT_EQ(run.cases, 0);
 }
 
