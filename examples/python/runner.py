@@ -96,6 +96,10 @@ class CaseFileError(Exception):
     pass
 
 
+# The tensors every case file carries, whatever its variant (docs/REFERENCE.md's case-file layout).
+REQUIRED_TENSORS = ("query", "key_cache", "value_cache", "block_tables", "seq_lens", "scale", "out")
+
+
 def read_safetensors(path):
     """Returns {name: (dtype_tag, ndarray)}. Checks the same structure pacheck's reader checks."""
     with open(path, "rb") as f:
@@ -121,6 +125,9 @@ def read_safetensors(path):
             raise CaseFileError(f"{path}: tensor '{name}': bad data_offsets {e['data_offsets']}")
         arr = np.frombuffer(data[begin:end], dtype=np.dtype(np_type).newbyteorder("<"), count=count)
         out[name] = (tag, arr.reshape(e["shape"]))
+    for name in REQUIRED_TENSORS:
+        if name not in out:
+            raise CaseFileError(f"{path}: tensor '{name}': missing (every case file has it: export the case again)")
     return out
 
 

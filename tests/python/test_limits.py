@@ -191,3 +191,18 @@ def test_kernel_options_are_checked():
         pacheck.Kernel("t.bad_sparse", numpy_decode.run, sparse_pools="yes")
     with pytest.raises(ValueError, match="timeout: None or seconds"):
         pacheck.Kernel("t.bad_timeout", numpy_decode.run, timeout=-1)
+
+
+def test_the_example_runner_names_a_missing_tensor(tmp_path):
+    """examples/python/runner.py reads a case file without one of the tensors every case file has as a broken file
+    named by its path and tensor (skipped, the others still run), not a KeyError traceback."""
+    import runner
+
+    tensors = {name: ("F32", np.zeros(4, np.float32)) for name in runner.REQUIRED_TENSORS if name != "seq_lens"}
+    path = str(tmp_path / "0000.safetensors")
+    runner.write_safetensors(path, tensors)
+    with pytest.raises(runner.CaseFileError, match=r"0000\.safetensors: tensor 'seq_lens': missing"):
+        runner.read_safetensors(path)
+    tensors["seq_lens"] = ("I32", np.ones(1, np.int32))
+    runner.write_safetensors(path, tensors)
+    assert set(runner.read_safetensors(path)) == set(runner.REQUIRED_TENSORS)
