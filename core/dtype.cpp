@@ -43,6 +43,15 @@ double dtype_max_finite(DType t) {
 }
 
 std::uint32_t fp8_to_bits(float v, DType t) { return is_fp8(t) ? fp8_encode(v, fp8_of(t)) : 0; }
+const std::array<float, 65536>& f16_decode_table() {
+  static const std::array<float, 65536> table = [] {
+    std::array<float, 65536> t{};
+    for (std::uint32_t b = 0; b < t.size(); ++b) t[b] = f16_bits_to_f32(static_cast<std::uint16_t>(b));
+    return t;
+  }();
+  return table;
+}
+
 float fp8_from_bits(std::uint32_t bits, DType t) { return is_fp8(t) ? fp8_decode_table(fp8_of(t))[bits & 0xFFu] : 0; }
 
 std::uint32_t to_bits_reference(float v, DType t) {

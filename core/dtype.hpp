@@ -2,6 +2,7 @@
 // The fp8 types are KV-cache encodings only (docs/FP8.md); core/fp8.hpp defines them.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -102,6 +103,10 @@ inline float f16_bits_to_f32(std::uint16_t h) {
   const int s = 11 - std::bit_width(m);
   return std::bit_cast<float>(sign | static_cast<std::uint32_t>(113 - s) << 23 | ((m << s) & 0x3FFu) << 13);
 }
+
+/// f16_bits_to_f32 of every one of the 65,536 bit patterns, indexed by the bits (256 KiB, built on first use):
+/// the CPU kernels' f16 loads, one lookup per element instead of the branches.
+const std::array<float, 65536>& f16_decode_table();
 
 /// fp32 -> bfloat16 bits, round to nearest, ties to even; NaN gives 0x7FC0 / 0xFFC0 by sign (Eigen::bfloat16's
 /// conversion, bit for bit).

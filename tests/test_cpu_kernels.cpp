@@ -9,6 +9,8 @@
 //    final block's tail and in every unwritten slot, in each layout the kernel reads, at straddling and
 //    aligned lengths, f32/f16/bf16: honest kernels stay bitwise unchanged; cpu.vector_v is caught exactly on
 //    the cells poisons_v_tail() names.
+//  - CpuRows.RowReadersEqualTheElementReadersBitForBit: the row readers the kernels' inner loops use return
+//    what the element readers do, bit for bit, in every layout and cache dtype.
 //  - Fp8CachesAgreeOrAreCaughtExactly: the three fp8 encodings with per-head and per-tensor scales, clean and
 //    under tail poison: honest kernels agree with the oracle, the fp8 scale controls fail exactly on the
 //    cells where their wrong scale is material.
@@ -28,7 +30,10 @@
 
 #include "core/case.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/cpu/cpu_common.hpp"
 #include "kernels/kernel.hpp"
+#include "oracle/tensors.hpp"
+#include "paging/pager.hpp"
 #include "tests/kernel_checks.hpp"
 
 namespace pacheck {
@@ -314,6 +319,63 @@ TEST(CpuKernelChecks, FailAKernelThatHidesItsFaultOrClaimsOneItLacks) {
   for (const std::string& m : claimed_failures) EXPECT_NE(m.find("negative control blind"), std::string::npos) << m;
   EXPECT_EQ(claimed_count.must_fail, 4);
   EXPECT_EQ(claimed_count.failed, 0);
+}
+
+// SeqView's row readers (k_row, v_row: what the CPU kernels' inner loops read) against its element readers
+// (k, v), bit for bit, over every layout, the 32- and 16-bit caches and fp8 with per-head and per-slot
+// scales, every token and KV head including the final block's tail. The kernels' outputs are unchanged by
+// the row readers only if this holds.
+TEST(CpuRows, RowReadersEqualTheElementReadersBitForBit) {
+  int combos = 0;
+  for (Layout layout : {Layout::vllm, Layout::nhd, Layout::hnd, Layout::aiter})
+    for (DType kv : {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3fn, DType::fp8_e5m2}) {
+      Case c;
+      c.num_heads = 4;
+      c.num_kv_heads = 2;
+      c.head_size = 64;
+      c.block_size = 16;
+      c.seq_lens = {37, 5};
+      c.layout = layout;
+      c.kv_dtype = kv;
+      c.q_dtype = c.out_dtype = DType::bf16;
+      if (is_fp8(kv)) {
+        c.k_scale.slot = std::pair{0.25f, 4.0f};
+        c.v_scale.values = {1.7f, 0.4f};
+      }
+      try {
+        c.validate();
+      } catch (const CaseError&) {
+        continue;  // a layout that does not take this dtype
+      }
+      const PagedCache pc = page(c, generate(c));
+      std::vector<float> out(static_cast<std::size_t>(c.num_seqs()) * c.num_heads * c.head_size);
+      const pacheck_kernel_args a =
+          make_args(c, pc, nullptr, pc.key_cache.data(), pc.value_cache.data(), pc.block_tables.data(), pc.seq_lens.data(),
+                    out.data(), pc.k_per_head ? pc.k_scales.data() : nullptr, pc.v_per_head ? pc.v_scales.data() : nullptr,
+                    nullptr, nullptr, nullptr, pc.k_slot_scales.empty() ? nullptr : pc.k_slot_scales.data(),
+                    pc.v_slot_scales.empty() ? nullptr : pc.v_slot_scales.data());
+      const cpu::Scales sc(a);
+      std::vector<float> row(static_cast<std::size_t>(c.head_size));
+      int differ = 0;
+      for (int s = 0; s < c.num_seqs(); ++s) {
+        const cpu::SeqView sv{a, s, cpu::pack_x(a), sc};
+        const int blocks = (c.seq_lens[s] + c.block_size - 1) / c.block_size;
+        cpu::dispatch_kv(a, [&]<DType KV>() {
+          for (int t = 0; t < blocks * c.block_size; ++t)  // the tail slots too, as cpu.vector_v reads them
+            for (int g = 0; g < c.num_kv_heads; ++g) {
+              sv.k_row<KV>(t, g, row.data(), c.head_size);
+              for (int d = 0; d < c.head_size; ++d)
+                differ += std::bit_cast<std::uint32_t>(row[d]) != std::bit_cast<std::uint32_t>(sv.k<KV>(t, g, d));
+              sv.v_row<KV>(t, g, row.data(), c.head_size);
+              for (int d = 0; d < c.head_size; ++d)
+                differ += std::bit_cast<std::uint32_t>(row[d]) != std::bit_cast<std::uint32_t>(sv.v<KV>(t, g, d));
+            }
+        });
+      }
+      EXPECT_EQ(differ, 0) << c.id();
+      ++combos;
+    }
+  EXPECT_GE(combos, 16) << "every layout with the 32- and 16-bit caches, and fp8 where the layout takes it";
 }
 
 }  // namespace

@@ -38,10 +38,38 @@ inline float ld(const void* base, std::int64_t i) {
   } else {
     std::uint16_t b;
     std::memcpy(&b, static_cast<const char*>(base) + 2 * i, 2);
-    if constexpr (T == DType::bf16) return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-    else return from_bits(b, DType::f16);
+    if constexpr (T == DType::bf16) {
+      return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+    } else {
+      static const std::array<float, 65536>& table = f16_decode_table();
+      return table[b];
+    }
   }
 }
+
+/// ld<T> with its decode table looked up once (a row's loads share it): Loader<T>{}(base, i) == ld<T>(base, i).
+template <DType T>
+struct Loader {
+  const float* table = nullptr;
+  Loader() {
+    if constexpr (is_fp8(T)) table = fp8_decode_table(static_cast<Fp8>(static_cast<std::uint8_t>(T))).data();
+    else if constexpr (T == DType::f16) table = f16_decode_table().data();
+  }
+  float operator()(const void* base, std::int64_t i) const {
+    if constexpr (is_fp8(T)) {
+      return table[static_cast<const std::uint8_t*>(base)[i]];
+    } else if constexpr (T == DType::f32) {
+      float v;
+      std::memcpy(&v, static_cast<const char*>(base) + 4 * i, 4);
+      return v;
+    } else {
+      std::uint16_t b;
+      std::memcpy(&b, static_cast<const char*>(base) + 2 * i, 2);
+      if constexpr (T == DType::bf16) return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+      else return table[b];
+    }
+  }
+};
 
 /// Calls f.template operator()<KV>() with the KV dtype of `a` as a template argument.
 template <typename F>
@@ -192,14 +220,66 @@ struct SeqView {
     if constexpr (is_fp8(KV)) return e * sc.v_at(block_of(t), g, t % a.block_size);
     else return e;
   }
+  /// Elements 0 .. n-1 of token t's K row of KV head g into dst[n]: k<KV>(t, g, d) for each d, bit for bit
+  /// (the same load and the same one multiply by the scale). The block table entry, the row's offset and
+  /// the scale are looked up once per row, not once per element: the CPU kernels' inner loops read rows.
+  template <DType KV>
+  void k_row(int t, int g, float* dst, int n) const {
+    const std::int64_t blk = block_of(t);
+    const int slot = t % a.block_size;
+    const std::int64_t* ks = a.k_strides;
+    const std::int64_t base = key_offset(a.layout, ks, x, blk, g, slot, 0);
+    const Loader<KV> load;
+    if (a.layout == PACHECK_LAYOUT_NHD || a.layout == PACHECK_LAYOUT_HND) {
+      for (int d = 0; d < n; ++d) dst[d] = load(a.key_cache, base + d * ks[3]);
+    } else {  // vllm and aiter keys: packed vectors of x elements (key_offset)
+      for (int d0 = 0; d0 < n; d0 += x) {
+        const std::int64_t vec = base + (d0 / x) * ks[2];
+        for (int i = 0; i < x && d0 + i < n; ++i) dst[d0 + i] = load(a.key_cache, vec + i * ks[4]);
+      }
+    }
+    if constexpr (is_fp8(KV)) {
+      const float scale = sc.k_at(blk, g, slot);
+      for (int d = 0; d < n; ++d) dst[d] *= scale;
+    }
+  }
+  /// Elements 0 .. n-1 of token t's V row of KV head g into dst[n]: v<KV>(t, g, d) for each d, bit for bit.
+  template <DType KV>
+  void v_row(int t, int g, float* dst, int n) const {
+    const std::int64_t blk = block_of(t);
+    const int slot = t % a.block_size;
+    const std::int64_t* vs = a.v_strides;
+    const std::int64_t base = value_offset(a.layout, vs, blk, g, slot, 0);
+    const std::int64_t step = a.layout == PACHECK_LAYOUT_VLLM ? vs[2] : vs[3];  // value_offset's d stride
+    const Loader<KV> load;
+    for (int d = 0; d < n; ++d) dst[d] = load(a.value_cache, base + d * step);
+    if constexpr (is_fp8(KV)) {
+      const float scale = sc.v_at(blk, g, slot);
+      for (int d = 0; d < n; ++d) dst[d] *= scale;
+    }
+  }
 };
+
+/// A per-thread row buffer of at least n floats for SeqView::k_row / v_row (`which` keeps a K row and a V
+/// row apart); valid until the next call with the same `which` on this thread.
+inline float* row_scratch(int which, int n) {
+  thread_local std::vector<float> rows[2];
+  std::vector<float>& r = rows[which];
+  if (static_cast<int>(r.size()) < n) r.resize(static_cast<std::size_t>(n));
+  return r.data();
+}
+inline float* k_scratch(int n) { return row_scratch(0, n); }
+inline float* v_scratch(int n) { return row_scratch(1, n); }
 
 /// Scaled logit scale * (q . K_t) of token t against KV head g, summed in fp32 in dimension order; `q` is
 /// the query row [head_size] in fp32. The soft cap and query head sv.h's ALiBi term follow (apply_variants).
 template <DType KV>
 float logit(const SeqView& sv, const std::vector<float>& q, int t, int g, float scale) {
+  const int n = static_cast<int>(q.size());
+  float* k = k_scratch(n);
+  sv.k_row<KV>(t, g, k, n);
   float dot = 0;
-  for (std::size_t d = 0; d < q.size(); ++d) dot += q[d] * sv.k<KV>(t, g, static_cast<int>(d));
+  for (int d = 0; d < n; ++d) dot += q[static_cast<std::size_t>(d)] * k[d];
   return apply_variants(sv.a, sv.len, sv.h, t, dot * scale);
 }
 
@@ -235,10 +315,10 @@ struct OnlineSoftmax {
       const float p = std::exp(s[t - t0] - m_new);
       l += p;
       const float pv = round ? round_to(p, pv_dtype) : p;
-      for (std::size_t d = 0; d < acc.size(); ++d) {
-        const float v = sv.v<KV>(t, g, static_cast<int>(d));
-        acc[d] += pv * (round ? round_to(v, pv_dtype) : v);
-      }
+      const int n = static_cast<int>(acc.size());
+      float* v = v_scratch(n);
+      sv.v_row<KV>(t, g, v, n);
+      for (int d = 0; d < n; ++d) acc[static_cast<std::size_t>(d)] += pv * (round ? round_to(v[d], pv_dtype) : v[d]);
     }
     m = m_new;
   }

@@ -26,18 +26,20 @@ namespace {
 /// f16's smallest normal: cpu.p_f16_ftz flushes weights below it to 0.
 constexpr float kF16MinNormal = 0x1p-14f;
 
-/// cpu.two_pass over one query row, element d of key (value) t of KV head g read through kf(t, d) (vf(t, d)),
-/// and each normalised weight through pf before P.V.
+/// cpu.two_pass over one query row, the key (value) row of token t of KV head g read into row[head_size] by
+/// kf(t, row) (vf(t, row)), and each normalised weight through pf before P.V.
 template <class KF, class VF, class PF>
 void two_pass_row(const SeqView& sv, const std::vector<float>& q, std::vector<float>& out, KF kf, VF vf, PF pf) {
   const pacheck_kernel_args& a = sv.a;
   const int len = sv.len, D = a.head_size, first = window_first(a, len);
   const std::optional<float> sink = sink_logit(a, sv.h);
   std::vector<float> s(static_cast<std::size_t>(len));
+  float* row = k_scratch(D);
   float m = sink.value_or(kNegInf);
   for (int t = first; t < len; ++t) {
+    kf(t, row);
     float dot = 0;
-    for (int d = 0; d < D; ++d) dot += q[d] * kf(t, d);
+    for (int d = 0; d < D; ++d) dot += q[d] * row[d];
     m = std::max(m, s[t] = apply_variants(a, len, sv.h, t, dot * a.scale));
   }
   float l = sink ? std::exp(*sink - m) : 0.0f;
@@ -45,8 +47,17 @@ void two_pass_row(const SeqView& sv, const std::vector<float>& q, std::vector<fl
   std::fill(out.begin(), out.end(), 0.0f);
   for (int t = first; t < len; ++t) {
     const float p = pf(s[t] / l);
-    for (int d = 0; d < D; ++d) out[d] += p * vf(t, d);
+    vf(t, row);
+    for (int d = 0; d < D; ++d) out[d] += p * row[d];
   }
+}
+
+/// A row reader for two_pass_row from an element reader f(t, d): row[d] = f(t, d) for d < head_size.
+template <class F>
+auto by_element(const pacheck_kernel_args& a, F f) {
+  return [&a, f](int t, float* row) {
+    for (int d = 0; d < a.head_size; ++d) row[d] = f(t, d);
+  };
 }
 
 /// The weight cpu.p_f16_ftz multiplies V by in a call of `a`: f16 with flush-to-zero when the call's P.V runs
@@ -137,7 +148,8 @@ class PF16Ftz final : public CpuKernel {
     const bool f16 = p_in_f16(static_cast<DType>(a.kv_dtype), static_cast<DType>(a.q_dtype));
     for_each_query_head(a, [&]<DType KV>(const SeqView& sv, int g, const std::vector<float>& q, std::vector<float>& out) {
       two_pass_row(
-          sv, q, out, [&](int t, int d) { return sv.k<KV>(t, g, d); }, [&](int t, int d) { return sv.v<KV>(t, g, d); },
+          sv, q, out, [&](int t, float* row) { sv.k_row<KV>(t, g, row, a.head_size); },
+          [&](int t, float* row) { sv.v_row<KV>(t, g, row, a.head_size); },
           [f16](float p) { return !f16 ? p : p < kF16MinNormal ? 0.0f : round_to(p, DType::f16); });
     });
   }
@@ -169,7 +181,7 @@ class E4m3Ieee final : public CpuKernel {
         const auto [b, slot] = at(t);
         return ieee_e4m3(vc[value_offset(a.layout, a.v_strides, b, g, slot, d)]) * sv.sc.v_at(b, g, slot);
       };
-      two_pass_row(sv, q, out, kf, vf, [](float p) { return p; });
+      two_pass_row(sv, q, out, by_element(a, kf), by_element(a, vf), [](float p) { return p; });
     });
   }
 };
@@ -215,7 +227,7 @@ class SlotScaleNhd final : public CpuKernel {
         if constexpr (is_fp8(KV)) return e * wrong(a.v_scales_per_slot, sv.sc.v[static_cast<std::size_t>(g)], t, g);
         else return e;
       };
-      two_pass_row(sv, q, out, kf, vf, [](float p) { return p; });
+      two_pass_row(sv, q, out, by_element(a, kf), by_element(a, vf), [](float p) { return p; });
     });
   }
 };

@@ -41,7 +41,11 @@ class HalfProducts final : public CpuKernel {
       std::fill(out.begin(), out.end(), 0.0f);
       for (int t = first; t < len; ++t) {
         const float p = r(s[t] * inv_sum);  // the weight in H
-        for (int d = 0; d < D; ++d) out[d] += r(p * r(sv.v<KV>(t, g, d)));  // product rounded to H, fp32 sum
+        float* v = v_scratch(D);
+        sv.v_row<KV>(t, g, v, D);
+        if (H != KV)  // V rounded to H; an f16 or bf16 cache's V already is an H value
+          for (int d = 0; d < D; ++d) v[d] = r(v[d]);
+        for (int d = 0; d < D; ++d) out[d] += r(p * v[d]);  // product rounded to H, fp32 sum
       }
     });
   }

@@ -110,8 +110,10 @@ class Reference final : public CpuKernel {
             const std::optional<float> sink = sink_logit(a, h);
             float m = sink.value_or(kNegInf);
             for (int t = first; t < len; ++t) {
+              float* k = k_scratch(D);
+              sv.k_row<KV>(t, g, k, D);
               float dot = 0;
-              for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
+              for (int d = 0; d < D; ++d) dot += q[d] * k[d];
               logits[t] = apply_variants(a, len, h, t, dot * scale);
               m = std::max(m, logits[t]);
             }
@@ -120,7 +122,9 @@ class Reference final : public CpuKernel {
             std::fill(acc.begin(), acc.end(), 0.0f);
             for (int t = first; t < len; ++t) {
               const float w = logits[t] / sum;  // normalised first: |acc| <= max |V|, never Inf
-              for (int d = 0; d < D; ++d) acc[d] += w * sv.v<KV>(t, g, d);
+              float* v = v_scratch(D);
+              sv.v_row<KV>(t, g, v, D);
+              for (int d = 0; d < D; ++d) acc[d] += w * v[d];
             }
             for (int d = 0; d < D; ++d) cpu::store_out(a, r, h, d, acc[d]);
           }

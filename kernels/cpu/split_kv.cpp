@@ -53,15 +53,19 @@ class SplitKv final : public CpuKernel {
             for (int pi = 0; pi < nparts; ++pi) {
               const int t0 = std::max(pi * P, first), t1 = std::min(len, pi * P + P);
               for (int t = t0; t < t1; ++t) {
+                float* k = k_scratch(D);
+                sv.k_row<KV>(t, g, k, D);
                 float dot = 0;
-                for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);
+                for (int d = 0; d < D; ++d) dot += q[d] * k[d];
                 logits[t - t0] = apply_variants(a, len, h, t, dot * a.scale);
                 part_m[pi] = std::max(part_m[pi], logits[t - t0]);
               }
               for (int t = t0; t < t1; ++t) part_l[pi] += (logits[t - t0] = std::exp(logits[t - t0] - part_m[pi]));
               for (int t = t0; t < t1; ++t) {
                 const float w = logits[t - t0] / part_l[pi];
-                for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * sv.v<KV>(t, g, d);
+                float* v = v_scratch(D);
+                sv.v_row<KV>(t, g, v, D);
+                for (int d = 0; d < D; ++d) part_o[static_cast<std::size_t>(pi) * D + d] += w * v[d];
               }
               if (tmp_out_)  // stored as the output dtype, read back as float by the merge
                 for (int d = 0; d < D; ++d) {

@@ -50,8 +50,10 @@ class Tf32 final : public CpuKernel {
             const std::optional<float> sink = sink_logit(a, h);
             float m = sink.value_or(kNegInf);
             for (int t = first; t < len; ++t) {
+              float* k = k_scratch(D);
+              sv.k_row<KV>(t, g, k, D);
               float dot = 0;
-              for (int d = 0; d < D; ++d) dot += q[d] * op(kv_tf32, sv.k<KV>(t, g, d));
+              for (int d = 0; d < D; ++d) dot += q[d] * op(kv_tf32, k[d]);
               p[t] = apply_variants(a, len, h, t, dot * a.scale);
               m = std::max(m, p[t]);
             }
@@ -60,7 +62,9 @@ class Tf32 final : public CpuKernel {
             std::fill(acc.begin(), acc.end(), 0.0f);
             for (int t = first; t < len; ++t) {
               const float w = op(kv_tf32, p[t] / sum);
-              for (int d = 0; d < D; ++d) acc[d] += w * op(kv_tf32, sv.v<KV>(t, g, d));
+              float* v = v_scratch(D);
+              sv.v_row<KV>(t, g, v, D);
+              for (int d = 0; d < D; ++d) acc[d] += w * op(kv_tf32, v[d]);
             }
             for (int d = 0; d < D; ++d) cpu::store_out(a, r, h, d, acc[d]);
           }

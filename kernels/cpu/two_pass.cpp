@@ -30,7 +30,9 @@ class TwoPass final : public CpuKernel {
       for (int t = first; t < len; ++t) {  // pass 2
         const float p = std::exp(s[t] - m);
         l += p;
-        for (int d = 0; d < D; ++d) out[d] += p * sv.v<KV>(t, g, d);
+        float* v = v_scratch(D);
+        sv.v_row<KV>(t, g, v, D);
+        for (int d = 0; d < D; ++d) out[d] += p * v[d];
       }
       for (int d = 0; d < D; ++d) out[d] /= l;
     });

@@ -47,8 +47,10 @@ class VectorV final : public CpuKernel {
             const std::optional<float> sink = sink_logit(a, h);
             float m = sink.value_or(kNegInf);
             for (int t = jfirst * B; t < nblocks * B; ++t) {
+              float* k = k_scratch(D);
+              sv.k_row<KV>(t, g, k, D);  // whole block, tail included
               float dot = 0;
-              for (int d = 0; d < D; ++d) dot += q[d] * sv.k<KV>(t, g, d);  // whole block, tail included
+              for (int d = 0; d < D; ++d) dot += q[d] * k[d];
               logits[t] = t < len && t >= first ? apply_variants(a, len, h, t, dot * a.scale) : kNegInf;  // the mask
               m = std::max(m, logits[t]);
             }
@@ -58,11 +60,12 @@ class VectorV final : public CpuKernel {
             std::fill(acc.begin(), acc.end(), 0.0f);
             for (int j = jfirst; j < nblocks; ++j) {
               // Load the block's V vector: every slot, as a vectorised load would.
-              for (int slot = 0; slot < B; ++slot)
-                for (int d = 0; d < D; ++d) {
-                  const int t = j * B + slot;
-                  vvec[static_cast<std::size_t>(slot) * D + d] = (MaskV && (t >= len || t < first)) ? 0.0f : sv.v<KV>(t, g, d);
-                }
+              for (int slot = 0; slot < B; ++slot) {
+                const int t = j * B + slot;
+                float* row = &vvec[static_cast<std::size_t>(slot) * D];
+                if (MaskV && (t >= len || t < first)) std::fill(row, row + D, 0.0f);
+                else sv.v_row<KV>(t, g, row, D);
+              }
               for (int slot = 0; slot < B; ++slot) {
                 const float w = logits[j * B + slot] / sum;  // 0 past seq_len: 0 x NaN = NaN unmasked
                 for (int d = 0; d < D; ++d) acc[d] += w * vvec[static_cast<std::size_t>(slot) * D + d];
