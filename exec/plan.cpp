@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -114,6 +117,48 @@ std::vector<Answer> ask_supports(const std::vector<Selected>& selected, const st
     if (!a.failure.empty()) out.push_back({{}, a.failure});
     else out.push_back({a.answers[a.next++], {}});
   }
+  return out;
+}
+
+/// Per selected cell: 1 when its kernel is a negative control whose expected_failures() holds for the cell,
+/// 0 when it does not, 2 when it was not asked (an ordinary kernel, a declined cell, a history-dependent
+/// control in an in-process lane, or opt.controls_everywhere). The predicates generate cases (row maxima of
+/// the logits, lost probability mass), seconds of CPU on long contexts: they are asked on worker_threads(opt)
+/// threads, as run() is, so planning does not hold every core but one idle. Rethrows the first exception a
+/// predicate threw.
+std::vector<char> ask_expected(const std::vector<Selected>& selected, const std::vector<Answer>& answers,
+                               const RunOptions& opt) {
+  std::vector<char> out(selected.size(), 2);
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    const Kernel& k = *selected[i].kernel;
+    const Lane lane = lane_of(k, selected[i].isolated);
+    const bool by_history = k.history_dependent() && (lane == Lane::cpu || lane == Lane::gpu);
+    if (answers[i].failure.empty() && answers[i].support.ok && !by_history && !opt.controls_everywhere &&
+        k.is_negative_control())
+      todo.push_back(i);
+  }
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr first_error;
+  std::mutex mu;
+  auto work = [&] {
+    for (std::size_t n; (n = next++) < todo.size();) {
+      const Selected& sel = selected[todo[n]];
+      try {
+        out[todo[n]] = (*sel.kernel->expected_failures())(sel.cell) ? 1 : 0;
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mu);
+        if (!first_error) first_error = std::current_exception();
+        next = todo.size();
+      }
+    }
+  };
+  const int threads = std::min<int>(worker_threads(opt), static_cast<int>(todo.size()));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
   return out;
 }
 
@@ -296,6 +341,7 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
   Plan p;
   std::vector<Selected> selected = select_cells(p, suite, kernels, opt);
   const std::vector<Answer> answers = ask_supports(selected, kernels, opt);
+  const std::vector<char> expected = ask_expected(selected, answers, opt);
   std::array<std::unordered_map<std::string, std::size_t>, kLaneCount> item_of_key;
   for (std::size_t i = 0; i < selected.size(); ++i) {
     Selected& sel = selected[i];
@@ -313,9 +359,7 @@ Plan plan_run(const Suite& suite, const std::vector<KernelPtr>& kernels, const R
     }
     const Lane lane = lane_of(k, sel.isolated);
     // A history-dependent control in an in-process lane is settled after chaining (plan_history_controls).
-    const bool by_history = k.history_dependent() && (lane == Lane::cpu || lane == Lane::gpu);
-    if (const auto expected = k.expected_failures();
-        expected && !by_history && !opt.controls_everywhere && !(*expected)(sel.cell)) {
+    if (expected[i] == 0) {
       // A negative control proves the checks can fail only where its planted fault shows: elsewhere it must
       // pass, which --controls-everywhere audits. Settled, counted and reported, never dropped.
       CellResult& r = p.results[sel.result_index];

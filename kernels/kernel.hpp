@@ -94,7 +94,8 @@ class Kernel {
   /// PACHECK_KERNEL_TF32; `--tf32` declares it for every kernel of a run.
   virtual bool tf32_products() const { return false; }
   /// For negative controls (kernels with a planted fault): true for the cells the kernel must fail.
-  /// A run in which such a cell passes is "instrument blind". Empty for ordinary kernels.
+  /// A run in which such a cell passes is "instrument blind". Empty for ordinary kernels. The predicate may be
+  /// called from several threads at once (the planner asks it for every cell on the run's worker threads).
   virtual std::optional<std::function<bool(const Cell&)>> expected_failures() const { return std::nullopt; }
   bool is_negative_control() const { return expected_failures().has_value(); }
   /// For negative controls whose planted fault is state kept from one call to the next (an output replayed

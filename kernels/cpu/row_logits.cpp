@@ -46,7 +46,7 @@ const std::vector<double>& row_max_logits(const Case& c) {
   }
   const std::size_t H = static_cast<std::size_t>(c.num_heads);
   std::vector<double> out(static_cast<std::size_t>(c.num_query_tokens()) * H, -std::numeric_limits<double>::infinity());
-  for_each_row_logits(c, generate(c), [&](int, int row, int h, int, const std::vector<double>& logits) {
+  for_each_row_logits(c, generate(c, KvDraw::k_only), [&](int, int row, int h, int, const std::vector<double>& logits) {
     double& m = out[static_cast<std::size_t>(row) * H + static_cast<std::size_t>(h)];
     for (double x : logits) m = std::max(m, x);
   });
