@@ -245,7 +245,7 @@ void JudgeOptions::apply(RunOptions& o) const {
 RunOptions CommonOptions::run_options() const {
   RunOptions o;
   if (threads < 0 || threads > kMaxThreads)
-    throw UsageError(fmt::format("--threads: {} (must be 0 to {}; 0 = one per core)", threads, kMaxThreads));
+    throw UsageError(fmt::format("-j/--threads: {} (must be 0 to {}; 0 = one per core)", threads, kMaxThreads));
   o.threads = threads;
   judge.apply(o);
   if (!filter.empty()) {

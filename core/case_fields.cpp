@@ -359,8 +359,8 @@ void parse_mla(const CaseField&, std::string_view t, Case& c) {
 constexpr std::string_view kMlaForm = "mla=R+P[,vV]";
 
 bool matches_heads(std::string_view t) { return t.starts_with("h") && t.find('/') != std::string_view::npos; }
-bool matches_head_size(std::string_view t) {
-  return t.starts_with("d") && t.size() > 1 && t[1] >= '0' && t[1] <= '9';
+bool matches_head_size(std::string_view t) {  // d64; d-64 too, so that its error names head_size
+  return t.starts_with("d") && t.size() > 1 && ((t[1] >= '0' && t[1] <= '9') || t[1] == '-');
 }
 bool matches_dtype(std::string_view t) { return find_name(dtype_table(), t) != nullptr; }
 bool matches_layout(std::string_view t) { return find_name(layout_table(), t) != nullptr; }

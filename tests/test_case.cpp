@@ -232,6 +232,7 @@ TEST(CaseId, OutOfRangeNumbersAreRejectedNotWrapped) {
   EXPECT_EQ(error_of("h32/8 d128 bs16 bf16 ctx17,99999999999999999999 vllm seed7"),
             "seq_lens: 99999999999999999999 is out of range [1, 16777216]");
   EXPECT_EQ(error_of("h32/8 d4294967424 bs16 bf16 ctx100 vllm seed7"), "head_size: 4294967424 is out of range [1, 1024]");
+  EXPECT_EQ(error_of("h32/8 d-1 bs16 bf16 ctx100 vllm seed7"), "head_size: -1 is out of range [1, 1024]");
   EXPECT_EQ(error_of("h4294967328/8 d128 bs16 bf16 ctx100 vllm seed7"), "num_heads: 4294967328 is out of range [1, 1024]");
   EXPECT_EQ(error_of("h32/-8 d128 bs16 bf16 ctx100 vllm seed7"), "num_kv_heads: -8 is out of range [1, 1024]");
   EXPECT_EQ(error_of("h32/8 d128 bs4294967312 bf16 ctx100 vllm seed7"), "block_size: 4294967312 is out of range [1, 65536]");
