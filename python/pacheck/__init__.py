@@ -11,7 +11,7 @@ by cell through pacheck's own pipeline, with no files between the cell and the k
         r = pacheck.run_cell("gate", k, cell.id)     # verdict, metrics, detail, repro line
         assert not r.failed, r.message()
 
-A Kernel is registered with libpacheck_cells as an ABI-v3 kernel (include/pacheck/kernel_abi.h) whose run()
+A Kernel is registered with libpacheck_cells as an ABI-v4 kernel (include/pacheck/kernel_abi.h) whose run()
 is a ctypes callback. run_cell then does exactly what `pacheck run` does for the cell (exec/'s pipeline:
 the oracle from the pre-paging tensors, the paged cache, the fault injected, the output NaN-filled between
 guard regions, the input checksums, the clean twin, the judge) and calls the kernel in this process, on this
@@ -32,7 +32,8 @@ from . import _native
 from ._native import PacheckError
 from ._watchdog import CellTimeout, Watchdog
 
-__all__ = ["VARIANTS", "SCALE_FORMS", "Kernel", "Inputs", "Buffer", "CaseInfo", "Decline", "CellInfo", "CellResult", "InstrumentCheck",
+__all__ = ["VARIANTS", "SCALE_FORMS", "MLA_LAYOUTS", "MLA_SCALE_FORMS", "Kernel", "Inputs", "Buffer", "CaseInfo",
+           "Decline", "CellInfo", "CellResult", "InstrumentCheck",
            "PacheckError", "CellTimeout", "cells", "run_cell", "check_instrument", "kernels", "load_plugin", "info",
            "run_suite", "SuiteRun", "fuzz", "FuzzResult", "PropertyResult", "properties", "pytest_id", "DEFAULT_TIMEOUT"]
 
@@ -156,6 +157,16 @@ class CaseInfo:
     # Kernel that declares "query_lens".
     max_query_len: int = 1
     query_lens: list = None
+    # MLA decode (kernel_abi.h, "MLA decode"; only for a Kernel(mla=True)): the latent row is head_size =
+    # kv_lora_rank + qk_rope_head_dim values, V its first v_head_dim; 0, 0, 0 for a multi-head case.
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def is_mla(self):
+        """True for an MLA case (kv_lora_rank > 0): handed only to a Kernel(mla=True), and it only these."""
+        return self.kv_lora_rank > 0
 
 
 # The attention variants a Kernel can declare (Kernel(variants=...)), each the name of its Inputs field, and
@@ -169,6 +180,15 @@ VARIANTS = {"sliding_window": 0x1, "alibi_slopes": 0x2, "logits_soft_cap": 0x4, 
 # v_scales_per_slot, seed 002's per-slot tables). pacheck declines an fp8 cell whose form a Kernel does not
 # list, the reason naming k_scale or v_scale and the forms it lists.
 SCALE_FORMS = tuple(_native.SCALE_FORM_VALUES)
+
+# What an MLA kernel (Kernel(mla=True)) may declare of layouts and fp8 scale forms: the latent cache is one nhd
+# cache of one KV head ([num_blocks, block_size, 1, kv_lora_rank + qk_rope_head_dim]) with one per-tensor scale
+# (kernel_abi.h, "MLA decode"; core/mla.hpp's check_mla_case refuses an MLA case of any other).
+MLA_LAYOUTS = ("nhd",)
+MLA_SCALE_FORMS = ("per_tensor",)
+# A multi-head Kernel's defaults; an MLA kernel left at them (the same objects) gets MLA_LAYOUTS / MLA_SCALE_FORMS.
+_DEFAULT_LAYOUTS = ("nhd", "hnd", "vllm")
+_DEFAULT_SCALE_FORMS = ("per_tensor", "per_kv_head")
 
 
 class Inputs:
@@ -205,6 +225,21 @@ class Inputs:
     query_start_loc_host (the same as a list). Sequence s owns rows query_start_loc[s] ..
     query_start_loc[s+1] - 1; its row i is the token at position p = seq_len - query_len + i and sees keys
     j <= p only (causal among the new tokens; the window and ALiBi use that p).
+
+    MLA decode (multi-head latent attention; only for a Kernel(mla=True), and such a kernel gets nothing else;
+    kernel_abi.h, "MLA decode"): kv_lora_rank, qk_rope_head_dim, v_head_dim (ints; 0, 0, 0 in a multi-head call)
+    and is_mla (kv_lora_rank > 0). One latent row of R = head_size = kv_lora_rank + qk_rope_head_dim values per
+    token (576 for DeepSeek-V3: c_kv, 512 values, then k_pe, 64) is shared by every query head: num_kv_heads 1,
+    layout "nhd". latent_cache: the cache as [num_blocks, block_size, R] (vLLM's MLA cache); key_cache and
+    value_cache are the same memory as [num_blocks, block_size, 1, R] (FlashMLA's shape; the same pointer and
+    strides), None in a multi-head call. query [num_query_tokens, num_heads, R]: each head's absorbed latent query,
+    then its rope part. out [num_query_tokens, num_heads, v_head_dim], NaN-filled: row t, head h is
+    sum_j softmax_j(scale * q[t, h] . row_j) * row_j[:v_head_dim] over the keys j the row sees (the first seq_len
+    of its sequence, j <= p with several query tokens), V being the first v_head_dim values of the same rows.
+    scale is the model's own (DeepSeek-V3 0.1352338: qk_head_dim^-0.5 with YaRN), not 1/sqrt(R). An fp8 latent
+    cache has one per-tensor scale for the whole row: k_scale (v_scale is the same value). The tail slots of each
+    sequence's final block hold pacheck's poison in the rope part, the V part or both: a weight of exactly 0
+    times a NaN there is NaN, so a kernel must not read V past the keys a row sees.
     """
 
     def __init__(self, a, device):
@@ -230,8 +265,10 @@ class Inputs:
         S, H, G, D, B, N = a.num_seqs, a.num_heads, a.num_kv_heads, a.head_size, a.block_size, a.num_blocks
         T = self.num_query_tokens
         self.query = Buffer("query", a.query, (T, H, D), (a.q_stride_seq, a.q_stride_head, 1), self.q_dtype, device)
-        self.out = Buffer("out", a.out, (T, H, D), (a.out_stride_seq, a.out_stride_head, 1), self.out_dtype, device,
-                          writable=True)
+        self.kv_lora_rank, self.qk_rope_head_dim, self.v_head_dim = a.kv_lora_rank, a.qk_rope_head_dim, a.v_head_dim
+        self.is_mla = a.kv_lora_rank > 0
+        self.out = Buffer("out", a.out, (T, H, a.v_head_dim if self.is_mla else D),
+                          (a.out_stride_seq, a.out_stride_head, 1), self.out_dtype, device, writable=True)
         if self.layout == "vllm":
             x = 16 // _ELEM[self.kv_dtype]
             kshape, vshape = (N, G, D // x, B, x), (N, G, D, B)
@@ -246,6 +283,10 @@ class Inputs:
                                 device)
         self.value_cache = Buffer("value_cache", a.value_cache, vshape, list(a.v_strides)[: len(vshape)],
                                   self.kv_dtype, device)
+        # MLA: the nhd cache of its one KV head without that axis (dims 0, 1 and 3 of key_cache).
+        self.latent_cache = (Buffer("latent_cache", a.key_cache, (N, B, D), (a.k_strides[0], a.k_strides[1],
+                                                                               a.k_strides[3]), self.kv_dtype, device)
+                             if self.is_mla else None)
         self.block_tables = Buffer("block_tables", a.block_tables, (S, a.max_blocks_per_seq),
                                    (a.block_tables_stride, 1), "i32", device)
         self.seq_lens = Buffer("seq_lens", a.seq_lens, (S,), (1,), "i32", device)
@@ -376,6 +417,27 @@ def _check_variants(where, values):
     return tuple(out)
 
 
+def _check_mla(where, mla, layouts, scale_forms):
+    """Raises TypeError unless `mla` is a bool, and for an MLA kernel ValueError naming the first entry of
+    `layouts` or `scale_forms` (already checked lists of names) that no MLA case has: MLA_LAYOUTS and
+    MLA_SCALE_FORMS say what its latent cache is."""
+    if not isinstance(mla, bool):
+        raise TypeError(f"{where}: mla: True (an MLA decode kernel, handed MLA cells only) or False, not "
+                        f"{type(mla).__name__} {mla!r}")
+    if not mla:
+        return
+    layout = next((v for v in layouts if v not in MLA_LAYOUTS), None)
+    if layout is not None:
+        raise ValueError(f"{where}: layouts: {layout!r}: an MLA kernel (mla=True) reads one latent cache "
+                         "[num_blocks, block_size, 1, kv_lora_rank + qk_rope_head_dim], layout 'nhd' only: list "
+                         "layouts=('nhd',) or leave layouts out")
+    form = next((v for v in scale_forms if v not in MLA_SCALE_FORMS), None)
+    if form is not None:
+        raise ValueError(f"{where}: scale_forms: {form!r}: an fp8 MLA latent cache has one per-tensor scale "
+                         "(Inputs.k_scale, for the whole row): list scale_forms=('per_tensor',) or leave scale_forms "
+                         "out")
+
+
 class Kernel:
     """A decode kernel written in Python, registered with pacheck on first use.
 
@@ -397,6 +459,12 @@ class Kernel:
     form, the reason naming k_scale or v_scale ("k_scale: per-slot scales; the plugin's scale_forms list
     per-tensor, per-KV-head").
 
+    mla: True for an MLA decode kernel (multi-head latent attention, DeepSeek-V2/V3 family; Inputs describes the
+    latent cache): pacheck hands it the MLA cells of a suite and nothing else, and hands a kernel without it no
+    MLA cell (a cell of the other kind given by id is `declined`, the reason naming kv_lora_rank). Its layouts and
+    scale_forms default to MLA_LAYOUTS and MLA_SCALE_FORMS ("nhd", "per_tensor") and may list nothing else
+    (ValueError naming the field); head_sizes, when given, lists latent rows (576), not V widths.
+
     sparse_pools: run() reads only the blocks block_tables names, so it may be handed a sparse pool (a cell with
     high block ids: a pool of 2^31 or more elements whose untouched blocks take no memory). False (the default):
     such cells are declined, the reason naming the pool's size, because a kernel that copies or converts a
@@ -412,12 +480,12 @@ class Kernel:
     the message starting "pacheck.Kernel('NAME'): FIELD: ".
     """
 
-    def __init__(self, name, run, *, supports=None, device="cpu", layouts=("nhd", "hnd", "vllm"),
+    def __init__(self, name, run, *, supports=None, device="cpu", layouts=_DEFAULT_LAYOUTS,
                  q_dtypes=("f32", "f16", "bf16"), kv_dtypes=("f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz",
                                                             "fp8_e5m2"),
                  out_dtypes=("f32", "f16", "bf16"), head_sizes=(), block_sizes=(), gqa_ratios=(), tf32=False,
                  batch_variant=False, description="", repro_label=None, variants=(),
-                 scale_forms=("per_tensor", "per_kv_head"), sparse_pools=False, timeout=None):
+                 scale_forms=_DEFAULT_SCALE_FORMS, sparse_pools=False, timeout=None, mla=False):
         where = f"pacheck.Kernel({name!r})"
         _check_name(where, name)
         if not callable(run):
@@ -432,6 +500,9 @@ class Kernel:
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{where}: {field}: a str, not {type(value).__name__} {value!r}")
         self.name, self.run, self.supports, self.device = name, run, supports, device
+        if mla is True:  # an MLA kernel's defaults
+            layouts = MLA_LAYOUTS if layouts is _DEFAULT_LAYOUTS else layouts
+            scale_forms = MLA_SCALE_FORMS if scale_forms is _DEFAULT_SCALE_FORMS else scale_forms
         self.layouts = _check_names(where, "layouts", layouts, _native.LAYOUTS)
         self.q_dtypes = _check_names(where, "q_dtypes", q_dtypes, _native.DTYPES)
         self.kv_dtypes = _check_names(where, "kv_dtypes", kv_dtypes, _native.DTYPES)
@@ -441,6 +512,8 @@ class Kernel:
         self.gqa_ratios = _check_sizes(where, "gqa_ratios", gqa_ratios)
         self.variants = _check_variants(where, variants)
         self.scale_forms = _check_names(where, "scale_forms", scale_forms, _native.SCALE_FORM_VALUES)
+        _check_mla(where, mla, self.layouts, self.scale_forms)
+        self.mla = mla
         self.tf32, self.batch_variant, self.description = tf32, batch_variant, description
         if not isinstance(sparse_pools, bool):
             raise TypeError(f"{where}: sparse_pools: True or False, not {type(sparse_pools).__name__} {sparse_pools!r}")
@@ -491,8 +564,11 @@ class Kernel:
         d.name, d.description = name_b, desc_b
         d.device = _native.DEVICES[self.device]
         # One call at a time: the callbacks run Python (and pacheck_cells calls them from one thread anyway).
+        _check_mla(where, self.mla, _check_names(where, "layouts", self.layouts, _native.LAYOUTS),
+                   _check_names(where, "scale_forms", self.scale_forms, _native.SCALE_FORM_VALUES))
         d.flags = (_native.KERNEL_NOT_THREAD_SAFE | (_native.KERNEL_TF32 if self.tf32 else 0)
-                   | (_native.KERNEL_BATCH_VARIANT if self.batch_variant else 0))
+                   | (_native.KERNEL_BATCH_VARIANT if self.batch_variant else 0)
+                   | (_native.KERNEL_MLA if self.mla else 0))
         for field, (arr, n) in arrays.items():
             setattr(d, field, ctypes.cast(arr, ctypes.POINTER(arr._type_)))
             setattr(d, "num_" + field, n)
@@ -558,7 +634,8 @@ class Kernel:
                           _native.SCALE_FORMS.get(c.k_scale_form, "?"), _native.SCALE_FORMS.get(c.v_scale_form, "?"),
                           c.sliding_window, c.logits_soft_cap, bool(c.has_alibi), bool(c.has_sinks),
                           c.max_query_len or 1,
-                          [c.query_lens[i] for i in range(c.num_seqs)] if c.query_lens else [1] * c.num_seqs)
+                          [c.query_lens[i] for i in range(c.num_seqs)] if c.query_lens else [1] * c.num_seqs,
+                          c.kv_lora_rank, c.qk_rope_head_dim, c.v_head_dim)
             try:
                 answer = self.supports(ci)
             except Decline as d:

@@ -1,4 +1,4 @@
-"""ctypes view of pacheck's C interfaces: the kernel ABI (include/pacheck/kernel_abi.h, version 3) and the
+"""ctypes view of pacheck's C interfaces: the kernel ABI (include/pacheck/kernel_abi.h, version 4) and the
 cells C API (include/pacheck/cells_c.h), and the loading of libpacheck_cells.
 
 No compiled extension: the structs are laid out here with ctypes and checked field by field against the
@@ -17,7 +17,7 @@ C_API_VERSION = 1
 
 PACHECK_OK, PACHECK_DECLINED, PACHECK_ERROR = 0, 1, 2
 DEVICE_CPU, DEVICE_CUDA, DEVICE_HIP = 0, 1, 2
-KERNEL_NOT_THREAD_SAFE, KERNEL_BATCH_VARIANT, KERNEL_TF32 = 0x1, 0x2, 0x4
+KERNEL_NOT_THREAD_SAFE, KERNEL_BATCH_VARIANT, KERNEL_TF32, KERNEL_MLA = 0x1, 0x2, 0x4, 0x8
 
 # Enum values of kernel_abi.h, by the names pacheck's ids use.
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "fp8_e4m3fn": 3, "fp8_e4m3fnuz": 4, "fp8_e5m2": 5}
