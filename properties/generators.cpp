@@ -236,7 +236,7 @@ CaseSpace probe_space(const KernelPtr& k) {
   auto ok = [&](const Case& c) {
     try {
       c.validate();
-      return k->supports(c).ok;
+      return cell_support(*k, c).ok;
     } catch (const std::exception&) {
       return false;
     }
@@ -266,6 +266,10 @@ CaseSpace probe_space(const KernelPtr& k) {
               c.seq_lens = {100};
               if (ok(c)) base = c;
             }
+  if (!base && k->takes_mla())
+    throw std::invalid_argument(fmt::format("{} is an MLA decode kernel and the generators draw multi-head cases only "
+                                            "(kv_lora_rank 0); its cells are suite mla's (and gate's MLA group)",
+                                            k->name()));
   if (!base) throw std::invalid_argument(fmt::format("{} declines every probe case; nothing to generate", k->name()));
 
   CaseSpace sp;
@@ -339,7 +343,8 @@ CaseSpace probe_space(const KernelPtr& k) {
   }
   // GPU kernels are fast; the CPU oracle and generation then bound the cost, so allow more work.
   sp.max_work = k->device() == PACHECK_DEVICE_CPU ? all.max_work : 4 * all.max_work;
-  sp.supports = [k](const Case& c) { return k->supports(c); };
+  // cell_support, not supports(): an MLA plugin (or Python) kernel's own supports() never sees the kind check.
+  sp.supports = [k](const Case& c) { return cell_support(*k, c); };
   return sp;
 }
 

@@ -57,9 +57,10 @@ struct CaseSpace {
 /// Every value the generators know, for a kernel that runs every case (Arbitrary<Case> uses it).
 CaseSpace full_space();
 
-/// Probes `k->supports()` one field at a time around a case the kernel accepts, keeping the values it
+/// Probes `cell_support(*k, ...)` one field at a time around a case the kernel accepts, keeping the values it
 /// accepts. GPU kernels get a larger work bound (the oracle, on the CPU, is then the cost). Throws
-/// std::invalid_argument when the kernel declines every probe case.
+/// std::invalid_argument when the kernel declines every probe case (an MLA kernel, built-in, plugin or Python:
+/// the probes are multi-head cases).
 CaseSpace probe_space(const KernelPtr& k);
 
 /// Kernel work of a case: sum over sequences of seq_len rounded up to whole blocks (kernels that read

@@ -316,3 +316,27 @@ TEST(Generators, FaultsDrawEveryPoisonTargetAndRegion) {
   // per-slot tables (gen_fault_for).
   for (const RegionInfo& r : region_table()) EXPECT_EQ(seen.count("region " + std::string(r.name)), 1u) << r.name;
 }
+
+// A kernel that takes MLA cells only (a plugin or Python kernel with PACHECK_KERNEL_MLA) whose own supports()
+// accepts any case: the probes ask cell_support, so none of the multi-head probe cases is taken and the kernel is
+// refused by name; probing supports() alone handed its run() a multi-head case.
+TEST(Generators, ProbeRefusesAnMlaKernelWhoseSupportsAcceptsEverything) {
+  class MlaTakesAll final : public Kernel {
+   public:
+    std::string name() const override { return "test.mla_takes_all"; }
+    std::string description() const override { return "an MLA kernel without a supports() of its own"; }
+    pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+    Support supports(const Case&) const override { return Support::yes(); }
+    bool takes_mla() const override { return true; }
+    void run(const pacheck_kernel_args&) const override {}
+  };
+  try {
+    probe_space(std::make_shared<MlaTakesAll>());
+    ADD_FAILURE() << "an MLA kernel was given a multi-head case space";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("test.mla_takes_all is an MLA decode kernel and the generators draw "
+                                         "multi-head cases only"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -248,7 +248,8 @@ def fuzz(kernel, properties=None, seed=None, cases=None, budget=None, max_size=1
     failure printed, replayed (one property); max_memory: bytes one generated case may take (default 50% of
     RAM), a larger case is discarded and counted. Returns FuzzResult (its .report() is `pacheck fuzz`'s text,
     each failure's replay line included). Raises PacheckError for an unknown kernel or property, a device it
-    cannot use, or a library without the properties (libpacheck_cells.so: use the wheel's
+    cannot use, a kernel that declines every probe case (an MLA kernel, Kernel(mla=True): the generators draw
+    multi-head cases only), or a library without the properties (libpacheck_cells.so: use the wheel's
     libpacheck_cells_c.so)."""
     from . import Kernel, _kernel_name
 

@@ -95,7 +95,7 @@ def test_case_info_and_the_v256_and_fp8_shapes():
     assert (infos[-1].k_scale_form, infos[-1].kv_dtype) == ("per_tensor", "fp8_e5m2")
 
 
-def _counting(mla):
+def _counting(mla, name=None):
     calls = {"run": 0, "supports": 0}
 
     def run(inp):
@@ -105,7 +105,7 @@ def _counting(mla):
     def supports(info):
         calls["supports"] += 1
 
-    return calls, pacheck.Kernel(f"t.count_{'mla' if mla else 'mha'}", run, supports=supports, mla=mla)
+    return calls, pacheck.Kernel(name or f"t.count_{'mla' if mla else 'mha'}", run, supports=supports, mla=mla)
 
 
 def test_an_mla_kernel_gets_only_mla_cells_and_a_multi_head_kernel_none():
@@ -140,6 +140,16 @@ def test_the_planted_twin_fails_exactly_gates_mla_v_tail_cells():
             failed.add(c.id)
             assert r.result["metrics"]["nan"] > 0, r.message()
     assert failed == want
+
+
+def test_fuzz_refuses_an_mla_kernel_without_calling_it():
+    # The generators draw multi-head cases only: an MLA kernel is refused by name, never handed one (before
+    # probe_space asked cell_support, a Python or plugin MLA kernel's run() got a multi-head case).
+    calls, kern = _counting(True, "t.fuzz_mla")
+    with pytest.raises(pacheck.PacheckError, match="t.fuzz_mla is an MLA decode kernel and the generators draw "
+                                                   "multi-head cases only"):
+        pacheck.fuzz(kern, properties=["agreement"], cases=3)
+    assert calls == {"run": 0, "supports": 0}
 
 
 @pytest.mark.parametrize("kw, error, says", [
