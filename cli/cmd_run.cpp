@@ -163,13 +163,17 @@ std::optional<ReportDir> open_report_dir(const RunCommand& o, RunPlan& p) {
 }
 
 /// What the run tells its format before the first cell: the title (the selection, the device, the kernels,
-/// the shard, --repeat) and, when resuming, the cells not run again and the lines of results.jsonl dropped
+/// the shard, --repeat), which kernels are negative controls, where every result is kept, and, when resuming, the cells not run again and the lines of results.jsonl dropped
 /// (also on stderr when stdout carries a document format).
 RunStart run_start(const RunCommand& o, const RunPlan& p, const ReportDir* reports) {
   RunStart start;
   start.title = fmt::format("pacheck {} | {} | device {} | kernels:", pacheck_version(),
                             selection_text(p.suite, p.kernels.size(), count_selected(p.suite, p.kernels, p.ro)), p.device);
-  for (const auto& k : p.kernels) start.title += " " + k->name();
+  for (const auto& k : p.kernels) {
+    start.title += " " + k->name();
+    if (k->is_negative_control()) start.negative_controls.push_back(k->name());
+  }
+  start.results_in = results_kept_in(reports ? reports->dir() : "", o.json_path);
   if (p.ro.shard_count > 1) start.title += fmt::format(" | shard {}/{}", p.ro.shard_index, p.ro.shard_count);
   if (o.control.repeat > 1) start.title += fmt::format(" | --repeat {}", o.control.repeat);
   if (!reports || o.resume_dir.empty()) return start;

@@ -166,7 +166,10 @@ int score_command(const ScoreCommand& o) {
     if (!started) {
       std::string title = fmt::format("pacheck {} | score {} against {}", pacheck_version(), o.outputs, o.cases);
       if (o.control.repeat > 1) title += fmt::format(" | --repeat {}", o.control.repeat);
-      out->run_started({title, {}});
+      RunStart start{title, {}};
+      if (o.negative_control) start.negative_controls.push_back(o.kernel);
+      start.results_in = results_kept_in(reports ? reports->dir() : "", o.json);
+      out->run_started(start);
       started = true;
     }
     out->cell_finished(r);

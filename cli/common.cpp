@@ -328,6 +328,16 @@ void check_writable_file(const std::string& flag, const std::string& path) {
   ::unlink(probe.c_str());
 }
 
+std::string results_kept_in(const std::string& report_dir, const std::string& json_path) {
+  std::vector<std::string> where;
+  if (!report_dir.empty()) {
+    const std::filesystem::path d(report_dir);
+    where.push_back(fmt::format("{} and {}", (d / kResultsLogFile).string(), (d / find_format("json")->file).string()));
+  }
+  if (!json_path.empty()) where.push_back(json_path);
+  return fmt::format("{}", fmt::join(where, " and "));
+}
+
 void write_output_file(const std::string& flag, const std::string& path, const std::string& text) {
   namespace fs = std::filesystem;
   std::error_code ec;

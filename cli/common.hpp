@@ -189,6 +189,10 @@ void check_writable_file(const std::string& flag, const std::string& path);
 /// FIFO or device such as /dev/stdout in place. Throws UsageError naming the flag, the file and the reason.
 void write_output_file(const std::string& flag, const std::string& path, const std::string& text);
 
+/// Where a run or score keeps every result (RunStart::results_in): "DIR/results.jsonl and DIR/report.json"
+/// for a report directory, FILE for --json, both joined by " and "; "" for neither.
+std::string results_kept_in(const std::string& report_dir, const std::string& json_path);
+
 void add_run_command(CLI::App& app, Context& ctx);
 void add_list_command(CLI::App& app, Context& ctx);
 void add_selftest_command(CLI::App& app, Context& ctx);

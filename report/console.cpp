@@ -1,11 +1,14 @@
 // The console format: what `pacheck run` and `pacheck score` print by default. The run's title, then one
-// table row per cell in suite order (kernel-major; the full cell id last), then per-kernel counts, the cells
-// per verdict, the comparator self-test, the closing "N passed, M failed" line and, last, every failure with
-// the `pacheck repro` line that reruns it.
+// table row per cell in suite order (kernel-major; the full cell id last), except the cells of negative
+// controls that text.hpp's listed_as_row leaves out (caught, not run: one line says how many and where they
+// are kept), then per-kernel counts (a control's caught, missed and not run there), the cells per verdict,
+// the comparator self-test, the closing "N passed, M failed" line and, last, every failure with the
+// `pacheck repro` line that reruns it.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <ostream>
+#include <set>
 
 #include "kernels/backend.hpp"
 #include "report/report.hpp"
@@ -46,6 +49,8 @@ class ConsoleFormat : public ReportFormat {
       : out_(out), only_failures_(opt.only_failures), quiet_(opt.quiet), color_(opt.color) {}
 
   void run_started(const RunStart& run) override {
+    controls_.insert(run.negative_controls.begin(), run.negative_controls.end());
+    results_in_ = run.results_in;
     out_ << run.title << "\n";
     for (const auto& n : run.notes) out_ << n << "\n";
     // max_abs and mean_abs next to rel_linf: fp8 results are usually quoted as max / mean absolute error
@@ -57,8 +62,11 @@ class ConsoleFormat : public ReportFormat {
   }
 
   void cell_finished(const CellResult& r) override {
-    // A live result carries expected_fail only for a negative control (Kernel::expected_failures()).
-    const CellOutcome outcome = cell_outcome(r, /*negative_control=*/r.expected_fail);
+    // A live result carries expected_fail only for a negative control (Kernel::expected_failures()), and only
+    // a control's cells are not_run.
+    const bool control = controls_.count(r.kernel) > 0 || r.expected_fail || r.verdict == Verdict::not_run;
+    if (!listed_as_row(r, control)) return;  // counted in run_ended's line and the control's table row
+    const CellOutcome outcome = cell_outcome(r, control);
     const bool failing = outcome == CellOutcome::failed || outcome == CellOutcome::missed;
     if (quiet_ && !failing) return;
     if (only_failures_ &&
@@ -82,13 +90,21 @@ class ConsoleFormat : public ReportFormat {
   }
 
   void run_ended(const RunSummary& s, const ReportMeta& meta) override {
+    if (const std::string counted = summarised_text(summarised_cells(s)); !counted.empty())
+      out_ << fmt::format("\n{}: each control's counts are in the table below; {}\n", counted,
+                          results_in_.empty() ? "--report-dir DIR or --json FILE keeps every cell"
+                                              : "every cell is in " + results_in_);
     if (s.stopped)
       out_ << fmt::format("\nSTOPPED EARLY: {} of {} results finished; the counts below are theirs\n",
                           s.results.size(), s.planned);
-    out_ << fmt::format("\n{:<22} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7}  {}\n", "kernel", "passed", "failed",
+    // A negative control is one row here: its caught, missed and not-run cells (the rows above list only
+    // those that fail the run). The kernel column fits the longest name, so the counts stay in columns.
+    std::size_t name_w = 22;
+    for (const auto& k : s.kernels) name_w = std::max(name_w, k.kernel.size());
+    out_ << fmt::format("\n{:<{}} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7}  {}\n", "kernel", name_w, "passed", "failed",
                         "declined", "caught", "missed", "not run", "negative control");
     for (const auto& k : s.kernels)
-      out_ << fmt::format("{:<22} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7}  {}{}\n", k.kernel, k.passed, k.failed,
+      out_ << fmt::format("{:<{}} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7}  {}{}\n", k.kernel, name_w, k.passed, k.failed,
                           k.declined, k.caught, k.missed, k.not_run, control_outcome_name(k.control),
                           !k.vacuous   ? ""
                           : s.stopped  ? "  (no cell finished before the stop)"
@@ -163,6 +179,8 @@ class ConsoleFormat : public ReportFormat {
 
   std::ostream& out_;
   bool only_failures_, quiet_, color_;
+  std::set<std::string> controls_;  ///< RunStart::negative_controls
+  std::string results_in_;          ///< RunStart::results_in
 };
 
 }  // namespace

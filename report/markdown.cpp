@@ -48,15 +48,6 @@ int severity(Verdict v) {
   }
 }
 
-/// The KernelSummary of `kernel` over the results of one suite (a merged report may hold several).
-KernelSummary summary_for(const RunSummary& s, const std::string& suite, const std::string& kernel) {
-  RunSummary part;
-  for (const auto& r : s.results)
-    if (r.suite == suite && r.kernel == kernel) part.results.push_back(r);
-  summarize(part, {{kernel, is_negative_control(s, kernel)}});
-  return part.kernels.front();
-}
-
 void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta) {
   const Headline h = headline(s);
   o << fmt::format("## pacheck {}: {} (exit {})\n\n", md(meta.suite), h.word, h.code);
@@ -66,7 +57,7 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
   o << "| suite | kernel | passed | failed | declined | negative control |\n| --- | --- | ---: | ---: | ---: | --- |\n";
   for (const auto& suite : suites_of(s))
     for (const auto& k : s.kernels) {
-      const KernelSummary ks = summary_for(s, suite, k.kernel);
+      const KernelSummary ks = kernel_summary_in(s, suite, k.kernel);
       if (ks.passed + ks.failed + ks.declined + ks.caught + ks.missed + ks.not_run == 0) continue;
       std::string control(control_outcome_name(ks.control));
       if (ks.control == ControlOutcome::caught || ks.control == ControlOutcome::blind)
@@ -82,7 +73,7 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
   std::vector<const CellResult*> failing, ran;
   for (const auto& r : s.results) {
     if (counts_as_failure(s, r)) failing.push_back(&r);
-    else if (r.verdict == Verdict::pass && !r.expected_fail) ran.push_back(&r);
+    else if (r.verdict == Verdict::pass && !is_negative_control(s, r.kernel)) ran.push_back(&r);
   }
   constexpr std::size_t kShow = 10;
   if (!failing.empty()) {

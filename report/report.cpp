@@ -30,17 +30,20 @@ std::span<const FormatInfo> format_table() {
   // only, for readers that take the output of the CI step running pacheck (a TAP harness; GitHub, which
   // parses workflow commands from a step's output only). `--format NAME > FILE` writes a file where wanted.
   static const FormatInfo rows[] = {
-      {"console", nullptr, "the per-cell table as cells finish, then per-kernel counts (the default on stdout)",
+      {"console", nullptr, "the per-cell table as cells finish (negative controls' caught and not-run cells counted, not listed), then "
+       "per-kernel counts (the default on stdout)",
        make_console_format},
       {"json", "report.json", "the run summary and every cell's metrics, with the environment fingerprint",
        make_json_format},
-      {"junit", "junit.xml", "JUnit XML: one testcase per cell and kernel plus the run's checks, for CI test viewers",
+      {"junit", "junit.xml", "JUnit XML: one testcase per cell of a kernel under test, one per negative control with its counts, plus the "
+       "run's checks, for CI test viewers",
        make_junit_format},
       {"markdown", "summary.md", "a Markdown summary for a pull-request comment or a GitHub step summary",
        make_markdown_format},
       {"html", "report.html", "one self-contained page of figures: fault matrix, error against length, margins",
        make_html_format},
-      {"tap", nullptr, "TAP version 14: a test point per cell and kernel and per run check, YAML diagnostics",
+      {"tap", nullptr, "TAP version 14: a test point per cell of a kernel under test and per run check (a negative control's with "
+       "its counts), YAML diagnostics",
        make_tap_format},
       {"github", nullptr,
        "GitHub Actions annotations: ::error per failing cell with its repro command, ::notice summary",

@@ -52,6 +52,13 @@ struct RunStart {
   /// Further lines about the run, in order ("resuming DIR: 12 finished cells in results.jsonl are not run
   /// again").
   std::vector<std::string> notes;
+  /// The kernels of the run that are negative controls: a format that streams its rows lists their cells
+  /// only where text.hpp's listed_as_row says (a result whose verdict is not_run or that carries
+  /// expected_fail is a control's whether named here or not).
+  std::vector<std::string> negative_controls;
+  /// Where every cell's result is kept ("rep/results.jsonl and rep/report.json", "out.json"), for the line
+  /// that says where the cells a format counts instead of listing are; empty when the run keeps none.
+  std::string results_in;
 };
 
 /// A place in a suite file: a path as the suite was loaded and a 1-based line (0: unknown).

@@ -1,23 +1,29 @@
 // The tap format: TAP version 14 (testanything.org) on stdout, for TAP harnesses (prove, tappy, node-tap,
-// Jenkins' TAP plugin). One test point per cell and kernel, in suite order, then one per run check (the
-// comparator self-test, each negative control, each kernel ran a cell), then the plan; the stream fails
-// (some `not ok`) exactly when the exit code is not 0:
+// Jenkins' TAP plugin). One test point per cell of a kernel under test, in suite order, then one per run
+// check (the comparator self-test, each negative control with its counts, each kernel ran a cell), then
+// the plan; the stream fails (some `not ok`) exactly when the exit code is not 0:
 //   ok 1 - cpu.reference h32/8 d128 bs16 bf16 ctx17 vllm seed7 clean
-//   not ok 2 - cpu.vector_v h32/8 d128 bs16 bf16 ctx17 vllm seed7 V:nan@tail
+//   not ok 2 - planted.k h32/8 d128 bs16 bf16 ctx17 vllm seed7 V:nan@tail
 //     ---
 //     verdict: "poisoned"
 //     detail: "..."
 //     rel_linf: .nan
 //     limit: 4.000e-03
 //     margin: .nan
-//     repro: "pacheck repro 'h32/8 ... V:nan@tail' --kernel cpu.vector_v"
+//     repro: "pacheck repro 'h32/8 ... V:nan@tail' --kernel planted.k"
 //     ...
 //   ok 3 - planted.k h32/8 ... # SKIP declined: ...
-//   1..3
-// A declined cell is `# SKIP`; a negative control's expected failure is `ok` when caught and `not ok` when
-// missed. Closing comments give the outcome and which negative controls ran (text.hpp's headline). The
-// points are written when the run ends (cells finish in an order that depends on threads, and a resumed run
-// does not rerun its finished cells), so the stream is the same for any thread count.
+//   # 122 cells of negative controls are counted, not listed (2 caught, 120 not run): in their controls' points below
+//   ok 4 - comparator self-test
+//   ok 5 - cpu.vector_v: negative control caught (2 caught, 0 missed, 120 not run)
+//   ...
+//   1..8
+// A declined cell is `# SKIP`. A negative control is one point, its check, with its counts; of its cells
+// only those that fail the run (a missed expected failure: `not ok`, with its diagnostics) or errored have
+// points of their own (text.hpp's listed_as_row). Closing comments give the outcome and which negative
+// controls ran (text.hpp's headline). The points are written when the run ends (cells finish in an order
+// that depends on threads, and a resumed run does not rerun its finished cells), so the stream is the same
+// for any thread count.
 #include <fmt/format.h>
 
 #include <ostream>
@@ -65,6 +71,7 @@ class TapFormat : public ReportFormat {
 
   void run_started(const RunStart& run) override {
     version();
+    results_in_ = run.results_in;
     out_ << "# " << reason(run.title) << "\n";
     for (const auto& n : run.notes) out_ << "# " << reason(n) << "\n";
     out_.flush();
@@ -74,8 +81,10 @@ class TapFormat : public ReportFormat {
     version();
     int n = 0;
     for (const CellResult& r : s.results) {
+      const bool control = is_negative_control(s, r.kernel);
+      if (!listed_as_row(r, control)) continue;  // in its control's point and the comment below
       const std::string what = description(r.kernel + " " + r.cell_id);
-      switch (cell_outcome(s, r)) {
+      switch (cell_outcome(r, control)) {
         case CellOutcome::passed: out_ << fmt::format("ok {} - {}\n", ++n, what); break;
         case CellOutcome::declined:
           out_ << fmt::format("ok {} - {} # SKIP declined: {}\n", ++n, what, reason(r.detail));
@@ -95,8 +104,11 @@ class TapFormat : public ReportFormat {
           break;
       }
     }
+    if (const std::string counted = summarised_text(summarised_cells(s)); !counted.empty())
+      out_ << "# " << counted << ": in their controls' points below"
+           << (results_in_.empty() ? "" : "; every cell is in " + reason(results_in_)) << "\n";
     for (const RunCheck& c : run_checks(s)) {
-      const std::string what = description(c.name);
+      const std::string what = description(c.counts.empty() ? c.name : fmt::format("{} ({})", c.name, c.counts));
       if (c.status == RunCheck::Status::passed) {
         out_ << fmt::format("ok {} - {}\n", ++n, what);
       } else if (c.status == RunCheck::Status::skipped) {
@@ -140,6 +152,7 @@ class TapFormat : public ReportFormat {
 
   std::ostream& out_;
   bool started_ = false;
+  std::string results_in_;  ///< RunStart::results_in
 };
 
 }  // namespace

@@ -173,12 +173,62 @@ std::string metrics_text(const CellResult& r) {
       m.inf_count, r.variant_elements, describe(m.worst), r.expected_fail);
 }
 
+KernelSummary kernel_summary_in(const RunSummary& s, const std::string& suite, const std::string& kernel) {
+  RunSummary part;
+  for (const auto& r : s.results)
+    if (r.suite == suite && r.kernel == kernel) part.results.push_back(r);
+  summarize(part, {{kernel, is_negative_control(s, kernel)}});
+  return part.kernels.front();
+}
+
 std::vector<std::string> suites_of(const RunSummary& s) {
   std::vector<std::string> out;
   for (const auto& r : s.results)
     if (std::find(out.begin(), out.end(), r.suite) == out.end()) out.push_back(r.suite);
   return out;
 }
+
+bool listed_as_row(const CellResult& r, bool negative_control) {
+  if (!negative_control || is_error_verdict(r.verdict)) return true;
+  const CellOutcome o = cell_outcome(r, true);
+  return o == CellOutcome::missed || o == CellOutcome::failed;
+}
+
+SummarisedCells summarised_cells(const RunSummary& s) {
+  SummarisedCells c;
+  for (const auto& r : s.results) {
+    const bool control = is_negative_control(s, r.kernel);
+    if (!control || listed_as_row(r, control)) continue;
+    switch (cell_outcome(r, control)) {
+      case CellOutcome::caught: ++c.caught; break;
+      case CellOutcome::not_run: ++c.not_run; break;
+      case CellOutcome::passed: ++c.passed; break;
+      case CellOutcome::declined: ++c.declined; break;
+      case CellOutcome::failed:
+      case CellOutcome::missed: break;  // listed: they fail the run
+    }
+  }
+  return c;
+}
+
+std::string summarised_text(const SummarisedCells& c) {
+  if (c.total() == 0) return "";
+  std::vector<std::string> parts;
+  for (const auto& [n, what] : {std::pair{c.caught, "caught"}, std::pair{c.not_run, "not run"},
+                                std::pair{c.passed, "passed"}, std::pair{c.declined, "declined"}})
+    if (n > 0) parts.push_back(fmt::format("{} {}", n, what));
+  return fmt::format("{} cells of negative controls are counted, not listed ({})", c.total(), fmt::join(parts, ", "));
+}
+
+namespace {
+/// A negative control's cells by outcome, for its check (RunCheck::counts).
+std::string control_counts(const KernelSummary& k) {
+  std::string out = fmt::format("{} caught, {} missed, {} not run", k.caught, k.missed, k.not_run);
+  for (const auto& [n, what] : {std::pair{k.declined, "declined"}, std::pair{k.passed, "passed"}, std::pair{k.failed, "failed"}})
+    if (n > 0) out += fmt::format(", {} {}", n, what);
+  return out;
+}
+}  // namespace
 
 std::vector<RunCheck> run_checks(const RunSummary& s) {
   using Status = RunCheck::Status;
@@ -201,7 +251,7 @@ std::vector<RunCheck> run_checks(const RunSummary& s) {
                                                 : Status::passed,
            exercised ? fmt::format("instrument blind: {} of {} expected failures missed", k.missed, k.missed + k.caught)
                      : "no cell this negative control must fail was selected",
-           fmt::format("caught {}, missed {}", k.caught, k.missed)});
+           fmt::format("caught {}, missed {}", k.caught, k.missed), control_counts(k)});
     }
     out.push_back(
         {k.kernel + ": ran at least one cell",

@@ -78,6 +78,26 @@ ControlFacts control_facts(const RunSummary& s);
 /// 0 missed, 6 not run" (groups BLIND, caught, not exercised, each only when not empty).
 std::string controls_statement(const RunSummary& s);
 
+/// Whether a format lists `r` as a row of its own (a console row, a TAP point, a JUnit testcase) rather
+/// than in its negative control's one summary (the console's table row, the control's TAP point and JUnit
+/// testcase): every cell of a kernel under test is a row; a negative control's cell only when it fails the
+/// run (missed: a planted fault that passed; failed: outside its expected failures, as
+/// --controls-everywhere runs them) or when the control errored, crashed or timed out, caught or not.
+/// Caught, not_run, declined and passing cells of a control are counted, not listed (a gate with the
+/// built-in controls has thousands of not_run cells); every one stays in report.json and results.jsonl.
+/// `negative_control`: r's kernel is a negative control.
+bool listed_as_row(const CellResult& r, bool negative_control);
+
+/// The cells of negative controls a format counts instead of listing (listed_as_row false), by outcome.
+struct SummarisedCells {
+  int caught = 0, not_run = 0, passed = 0, declined = 0;
+  int total() const { return caught + not_run + passed + declined; }
+};
+SummarisedCells summarised_cells(const RunSummary& s);
+/// "6744 cells of negative controls are counted, not listed (287 caught, 6457 not run)": the one line a
+/// format prints where it leaves them out (the parts that are 0 left out), or "" when there are none.
+std::string summarised_text(const SummarisedCells& c);
+
 /// The outcome line every format opens or closes with, built here alone so that no format claims more
 /// than ran: a format prints its fields in its own markup, never its own wording.
 struct Headline {
@@ -98,6 +118,10 @@ std::string metrics_text(const CellResult& r);
 /// The suites of `s.results`, in order of first appearance (a merged report may hold several).
 std::vector<std::string> suites_of(const RunSummary& s);
 
+/// The KernelSummary of `kernel` over its results of suite `suite` alone (a merged report may hold several
+/// suites), judged as `s` judges it (a negative control there is one here).
+KernelSummary kernel_summary_in(const RunSummary& s, const std::string& suite, const std::string& kernel);
+
 /// A run-level check: the comparator self-test, each negative control, each kernel ran a cell. Together
 /// with the cells they make up the exit code: a report that fails a cell or a check exactly when
 /// RunSummary::exit_code() is not 0 never disagrees with the gate.
@@ -107,6 +131,10 @@ struct RunCheck {
   Status status = Status::passed;
   std::string message;  ///< why it failed or was skipped (one line)
   std::string text;     ///< what was counted ("caught 4, missed 0"; the self-test's lines)
+  /// A negative control's check: its cells by outcome, "4 caught, 0 missed, 120 not run" (", 2 declined",
+  /// ", 3 passed", ", 1 failed" when there are), which the formats that show a control once print with it;
+  /// empty for the other checks.
+  std::string counts;
 };
 /// The self-test check, "a negative control ran" (skipped, with controls_statement as its message, when none
 /// did; absent otherwise), then per kernel of `s` its negative-control check (controls only) and its "ran at

@@ -649,9 +649,14 @@ TEST(Junit, CountsMatchTheElementsAndFailuresCarryVerdictAndMetrics) {
   EXPECT_NE(x.find("message=\"error: bad &lt;launch> &amp; &quot;quote&quot; 'x' ? ?\""), std::string::npos) << x;
   EXPECT_EQ(x.find('\x01'), std::string::npos);
   EXPECT_EQ(x.find('\xff'), std::string::npos);
-  // Declined cells are skipped, caught negative-control cells pass with a note, the environment is there.
+  // Declined cells are skipped; the negative control is one passing testcase whose system-out lists its
+  // caught cells; the environment is there.
   EXPECT_TRUE(doc.select_node("//skipped[@message='declined: declines ctx1 (planted)']"));
-  EXPECT_EQ(count(x, "negative control: the planted fault was caught (poisoned)"), s.caught);
+  const pugi::xml_node control =
+      doc.select_node("//testcase[@classname='pacheck.rep.negative-controls'][@name='cpu.vector_v']").node();
+  ASSERT_TRUE(control);
+  EXPECT_FALSE(control.child("failure") || control.child("error") || control.child("skipped"));
+  EXPECT_EQ(count(control.child_value("system-out"), "\n  poisoned "), s.caught);
   EXPECT_TRUE(doc.select_node("/testsuites/testsuite/properties/property[@name='pacheck.git_commit']"));
   // The JSON report of the same run serialises the invalid UTF-8 without throwing.
   EXPECT_NO_THROW(report_json(s, meta_for(run.suite, run.ks, run.o))
@@ -679,11 +684,18 @@ TEST(Formats, NotRunCellsAreCountedAndShownInEveryFormat) {
             std::string::npos)
       << console;
   EXPECT_NE(console.find(fmt::format("{} caught by negative controls, {} not run)", s.caught, s.not_run)), std::string::npos);
+  // junit.xml and TAP count them in their control's one testcase / point, never one skip each.
   const pugi::xml_document doc = parse_junit(render_format("junit", s, meta));
-  EXPECT_EQ(nodes(doc, (std::string("//skipped[@message=\"") + kNotRunDetail + "\"]").c_str()), static_cast<std::size_t>(s.not_run));
+  EXPECT_EQ(nodes(doc, (std::string("//skipped[@message=\"") + kNotRunDetail + "\"]").c_str()), 0u);
+  EXPECT_EQ(doc.select_node("//testcase[@name='cpu.vector_v']/properties/property[@name='not_run']")
+                .node().attribute("value").as_int(),
+            s.not_run);
   EXPECT_EQ(nodes(doc, "//failure"), 0u);
   const std::string tap = render_format("tap", s, meta);
-  EXPECT_EQ(count(tap, std::string("# SKIP ") + kNotRunDetail), s.not_run);
+  EXPECT_EQ(count(tap, std::string("# SKIP ") + kNotRunDetail), 0);
+  EXPECT_NE(tap.find(fmt::format("- cpu.vector_v: negative control caught ({} caught, 0 missed, {} not run)\n", s.caught, s.not_run)),
+            std::string::npos)
+      << tap;
   EXPECT_EQ(tap.find("not ok"), std::string::npos) << tap;
   EXPECT_NE(render_format("markdown", s, meta).find(fmt::format("not run on {} cells (outside its expected failures)", s.not_run)),
             std::string::npos);
@@ -807,19 +819,24 @@ TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
   RunSummary& s = run.s;
   ASSERT_EQ(s.exit_code(), 1);
   std::vector<TapPoint> points = parse_tap(run.render("tap"));
-  ASSERT_EQ(points.size(), s.results.size() + run_checks(s).size());
+  // A point per cell of the kernel under test and per check: the negative control is its check's point.
+  const auto tested = std::count_if(s.results.begin(), s.results.end(),
+                                    [&](const CellResult& r) { return r.kernel == run.failing.name(); });
+  ASSERT_EQ(points.size(), static_cast<std::size_t>(tested) + run_checks(s).size());
   std::set<std::string> not_ok, skipped;
   for (const auto& p : points) {
     if (!p.ok) not_ok.insert(p.description);
     if (p.directive.rfind("SKIP ", 0) == 0) skipped.insert(p.description);
   }
   // The two ctx33 cells of the kernel that errors fail; its ctx1 cells (declined) are skipped; the negative
-  // control's caught cells pass, its cells where the V-tail fault cannot show (clean ones) are skipped as not_run.
-  const std::string k = "planted#error h4/2 d32 bs16 bf16 ", c = "cpu.vector_v h4/2 d32 bs16 bf16 ";
+  // control's caught and not_run cells are counted in its check's point.
+  const std::string k = "planted#error h4/2 d32 bs16 bf16 ";
   EXPECT_EQ(not_ok, (std::set<std::string>{k + "ctx33,32 vllm seed7 clean", k + "ctx33,32 vllm seed7 V:nan@tail"}));
-  EXPECT_EQ(skipped, (std::set<std::string>{k + "ctx1,32 vllm seed7 clean", k + "ctx1,32 vllm seed7 V:nan@tail",
-                                            c + "ctx1,32 vllm seed7 clean", c + "ctx17,32 vllm seed7 clean",
-                                            c + "ctx33,32 vllm seed7 clean"}));
+  EXPECT_EQ(skipped, (std::set<std::string>{k + "ctx1,32 vllm seed7 clean", k + "ctx1,32 vllm seed7 V:nan@tail"}));
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(), [&](const TapPoint& p) {
+    return p.ok && p.description == fmt::format("cpu.vector_v: negative control caught ({} caught, 0 missed, {} not run)",
+                                                s.caught, s.not_run);
+  }));
   const auto err = std::find_if(points.begin(), points.end(), [](const TapPoint& p) { return !p.ok; });
   EXPECT_EQ(err->yaml.at("verdict"), "error");
   EXPECT_EQ(err->yaml.at("detail"), "launch\nfailed");
@@ -837,7 +854,7 @@ TEST(Tap, OnePointPerCellAndCheckFailingExactlyWhereTheRunFails) {
   EXPECT_EQ(missed->yaml.count("rel_linf"), 1u);  // a number, or .inf for the poisoned output it had
   EXPECT_TRUE(missed->yaml.at("limit").is_number());
   EXPECT_TRUE(std::any_of(points.begin(), points.end(), [](const TapPoint& p) {
-    return !p.ok && p.description == "cpu.vector_v: negative control caught";
+    return !p.ok && p.description.rfind("cpu.vector_v: negative control caught (", 0) == 0;
   }));
 
   // A passing run has no failing point.
@@ -969,12 +986,23 @@ TEST(Github, AnErrorCarriesTheSuiteFileAndLineOfItsCell) {
 
 // ---- what every format says: the negative controls that ran, and NaN/Inf metrics --------------------------
 
+/// What `pacheck run` tells its formats before the first cell of `s`: its negative controls, and that every
+/// result is kept in the report directory "rep".
+RunStart start_of(const RunSummary& s) {
+  RunStart start{"title", {}};
+  for (const auto& k : s.kernels)
+    if (k.control != ControlOutcome::not_control) start.negative_controls.push_back(k.kernel);
+  start.results_in = "rep/results.jsonl and rep/report.json";
+  return start;
+}
+
 /// What format `format` writes for `s` through every callback a run makes (title, a row per cell, the end):
 /// the console's rows come from cell_finished, which render_format does not call.
-std::string render_streamed(const std::string& format, const RunSummary& s, const ReportMeta& meta) {
+std::string render_streamed(const std::string& format, const RunSummary& s, const ReportMeta& meta,
+                            const FormatOptions& options = {}) {
   std::ostringstream out;
-  const std::unique_ptr<ReportFormat> f = find_format(format)->make(out, FormatOptions{});
-  f->run_started(RunStart{"title", {}});
+  const std::unique_ptr<ReportFormat> f = find_format(format)->make(out, options);
+  f->run_started(start_of(s));
   for (const CellResult& r : s.results) f->cell_finished(r);
   f->run_ended(s, meta);
   return out.str();
@@ -1054,6 +1082,214 @@ TEST(Formats, EveryFormatNamesTheNegativeControlsThatRanWithTheirCounts) {
             "negative controls: 1 ran; not exercised: cpu.vector_v; cells: 0 caught, 0 missed, 2 not run; none was "
             "exercised, so this run does not show that its checks can fail here");
   EXPECT_EQ(exit_meaning(run.s), "every cell passed");
+}
+
+// ---- negative controls summarised: one row, testcase or point each, with their counts -------------------
+
+/// cpu.reference beside the negative control cpu.vector_v over suite_of({17, 33}): the control's two
+/// V:nan@tail cells are caught, its two clean cells not run.
+struct ControlRun : NamedRun {
+  ControlRun() : NamedRun({Registry::global().find("cpu.reference"), Registry::global().find("cpu.vector_v")}) {}
+  /// Plants a blind control and a crash: its first expected failure passes (missed), its second errors (a
+  /// control that dies instead of computing: caught, but by the process, not the comparator).
+  void miss_and_error() {
+    std::vector<CellResult*> planted;
+    for (auto& r : s.results)
+      if (r.expected_fail) planted.push_back(&r);
+    ASSERT_EQ(planted.size(), 2u);
+    planted[0]->verdict = Verdict::pass;
+    planted[1]->verdict = Verdict::error;
+    planted[1]->detail = "planted launch failure";
+    summarize(s, {{"cpu.reference", false}, {"cpu.vector_v", true}});
+    ASSERT_EQ(s.exit_code(), 3);
+  }
+  /// The ids of the control's cells with verdict `v`.
+  std::vector<std::string> control_cells(Verdict v) const {
+    std::vector<std::string> out;
+    for (const auto& r : s.results)
+      if (r.kernel == "cpu.vector_v" && r.verdict == v) out.push_back(r.cell_id);
+    return out;
+  }
+};
+
+/// The lines of `text` that hold `what`.
+std::vector<std::string> lines_with(const std::string& text, const std::string& what) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(what) != std::string::npos) out.push_back(line);
+  return out;
+}
+
+TEST(ControlsSummarised, ConsoleListsAControlsMissedAndErroredCellsOnlyAndCountsTheRest) {
+  ControlRun run;
+  ASSERT_EQ(run.s.caught, 2);
+  ASSERT_EQ(run.s.not_run, 2);
+  std::string text = render_streamed("console", run.s, run.meta());
+  // Rows: the kernel under test's four; none of the control's (the closing list of failures is empty).
+  EXPECT_EQ(lines_with(text, "cpu.reference            pass").size(), 4u) << text;
+  EXPECT_EQ(lines_with(text, " seed7 ").size(), 4u) << text;
+  EXPECT_NE(text.find("\n4 cells of negative controls are counted, not listed (2 caught, 2 not run): each control's counts "
+                      "are in the table below; every cell is in rep/results.jsonl and rep/report.json\n"),
+            std::string::npos)
+      << text;
+  // The control is one row of the closing table: passed, failed, declined, caught, missed, not run.
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\ncpu\.vector_v +0 +0 +0 +2 +0 +2  caught\n)"))) << text;
+
+  // A missed cell (instrument blind) and an errored one are rows, in every console mode; the not-run cells
+  // stay counted.
+  run.miss_and_error();
+  const std::string missed = run.control_cells(Verdict::pass).at(0), errored = run.control_cells(Verdict::error).at(0);
+  FormatOptions quiet, only_failures;
+  quiet.quiet = true;
+  only_failures.only_failures = true;
+  for (const FormatOptions& o : {FormatOptions{}, quiet, only_failures}) {
+    text = render_streamed("console", run.s, run.meta(), o);
+    SCOPED_TRACE(o.quiet ? "--quiet" : o.only_failures ? "--only-failures" : "default");
+    std::vector<std::string> rows;  // the control's rows: its cells, not its line in the closing table
+    for (const auto& l : lines_with(text, " seed7 "))
+      if (l.rfind("cpu.vector_v ", 0) == 0) rows.push_back(l);
+    EXPECT_EQ(std::count_if(rows.begin(), rows.end(), [&](const std::string& l) {
+                return l.find("pass (MISSED)") != std::string::npos && l.find(missed) != std::string::npos;
+              }),
+              1)
+        << text;
+    // The errored cell counts as caught, which --quiet (failing rows only) leaves out.
+    EXPECT_EQ(std::count_if(rows.begin(), rows.end(), [&](const std::string& l) {
+                return l.find("error (caught)") != std::string::npos && l.find(errored) != std::string::npos;
+              }),
+              o.quiet ? 0 : 1)
+        << text;
+    EXPECT_EQ(rows.size(), o.quiet ? 1u : 2u) << text;
+    EXPECT_NE(text.find("\n2 cells of negative controls are counted, not listed (2 not run)"), std::string::npos) << text;
+    EXPECT_TRUE(std::regex_search(text, std::regex(R"(\ncpu\.vector_v +0 +0 +0 +1 +1 +2  BLIND\n)"))) << text;
+  }
+  // Without a place that keeps every cell, the line says how to keep them.
+  EXPECT_NE(render_format("console", run.s, run.meta()).find("--report-dir DIR or --json FILE keeps every cell"),
+            std::string::npos);
+}
+
+TEST(ControlsSummarised, JunitHasOneTestcasePerControlWithItsCountsAndFailsOnAMiss) {
+  ControlRun run;
+  pugi::xml_document doc = parse_junit(render_format("junit", run.s, run.meta()));
+  EXPECT_EQ(nodes(doc, "//testcase[@classname='pacheck.rep.cpu.reference']"), 4u);
+  EXPECT_EQ(nodes(doc, "//testcase[@classname='pacheck.rep.cpu.vector_v']"), 0u) << "a testcase per control cell";
+  EXPECT_EQ(nodes(doc, "//skipped"), 0u) << "not_run cells are skips no more";
+  EXPECT_EQ(nodes(doc, "/testsuites/testsuite[@name='rep.negative-controls']/testcase"), 1u);
+  pugi::xml_node c = doc.select_node("//testcase[@classname='pacheck.rep.negative-controls'][@name='cpu.vector_v']").node();
+  ASSERT_TRUE(c);
+  auto property = [&](const char* name) {
+    return std::string(c.select_node((std::string("properties/property[@name='") + name + "']").c_str()).node().attribute("value").value());
+  };
+  EXPECT_EQ(property("outcome"), "caught");
+  EXPECT_EQ(property("caught"), "2");
+  EXPECT_EQ(property("missed"), "0");
+  EXPECT_EQ(property("not_run"), "2");
+  EXPECT_FALSE(c.child("failure"));
+  const std::string out = c.child_value("system-out");
+  for (const auto& id : run.control_cells(Verdict::poisoned)) EXPECT_NE(out.find("  poisoned          " + id + "\n"), std::string::npos) << out;
+  for (const auto& id : run.control_cells(Verdict::not_run)) EXPECT_EQ(out.find(id), std::string::npos) << "not_run cells are counted";
+  const pugi::xml_node root = doc.child("testsuites");
+  EXPECT_EQ(root.attribute("tests").as_ullong(), nodes(doc, "//testcase"));
+  EXPECT_EQ(root.attribute("tests").as_ullong(), 4u + 1u + run_checks(run.s).size());
+
+  // Planted: a missed cell fails the control's testcase, naming the cell with its metrics; the errored
+  // one is listed as caught by an error.
+  run.miss_and_error();
+  doc = parse_junit(render_format("junit", run.s, run.meta()));
+  c = doc.select_node("//testcase[@classname='pacheck.rep.negative-controls'][@name='cpu.vector_v']").node();
+  ASSERT_TRUE(c);
+  const pugi::xml_node failure = c.child("failure");
+  ASSERT_TRUE(failure);
+  EXPECT_STREQ(failure.attribute("type").value(), "missed");
+  EXPECT_STREQ(failure.attribute("message").value(),
+               "negative control not caught: 1 of 2 cells it must fail passed (instrument blind)");
+  const std::string failure_text = failure.text().get();
+  EXPECT_NE(failure_text.find("MISSED " + run.control_cells(Verdict::pass).at(0) + "\nverdict: pass\n"), std::string::npos)
+      << failure_text;
+  EXPECT_NE(failure_text.find("repro: pacheck repro "), std::string::npos);
+  EXPECT_EQ(property("missed"), "1");
+  EXPECT_NE(std::string(c.child_value("system-out")).find("caught by an error, not by the comparator (the kernel errored, "
+                                                          "crashed or timed out):\n  error             " +
+                                                          run.control_cells(Verdict::error).at(0)),
+            std::string::npos)
+      << c.child_value("system-out");
+  EXPECT_EQ(doc.child("testsuites").attribute("failures").as_int(), 2) << "the control's testcase and its check";
+  EXPECT_EQ(nodes(doc, "//skipped"), 0u);
+}
+
+TEST(ControlsSummarised, TapIsOnePointPerControlWithItsCountsAndAPointPerMissedCell) {
+  ControlRun run;
+  std::string tap = render_streamed("tap", run.s, run.meta());
+  std::vector<TapPoint> points = parse_tap(tap);
+  EXPECT_EQ(std::count_if(points.begin(), points.end(),
+                          [](const TapPoint& p) { return p.description.rfind("cpu.vector_v h4/2", 0) == 0; }),
+            0)
+      << tap;
+  EXPECT_EQ(points.size(), 4u + run_checks(run.s).size());
+  EXPECT_TRUE(std::any_of(points.begin(), points.end(), [](const TapPoint& p) {
+    return p.ok && p.description == "cpu.vector_v: negative control caught (2 caught, 0 missed, 2 not run)";
+  })) << tap;
+  EXPECT_NE(tap.find("\n# 4 cells of negative controls are counted, not listed (2 caught, 2 not run): in their controls' "
+                     "points below; every cell is in rep/results.jsonl and rep/report.json\n"),
+            std::string::npos)
+      << tap;
+
+  run.miss_and_error();
+  tap = render_streamed("tap", run.s, run.meta());
+  points = parse_tap(tap);
+  std::vector<std::string> control_points;
+  for (const auto& p : points)
+    if (p.description.rfind("cpu.vector_v", 0) == 0) control_points.push_back((p.ok ? "ok " : "not ok ") + p.description);
+  const std::string missed = run.control_cells(Verdict::pass).at(0), errored = run.control_cells(Verdict::error).at(0);
+  EXPECT_EQ(control_points,
+            (std::vector<std::string>{"not ok cpu.vector_v " + missed + " (negative control MISSED)",
+                                      "ok cpu.vector_v " + errored + " (negative control: the planted fault was caught, error)",
+                                      "not ok cpu.vector_v: negative control caught (1 caught, 1 missed, 2 not run)",
+                                      "ok cpu.vector_v: ran at least one cell"}))
+      << tap;
+}
+
+TEST(ControlsSummarised, GithubAnnotatesAControlsMissedCellsOnly) {
+  ControlRun run;
+  std::vector<Annotation> a = parse_annotations(render_format("github", run.s, run.meta()));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].kind, "notice");
+  run.miss_and_error();
+  a = parse_annotations(render_format("github", run.s, run.meta()));
+  std::vector<std::string> titles;
+  for (const auto& x : a) titles.push_back(x.kind + " " + x.title);
+  EXPECT_EQ(titles, (std::vector<std::string>{"error pacheck: cpu.vector_v: negative control caught",
+                                              "error pacheck: cpu.vector_v " + run.control_cells(Verdict::pass).at(0),
+                                              "notice pacheck rep: BLIND (exit 3)"}));
+}
+
+TEST(ControlsSummarised, MarkdownHasOneRowPerControlAndNoControlCellAmongTheClosest) {
+  ControlRun run;
+  std::string md = render_format("markdown", run.s, run.meta());
+  EXPECT_EQ(lines_with(md, "`cpu.vector_v`").size(), 1u) << md;
+  EXPECT_NE(md.find("| rep | `cpu.vector_v` | 0 | 0 | 0 | caught (2 caught, 0 missed); not run on 2 cells (outside its "
+                    "expected failures) |"),
+            std::string::npos)
+      << md;
+  // Under --controls-everywhere the control passes its clean cells: they are not the kernel under test's
+  // margins to the limit.
+  RunOptions everywhere;
+  everywhere.controls_everywhere = true;
+  const RunSummary audit = run_suite(run.suite, run.ks, "cpu", everywhere);
+  ASSERT_EQ(audit.exit_code(), 0);
+  ASSERT_EQ(audit.kernels[1].passed, 2);
+  md = render_format("markdown", audit, run.meta());
+  const std::size_t closest = md.find("### Closest to the limit");
+  ASSERT_NE(closest, std::string::npos) << md;
+  EXPECT_EQ(lines_with(md.substr(closest, md.find("<details>") - closest), "`cpu.vector_v`").size(), 0u) << md;
+  run.miss_and_error();
+  md = render_format("markdown", run.s, run.meta());
+  // The missed cell is among the worst cells; the table row counts it.
+  EXPECT_NE(md.find("| `cpu.vector_v` | `" + run.control_cells(Verdict::pass).at(0) + "` | pass (negative control MISSED) |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(lines_with(md, "`cpu.vector_v`").size(), 2u) << md;
 }
 
 /// cpu.reference with one output element planted non-finite: NaN where seq_lens[0] is 17, +Inf where it is 33.

@@ -178,12 +178,18 @@ def check_stdout_formats(args, tmp, d, report):
     # tap: one point per cell and per run check; this run passes, so every point is ok.
     p = run_stdout(args, "run", *sel, "--format", "tap", "--report-dir", os.path.join(tmp, "tap"), expect=0)
     points = parse_tap(p.stdout)
-    check(len(points) > len(report["results"]), f"tap: {len(points)} points for {len(report['results'])} cells")
+    tested = [r for r in report["results"] if r["kernel"] == "cpu.reference"]
+    check(len(points) > len(tested), f"tap: {len(points)} points for {len(tested)} cells of the kernel under test")
     check(all(ok for ok, _, _, _ in points), "tap: a passing run has a failing point")
     check("reports in " in p.stderr, "tap: the closing line is not on stderr")
-    caught = [desc for _, desc, _, _ in points if "negative control: the planted fault was caught" in desc]
-    want = report["summary"]["caught"]
-    check(len(caught) == want, f"tap: {len(caught)} caught points, want {want}")
+    # A negative control is one point, its check's, with its counts; none of its cells is a point.
+    for k in report["kernels"]:
+        if k["negative_control"] == "-":
+            continue
+        want = f"{k['kernel']}: negative control caught ({k['caught']} caught, {k['missed']} missed, {k['not_run']} not run)"
+        check(sum(1 for _, desc, _, _ in points if desc == want) == 1, f"tap: no point {want!r}")
+        check(not any(desc.startswith(k["kernel"] + " ") for _, desc, _, _ in points),
+              f"tap: a point per cell of the negative control {k['kernel']}")
     # A failing run (a planted off-by-one mask; a filter that matches nothing is a usage error, exit 2):
     # failing points with their YAML blocks, one ::error annotation per failing cell and the notice last.
     planted = ["--suite", "tail-poison", "--kernel", "planted.drop_last_token", "--filter", " bf16 .*clean"]
@@ -234,7 +240,9 @@ def read_jsonl(path):
 
 def check_junit(path, report):
     """A JUnit consumer's view of junit.xml, checked against the structure CI tools rely on and against
-    report.json: every cell is a testcase, and it fails exactly when the cell counts as a failure."""
+    report.json: every cell of a kernel under test is a testcase, failing exactly when the cell counts as a
+    failure; every negative control is one testcase (classname pacheck.SUITE.negative-controls) with its
+    counts, failing exactly when one of its cells was missed or failed, and no not_run cell is a skip."""
     root = ET.parse(path).getroot()
     check(root.tag == "testsuites", f"root is <{root.tag}>")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -266,23 +274,44 @@ def check_junit(path, report):
     for k, v in totals.items():
         check(int(root.get(k)) == v, f"testsuites {k}={root.get(k)} but {v}")
 
-    controls = {k["kernel"] for k in report["kernels"] if k["negative_control"] != "-"}
+    controls = {k["kernel"]: k for k in report["kernels"] if k["negative_control"] != "-"}
     failing_cells = 0
     for r in report["results"]:
+        if r["kernel"] in controls:
+            check((f"pacheck.{r['suite']}.{r['kernel']}", r["cell"]) not in cases,
+                  f"a testcase for the negative control's cell {r['kernel']} {r['cell']}")
+            continue
         c = cases.get((f"pacheck.{r['suite']}.{r['kernel']}", r["cell"]))
         check(c is not None, f"no testcase for {r['kernel']} {r['cell']}")
         bad = c.find("failure") if c.find("failure") is not None else c.find("error")
-        control = r["expected_fail"] and r["kernel"] in controls
-        want_bad = (r["verdict"] == "pass") if control else r["verdict"] not in ("pass", "declined", "not_run")
+        want_bad = r["verdict"] not in ("pass", "declined", "not_run")
         check((bad is not None) == want_bad, f"{r['kernel']} {r['cell']}: verdict {r['verdict']} but junit "
                                              f"{'fails' if bad is not None else 'passes'} it")
-        if bad is not None and not control:
+        if bad is not None:
             failing_cells += 1
             check(bad.get("type") == r["verdict"], f"{r['cell']}: type {bad.get('type')} != {r['verdict']}")
             check(bad.tag == ("error" if r["verdict"] in ERROR_VERDICTS else "failure"), f"{r['cell']}: <{bad.tag}>")
             check("rel_linf: " in (bad.text or ""), f"{r['cell']}: failure text lacks the metrics")
-        if r["verdict"] in ("declined", "not_run"):
+        if r["verdict"] == "declined":
             check(c.find("skipped") is not None, f"{r['cell']}: {r['verdict']} but not skipped")
+    suites = {r["suite"] for r in report["results"]}
+    for name, k in controls.items():
+        tcs = [cases[(f"pacheck.{s}.negative-controls", name)] for s in suites
+               if (f"pacheck.{s}.negative-controls", name) in cases]
+        check(len(tcs) == len({r["suite"] for r in report["results"] if r["kernel"] == name}),
+              f"negative control {name}: {len(tcs)} testcases, want one per suite it ran in")
+        if len(suites) != 1 or not tcs:  # counts per suite; a control with no cell selected has no testcase
+            continue
+        c = tcs[0]
+        props = {p.get("name"): p.get("value") for p in c.find("properties").findall("property")}
+        for key in ("caught", "missed", "not_run", "declined", "passed", "failed"):
+            check(props.get(key) == str(k[key]), f"negative control {name}: property {key}={props.get(key)}, "
+                                                  f"report.json says {k[key]}")
+        want_bad = k["missed"] + k["failed"] > 0
+        check((c.find("failure") is not None) == want_bad, f"negative control {name}: missed {k['missed']}, failed "
+                                                           f"{k['failed']}, but junit {'passes' if want_bad else 'fails'} it")
+    check(not any((s.get("message") or "").startswith("not run:") for s in root.iter("skipped")),
+          "a not_run cell is a skipped testcase")
     any_bad = totals["failures"] + totals["errors"] > 0
     check(any_bad == (report["exit_code"] != 0), f"junit {'fails' if any_bad else 'passes'} but exit code is "
                                                   f"{report['exit_code']}")
