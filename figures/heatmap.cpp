@@ -14,91 +14,134 @@ namespace pacheck::html {
 using svg::escape;
 using svg::Rgb;
 
+namespace {
+constexpr double kHeatRowFont = 11, kHeatColFont = 10.5, kHeatAxisFont = 12, kHeatTitleFont = 13;
+constexpr double kHeatGap = 24, kHeatMargin = 4;  // between panels; after the last one
+
+/// The column axis title of a column group: `axis` alone when the map is one group, else with the
+/// columns it shows ("context length (tokens): columns 31-60 of 75").
+std::string group_axis(const std::string& axis, std::size_t first, std::size_t count, std::size_t n) {
+  if (count == n) return axis;
+  return fmt::format("{}: columns {}\xE2\x80\x93{} of {}", axis, first + 1, first + count, n);
+}
+
+/// One panel's width over columns [first, first + count): its cells, the last column label's reach past
+/// them (rotated or centred), at least its titles, and the gap after it.
+double panel_width(const std::vector<std::string>& cols, std::size_t first, std::size_t count, double cw, bool rotate,
+                   double title_w) {
+  double reach = 0;
+  const double n = static_cast<double>(count);
+  for (std::size_t c = 0; c < count; ++c) {
+    const double tw = svg::text_width(cols[first + c], kHeatColFont);
+    reach = std::max(reach, (static_cast<double>(c) + 0.5 - n) * cw + (rotate ? tw * 0.71 : tw / 2));
+  }
+  return std::max(cw * n + reach, title_w) + kHeatGap;
+}
+}  // namespace
+
 HeatLayout layout_heat(const std::vector<std::string>& panels, const std::vector<std::string>& rows,
                        const std::vector<std::string>& cols, const std::string& row_axis, const std::string& col_axis,
                        double cell_w, double cell_h, double min_cell_w) {
-  constexpr double kRowFont = 11, kColFont = 10.5, kAxisFont = 12, kTitleFont = 13;
   HeatLayout l;
   l.cell_h = cell_h;
-  for (const auto& r : rows) l.row_text_w = std::max(l.row_text_w, svg::text_width(r, kRowFont));
+  for (const auto& r : rows) l.row_text_w = std::max(l.row_text_w, svg::text_width(r, kHeatRowFont));
   l.row_text_w = std::min(l.row_text_w, kMaxRowLabelPx);
-  l.label_w = std::max(l.row_text_w, svg::text_width(row_axis, kAxisFont, true)) + 24;
+  l.label_w = std::max(l.row_text_w, svg::text_width(row_axis, kHeatAxisFont, true)) + 24;
   double widest_col = 0;
-  for (const auto& c : cols) widest_col = std::max(widest_col, svg::text_width(c, kColFont));
-  double title_w = svg::text_width(col_axis, kAxisFont, true);
-  for (const auto& p : panels) title_w = std::max(title_w, svg::text_width(p, kTitleFont, true));
-  const double n = static_cast<double>(cols.size());
-  constexpr double kGap = 24, kMargin = 4;  // between panels; after the last one
-  // One panel: its cells, the last column label's reach past them when labels are rotated, and a gap.
-  auto panel_w = [&](double cw, bool rotate) {
-    double reach = 0;  // how far the column labels reach past the last column's right edge
-    for (std::size_t c = 0; c < cols.size(); ++c) {
-      const double tw = svg::text_width(cols[c], kColFont);
-      reach = std::max(reach, (static_cast<double>(c) + 0.5 - n) * cw + (rotate ? tw * 0.71 : tw / 2));
-    }
-    return std::max(cw * n + reach, title_w) + kGap;
+  for (const auto& c : cols) widest_col = std::max(widest_col, svg::text_width(c, kHeatColFont));
+  const std::size_t n = cols.size();
+  double title_w = svg::text_width(col_axis, kHeatAxisFont, true);
+  for (const auto& p : panels) title_w = std::max(title_w, svg::text_width(p, kHeatTitleFont, true));
+  auto fits = [&](double cw, std::size_t count) {
+    for (std::size_t first = 0; first < n; first += count)
+      if (l.label_w + panel_width(cols, first, std::min(count, n - first), cw, widest_col > cw - 4, title_w) - kHeatGap + kHeatMargin >
+          kPageWidth)
+        return false;
+    return true;
   };
   l.cell_w = cell_w;
-  while (l.cell_w > min_cell_w && l.label_w + panel_w(l.cell_w, widest_col > l.cell_w - 4) - kGap + kMargin > kPageWidth)
-    l.cell_w = std::max(min_cell_w, l.cell_w - 1);
+  while (l.cell_w > min_cell_w && !fits(l.cell_w, n)) l.cell_w = std::max(min_cell_w, l.cell_w - 1);
   l.rotate = widest_col > l.cell_w - 4;
+  // Too wide even so: the columns wrap into groups, each drawn under the last with the row labels again and
+  // its columns named on its axis title (the longest such title counted).
+  l.group_cols = std::max<std::size_t>(1, n);
+  if (!fits(l.cell_w, n)) {
+    title_w = std::max(title_w, svg::text_width(group_axis(col_axis, n, n - 1, n + 1), kHeatAxisFont, true));
+    while (l.group_cols > 1 && !fits(l.cell_w, l.group_cols)) --l.group_cols;
+  }
+  l.groups = n == 0 ? 1 : (n + l.group_cols - 1) / l.group_cols;
   l.header_h = 20 /* panel title */ + 16 /* axis title */ + (l.rotate ? widest_col * 0.71 + 10 : 16);
-  l.slot_w = panel_w(l.cell_w, l.rotate);
-  l.per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - l.label_w + kGap - kMargin) / l.slot_w));
+  for (std::size_t first = 0; first < std::max<std::size_t>(n, 1); first += l.group_cols)
+    l.slot_w = std::max(l.slot_w, panel_width(cols, first, std::min(l.group_cols, n - first), l.cell_w, l.rotate, title_w));
+  l.per_block = std::max<std::size_t>(1, static_cast<std::size_t>((kPageWidth - l.label_w + kHeatGap - kHeatMargin) / l.slot_w));
   l.blocks = (panels.size() + l.per_block - 1) / l.per_block;
   l.block_h = l.header_h + cell_h * static_cast<double>(rows.size()) + 16;
-  l.width = l.label_w + static_cast<double>(std::min(l.per_block, panels.size())) * l.slot_w - kGap + kMargin;
-  l.height = static_cast<double>(l.blocks) * l.block_h;
+  l.width = l.label_w + static_cast<double>(std::min(l.per_block, panels.size())) * l.slot_w - kHeatGap + kHeatMargin;
+  l.height = static_cast<double>(l.groups * l.blocks) * l.block_h;
   return l;
 }
+
+namespace {
+/// The row labels of one block, its grid's top at `grid_top`.
+void heat_row_labels(svg::Writer& w, const HeatLayout& l, double btop, double grid_top, const std::vector<std::string>& rows,
+                     const std::string& row_axis) {
+  w.open("g", {{"class", "axis y-axis"}, {"data-categories", std::to_string(rows.size())}});
+  w.text(8, btop + 30, row_axis, "start", {{"class", "axis-label"}});
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    fitted_text(w, l.label_w - 8, grid_top + l.cell_h * static_cast<double>(r) + l.cell_h / 2 + 4, rows[r], l.row_text_w, 11,
+                false, "end", {{"class", "row-label"}});
+  w.close();
+}
+
+/// One heat-map cell at (x, y): empty (a pale square) or its fill, outline, text and hover title.
+void heat_cell(svg::Writer& w, const HeatLayout& l, double x, double y, const std::optional<HeatCell>& hc) {
+  if (!hc) {
+    w.rect(x + 0.5, y + 0.5, l.cell_w - 1, l.cell_h - 1, {{"fill", "#f5f5f5"}});
+    return;
+  }
+  svg::Attrs g = {{"class", "cell"}};
+  if (!hc->series.empty()) g.push_back({"data-series", hc->series});
+  w.open("g", g);
+  w.title(hc->title);
+  svg::Attrs fill = {{"class", "fill"}, {"fill", hc->fill}, {"stroke", hc->outline ? "#000" : "none"}, {"stroke-width", hc->outline ? "2.5" : "0"}};
+  if (hc->outline && !hc->outline_series.empty()) fill.push_back({"data-series", hc->outline_series});
+  w.rect(x + 0.5, y + 0.5, l.cell_w - 1, l.cell_h - 1, fill);
+  w.text(x + l.cell_w / 2, y + l.cell_h / 2 + 4, hc->text, "middle", {{"class", "mark"}, {"fill", hc->text_colour.hex()}});
+  w.close();
+}
+}  // namespace
 
 void heat_panels(svg::Writer& w, const HeatLayout& l, double top, const std::vector<std::string>& panels,
                  const std::vector<std::string>& rows, const std::vector<std::string>& cols, const std::string& row_axis,
                  const std::string& col_axis, const HeatCellAt& cell) {
   const double cell_w = l.cell_w, cell_h = l.cell_h;
-  for (std::size_t b = 0; b < l.blocks; ++b) {
-    const double btop = top + static_cast<double>(b) * l.block_h;
-    const double grid_top = btop + l.header_h;
-    w.open("g", {{"class", "axis y-axis"}, {"data-categories", std::to_string(rows.size())}});
-    w.text(8, btop + 30, row_axis, "start", {{"class", "axis-label"}});
-    for (std::size_t r = 0; r < rows.size(); ++r)
-      fitted_text(w, l.label_w - 8, grid_top + cell_h * static_cast<double>(r) + cell_h / 2 + 4, rows[r], l.row_text_w, 11, false,
-                  "end", {{"class", "row-label"}});
-    w.close();
-    for (std::size_t p = b * l.per_block; p < std::min(panels.size(), (b + 1) * l.per_block); ++p) {
-      const double px = l.label_w + static_cast<double>(p - b * l.per_block) * l.slot_w;
-      w.open("g", {{"class", "panel"}, {"data-panel", panels[p]}});
-      w.text(px, btop + 14, panels[p], "start", {{"class", "panel-title"}});
-      w.open("g", {{"class", "axis x-axis"}, {"data-categories", std::to_string(cols.size())}});
-      w.text(px, btop + 30, col_axis, "start", {{"class", "axis-label"}});
-      for (std::size_t c = 0; c < cols.size(); ++c) {
-        const double cx = px + cell_w * (static_cast<double>(c) + 0.5), ty = grid_top - 5;
-        if (l.rotate)
-          w.text(cx, ty, cols[c], "start", {{"class", "col-label"}, {"transform", fmt::format("rotate(-45 {} {})", svg::num(cx), svg::num(ty))}});
-        else
-          w.text(cx, ty, cols[c], "middle", {{"class", "col-label"}});
-      }
-      w.close();
-      for (std::size_t r = 0; r < rows.size(); ++r) {
-        for (std::size_t c = 0; c < cols.size(); ++c) {
-          const double x = px + cell_w * static_cast<double>(c), y = grid_top + cell_h * static_cast<double>(r);
-          const std::optional<HeatCell> hc = cell(p, r, c);
-          if (!hc) {
-            w.rect(x + 0.5, y + 0.5, cell_w - 1, cell_h - 1, {{"fill", "#f5f5f5"}});
-            continue;
-          }
-          svg::Attrs g = {{"class", "cell"}};
-          if (!hc->series.empty()) g.push_back({"data-series", hc->series});
-          w.open("g", g);
-          w.title(hc->title);
-          svg::Attrs fill = {{"class", "fill"}, {"fill", hc->fill}, {"stroke", hc->outline ? "#000" : "none"}, {"stroke-width", hc->outline ? "2.5" : "0"}};
-          if (hc->outline && !hc->outline_series.empty()) fill.push_back({"data-series", hc->outline_series});
-          w.rect(x + 0.5, y + 0.5, cell_w - 1, cell_h - 1, fill);
-          w.text(x + cell_w / 2, y + cell_h / 2 + 4, hc->text, "middle", {{"class", "mark"}, {"fill", hc->text_colour.hex()}});
-          w.close();
+  for (std::size_t g = 0; g < l.groups; ++g) {
+    const std::size_t first = g * l.group_cols, count = std::min(l.group_cols, cols.size() - std::min(first, cols.size()));
+    const std::string axis = group_axis(col_axis, first, count, cols.size());
+    for (std::size_t b = 0; b < l.blocks; ++b) {
+      const double btop = top + static_cast<double>(g * l.blocks + b) * l.block_h;
+      const double grid_top = btop + l.header_h;
+      heat_row_labels(w, l, btop, grid_top, rows, row_axis);
+      for (std::size_t p = b * l.per_block; p < std::min(panels.size(), (b + 1) * l.per_block); ++p) {
+        const double px = l.label_w + static_cast<double>(p - b * l.per_block) * l.slot_w;
+        w.open("g", {{"class", "panel"}, {"data-panel", panels[p]}});
+        w.text(px, btop + 14, panels[p], "start", {{"class", "panel-title"}});
+        w.open("g", {{"class", "axis x-axis"}, {"data-categories", std::to_string(count)}});
+        w.text(px, btop + 30, axis, "start", {{"class", "axis-label"}});
+        for (std::size_t c = 0; c < count; ++c) {
+          const double cx = px + cell_w * (static_cast<double>(c) + 0.5), ty = grid_top - 5;
+          if (l.rotate)
+            w.text(cx, ty, cols[first + c], "start",
+                   {{"class", "col-label"}, {"transform", fmt::format("rotate(-45 {} {})", svg::num(cx), svg::num(ty))}});
+          else
+            w.text(cx, ty, cols[first + c], "middle", {{"class", "col-label"}});
         }
+        w.close();
+        for (std::size_t r = 0; r < rows.size(); ++r)
+          for (std::size_t c = 0; c < count; ++c)
+            heat_cell(w, l, px + cell_w * static_cast<double>(c), grid_top + cell_h * static_cast<double>(r), cell(p, r, first + c));
+        w.close();
       }
-      w.close();
     }
   }
 }

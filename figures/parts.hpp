@@ -90,7 +90,9 @@ struct HeatCell {
 };
 
 /// Where a heat map's parts go: a label column, then panels of rows x columns side by side, wrapping onto
-/// further blocks when the page is too narrow. Sizing the SVG and drawing into it share this.
+/// further blocks when the page is too narrow; columns too many for one panel to fit the page even at the
+/// narrowest cells wrap too, into groups drawn one under the other (each with its row labels and its
+/// columns named on its axis title). Sizing the SVG and drawing into it share this.
 struct HeatLayout {
   double cell_w = 0, cell_h = 0;
   double label_w = 0;     ///< row-label column
@@ -98,14 +100,16 @@ struct HeatLayout {
   bool rotate = false;    ///< column labels at 45 degrees (they are wider than a cell)
   double header_h = 0;    ///< panel title, axis title and column labels above the grid
   double slot_w = 0;      ///< one panel with its gap: at least as wide as its title, axis title and last column label
-  std::size_t per_block = 1, blocks = 1;
+  std::size_t per_block = 1, blocks = 1;  ///< panels per block, blocks per column group
+  std::size_t group_cols = 1, groups = 1;  ///< columns per group (the last may hold fewer), groups
   double block_h = 0, width = 0, height = 0;
 };
 /// The widest a heat map's row label is drawn, in pixels.
 inline constexpr double kMaxRowLabelPx = 320;
 /// The layout of heat maps with these panel titles, row and column labels (as drawn) and axis titles, cells
 /// of cell_w x cell_h pixels: cells narrow down to `min_cell_w` (what their text needs) when that keeps one
-/// panel inside the page's width; a map that does not fit even so is wider than the page (chart() scrolls it).
+/// panel inside the page's width; a map that does not fit even so wraps its columns into groups that do, so
+/// the map is never wider than the page and its text never shrinks.
 HeatLayout layout_heat(const std::vector<std::string>& panels, const std::vector<std::string>& rows,
                        const std::vector<std::string>& cols, const std::string& row_axis, const std::string& col_axis,
                        double cell_w, double cell_h, double min_cell_w);

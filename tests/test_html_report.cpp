@@ -533,9 +533,10 @@ TEST(HtmlFigures, MarginMapWritesABatchOfEqualLengthsOnce) {
   for (const auto& r : rows) EXPECT_EQ(r.find("8192,8192"), std::string::npos) << r;
 }
 
-TEST(HtmlFigures, HeatMapsFitThePageOrScrollButNeverShrink) {
-  // Gate's 21 lengths with its long fp8 shapes fit the page; 100 lengths cannot, and scroll at full size
-  // instead of being scaled down to the page (which made their text 2.6 px).
+TEST(HtmlFigures, HeatMapsFitThePageByWrappingTheirColumnsButNeverShrink) {
+  // Gate's 21 lengths with its long fp8 shapes fit the page in one piece; 100 lengths cannot: they wrap
+  // into column groups, one under the other (a map scaled down to the page made its text 2.6 px, and one
+  // that scrolled showed its first columns only, its scroll bar a screen below).
   auto margin_of = [](int lengths) {
     std::vector<CellResult> rs;
     for (const std::string shape : {"h32/16 d128 bs16 bf16", "h8/2 d128 bs16 fp8_e4m3fnuz q=bf16 o=bf16 ks=0.3~3 vs=3~0.3"})
@@ -547,14 +548,27 @@ TEST(HtmlFigures, HeatMapsFitThePageOrScrollButNeverShrink) {
   EXPECT_LE(svg_size(gate).first, 1120);
   EXPECT_EQ(gate.find("chart-scroll"), std::string::npos);
   EXPECT_NE(gate.find("data-categories=\"21\""), std::string::npos) << "every length is a labelled column";
+  EXPECT_EQ(gate.find("columns 1"), std::string::npos) << "one group: no column range in its axis title";
   const std::string wide = margin_of(100);
-  EXPECT_GT(svg_size(wide).first, 1120);
-  EXPECT_NE(wide.find("<div class=\"chart-scroll\"><svg "), std::string::npos);
+  EXPECT_LE(svg_size(wide).first, 1120);
+  EXPECT_EQ(wide.find("chart-scroll"), std::string::npos);
+  // Every length once, over the groups, each group's axis title naming its columns.
+  const std::regex group_re(R"re(<g class="axis x-axis" data-categories="(\d+)"><text [^>]*>context length \(tokens\): columns (\d+)\xE2\x80\x93(\d+) of 100</text>)re");
+  int columns = 0, groups = 0, next = 1;
+  for (auto it = std::sregex_iterator(wide.begin(), wide.end(), group_re); it != std::sregex_iterator(); ++it, ++groups) {
+    EXPECT_EQ(std::stoi((*it)[2]), next);
+    EXPECT_EQ(std::stoi((*it)[3]) - std::stoi((*it)[2]) + 1, std::stoi((*it)[1]));
+    columns += std::stoi((*it)[1]);
+    next = std::stoi((*it)[3]) + 1;
+  }
+  EXPECT_EQ(columns, 100);
+  EXPECT_GE(groups, 2);
+  EXPECT_EQ(count(wide, "<g class=\"cell\">"), 200u) << "2 shapes x 100 lengths";
   const std::regex cell_re(R"re(<g class="cell"><title>[^<]*</title><rect x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)")re");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(wide, m, cell_re));
   EXPECT_GE(std::stod(m[1]), 35) << "cells keep room for their text";
-  // The page lets a scrolling figure keep its size.
+  // The page lets a scrolling figure (the fault matrix of very many kernels) keep its size.
   EXPECT_NE(html_report(tail_poison_run(), meta_of()).find(".chart-scroll svg.chart { max-width: none; }"), std::string::npos);
 }
 
