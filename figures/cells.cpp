@@ -106,10 +106,19 @@ std::optional<CellInfo> describe(const CellResult& r) {
 
 }  // namespace
 
+std::vector<std::string> drawn_kernels(const RunSummary& s) {
+  std::vector<std::string> tested, controls;
+  for (const auto& k : s.kernels) (k.control == ControlOutcome::not_control ? tested : controls).push_back(k.kernel);
+  return tested.empty() ? controls : tested;
+}
+
 std::vector<CellInfo> describe_all(const RunSummary& s) {
   std::vector<CellInfo> out;
   std::set<std::string> seen;
+  const std::vector<std::string> drawn = drawn_kernels(s);
+  const std::set<std::string> drawn_set(drawn.begin(), drawn.end());
   for (const auto& r : s.results) {
+    if (!drawn_set.count(r.kernel)) continue;
     if (!seen.insert(r.suite + '\n' + r.kernel + '\n' + r.cell_id).second) continue;
     if (auto info = describe(r)) out.push_back(std::move(*info));
   }

@@ -31,21 +31,29 @@ Rgb grey_ink() { return svg::parse_hex("#555555"); }
 /// The ink of the NaN/Inf triangles.
 Rgb nan_ink() { return svg::parse_hex("#d55e00"); }
 
-/// One kernel's clean cells of one dtype. Bands are per dtype: bf16 and f16 errors differ several-fold, and
-/// one band across both would show the dtype, not the kernel.
+/// One kernel's cells of one dtype. Bands are per dtype: bf16 and f16 errors differ several-fold, and one
+/// band across both would show the dtype, not the kernel.
 struct DtypeErrors {
-  std::map<std::string, std::map<int, double>> by_shape;  // shape -> length -> rel_linf (worst seed)
+  std::map<std::string, std::map<int, double>> by_shape;  // shape -> length -> rel_linf (worst seed and fault)
   std::map<int, double> limit_at;  // length -> the largest limit of a cell of that length
 };
-/// One kernel's panel: its clean cells with an output, by dtype, and those whose output held NaN/Inf.
+/// A cell drawn on its own over the series: a failed one (its × mark) or one whose output held NaN/Inf
+/// (a triangle on the top edge).
+struct MarkedCell {
+  int length = 0;
+  double rel_linf = 0;  ///< NaN where the cell has no output
+  std::string cell_id, verdict;
+};
+/// One kernel's panel: its cells with an output (clean and faulted), by dtype; those whose output held
+/// NaN/Inf; those that failed the run, output or not.
 struct ErrorSeries {
   std::map<std::string, DtypeErrors> by_dtype;
-  std::vector<std::pair<int, std::string>> nonfinite;  // length, cell id
-  int cells = 0;
+  std::vector<MarkedCell> nonfinite, failed;
+  int cells = 0, faulted = 0;
   std::size_t shapes = 0;
 };
 
-/// What figure 2 plots: the clean cells with an output, per kernel, dtype and shape.
+/// What figure 2 plots: every cell with an output, clean and faulted, per kernel, dtype and shape.
 struct ErrorData {
   std::map<std::string, ErrorSeries> per_kernel;
   std::vector<std::string> kernels;  ///< those with such a cell, in the summary's order
@@ -57,14 +65,23 @@ struct ErrorData {
   }
 };
 
-/// Clean cells with an output, per kernel, dtype and shape: the worst rel_linf at each length (over seeds).
+/// Cells with an output, clean and faulted, per kernel, dtype and shape: the worst rel_linf at each length
+/// (over seeds and faults: a poison a kernel must not read leaves its error where the clean cell's is, so a
+/// kernel that reads it rises here). A failed cell is also marked on its own, with an output or without.
 ErrorData gather_errors(const RunSummary& s, const std::vector<CellInfo>& cells) {
   ErrorData d;
   for (const auto& c : cells) {
-    if (c.target != "clean" || !has_output(c.r->verdict) || c.length <= 0) continue;
+    if (c.length <= 0) continue;
+    const bool output = has_output(c.r->verdict);
+    const bool failed = counts_as_failure(s, *c.r);
+    if (!output && !failed) continue;  // declined, not_run: nothing measured
     ErrorSeries& se = d.per_kernel[c.r->kernel];
-    ++se.cells;
     d.lengths.push_back(c.length);
+    if (failed)
+      se.failed.push_back({c.length, output ? c.r->metrics.rel_linf : NAN, c.r->cell_id, std::string(verdict_name(c.r->verdict))});
+    if (!output) continue;
+    ++se.cells;
+    if (c.target != "clean") ++se.faulted;
     if (std::find(d.dtypes.begin(), d.dtypes.end(), c.dtype) == d.dtypes.end()) d.dtypes.push_back(c.dtype);
     DtypeErrors& ds = se.by_dtype[c.dtype];
     if (std::isfinite(c.r->limit) && c.r->limit > 0) {
@@ -74,7 +91,7 @@ ErrorData gather_errors(const RunSummary& s, const std::vector<CellInfo>& cells)
     }
     const double v = c.r->metrics.rel_linf;
     if (!std::isfinite(v)) {
-      se.nonfinite.push_back({c.length, c.r->cell_id});
+      se.nonfinite.push_back({c.length, v, c.r->cell_id, std::string(verdict_name(c.r->verdict))});
       continue;
     }
     auto [it, fresh] = ds.by_shape[c.shape].emplace(c.length, v);
@@ -169,13 +186,21 @@ std::map<int, double> limit_key(const DtypeErrors& ds) {
   return constant ? std::map<int, double>{{0, ds.limit_at.begin()->second}} : ds.limit_at;
 }
 
+/// The × of a failed cell, centred on (x, y).
+void draw_cross(svg::Writer& w, double x, double y) {
+  const svg::Attrs ink = {{"stroke", nan_ink().hex()}, {"stroke-width", "2.2"}};
+  w.line(x - 5, y - 5, x + 5, y + 5, ink);
+  w.line(x - 5, y + 5, x + 5, y - 5, ink);
+}
+
 /// The legend: the dtype colours, then what each kind of mark means (drawn in grey: it holds for every
 /// colour), only for marks some panel draws.
 std::vector<LegendEntry> error_legend(const ErrorData& d) {
-  bool any_band = false, any_limit = false, any_nonfinite = false, shared_limit = false;
+  bool any_band = false, any_limit = false, any_nonfinite = false, any_failed = false, shared_limit = false;
   for (const auto& k : d.kernels) {
     const ErrorSeries& se = d.per_kernel.at(k);
     any_nonfinite = any_nonfinite || !se.nonfinite.empty();
+    any_failed = any_failed || !se.failed.empty();
     std::set<std::map<int, double>> keys;
     std::size_t with_limit = 0;
     for (const auto& [dt, ds] : se.by_dtype) {
@@ -209,6 +234,10 @@ std::vector<LegendEntry> error_legend(const ErrorData& d) {
   if (any_nonfinite)
     legend.push_back({"nonfinite", "NaN/Inf output", [nan](svg::Writer& w, double x, double y) {
                         w.polygon({{x + 13, y + 13}, {x + 6, y}, {x + 20, y}}, {{"fill", nan.hex()}});
+                      }});
+  if (any_failed)
+    legend.push_back({"failed", "failed cell (on the top edge: no finite output)", [](svg::Writer& w, double x, double y) {
+                        draw_cross(w, x + 13, y + 7);
                       }});
   return legend;
 }
@@ -321,7 +350,7 @@ void draw_dtype(svg::Writer& w, const std::string& dtype, const DtypeErrors& ds,
     if (line.size() > 1) w.polyline(line, {{"stroke", ink}, {"stroke-opacity", "0.5"}, {"stroke-width", "1"}});
     for (const auto& [len, v] : pts) {
       w.open("g", {{"class", "point"}, {"data-x", std::to_string(len)}});
-      w.title(fmt::format("{} ctx{}: rel_linf {}", shape, len, sci(v)));
+      w.title(fmt::format("{} ctx{}: rel_linf {} (worst of its seeds and faults)", shape, len, sci(v)));
       w.circle(p.x(len), p.y(v), 2.6, {{"fill", ink}, {"fill-opacity", "0.7"}});
       w.close();
     }
@@ -330,8 +359,27 @@ void draw_dtype(svg::Writer& w, const std::string& dtype, const DtypeErrors& ds,
   w.close();
 }
 
-/// Kernel number `i`'s panel: title, frame, axes, limits, each dtype's marks, and a triangle on the top edge
-/// at the length of each clean cell that gave NaN/Inf.
+/// The cells drawn on their own: a triangle on the top edge at the length of each cell that gave NaN/Inf,
+/// and a × on each failed cell (on the top edge when it has no finite output).
+void draw_marked_cells(svg::Writer& w, const ErrorSeries& se, const ErrorPanel& p) {
+  for (const MarkedCell& c : se.nonfinite) {
+    const double tx = p.x(c.length), ty = p.py0;
+    w.open("g", {{"class", "nonfinite"}, {"data-series", "nonfinite"}, {"data-x", std::to_string(c.length)}});
+    w.title(fmt::format("{}: NaN/Inf output ({})", c.cell_id, c.verdict));
+    w.polygon({{tx, ty + 12}, {tx - 6, ty}, {tx + 6, ty}}, {{"fill", nan_ink().hex()}});
+    w.close();
+  }
+  for (const MarkedCell& c : se.failed) {
+    const bool finite = std::isfinite(c.rel_linf);
+    const double y = finite ? std::clamp(p.y(c.rel_linf), p.py0 + 6, p.py1 - 6) : p.py0 + 18;
+    w.open("g", {{"class", "failed"}, {"data-series", "failed"}, {"data-x", std::to_string(c.length)}});
+    w.title(fmt::format("{}: FAILED ({}{})", c.cell_id, c.verdict, finite ? ", rel_linf " + sci(c.rel_linf) : ""));
+    draw_cross(w, p.x(c.length), y);
+    w.close();
+  }
+}
+
+/// Kernel number `i`'s panel: title, frame, axes, limits, each dtype's marks and the marked cells.
 void draw_error_panel(svg::Writer& w, const ErrorData& d, const ErrorAxes& a, const ErrorLayout& l, double legend_h,
                 std::size_t i) {
   const std::string& kernel = d.kernels[i];
@@ -341,35 +389,33 @@ void draw_error_panel(svg::Writer& w, const ErrorData& d, const ErrorAxes& a, co
   const ErrorPanel p{px0, px1, py0, py1, l.step, a,
                 a.log_y ? svg::Scale::log10(a.yd0, a.yd1, py1, py0) : svg::Scale::linear(a.yd0, a.yd1, py1, py0)};
   w.open("g", {{"class", "panel"}, {"data-kernel", kernel}});
-  fitted_text(w, px0, py0 - 10, fmt::format("{}  ({} shape{}, {} clean cell{})", kernel, se.shapes, se.shapes == 1 ? "" : "s", se.cells,
-                                  se.cells == 1 ? "" : "s"), px1 - px0, 13,
-              true, "start", {{"class", "panel-title"}});
+  fitted_text(w, px0, py0 - 10,
+              fmt::format("{}  ({} shape{}, {} cell{}, {} faulted{})", kernel, se.shapes, se.shapes == 1 ? "" : "s", se.cells,
+                          se.cells == 1 ? "" : "s", se.faulted, se.failed.empty() ? "" : fmt::format("; {} FAILED", se.failed.size())),
+              px1 - px0, 13, true, "start", {{"class", "panel-title"}});
   w.rect(px0, py0, px1 - px0, l.plot_h, {{"fill", "#fcfcfc"}, {"stroke", "#ddd"}});
   axis_left(w, p.y, px0, a.y_ticks, std::string("rel_linf, unitless") + (a.log_y ? " (log scale)" : ""), px1);
   svg::axis_bottom_bands(w, px0, py1, l.x_axis, a.labels, "context length (tokens, in order)");
   draw_limits(w, d, se, p);
   for (const auto& [dtype, ds] : se.by_dtype) draw_dtype(w, dtype, ds, d.colour_of(dtype).hex(), p);
-  for (const auto& [len, id] : se.nonfinite) {
-    const double tx = p.x(len), ty = py0;
-    w.open("g", {{"class", "nonfinite"}, {"data-series", "nonfinite"}, {"data-x", std::to_string(len)}});
-    w.title(fmt::format("{}: NaN/Inf output on a clean cell", id));
-    w.polygon({{tx, ty + 12}, {tx - 6, ty}, {tx + 6, ty}}, {{"fill", nan_ink().hex()}});
-    w.close();
-  }
+  draw_marked_cells(w, se, p);
   w.close();
 }
 
 constexpr const char* kErrorHeading = "2. Error against context length";
 constexpr const char* kErrorCaption =
-    "<b>Error against context length.</b> Clean cells only; rel_linf is the largest absolute error over the largest "
+    "<b>Error against context length.</b> Every cell with an output, clean and faulted alike (a poison the kernel must "
+    "not read leaves its error where the clean cell's is); rel_linf is the largest absolute error over the largest "
     "absolute reference value (unitless, against the fp32/f64 oracle computed from the pre-paging K/V). x is the longest "
     "sequence of the batch in tokens: every length measured, in order and evenly spaced (not to scale), so lengths a "
     "suite pairs (4090 and 4096, 15, 16 and 17) stay apart. One colour per dtype: points are single shapes (worst "
-    "seed), joined per shape; where two or more shapes share a length, the shaded band spans the lowest to the highest "
+    "seed and fault), joined per shape; where two or more shapes share a length, the shaded band spans the lowest to the highest "
     "and the bold line is their median; the dashed line is the tolerance limit (grey where several dtypes share it; "
     "hover it for which). <b>Good:</b> each dtype's points flat and well under its limit at every length "
     "\xE2\x80\x94 a different accumulation order shows as a slight offset between kernels, not a rise. Points that "
-    "climb with length mean error grows with the sum; a triangle means a clean cell gave NaN/Inf.";
+    "climb with length mean error grows with the sum; a triangle means a cell gave NaN/Inf, and a red \xC3\x97 marks a "
+    "cell that failed (hover it for its verdict; on the top edge when it has no finite output): a kernel under "
+    "test should have none.";
 
 }  // namespace
 
@@ -377,9 +423,9 @@ std::string error_length_figure(const RunSummary& s, const std::vector<CellInfo>
   const ErrorData d = gather_errors(s, cells);
   if (d.kernels.empty())
     return figure(html_ids::kErrorVsLength, kErrorHeading,
-                  "<p class=\"note\">No clean cell with an output in this report: nothing to plot.</p>",
-                  "<b>Error against context length.</b> Needs clean cells (fault <code>clean</code>). <b>Good:</b> a "
-                  "run with clean cells draws a flat band here.");
+                  "<p class=\"note\">No cell with an output in this report: nothing to plot.</p>",
+                  "<b>Error against context length.</b> Needs cells with an output. <b>Good:</b> a run with cells "
+                  "that ran draws a flat band here.");
   const ErrorAxes a = shared_axes(d);
   const ErrorLayout l = layout_panels(d, a);
   const std::vector<LegendEntry> legend = error_legend(d);

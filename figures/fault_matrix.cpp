@@ -358,8 +358,9 @@ std::string fault_matrix_figure(const RunSummary& s, const std::vector<CellInfo>
                 "marked <i>straddles</i> when the last KV block is partly filled (the unwritten tail a kernel may read) or "
                 "<i>aligned</i> when it is full; columns are the poison target (K, V or both) and value@region. Colour and mark "
                 "give the verdict; hover a cell for its id, metrics and detail. <b>Good:</b> every cell of a kernel under test "
-                "is a pale <i>ok</i>. A negative control must fail exactly in its dashed-outlined cells: that pattern (V and K+V at "
-                "the straddling length, never K alone, never the aligned length) is the proof the instrument can see the fault.");
+                "is a pale <i>ok</i>. Negative controls have panels here only in a run of controls alone (section 5 counts them "
+                "otherwise): a control must fail exactly in its dashed-outlined cells, and that pattern (V and K+V at the "
+                "straddling length, never K alone, never the aligned length) is the proof the instrument can see the fault.");
 }
 
 }  // namespace pacheck::html

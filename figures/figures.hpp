@@ -89,8 +89,12 @@ struct CellInfo {
   std::string target;  ///< "clean", "K", "V", "K+V"
   std::string poison;  ///< "nan@tail", "" for clean
 };
-/// Results of `s`, described, deduplicated by (suite, kernel, cell) in report order; results whose case id
-/// does not parse are left out (they are still listed in the tables).
+/// The kernels the figures draw, in the summary's order: the kernels under test. A negative control's
+/// panels would repeat, cell by cell, what its one row of the page's table counts (a gate holds thousands
+/// of its not_run cells), so controls are drawn only in a run of controls alone.
+std::vector<std::string> drawn_kernels(const RunSummary& s);
+/// Results of drawn_kernels(s), described, deduplicated by (suite, kernel, cell) in report order; results
+/// whose case id does not parse are left out (they are still listed in the tables).
 std::vector<CellInfo> describe_all(const RunSummary& s);
 
 /// The figures of the page, each a <figure> (or a <section> saying why it is empty). None throws for a

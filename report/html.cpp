@@ -62,6 +62,39 @@ svg.chart .cell:hover rect.fill { stroke: #000; stroke-width: 2; }
 
 // ---- section 5: provenance ------------------------------------------------------------------------------
 
+/// Each negative control as one row (its outcome and cells by outcome), then its caught cells as one line
+/// each, folded: its not_run cells are counted, never listed (every cell is in report.json). "" when the
+/// run has no control.
+std::string controls_table(const RunSummary& s) {
+  std::ostringstream t, lists;
+  t << "<table class=\"controls\"><tr><th>negative control</th><th>outcome</th><th>caught</th><th>missed</th>"
+       "<th>not run</th><th>declined</th></tr>\n";
+  bool any = false;
+  for (const auto& k : s.kernels) {
+    if (k.control == ControlOutcome::not_control) continue;
+    any = true;
+    const char* meaning = k.control == ControlOutcome::caught ? "caught: the instrument sees the planted fault"
+                          : k.control == ControlOutcome::blind ? "BLIND: a planted fault passed unseen"
+                                                               : "not exercised: no cell of this run is among its expected failures";
+    t << "<tr><td class=\"mono\">" << escape(k.kernel) << "</td><td>" << escape(meaning) << "</td>";
+    for (int n : {k.caught, k.missed, k.not_run, k.declined}) t << "<td class=\"num\">" << n << "</td>";
+    t << "</tr>\n";
+    std::string caught;
+    for (const auto& r : s.results)
+      if (r.kernel == k.kernel && cell_outcome(r, true) == CellOutcome::caught)
+        caught += escape(fmt::format("{:<17} {}\n", verdict_name(r.verdict), r.cell_id));
+    if (!caught.empty())
+      lists << "<details><summary><span class=\"mono\">" << escape(k.kernel) << "</span>: its " << k.caught
+            << " caught cells</summary>\n<pre class=\"caught\">" << caught << "</pre></details>\n";
+  }
+  if (!any) return "";
+  t << "</table>\n";
+  return t.str() + lists.str() +
+         "<p class=\"note\">Missed cells are among the failing cells below. Cells outside a control's expected failures "
+         "are not run (<code>--controls-everywhere</code> runs them); every cell of every control, with its metrics, is "
+         "in the report directory's report.json and results.jsonl.</p>\n";
+}
+
 std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
   std::ostringstream o;
   o << "<section id=\"" << html_ids::kProvenance << "\">\n<h2>5. Provenance, instrument checks and repro commands</h2>\n";
@@ -89,22 +122,9 @@ std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
     o << "</pre></details>\n";
   }
 
-  o << "<h3>Negative controls</h3>\n";
-  bool any_control = false;
-  std::ostringstream t;
-  t << "<table><tr><th>kernel</th><th>outcome</th><th>expected failures caught</th><th>missed</th></tr>\n";
-  for (const auto& k : s.kernels) {
-    if (k.control == ControlOutcome::not_control) continue;
-    any_control = true;
-    const char* meaning = k.control == ControlOutcome::caught ? "caught: the instrument sees the planted fault"
-                          : k.control == ControlOutcome::blind ? "BLIND: a planted fault passed unseen"
-                                                               : "not exercised: no cell of this run is among its expected failures";
-    t << "<tr><td class=\"mono\">" << escape(k.kernel) << "</td><td>" << escape(meaning) << "</td><td class=\"num\">" << k.caught
-      << "</td><td class=\"num\">" << k.missed << "</td></tr>\n";
-  }
-  t << "</table>\n";
-  o << "<p>" << escape(controls_statement(s)) << ".</p>\n";
-  if (any_control) o << t.str();
+  o << "<h3>Negative controls</h3>\n<p>" << escape(controls_statement(s)) << ".</p>\n";
+  const std::string controls = controls_table(s);
+  if (!controls.empty()) o << controls;
   else
     o << "<p class=\"note\">A clean result means more with one beside it: e.g. <code>--kernel cpu.vector_v</code> on the "
          "tail-poison suite must fail exactly at the straddling V cells.</p>\n";
@@ -138,6 +158,24 @@ std::string provenance_section(const RunSummary& s, const ReportMeta& meta) {
 
 // ---- header ---------------------------------------------------------------------------------------------
 
+/// The per-kernel counts, as the console's table gives them: the kernels under test first, then the
+/// negative controls (each one row: its caught, missed and not-run cells; section 5 lists them).
+std::string kernel_table(const RunSummary& s) {
+  std::ostringstream o;
+  o << "<table class=\"kernels\"><tr><th>kernel</th><th>passed</th><th>failed</th><th>declined</th><th>caught</th>"
+       "<th>missed</th><th>not run</th><th>negative control</th><th>verdicts</th></tr>\n";
+  for (const bool controls : {false, true})
+    for (const auto& k : s.kernels) {
+      if ((k.control != ControlOutcome::not_control) != controls) continue;
+      o << "<tr><td class=\"mono\">" << escape(k.kernel) << "</td>";
+      for (int n : {k.passed, k.failed, k.declined, k.caught, k.missed, k.not_run}) o << "<td class=\"num\">" << n << "</td>";
+      o << "<td>" << escape(std::string(control_outcome_name(k.control))) << (k.vacuous ? " (ran no cell)" : "") << "</td><td>"
+        << escape(verdict_counts_text(k.verdicts)) << "</td></tr>\n";
+    }
+  o << "</table>\n";
+  return o.str();
+}
+
 std::string header(const RunSummary& s, const ReportMeta& meta) {
   std::ostringstream o;
   o << "<h1>pacheck report: " << escape(meta.suite) << "</h1>\n";
@@ -149,14 +187,13 @@ std::string header(const RunSummary& s, const ReportMeta& meta) {
   o << "<div class=\"outcome " << (h.code == 0 ? "ok" : "bad") << "\"><b>exit code " << h.code << "</b>: "
     << escape(fmt::format("{}. {}. {}. Verdicts: {}.", h.meaning, h.counts, h.controls, verdict_counts_text(s.verdicts)))
     << "</div>\n";
-  o << "<table><tr><th>kernel</th><th>passed</th><th>failed</th><th>declined</th><th>negative control</th>"
-       "<th>verdicts</th></tr>\n";
-  for (const auto& k : s.kernels)
-    o << "<tr><td class=\"mono\">" << escape(k.kernel) << "</td><td class=\"num\">" << k.passed << "</td><td class=\"num\">" << k.failed
-      << "</td><td class=\"num\">" << k.declined << "</td><td>" << escape(std::string(control_outcome_name(k.control)))
-      << (k.vacuous ? " (ran no cell)" : "") << "</td><td>" << escape(verdict_counts_text(k.verdicts))
-      << "</td></tr>\n";
-  o << "</table>\n";
+  o << kernel_table(s);
+  const std::vector<std::string> drawn = html::drawn_kernels(s);
+  const std::size_t controls = control_facts(s).ran();
+  if (controls > 0 && drawn.size() < s.kernels.size())
+    o << "<p class=\"note\">The figures draw the kernels under test; the " << controls << " negative control"
+      << (controls == 1 ? " is" : "s are") << " counted above and listed in <a href=\"#" << html_ids::kProvenance
+      << "\">section 5</a> with their caught cells.</p>\n";
   o << "<nav><ol>"
     << fmt::format("<li><a href=\"#{}\">Fault matrix</a></li><li><a href=\"#{}\">Error against context length</a></li>"
                    "<li><a href=\"#{}\">Margin heat map</a></li><li><a href=\"#{}\">A/B time ratio</a></li>"

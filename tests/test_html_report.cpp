@@ -217,37 +217,114 @@ TEST_F(HtmlReport, TextFromOutsideIsEscaped) {
 
 // ---- content --------------------------------------------------------------------------------------------
 
-TEST_F(HtmlReport, FaultMatrixShowsTheNegativeControlsPattern) {
+TEST_F(HtmlReport, FaultMatrixDrawsTheKernelsUnderTest) {
   const std::string fig = element(html, "figure", html_ids::kFaultMatrix);
-  const std::size_t vv = fig.find("data-kernel=\"cpu.vector_v\"");
-  ASSERT_NE(vv, std::string::npos);
-  const std::size_t ref = fig.find("data-kernel=\"cpu.reference\"");
-  ASSERT_LT(ref, vv) << "panels in the run's kernel order";
-  const std::string control = fig.substr(vv);  // the last panel
-  const std::string reference = fig.substr(ref, vv - ref);
-  // 2 dtypes x 2 GQA ratios x (V, K+V) at the straddling length poison; the other 24 cells pass.
-  EXPECT_EQ(count(control, "data-verdict=\"poisoned\""), 8u);
-  EXPECT_EQ(count(control, "data-verdict=\"pass\""), 24u);
-  EXPECT_EQ(count(control, "stroke-dasharray=\"3 2\""), 8u) << "expected failures outlined";
-  EXPECT_EQ(count(reference, "data-verdict=\"pass\""), 31u);
-  EXPECT_EQ(count(reference, "data-verdict=\"fail\""), 1u);
+  ASSERT_NE(fig.find("data-kernel=\"cpu.reference\""), std::string::npos);
+  EXPECT_EQ(fig.find("data-kernel=\"cpu.vector_v\""), std::string::npos) << "the control is counted in section 5";
+  EXPECT_EQ(count(fig, "data-verdict=\"pass\""), 31u);
+  EXPECT_EQ(count(fig, "data-verdict=\"fail\""), 1u);
   // Rows carry dtype, heads with the GQA ratio, the length and whether it straddles.
   EXPECT_NE(fig.find("bf16 \xC2\xB7 h32/8 (GQA 4)"), std::string::npos);
   EXPECT_NE(fig.find(">straddles<"), std::string::npos);
   EXPECT_NE(fig.find(">aligned<"), std::string::npos);
   for (const char* col : {">clean<", ">K<", ">V<", ">K+V<", ">nan@tail<"}) EXPECT_NE(fig.find(col), std::string::npos) << col;
   // Hover titles carry the cell id and metrics.
+  EXPECT_NE(fig.find("<title>cpu.reference | h32/16 d128 bs16 bf16 ctx4090 nhd seed7 V:nan@tail"), std::string::npos);
+}
+
+/// tail_poison_run's negative control cpu.vector_v alone.
+RunSummary control_alone() {
+  RunSummary s = tail_poison_run();
+  s.results.erase(std::remove_if(s.results.begin(), s.results.end(), [](const CellResult& r) { return r.kernel != "cpu.vector_v"; }),
+                  s.results.end());
+  summarize(s, {{"cpu.vector_v", true}});
+  return s;
+}
+
+TEST_F(HtmlReport, FaultMatrixShowsTheNegativeControlsPatternInARunOfControlsAlone) {
+  const std::string fig = element(html_report(control_alone(), meta), "figure", html_ids::kFaultMatrix);
+  ASSERT_NE(fig.find("data-kernel=\"cpu.vector_v\""), std::string::npos);
+  // 2 dtypes x 2 GQA ratios x (V, K+V) at the straddling length poison; the other 24 cells pass.
+  EXPECT_EQ(count(fig, "data-verdict=\"poisoned\""), 8u);
+  EXPECT_EQ(count(fig, "data-verdict=\"pass\""), 24u);
+  EXPECT_EQ(count(fig, "stroke-dasharray=\"3 2\""), 8u + 1u) << "expected failures outlined, and the legend's key";
   EXPECT_NE(fig.find("<title>cpu.vector_v | h32/16 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail"), std::string::npos);
+}
+
+/// tail_poison_run as a run makes it: the control's cells outside its expected failures not_run, and the
+/// control listed first among the kernels.
+RunSummary run_with_not_run_control() {
+  RunSummary s = tail_poison_run();
+  for (auto& r : s.results)
+    if (r.kernel == "cpu.vector_v" && !r.expected_fail) {
+      r.verdict = Verdict::not_run;
+      r.detail = "outside the control's expected failures";
+    }
+  summarize(s, {{"cpu.vector_v", true}, {"cpu.reference", false}});
+  return s;
+}
+
+TEST_F(HtmlReport, ControlsAreOneRowEachAfterTheKernelsUnderTestAndTheirNotRunCellsAreNotEmbedded) {
+  const RunSummary ctl = run_with_not_run_control();
+  ASSERT_EQ(ctl.not_run, 24);
+  ASSERT_EQ(ctl.caught, 8);
+  const std::string page = html_report(ctl, meta);
+  // The header's table: the kernel under test first, then the control with its caught, missed and not-run
+  // cells (passed, failed, declined, caught, missed, not run).
+  const std::size_t ref = page.find("<td class=\"mono\">cpu.reference</td>"), vv = page.find("<td class=\"mono\">cpu.vector_v</td>");
+  ASSERT_NE(ref, std::string::npos);
+  ASSERT_NE(vv, std::string::npos);
+  EXPECT_LT(ref, vv) << "the kernels under test first";
+  EXPECT_NE(page.find("<td class=\"mono\">cpu.vector_v</td><td class=\"num\">0</td><td class=\"num\">0</td><td class=\"num\">0</td>"
+                      "<td class=\"num\">8</td><td class=\"num\">0</td><td class=\"num\">24</td>"),
+            std::string::npos);
+  // No figure draws the control; section 5 lists it once with its counts and its caught cells.
+  for (const char* id : {html_ids::kFaultMatrix, html_ids::kErrorVsLength, html_ids::kMargin})
+    EXPECT_EQ(element(page, "figure", id).find("cpu.vector_v"), std::string::npos) << id;
+  const std::string sec = element(page, "section", html_ids::kProvenance);
+  EXPECT_NE(sec.find("<tr><td class=\"mono\">cpu.vector_v</td><td>caught: the instrument sees the planted fault</td>"
+                     "<td class=\"num\">8</td><td class=\"num\">0</td><td class=\"num\">24</td><td class=\"num\">0</td></tr>"),
+            std::string::npos)
+      << sec;
+  for (const auto& r : ctl.results) {
+    if (r.kernel != "cpu.vector_v") continue;
+    // The control's cells are the vllm ones (the kernel under test ran nhd): a not_run id is nowhere.
+    if (r.verdict == Verdict::not_run) EXPECT_EQ(page.find(r.cell_id), std::string::npos) << r.cell_id;
+    else EXPECT_EQ(count(page, "poisoned          " + r.cell_id + "\n"), 1u) << r.cell_id;
+  }
+}
+
+TEST(HtmlFigures, ErrorFigurePlotsFaultedCellsAndMarksTheFailedOnes) {
+  // A kernel under test with cpu.vector_v's fault (V's unmasked tail): its clean cells are fine, its faulted
+  // ones poisoned. Its panel drew clean cells only and looked healthy.
+  RunSummary s = tail_poison_run();
+  for (auto& r : s.results) r.kernel = r.kernel == "cpu.vector_v" ? "planted.reads_tail" : r.kernel;
+  for (auto& r : s.results) r.expected_fail = false;
+  summarize(s, {{"cpu.reference", false}, {"planted.reads_tail", false}});
+  ASSERT_EQ(s.failed, 9);
+  const std::string fig = element(html_report(s, meta_of()), "figure", html_ids::kErrorVsLength);
+  const std::size_t panel = fig.find("<g class=\"panel\" data-kernel=\"planted.reads_tail\">");
+  ASSERT_NE(panel, std::string::npos);
+  const std::string tail = fig.substr(panel), reference = fig.substr(0, panel);
+  EXPECT_EQ(count(tail, "class=\"nonfinite\""), 8u) << "the 8 poisoned cells, on the top edge";
+  EXPECT_EQ(count(tail, "class=\"failed\""), 8u);
+  EXPECT_NE(tail.find("planted.reads_tail  (4 shapes, 32 cells, 24 faulted; 8 FAILED)"), std::string::npos);
+  EXPECT_NE(tail.find("h32/16 d128 bs16 bf16 ctx4090 vllm seed7 V:nan@tail: FAILED (poisoned)"), std::string::npos);
+  // The kernel under test's one failed clean cell, at its rel_linf.
+  EXPECT_EQ(count(reference, "class=\"failed\""), 1u);
+  EXPECT_NE(reference.find("h32/8 d128 bs16 f16 ctx4090 nhd seed7 clean: FAILED (fail, rel_linf 5.000e-03)"), std::string::npos);
+  EXPECT_NE(fig.find(">failed cell (on the top edge: no finite output)<"), std::string::npos) << "in the legend";
 }
 
 TEST_F(HtmlReport, ErrorFigureHasBandMedianLimitAndAnAxisOfTheMeasuredLengths) {
   const std::string fig = element(html, "figure", html_ids::kErrorVsLength);
-  // One band, median and limit per kernel and dtype: bf16 and f16 errors differ several-fold, so a band
-  // across both would show the dtype rather than the kernel. Two shapes per dtype share both lengths.
-  EXPECT_EQ(count(fig, "class=\"band\""), 4u);
-  EXPECT_EQ(count(fig, "class=\"median\""), 4u);
-  EXPECT_EQ(count(fig, "class=\"limit\""), 4u);
-  EXPECT_EQ(count(fig, "data-dtype=\"bf16\""), 2u);
+  // One band, median and limit per kernel under test and dtype: bf16 and f16 errors differ several-fold,
+  // so a band across both would show the dtype rather than the kernel. Two shapes per dtype share both
+  // lengths.
+  EXPECT_EQ(count(fig, "class=\"band\""), 2u);
+  EXPECT_EQ(count(fig, "class=\"median\""), 2u);
+  EXPECT_EQ(count(fig, "class=\"limit\""), 2u);
+  EXPECT_EQ(count(fig, "data-dtype=\"bf16\""), 1u);
   EXPECT_NE(fig.find(">bf16 limit 1.6e-2<"), std::string::npos);
   EXPECT_NE(fig.find(">f16 limit 2e-3<"), std::string::npos);
   EXPECT_NE(fig.find("context length (tokens, in order)"), std::string::npos);
@@ -255,16 +332,17 @@ TEST_F(HtmlReport, ErrorFigureHasBandMedianLimitAndAnAxisOfTheMeasuredLengths) {
   // Both measured lengths are labelled (the log axis had room for 4090 only).
   EXPECT_NE(fig.find(">4090<"), std::string::npos);
   EXPECT_NE(fig.find(">4096<"), std::string::npos);
-  // One thin line per shape: 2 dtypes x 2 head configurations per kernel.
-  EXPECT_EQ(count(fig, "class=\"series\""), 8u);
+  // One thin line per shape: 2 dtypes x 2 head configurations.
+  EXPECT_EQ(count(fig, "class=\"series\""), 4u);
 }
 
 TEST_F(HtmlReport, MarginHeatMapColoursEveryShapeAndLength) {
   const std::string fig = element(html, "figure", html_ids::kMargin);
-  // 4 shapes x 2 lengths x 2 kernels.
-  EXPECT_EQ(count(fig, "<g class=\"cell\">"), 16u);
+  // 4 shapes x 2 lengths of the kernel under test.
+  EXPECT_EQ(count(fig, "<g class=\"cell\">"), 8u);
   EXPECT_NE(fig.find("margin = rel_linf / limit"), std::string::npos);
-  EXPECT_NE(fig.find(">NaN<"), std::string::npos) << "the control's poisoned lengths";
+  // The control's poisoned lengths are drawn where the run has controls alone.
+  EXPECT_NE(element(html_report(control_alone(), meta), "figure", html_ids::kMargin).find(">NaN<"), std::string::npos);
   EXPECT_NE(fig.find("stroke=\"#000\" stroke-width=\"2.5\""), std::string::npos) << "the failed cell is outlined";
 }
 
@@ -492,6 +570,32 @@ RunSummary gate_sized_run(int kernels) {
   return summary_of(rs, roles);
 }
 
+TEST(HtmlFigures, NegativeControlsBesideAGateAddOnlyTheirRowsAndCaughtCells) {
+  // One kernel's gate with the built-in controls: each control's cells are mostly not_run (a CPU gate had
+  // 6,456 of them over 24 controls), and the page embedded every one in a panel of each figure (13.8 MB).
+  const RunSummary alone = gate_sized_run(1);
+  std::vector<CellResult> rs = alone.results;
+  std::vector<KernelRole> roles = {{"cpu.kernel_number_00", false}};
+  const std::size_t cells = rs.size();
+  for (int k = 0; k < 6; ++k) {
+    const std::string control = fmt::format("cpu.control_{}", k);
+    roles.push_back({control, true});
+    for (std::size_t i = 0; i < cells; ++i) {
+      CellResult r = rs[i];
+      r.kernel = control;
+      r.expected_fail = i % 97 == static_cast<std::size_t>(k);  // a few planted cells each, caught
+      r.verdict = r.expected_fail ? Verdict::poisoned : Verdict::not_run;
+      rs.push_back(r);
+    }
+  }
+  const RunSummary with = summary_of(rs, roles);
+  ASSERT_EQ(with.exit_code(), 0);
+  ASSERT_GT(with.not_run, 3000);
+  const std::string page = html_report(with, meta_of()), plain = html_report(alone, meta_of());
+  EXPECT_LT(page.size(), plain.size() + 40000) << "6 table rows and " << with.caught << " caught cells, no panels";
+  EXPECT_LT(page.size(), 1000000u);
+}
+
 TEST(HtmlFigures, GateSizedFaultMatrixFitsThePageWithItsHeaders) {
   // 27 fault columns: the matrix was 1180 px wide (the page scaled it, and its text, down) and the last
   // rotated headers ran past its right edge.
@@ -515,7 +619,9 @@ TEST(HtmlFigures, FaultMatrixLegendListsOnlyTheVerdictsDrawn) {
   const auto legend = texts_of_class(fig, "legend");
   EXPECT_EQ(legend, std::vector<std::string>{"pass"}) << "every cell passes: fail and poisoned are not drawn";
   const std::string tp = element(html_report(tail_poison_run(), meta_of()), "figure", html_ids::kFaultMatrix);
-  EXPECT_EQ(texts_of_class(tp, "legend"), (std::vector<std::string>{"pass", "fail", "poisoned", "expected to fail (negative control)"}));
+  EXPECT_EQ(texts_of_class(tp, "legend"), (std::vector<std::string>{"pass", "fail"}));
+  const std::string alone = element(html_report(control_alone(), meta_of()), "figure", html_ids::kFaultMatrix);
+  EXPECT_EQ(texts_of_class(alone, "legend"), (std::vector<std::string>{"pass", "poisoned", "expected to fail (negative control)"}));
 }
 
 TEST(HtmlFigures, MarginMapWritesABatchOfEqualLengthsOnce) {

@@ -28,6 +28,9 @@ Scenarios:
                leaves an earlier report directory alone; no control scored: the reports say none ran
   controls_words every format (`pacheck list formats`) says which negative controls ran, in the console's
                words: none for cpu.reference alone, cpu.vector_v with its caught, missed and not-run cells
+  controls_summary a negative control is one console table row, one junit testcase, one TAP point, no
+               annotation and no figure panel; every cell stays in report.json and results.jsonl, which
+               verify, --resume, merge and report read
 """
 import argparse
 import json
@@ -1131,11 +1134,73 @@ def scenario_controls_words(args, tmp):
         check(NONE_RAN not in text, f"{name}: says no control ran beside cpu.vector_v")
 
 
+def scenario_controls_summary(args, tmp):
+    """A run with a negative control: the console lists the kernel under test's cells and counts the
+    control's caught and not-run cells in one line and its row of the closing table; junit.xml has one
+    testcase for it and no skip per not_run cell, TAP one point, the GitHub annotations none, report.html
+    no panel and no not_run cell; report.json and results.jsonl keep every cell, and verify, --resume, merge
+    and report read them as before."""
+    # 8 small cells x cpu.reference and the negative control cpu.vector_v (2 caught, 6 not run); a suite
+    # file, not a --filter, as `pacheck verify` accepts no filtered run.
+    suite = os.path.join(tmp, "small.toml")
+    with open(suite, "w") as f:
+        f.write('name = "controls-small"\n[[cells]]\nheads = "4/2"\nhead_sizes = 64\nblock_sizes = 16\ndtypes = "bf16"\n'
+                'seq_lens = [17, 32]\nfaults = ["clean", "K:nan@tail", "V:nan@tail", "K+V:nan@tail"]\n')
+    sel = ["--suite", suite, "--kernel", "cpu.reference", "--kernel", "cpu.vector_v", "-j2"]
+    d = os.path.join(tmp, "rep")
+    p = run(args, "run", *sel, "--report-dir", d, expect=0)
+    report = check_reports_dir(d)
+    check(len(report["results"]) == 16 and len(read_jsonl(os.path.join(d, "results.jsonl"))) == 16,
+          "report.json and results.jsonl do not keep every cell of both kernels")
+    k = {x["kernel"]: x for x in report["kernels"]}["cpu.vector_v"]
+    check(k["caught"] > 0 and k["not_run"] > 0 and k["missed"] == 0, f"cpu.vector_v: {k}")
+    # The rows (stderr's [progress] lines, which name running cells, are merged into p.stdout).
+    lines = [line for line in p.stdout.splitlines() if not line.startswith("[progress]")]
+    rows = [line for line in lines if " seed7 " in line]
+    check(len(rows) == 8 and all(line.startswith("cpu.reference ") for line in rows),
+          f"console: {len(rows)} rows, want cpu.reference's 8 only:\n{p.stdout}")
+    counted = (f"{k['caught'] + k['not_run']} cells of negative controls are counted, not listed ({k['caught']} caught, "
+               f"{k['not_run']} not run): each control's counts are in the table below; every cell is in "
+               f"{d}/results.jsonl and {d}/report.json")
+    check(counted in lines, f"console: no line {counted!r}:\n{p.stdout}")
+    table = re.compile(rf"cpu\.vector_v +0 +0 +0 +{k['caught']} +0 +{k['not_run']}  caught$")
+    check(sum(1 for line in lines if table.match(line)) == 1, f"console: the control's table row:\n{p.stdout}")
+    p = run(args, "run", *sel, "--quiet", expect=0)
+    check(not any(" seed7 " in line and not line.startswith("[progress]") for line in p.stdout.splitlines()),
+          f"--quiet prints rows:\n{p.stdout}")
+    check(f"{k['caught'] + k['not_run']} cells of negative controls are counted, not listed" in p.stdout and
+          "--report-dir DIR or --json FILE keeps every cell" in p.stdout, f"--quiet: the counted line:\n{p.stdout}")
+    root = ET.parse(os.path.join(d, "junit.xml")).getroot()
+    check(int(root.get("skipped")) == 0 and int(root.get("tests")) == 8 + 1 + len(root.findall("testsuite[@name='pacheck.checks']/testcase")),
+          f"junit.xml: tests={root.get('tests')} skipped={root.get('skipped')}")
+    points = parse_tap(run_stdout(args, "run", *sel, "--format", "tap", expect=0).stdout)
+    check(not any(desc.startswith("cpu.vector_v h") for _, desc, _, _ in points), "tap: a point per control cell")
+    notes = parse_annotations(run_stdout(args, "run", *sel, "--format", "github", expect=0).stdout)
+    check([kind for kind, _, _ in notes] == ["notice"], f"github: {notes}")
+    html = open(os.path.join(d, "report.html")).read()
+    check('data-kernel="cpu.vector_v"' not in html and 'data-verdict="not_run"' not in html,
+          "report.html draws the negative control's cells")
+    check('<td class="mono">cpu.vector_v</td>' in html, "report.html has no row for the negative control")
+    # The machine-readable files are whole: verify, a resume of the finished run, merge and report read them.
+    run(args, "verify", d, "--suite", suite, expect=0)
+    p = run(args, "run", *sel, "--resume", d, expect=0)
+    check("16 finished cells in results.jsonl are not run again" in p.stdout and counted in p.stdout.splitlines(),
+          f"--resume: {p.stdout[-2000:]}")
+    check(comparable(check_reports_dir(d)) == comparable(report), "the resumed report differs")
+    run(args, "verify", d, "--suite", suite, expect=0)
+    m = os.path.join(tmp, "merged")
+    run(args, "merge", d, "--out", m, expect=0)
+    check(comparable(check_reports_dir(m)) == comparable(report), "the merged report differs")
+    out = os.path.join(tmp, "again.html")
+    run(args, "report", d, "--out", out, expect=0)
+    check(open(out).read() == html, "pacheck report renders another page from report.json")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["junit", "kill_resume", "shards", "gate_sh", "plugin", "bad_input", "selftest",
                                          "symlinks", "input_files", "preflight", "lock", "resume_check",
-                                         "score_reports", "controls_words"])
+                                         "score_reports", "controls_words", "controls_summary"])
     ap.add_argument("--pacheck", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--plugin")
