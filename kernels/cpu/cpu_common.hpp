@@ -24,30 +24,9 @@
 
 namespace pacheck::cpu {
 
-/// Reads element i of a raw buffer of dtype T as fp32 (inline; the CPU kernels' inner loops use it).
-/// fp8 elements are the decoded code, before any scale.
-template <DType T>
-inline float ld(const void* base, std::int64_t i) {
-  if constexpr (is_fp8(T)) {
-    static const std::array<float, 256>& table = fp8_decode_table(static_cast<Fp8>(static_cast<std::uint8_t>(T)));
-    return table[static_cast<const std::uint8_t*>(base)[i]];
-  } else if constexpr (T == DType::f32) {
-    float v;
-    std::memcpy(&v, static_cast<const char*>(base) + 4 * i, 4);
-    return v;
-  } else {
-    std::uint16_t b;
-    std::memcpy(&b, static_cast<const char*>(base) + 2 * i, 2);
-    if constexpr (T == DType::bf16) {
-      return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-    } else {
-      static const std::array<float, 65536>& table = f16_decode_table();
-      return table[b];
-    }
-  }
-}
-
-/// ld<T> with its decode table looked up once (a row's loads share it): Loader<T>{}(base, i) == ld<T>(base, i).
+/// Reads element i of a raw buffer of dtype T as fp32, with T's decode table (fp8, f16) looked up once at
+/// construction: a row's loads share one Loader (SeqView::k_row). fp8 elements are the decoded code, before
+/// any scale.
 template <DType T>
 struct Loader {
   const float* table = nullptr;
@@ -70,6 +49,14 @@ struct Loader {
     }
   }
 };
+
+/// Element i of a raw buffer of dtype T as fp32 (Loader's, one table lookup per process): the element
+/// readers' load.
+template <DType T>
+inline float ld(const void* base, std::int64_t i) {
+  static const Loader<T> load;
+  return load(base, i);
+}
 
 /// Calls f.template operator()<KV>() with the KV dtype of `a` as a template argument.
 template <typename F>
