@@ -51,6 +51,19 @@ std::string verdict_counts_text(const std::vector<int>& verdicts) {
   return out.empty() ? "no cells" : out;
 }
 
+std::string verdicts_text(const RunSummary& s) {
+  std::vector<int> tested(verdict_table().size(), 0), controls(verdict_table().size(), 0);
+  bool control_ran = false;
+  for (const KernelSummary& k : s.kernels) {
+    const bool control = k.control != ControlOutcome::not_control;
+    control_ran = control_ran || control;
+    std::vector<int>& into = control ? controls : tested;
+    for (std::size_t i = 0; i < k.verdicts.size() && i < into.size(); ++i) into[i] += k.verdicts[i];
+  }
+  if (!control_ran) return verdict_counts_text(tested);
+  return fmt::format("{}; negative controls: {}", verdict_counts_text(tested), verdict_counts_text(controls));
+}
+
 void summarize(RunSummary& sum, const std::vector<KernelRole>& kernels) {
   sum.kernels.clear();
   sum.passed = sum.failed = sum.declined = sum.caught = sum.not_run = 0;

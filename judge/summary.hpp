@@ -84,6 +84,11 @@ bool counts_as_failure(const RunSummary& s, const CellResult& r);
 /// "3 variant, 1 stateful, 40 pass": the non-zero counts of `verdicts` (KernelSummary::verdicts) with their
 /// verdict names, in verdict_table() order; "no cells" when every count is 0.
 std::string verdict_counts_text(const std::vector<int>& verdicts);
+/// The cells per verdict as every report's summary line gives them: the kernels under test's counts, then,
+/// where a negative control ran, the controls' counts apart, so a control's caught failures never stand
+/// beside "0 failed" as if a kernel under test had them:
+/// "3810 pass, 19 declined; negative controls: 150 poisoned, 109 fail, 6456 not_run".
+std::string verdicts_text(const RunSummary& s);
 
 /// Recomputes `s.kernels` and the run totals (passed, failed, declined, caught, not_run, verdicts, blind, vacuous) from
 /// `s.results`, one KernelSummary per entry of `kernels` in that order. run_suite and merge share it, so a

@@ -43,6 +43,16 @@ std::string colored(const std::string& padded, CellOutcome outcome, bool color) 
 /// Failures the closing list shows with their repro lines; the rest are counted.
 constexpr std::size_t kListedFailures = 100;
 
+// What adds a negative control to this command's run: `score` (meta.run null, or holding the score's inputs)
+// takes a planted runner's outputs, `run` the device's built-in controls; each names only its own option.
+std::string no_control_hint(const ReportMeta& meta) {
+  const bool score = meta.run.is_null() || (meta.run.is_object() && meta.run.contains("score"));
+  return score ? " (`pacheck score --negative-control` scores the outputs of a runner with the planted "
+                              "V-tail fault as one)"
+                            : " (`pacheck run --with-controls` adds the device's built-in controls to a --plugin "
+                              "or --kernel selection)";
+}
+
 class ConsoleFormat : public ReportFormat {
  public:
   ConsoleFormat(std::ostream& out, const FormatOptions& opt)
@@ -110,18 +120,14 @@ class ConsoleFormat : public ReportFormat {
                           : s.stopped  ? "  (no cell finished before the stop)"
                           : s.shard    ? "  (no cell in this shard: the merged run is judged)"
                                      : "  (NO CELL RAN: counts as a failure)");
-    out_ << fmt::format("verdicts: {}\n", verdict_counts_text(s.verdicts));
+    out_ << fmt::format("verdicts: {}\n", verdicts_text(s));
     out_ << fmt::format("comparator self-test: {}\n", s.selftest.passed ? "passed" : "FAILED");
     if (!s.selftest.passed)
       for (const auto& l : s.selftest.lines) out_ << fmt::format("  {}\n", l);
     if (s.blind) out_ << "INSTRUMENT BLIND: a negative control was not caught; this run proves nothing (exit 3)\n";
     if (!s.kernels.empty())
       out_ << controls_statement(s)
-           << (control_facts(s).ran() > 0
-                   ? ""
-                   : " (`pacheck run --with-controls` adds the device's built-in controls to a --plugin or --kernel "
-                     "selection; `pacheck score --negative-control` scores a planted runner's outputs as one)")
-           << "\n";
+           << (control_facts(s).ran() > 0 ? "" : no_control_hint(meta)) << "\n";
     for (const auto& k : s.kernels)
       if (k.control == ControlOutcome::not_exercised && !k.vacuous)
         out_ << fmt::format("negative control {}: not exercised, no selected cell is among its expected failures{}{}\n", k.kernel,

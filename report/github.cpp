@@ -105,7 +105,7 @@ class GithubFormat : public ReportFormat {
     const Headline h = headline(s);
     write("notice", {fmt::format("pacheck {}: {} (exit {})", meta.suite, h.word, h.code),
                      fmt::format("{} on {}: {}\n{}\nverdicts: {}", h.meaning, meta.device, h.counts, h.controls,
-                                 verdict_counts_text(s.verdicts))});
+                                 verdicts_text(s))});
     out_.flush();
   }
 

@@ -185,7 +185,7 @@ std::string header(const RunSummary& s, const ReportMeta& meta) {
     << "</p>\n";
   const Headline h = headline(s);
   o << "<div class=\"outcome " << (h.code == 0 ? "ok" : "bad") << "\"><b>exit code " << h.code << "</b>: "
-    << escape(fmt::format("{}. {}. {}. Verdicts: {}.", h.meaning, h.counts, h.controls, verdict_counts_text(s.verdicts)))
+    << escape(fmt::format("{}. {}. {}. Verdicts: {}.", h.meaning, h.counts, h.controls, verdicts_text(s)))
     << "</div>\n";
   o << kernel_table(s);
   const std::vector<std::string> drawn = html::drawn_kernels(s);

@@ -256,7 +256,7 @@ void write_junit(std::ostream& out, const RunSummary& s, const ReportMeta& meta)
   // Run-level checks, so the file fails exactly when the exit code is not 0.
   pugi::xml_node checks = open_suite(root, "pacheck.checks");
   add_properties(checks, meta.environment);
-  add_property(checks, "verdicts", verdict_counts_text(s.verdicts));
+  add_property(checks, "verdicts", verdicts_text(s));
   const Headline h = headline(s);
   add_property(checks, "outcome", fmt::format("{} (exit {}): {}; {}", h.word, h.code, h.meaning, h.counts));
   add_property(checks, "negative controls", h.controls);

@@ -52,7 +52,7 @@ void write_markdown(std::ostream& o, const RunSummary& s, const ReportMeta& meta
   const Headline h = headline(s);
   o << fmt::format("## pacheck {}: {} (exit {})\n\n", md(meta.suite), h.word, h.code);
   o << fmt::format("{} on `{}`: {}.\n\n{}.\n\n", h.meaning, md(meta.device), h.counts, md(h.controls, 4000));
-  o << fmt::format("Verdicts: {}.\n\n", verdict_counts_text(s.verdicts));
+  o << fmt::format("Verdicts: {}.\n\n", verdicts_text(s));
 
   o << "| suite | kernel | passed | failed | declined | negative control |\n| --- | --- | ---: | ---: | ---: | --- |\n";
   for (const auto& suite : suites_of(s))

@@ -121,7 +121,7 @@ class TapFormat : public ReportFormat {
     out_ << fmt::format("1..{}\n", n);
     const Headline h = headline(s);
     out_ << fmt::format("# {} (exit {}): {}; {}\n# {}\n", h.word, h.code, h.meaning, h.counts, reason(h.controls));
-    out_ << fmt::format("# verdicts: {}\n", verdict_counts_text(s.verdicts));
+    out_ << fmt::format("# verdicts: {}\n", verdicts_text(s));
     out_.flush();
   }
 

@@ -33,6 +33,7 @@ Scenarios:
                verify, --resume, merge and report read
 """
 import argparse
+import html
 import json
 import os
 import re
@@ -1017,6 +1018,9 @@ def scenario_score_reports(args, tmp):
     # No --negative-control: the reports say that no control ran (summary.md said every one was caught).
     with open(os.path.join(d, "summary.md")) as f:
         check(NONE_RAN in f.read(), "score's summary.md does not say that no negative control ran")
+    # The console's hint names score's own way to add a control, not run's option.
+    check("`pacheck score --negative-control`" in p.stdout and "--with-controls" not in p.stdout,
+          f"score's console hint: {[l for l in p.stdout.splitlines() if NONE_RAN in l]}")
     run(args, "report", d, expect=0)
     # A broken export is refused before the report directory is started: the earlier reports stay.
     before = snapshot(d)
@@ -1110,6 +1114,12 @@ def format_texts(args, d, sel):
     return texts
 
 
+def verdicts_of(line):
+    """The counts of a format's "verdicts: ..." line (console, TAP, GitHub) or sentence (summary.md,
+    report.html), without the sentence's full stop and any markup after it."""
+    return re.split(r"\.?(?:<|$)", html.unescape(line.split("erdicts: ", 1)[1]), maxsplit=1)[0]
+
+
 def scenario_controls_words(args, tmp):
     """Every format says which negative controls ran, in the console's words (issue 43): a run of a kernel
     under test alone says none ran and never that every control was caught (summary.md and report.html did);
@@ -1121,6 +1131,8 @@ def scenario_controls_words(args, tmp):
     check({"console", "json", "junit", "markdown", "html", "tap", "github"} <= set(texts), f"formats: {sorted(texts)}")
     for name, text in texts.items():
         check(NONE_RAN in text, f"{name}: does not say that no negative control ran:\n{text[-2000:]}")
+        for line in (l for l in text.splitlines() if "erdicts: " in l):
+            check(verdicts_of(line) == "8 pass", f"{name}: verdicts line {line!r}")
         check("every negative control was caught" not in text, f"{name}: claims a negative control that did not run")
     summary = load(os.path.join(d, "report.json"))["summary"]
     check(summary["negative_controls"]["statement"] == NONE_RAN and summary["meaning"] == "every cell passed",
@@ -1132,6 +1144,12 @@ def scenario_controls_words(args, tmp):
     for name, text in format_texts(args, d, sel).items():
         check(caught in text, f"{name}: does not name the control and its counts ({caught!r}):\n{text[-2000:]}")
         check(NONE_RAN not in text, f"{name}: says no control ran beside cpu.vector_v")
+        # The cells per verdict: the kernel under test's apart from the control's, so the control's caught
+        # failures never read as the kernel's (the line said "2 poisoned, 6 not_run, 8 pass" beside "0 failed").
+        for line in (l for l in text.splitlines() if "erdicts: " in l):
+            tested, _, controls = verdicts_of(line).partition("; negative controls: ")
+            check(tested == "8 pass" and "6 not_run" in controls and "pass" not in controls,
+                  f"{name}: the verdicts line does not keep the control's cells apart: {line!r}")
 
 
 def scenario_controls_summary(args, tmp):
