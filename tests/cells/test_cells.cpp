@@ -13,7 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pacheck/cells.hpp"
+#include "pacheck/cells_c.h"
 
 namespace {
 
@@ -26,6 +29,14 @@ std::pair<int, std::string> capture(const std::string& cmd) {
   for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
   const int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+/// A fixture's output as a failure message prints it: its "[  SKIPPED ]" lines reworded, because ctest takes
+/// that text anywhere in a test's output as the test skipping itself (gtest_discover_tests' skip pattern),
+/// which would show a failing test here as skipped.
+std::string shown(std::string out) {
+  for (std::size_t at; (at = out.find("[  SKIPPED ]")) != std::string::npos;) out.replace(at, 12, "[ (skipped) ]");
+  return out;
 }
 
 std::vector<std::string> lines_of(const std::string& s) {
@@ -44,7 +55,7 @@ std::string fixture(const std::string& suite, const std::string& args, bool chec
 std::vector<std::string> list_cells(const std::string& suite) {
   auto [rc, out] = capture(std::string("'" PACHECK_BINARY "' list cells --suite ") + suite +
                            " --kernel cells.tail_v --plugin '" PACHECK_TAIL_V_PLUGIN "'");
-  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(rc, 0) << shown(out);
   return lines_of(out);
 }
 
@@ -80,7 +91,7 @@ struct Listed {
 };
 std::vector<Listed> listed_tests(const std::string& suite) {
   auto [rc, out] = capture(fixture(suite, "--gtest_list_tests"));
-  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(rc, 0) << shown(out);
   std::vector<Listed> v;
   std::string group;
   for (const auto& l : lines_of(out)) {
@@ -126,7 +137,7 @@ TEST(CellsGtest, FilterRunsTheOneCellItNames) {
   ASSERT_FALSE(tests.empty());
   const Listed& t = tests.back();
   auto [rc, out] = capture(fixture("tail-poison", "--gtest_brief=0 --gtest_filter='" + t.group + "." + t.name + "'"));
-  EXPECT_NE(out.find("1 test from 1 test suite ran"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 test from 1 test suite ran"), std::string::npos) << shown(out);
 }
 
 TEST(CellsGtest, PlantedTailFaultFailsExactlyItsStraddlingVCells) {
@@ -134,9 +145,9 @@ TEST(CellsGtest, PlantedTailFaultFailsExactlyItsStraddlingVCells) {
   std::remove(xml.c_str());
   // With the instrument Environment (comparator self-test, negative controls on tail-poison): it must pass.
   auto [rc, out] = capture(fixture("tail-poison", "--gtest_output=xml:'" + xml + "'", true));
-  EXPECT_EQ(rc, 1) << out;
+  EXPECT_EQ(rc, 1) << shown(out);
   pugi::xml_document doc;
-  ASSERT_TRUE(doc.load_file(xml.c_str())) << xml << "\n" << out;
+  ASSERT_TRUE(doc.load_file(xml.c_str())) << xml << "\n" << shown(out);
   std::set<std::string> failed, expected, all;
   for (const std::string& id : list_cells("tail-poison")) {
     all.insert(id);
@@ -164,6 +175,64 @@ TEST(CellsGtest, PlantedTailFaultFailsExactlyItsStraddlingVCells) {
   EXPECT_EQ(failed, expected);
 }
 
+/// A cell of a kernel's gtest XML report (--gtest_output=xml): its cell id and whether it failed or skipped.
+struct XmlCell {
+  std::string id;
+  bool failed = false, skipped = false;
+};
+std::vector<XmlCell> xml_cells(const std::string& xml) {
+  pugi::xml_document doc;
+  EXPECT_TRUE(doc.load_file(xml.c_str())) << xml;
+  std::vector<XmlCell> v;
+  for (auto tc : doc.select_nodes("//testcase")) {
+    const pugi::xml_node n = tc.node();
+    XmlCell c{n.attribute("value_param").value()};
+    c.failed = static_cast<bool>(n.child("failure"));
+    c.skipped = static_cast<bool>(n.child("skipped")) || std::string(n.attribute("result").value()) == "skipped";
+    v.push_back(c);
+  }
+  return v;
+}
+
+// An MLA kernel (ABI version 4, PACHECK_KERNEL_MLA) through pacheck::gtest: the planted cells.mla_v_tail
+// (mla_v_tail_kernel.c: V read over the whole final block, weight 0 past the last key) registered on suite mla
+// fails exactly the cells whose V part of the tail holds a non-finite poison at a straddling length (the cells
+// pacheck's cell list marks poisons_v_tail: those the built-in control cpu.mla_v_tail must fail), skips the
+// cells it declines (the fp8 latent caches: it takes bf16 only) and passes every other, rope-only tail poison
+// and other sequences' slots included. The 128K cells are filtered out for time.
+TEST(CellsGtest, PlantedMlaVTailFailsExactlyTheVTailCellsOfSuiteMla) {
+  char* listed = nullptr;
+  ASSERT_EQ(pacheck_cells_add_plugin(PACHECK_MLA_V_TAIL_PLUGIN, &listed), 0) << (listed ? listed : "");
+  pacheck_cells_free(listed);
+  ASSERT_EQ(pacheck_cells_list_cells("mla", "cells.mla_v_tail", &listed), 0) << (listed ? listed : "");
+  const nlohmann::json cells = nlohmann::json::parse(listed)["cells"];
+  pacheck_cells_free(listed);
+  std::set<std::string> expected;
+  for (const auto& c : cells)
+    if (c["poisons_v_tail"].get<bool>() && c["id"].get<std::string>().find("ctx13107") == std::string::npos)
+      expected.insert(c["id"].get<std::string>());
+  const std::string xml = PACHECK_CELLS_WORK "/mla_v_tail.xml";
+  std::remove(xml.c_str());
+  auto [rc, out] = capture("PACHECK_FIXTURE_KERNEL=mla " +
+                           fixture("mla", "--gtest_filter='-*ctx13107*' --gtest_output=xml:'" + xml + "'"));
+  EXPECT_EQ(rc, 1) << shown(out);
+  std::set<std::string> failed, skipped;
+  int ran = 0;
+  for (const XmlCell& c : xml_cells(xml)) {
+    ++ran;
+    if (c.failed) failed.insert(c.id);
+    if (c.skipped) skipped.insert(c.id);
+  }
+  EXPECT_EQ(ran + 2, static_cast<int>(cells.size())) << "every cell of suite mla but the two 128K ones";
+  EXPECT_FALSE(skipped.empty());
+  for (const std::string& id : skipped) {
+    EXPECT_NE(id.find("fp8"), std::string::npos) << id << " skipped";
+    expected.erase(id);  // declined: the kernel takes bf16 latent caches only
+  }
+  EXPECT_GE(expected.size(), 20u);
+  EXPECT_EQ(failed, expected);
+}
+
 /// The line of cells_fixture.cpp that calls register_suite (found in the source, so the test follows edits).
 int registration_line() {
   const std::string src = std::string(__FILE__).substr(0, std::string(__FILE__).rfind('/')) + "/cells_fixture.cpp";
@@ -188,11 +257,11 @@ TEST(CellsGtest, FailuresPointAtTheUsersRegistrationLine) {
   ASSERT_GT(line, 0);
   const std::string at = "cells_fixture.cpp:" + std::to_string(line) + ": Failure";
   auto [rc, out] = capture(fixture("tail-poison", "--gtest_color=no 2>&1"));
-  EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find(at), std::string::npos) << out;
-  EXPECT_EQ(out.find("gtest.cpp:"), std::string::npos) << out;
+  EXPECT_EQ(rc, 1) << shown(out);
+  EXPECT_NE(out.find(at), std::string::npos) << shown(out);
+  EXPECT_EQ(out.find("gtest.cpp:"), std::string::npos) << shown(out);
   const auto rerun = out.find("rerun this test: ");
-  ASSERT_NE(rerun, std::string::npos) << out;
+  ASSERT_NE(rerun, std::string::npos) << shown(out);
   const std::string cmd = out.substr(rerun + 17, out.find('\n', rerun) - rerun - 17);
   EXPECT_NE(cmd.find("--gtest_filter="), std::string::npos) << cmd;
   auto [rc1, one] = capture("PACHECK_FIXTURE_NO_CHECK=1 " + cmd + " --gtest_color=no 2>&1");
@@ -210,11 +279,11 @@ TEST(CellsGtest, FailuresPointAtTheUsersRegistrationLine) {
 // reason, so the console, the XML and ctest show why, and the binary exits 1.
 TEST(CellsGtest, AnUnknownSuiteIsAFailingTestNotAnAbort) {
   auto [rc, out] = capture(fixture("no-such-suite", "--gtest_color=no 2>&1"));
-  EXPECT_EQ(rc, 1) << out;
-  EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
-  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.no_such_suite"), std::string::npos) << out;
-  EXPECT_NE(out.find("pacheck::gtest::register_suite(\"no-such-suite\"): "), std::string::npos) << out;
-  EXPECT_NE(out.find("no-such-suite"), std::string::npos) << out;
+  EXPECT_EQ(rc, 1) << shown(out);
+  EXPECT_EQ(out.find("terminate called"), std::string::npos) << shown(out);
+  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.no_such_suite"), std::string::npos) << shown(out);
+  EXPECT_NE(out.find("pacheck::gtest::register_suite(\"no-such-suite\"): "), std::string::npos) << shown(out);
+  EXPECT_NE(out.find("no-such-suite"), std::string::npos) << shown(out);
 }
 
 // A bad suite registered beside a good one fails its own test and does not hide the others: its instrument
@@ -222,20 +291,20 @@ TEST(CellsGtest, AnUnknownSuiteIsAFailingTestNotAnAbort) {
 // the good suite twice is refused the same way rather than registering every test twice.
 TEST(CellsGtest, ABadSuiteBesideAGoodOneFailsItsOwnTestOnly) {
   auto [rc, out] = capture(fixture("no-such-suite,scales,scales", "--gtest_color=no --gtest_brief=1 2>&1", true));
-  EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.no_such_suite"), std::string::npos) << out;
-  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.scales"), std::string::npos) << out;
-  EXPECT_NE(out.find("register_suite was called twice"), std::string::npos) << out;
-  EXPECT_EQ(out.find("SKIPPED"), std::string::npos) << out;
-  EXPECT_NE(out.find("[  PASSED  ] 11 tests."), std::string::npos) << out;  // scales' cells ran: 16 less 5 straddling V
+  EXPECT_EQ(rc, 1) << shown(out);
+  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.no_such_suite"), std::string::npos) << shown(out);
+  EXPECT_NE(out.find("[  FAILED  ] pacheck_setup.scales"), std::string::npos) << shown(out);
+  EXPECT_NE(out.find("register_suite was called twice"), std::string::npos) << shown(out);
+  EXPECT_EQ(out.find("SKIPPED"), std::string::npos) << shown(out);
+  EXPECT_NE(out.find("[  PASSED  ] 11 tests."), std::string::npos) << shown(out);  // scales' cells ran: 16 less 5 straddling V
 }
 
 // A device that does not exist is an error of every cell, not a silent CPU run of the CPU kernel.
 TEST(CellsGtest, AnUnknownDeviceFailsEveryCellNamingIt) {
   auto [rc, out] = capture("PACHECK_FIXTURE_DEVICE=gpu7 " + fixture("scales", "--gtest_color=no 2>&1"));
-  EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("device 'gpu7': unknown device 'gpu7'"), std::string::npos) << out;
-  EXPECT_EQ(out.find("[       OK ]"), std::string::npos) << out;
+  EXPECT_EQ(rc, 1) << shown(out);
+  EXPECT_NE(out.find("device 'gpu7': unknown device 'gpu7'"), std::string::npos) << shown(out);
+  EXPECT_EQ(out.find("[       OK ]"), std::string::npos) << shown(out);
 }
 
 // A cell with no output to judge (declined here; error, crash and timeout alike) carries no metrics: the

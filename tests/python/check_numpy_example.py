@@ -37,7 +37,7 @@ EXAMPLES = {
     # Every model shape, page size, length class, query tokens, fp8 latent cache and the shorter V prefix.
     "mla": Example("test_numpy_mla_kernel.py", "mla", ("test_numpy_mla_decode", "test_numpy_mla_v_tail"),
                    "numpy_mla_kernels", ("numpy_mla_decode", "numpy_mla_v_tail"),
-                   (" h128/1 ", " h64/1 ", " h8/1 ", " bs1 ", " bs32 ", " ctx32767 ", " ctx32768 ", " qlen=",
+                   (" h128/1 ", " h64/1 ", " h8/1 ", " bs1 ", " bs32 ", " ctx32767 ", " ctx32768 ", " ctx131071 ", " qlen=",
                     " fp8_e4m3fn ", " fp8_e5m2 ", ",v256 ", " K:nan@tail", " V:nan@others")),
 }
 
