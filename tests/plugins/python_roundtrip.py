@@ -16,6 +16,10 @@ scale tables (scored as cpu.reference's in step 1, the `scales` poison cells amo
 runner --bug slot-scale-unmasked (V codes masked past seq_len, the final block's per-slot V scales applied
 before the probabilities mask it) must fail exactly the cells pacheck's own control of that fault,
 cpu.slot_scale_unmasked, fails in `pacheck run`, and pass every other one.
+The reference run is `pacheck run` on cpu.reference and, for MLA cells, cpu.mla_reference: an export with MLA cells
+(gate's MLA group; case-file format_version 5) scores those through the runner's NumPy MLA decode
+(numpy_mla_kernels.py) as cpu.mla_reference's, and step (3)'s planted runner reads their V over the whole final
+block too (decode_mla_v_tail).
 Exits 77 (ctest: skipped) with the reason when NumPy is missing.
 """
 import argparse
@@ -124,14 +128,19 @@ def main():
     run([py, a.runner, "--cases", cases, "--outputs", outs], 0)
     run([a.pacheck, "score", "--cases", cases, "--outputs", outs, "--only-failures", "--json",
          os.path.join(a.work, "score.json")], 0)
-    run([a.pacheck, "run", "--suite", a.suite, "--kernel", "cpu.reference", "--only-failures", "--json",
+    # The reference kernel of each kind of cell the export holds (multi-head, MLA), each paired with its own kind's.
+    scored = verdicts(os.path.join(a.work, "score.json"))
+    kinds = {" mla=" in c for c in scored}
+    refs = [arg for mla, k in ((False, "cpu.reference"), (True, "cpu.mla_reference")) if mla in kinds
+            for arg in ("--kernel", k)]
+    run([a.pacheck, "run", "--suite", a.suite, *refs, "--only-failures", "--json",
          os.path.join(a.work, "reference.json")], 0)
-    scored, ref = verdicts(os.path.join(a.work, "score.json")), verdicts(os.path.join(a.work, "reference.json"))
+    ref = verdicts(os.path.join(a.work, "reference.json"))
     missing = [c for c in scored if c not in ref]
     differ = [(c, scored[c], ref[c]) for c in scored if c in ref and scored[c] != ref[c]]
     poisoned_cells = [c for c in scored if "clean" not in c.split()[-1]]
-    print(f"compared {len(scored)} cells ({len(poisoned_cells)} with a fault) with cpu.reference; "
-          f"{len(ref) - len(scored)} cpu.reference cells not exported")
+    print(f"compared {len(scored)} cells ({len(poisoned_cells)} with a fault) with {' and '.join(refs[1::2])}; "
+          f"{len(ref) - len(scored)} of their cells not exported")
     if missing or differ or not poisoned_cells:
         sys.exit(f"FAILED: cells not in the reference run: {missing[:5]}; verdicts differ: {differ[:5]}")
 
