@@ -10,12 +10,25 @@
 
 namespace pacheck::cli {
 
+namespace {
+
+/// Why an export left its MLA cells out, for the summary line: " (a format_version 4 export carries no latent
+/// cache; format_version 5 added it)", from the reason of its manifest's left_out entry.
+std::string mla_left_out(const ExportSummary& s) {
+  for (const auto& l : left_out_kinds(s))
+    if (l.kind == "mla") return fmt::format(" ({})", l.reason.substr(l.reason.find(": ") + 2));
+  return {};
+}
+
+}  // namespace
+
 void add_export_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("export", "write a suite's kernel inputs as safetensors case files for a foreign runner");
   struct Opts {
     std::string suite = "gate", out, layout, filter;
     std::string seed;
     int threads = 0;
+    int format_version = kManifestFormatVersion;
     MemoryFlag memory;
   };
   auto o = std::make_shared<Opts>();
@@ -31,6 +44,11 @@ void add_export_command(CLI::App& app, Context& ctx) {
                   "cases generated and written at once (default: all cores); the files and manifest are the same "
                   "for every value")
       ->check(CLI::Range(0, 1024));
+  cmd->add_option("--format-version", o->format_version,
+                  fmt::format("the manifest's format_version, {} to {}: {} leaves MLA cells out (counted), for a runner "
+                              "that reads up to {}", kOldestExportFormatVersion, kManifestFormatVersion,
+                              kOldestExportFormatVersion, kOldestExportFormatVersion))
+      ->capture_default_str();
   o->memory.bind(cmd);
   cmd->callback([&ctx, o, seed_flag] {
     ExportOptions eo;
@@ -50,6 +68,7 @@ void add_export_command(CLI::App& app, Context& ctx) {
     }
     eo.seed = parse_seed_flag(o->seed, seed_flag->count() > 0);
     eo.threads = o->threads;
+    eo.format_version = o->format_version;  // export_cases refuses one it cannot write, naming the flag
     const Suite suite = load_suite_flag(o->suite);
     const MemoryBudget budget = o->memory.budget();
     // --threads cases at a time, without an oracle: the largest case's estimate times that against the budget.
@@ -83,9 +102,9 @@ void add_export_command(CLI::App& app, Context& ctx) {
                                            suite.cells.empty() ? "" : suite.cells.front().cell.id()));
       throw UsageError(fmt::format("export: none of the {} selected cells of suite {} can be written as case files "
                                    "({} pinned to another layout or not valid in it, {} of an untagged dtype, {} with high "
-                                   "block ids, {} MLA cells): run them with `pacheck run` or the Python module",
+                                   "block ids, {} MLA cells{}): run them with `pacheck run` or the Python module",
                                    left_out, suite.name, s.skipped_layout, s.skipped_dtype, s.skipped_high_ids,
-                                   s.skipped_mla));
+                                   s.skipped_mla, s.skipped_mla ? mla_left_out(s) : ""));
     }
     std::string skipped;
     if (s.skipped_layout) skipped += fmt::format(", skipped {} cells pinned to another layout or not valid in it", s.skipped_layout);
@@ -94,11 +113,10 @@ void add_export_command(CLI::App& app, Context& ctx) {
       skipped += fmt::format(", left out {} cells with high block ids (their pools of 2^31 elements and more are "
                              "not written to case files)",
                              s.skipped_high_ids);
-    if (s.skipped_mla)
-      skipped += fmt::format(", left out {} MLA cells (no case-file format_version carries a latent cache yet)",
-                             s.skipped_mla);
-    fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check){} -> {}\n",
-               s.cells, suite.name, s.files, s.baselines, skipped, s.manifest);
+    if (s.skipped_mla) skipped += fmt::format(", left out {} MLA cells{}", s.skipped_mla, mla_left_out(s));
+    fmt::print("exported {} cells of suite {} as {} case files ({} clean baselines for the invariance check) in "
+               "format_version {}{} -> {}\n",
+               s.cells, suite.name, s.files, s.baselines, s.format_version, skipped, s.manifest);
     ctx.exit_code = kPass;
   });
 }

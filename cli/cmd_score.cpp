@@ -24,30 +24,38 @@ namespace pacheck::cli {
 
 namespace {
 
-/// The replayed kernel exists only in this process: a failing cell's repro line is this command for it.
+/// The replayed kernels exist only in this process: a failing cell's repro line is this command for it, under
+/// either name score reports cells under (score_kernel_name: a mixed export's MLA cells get their own).
 void register_score_repro(const ScoreCommand& o) {
-  set_repro_command(o.kernel, [cases = o.cases, outputs = o.outputs, kernel = o.kernel,
-                               negative_control = o.negative_control](const std::string& cell_id,
-                                                                      const std::string& judge_flags) {
+  auto line = [cases = o.cases, outputs = o.outputs, kernel = o.kernel, negative_control = o.negative_control](
+                  const std::string& cell_id, const std::string& judge_flags) {
     std::string line = fmt::format("{} score --cases {} --outputs {} --cell {}", command_name(), shell_quote(cases),
                                    shell_quote(outputs), shell_quote(cell_id));
     if (kernel != "foreign") line += " --kernel-name " + shell_quote(kernel);
     if (negative_control) line += " --negative-control";
     if (!judge_flags.empty()) line += " " + judge_flags;
     return line;
-  });
+  };
+  set_repro_command(o.kernel, line);
+  set_repro_command(score_kernel_name(o.kernel, true, true), line);
 }
 
 /// score's pre-flight, which score_cases calls once the case files passed their checks (and again for each
-/// repeat of --repeat N): the memory check, the run's identity (with the case and output directories) into
+/// repeat of --repeat N): the memory check, the replayed kernels' roles into `roles` (one kernel, or two for an
+/// export of multi-head and MLA cells), the run's identity (with the case and output directories) into
 /// `identity`, and the report directory into `reports`, started once.
 decltype(ScoreOptions::preflight) score_preflight(const ScoreCommand& o, MemoryBudget budget, const std::string& device,
-                                                  nlohmann::json& identity, std::optional<ReportDir>& reports) {
-  return [&o, budget, device, &identity, &reports](const Suite& suite, const std::vector<KernelPtr>& kernels,
-                                                   const RunOptions& ro) {
+                                                  std::vector<KernelRole>& roles, nlohmann::json& identity,
+                                                  std::optional<ReportDir>& reports) {
+  return [&o, budget, device, &roles, &identity, &reports](const Suite& suite, const std::vector<KernelPtr>& kernels,
+                                                           const RunOptions& ro) {
     check_memory(plan_memory(suite, kernels, ro), budget);
     std::vector<std::string> names;
-    for (const auto& k : kernels) names.push_back(k->name());
+    roles.clear();
+    for (const auto& k : kernels) {
+      names.push_back(k->name());
+      roles.push_back({k->name(), o.negative_control});
+    }
     identity = run_identity(suite, names, device, ro, "");
     identity["score"] = {{"cases", std::filesystem::absolute(o.cases).lexically_normal().string()},
                          {"outputs", std::filesystem::absolute(o.outputs).lexically_normal().string()}};
@@ -150,7 +158,8 @@ int score_command(const ScoreCommand& o) {
   // broken export must not replace an earlier run's reports.
   std::optional<ReportDir> reports;
   nlohmann::json identity;
-  so.preflight = score_preflight(o, o.common.memory.budget(), device, identity, reports);
+  std::vector<KernelRole> roles;  // the replayed kernels, known once the manifest was read (the pre-flight)
+  so.preflight = score_preflight(o, o.common.memory.budget(), device, roles, identity, reports);
   so.run.on_result = [&](const CellResult& r) {
     // First: a kill right after this cell must not lose it. A repeated score's results are combined first.
     if (reports && o.control.repeat == 1) reports->append(r);
@@ -167,7 +176,8 @@ int score_command(const ScoreCommand& o) {
       std::string title = fmt::format("pacheck {} | score {} against {}", pacheck_version(), o.outputs, o.cases);
       if (o.control.repeat > 1) title += fmt::format(" | --repeat {}", o.control.repeat);
       RunStart start{title, {}};
-      if (o.negative_control) start.negative_controls.push_back(o.kernel);
+      for (const auto& role : roles)
+        if (role.negative_control) start.negative_controls.push_back(role.name);
       start.results_in = results_kept_in(reports ? reports->dir() : "", o.json);
       out->run_started(start);
       started = true;
@@ -179,8 +189,7 @@ int score_command(const ScoreCommand& o) {
   std::vector<LeftOut> left_out;
   RunSummary s;
   try {
-    s = control_run.run([&] { return score_cases(o.cases, o.outputs, so, &suite, &left_out); },
-                        {{o.kernel, o.negative_control}});
+    s = control_run.run([&] { return score_cases(o.cases, o.outputs, so, &suite, &left_out); }, roles);
   } catch (const CaseFilesError& e) {
     throw UsageError(e.what());
   } catch (const SafetensorsError& e) {

@@ -332,8 +332,15 @@ bool uses_sinks(const Case& c) { return !c.sinks.is_default(); }
 bool uses_query_lens(const Case& c) { return c.max_query_len() > 1; }
 bool uses_slot_scales(const Case& c) { return is_fp8(c.kv_dtype) && (c.k_scale.per_slot() || c.v_scale.per_slot()); }
 bool is_mla_case(const Case& c) { return c.is_mla(); }
-/// No case-file format_version carries MLA cases yet: an export of one is refused by this gate.
-constexpr int kMlaCaseFileVersion = 1000;
+/// The case-file format_version that added MLA cells: the latent cache and the three MLA scalars.
+constexpr int kMlaCaseFileVersion = 5;
+constexpr std::string_view kMlaCarries = "an MLA latent cache", kMlaCaches = "MLA latent caches";
+/// The case-file MLA scalars (kv_lora_rank, qk_rope_head_dim, v_head_dim): integers in the rows' bounds [0, 1024],
+/// all 0 in a multi-head file (interop's reader refuses the rest; the case then checks their combination).
+std::string mla_dim_problem(double v) {
+  return v >= 0 && v <= 1024 && v == std::floor(v) ? std::string()
+                                                    : fmt::format("{} is not an integer in [0, 1024] (0 = no MLA)", v);
+}
 constexpr std::string_view kVariantCarries = "an attention variant", kVariants = "attention variants";
 /// The case-file variant scalars: 0 = none, else the value (interop's reader refuses the rest).
 std::string window_problem(double v) {
@@ -520,21 +527,30 @@ const CaseField kCaseFields[] = {
      .parse = parse_int<&Case::high_block_ids>, .copy = copy_member<&Case::high_block_ids>,
      .abi_args = "num_blocks block_tables"},
     // MLA (core/mla.hpp): one token for the three; ABI version 4 carries them (only kernels with
-    // PACHECK_KERNEL_MLA get MLA cells: Kernel::takes_mla), case files not yet (their gate below).
+    // PACHECK_KERNEL_MLA get MLA cells: Kernel::takes_mla), case files from format_version 5 (the latent cache
+    // as latent_cache, and each field's I32 scalar, 0 in a multi-head file); an older export leaves MLA cells out.
     {.name = "kv_lora_rank", .token = "mla=", .token_form = kMlaForm, .example = "mla=512+64", .suite_key = "mla",
      .lo = 0, .hi = 1024, .id_text = mla_text, .parse = parse_mla, .check = check_mla_case,
      .bound = bound_int<&Case::kv_lora_rank>, .copy = copy_member<&Case::kv_lora_rank>, .abi_version = 4,
      .abi_args = "kv_lora_rank", .abi_info = "kv_lora_rank",
      .abi = [](const Case& c, AbiWriter& w) { w.set("kv_lora_rank", c.kv_lora_rank); },
-     .gates = {{kMlaCaseFileVersion, "an MLA latent cache", "MLA latent caches", "", is_mla_case}}},
+     .casefile = "kv_lora_rank latent_cache", .casefile_version = kMlaCaseFileVersion, .casefile_scalar = "kv_lora_rank",
+     .casefile_problem = mla_dim_problem,
+     .gates = {{kMlaCaseFileVersion, kMlaCarries, kMlaCaches, "kv_lora_rank latent_cache", is_mla_case}}},
     {.name = "qk_rope_head_dim", .token_form = kMlaForm, .suite_key = "mla", .lo = 0, .hi = 1024,
      .bound = bound_int<&Case::qk_rope_head_dim>, .copy = copy_member<&Case::qk_rope_head_dim>, .abi_version = 4,
      .abi_args = "qk_rope_head_dim", .abi_info = "qk_rope_head_dim",
-     .abi = [](const Case& c, AbiWriter& w) { w.set("qk_rope_head_dim", c.qk_rope_head_dim); }},
+     .abi = [](const Case& c, AbiWriter& w) { w.set("qk_rope_head_dim", c.qk_rope_head_dim); },
+     .casefile = "qk_rope_head_dim", .casefile_version = kMlaCaseFileVersion, .casefile_scalar = "qk_rope_head_dim",
+     .casefile_problem = mla_dim_problem,
+     .gates = {{kMlaCaseFileVersion, kMlaCarries, kMlaCaches, "qk_rope_head_dim", is_mla_case}}},
     {.name = "v_head_dim", .token_form = kMlaForm, .suite_key = "mla", .lo = 0, .hi = 1024,
      .bound = bound_int<&Case::v_head_dim>, .copy = copy_member<&Case::v_head_dim>, .abi_version = 4,
      .abi_args = "v_head_dim", .abi_info = "v_head_dim",
-     .abi = [](const Case& c, AbiWriter& w) { w.set("v_head_dim", c.v_head_dim); }},
+     .abi = [](const Case& c, AbiWriter& w) { w.set("v_head_dim", c.v_head_dim); },
+     .casefile = "v_head_dim", .casefile_version = kMlaCaseFileVersion, .casefile_scalar = "v_head_dim",
+     .casefile_problem = mla_dim_problem,
+     .gates = {{kMlaCaseFileVersion, kMlaCarries, kMlaCaches, "v_head_dim", is_mla_case}}},
 };
 // clang-format on
 

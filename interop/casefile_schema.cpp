@@ -10,6 +10,7 @@
 #include "core/case_fields.hpp"
 #include "core/digest.hpp"
 #include "kernels/kernel.hpp"
+#include "kernels/mla_kernel.hpp"
 #include "paging/pager.hpp"
 
 namespace pacheck::casefile {
@@ -116,8 +117,19 @@ const void* input_pointer(const pacheck_kernel_args& a, const InputTensor& t) {
   return p;
 }
 
+const char* file_name(const pacheck_kernel_args& a, const InputTensor& t) {
+  if (!mla_call(a)) return t.name;
+  const std::string_view n = t.name;
+  return n == "key_cache" ? "latent_cache" : n == "value_cache" ? nullptr : t.name;
+}
+
+std::vector<std::int64_t> file_shape(const pacheck_kernel_args& a, const InputTensor& t) {
+  if (mla_call(a) && std::string_view(t.name) == "key_cache") return {a.num_blocks, a.block_size, a.head_size};
+  return t.shape(a);
+}
+
 std::size_t input_bytes(const pacheck_kernel_args& a, const InputTensor& t) {
-  if (t.optional && !input_pointer(a, t)) return 0;
+  if ((t.optional && !input_pointer(a, t)) || !file_name(a, t)) return 0;
   std::size_t n = 1;
   for (std::int64_t d : t.shape(a)) n *= static_cast<std::size_t>(d);
   const StDType tag = t.dtype(a);
@@ -231,9 +243,14 @@ pacheck_kernel_args call_of(const Case& c) {
   // One entry stands for the table: make_args reads no more than whether it is there.
   if (is_fp8(c.kv_dtype) && c.k_scale.per_slot()) pool.k_slot_scales.assign(1, 1.0f);
   if (is_fp8(c.kv_dtype) && c.v_scale.per_slot()) pool.v_slot_scales.assign(1, 1.0f);
-  pacheck_kernel_args a = make_args(c, pool, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                    pool.k_scales.data(), pool.v_scales.data(), alibi.data(), sinks.data(),
-                                    pool.query_start_loc.data(), pool.k_slot_scales.data(), pool.v_slot_scales.data());
+  // An MLA case's call is make_mla_args' (one latent cache as both caches, v_scale = k_scale, out rows v_head_dim
+  // wide), as DeviceInputs::args makes it.
+  pacheck_kernel_args a =
+      c.is_mla() ? make_mla_args(mla_case_of(c), pool, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                 pool.query_start_loc.empty() ? nullptr : pool.query_start_loc.data())
+                 : make_args(c, pool, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, pool.k_scales.data(),
+                             pool.v_scales.data(), alibi.data(), sinks.data(), pool.query_start_loc.data(),
+                             pool.k_slot_scales.data(), pool.v_slot_scales.data());
   a.k_scales_per_head = a.v_scales_per_head = nullptr;  // the pointers into `pool` die with it
   a.alibi_slopes = a.sinks = nullptr;
   a.query_start_loc = a.query_start_loc_host = nullptr;

@@ -41,9 +41,16 @@ std::size_t query_rows(const pacheck_kernel_args& a);
 /// query_lens of a call: from query_start_loc_host when set, else 1 for each sequence.
 std::vector<std::int32_t> query_lens_of(const pacheck_kernel_args& a);
 
+/// True for an MLA call (kv_lora_rank > 0; kernels/mla_kernel.hpp): its one latent cache is key_cache and
+/// value_cache at once ([num_blocks, block_size, 1, head_size], head_size = kv_lora_rank + qk_rope_head_dim), and
+/// its out rows are v_head_dim wide.
+inline bool mla_call(const pacheck_kernel_args& a) { return a.kv_lora_rank > 0; }
+/// Values per head of `out` in call `a`: v_head_dim for an MLA call, else head_size.
+inline int out_width(const pacheck_kernel_args& a) { return mla_call(a) ? a.v_head_dim : a.head_size; }
+
 /// One kernel input a case file holds: the pacheck_kernel_args pointer of the same name, its safetensors tag
 /// and shape in a call `a`. Optional inputs are present only when the call has the pointer (per-head and
-/// per-slot fp8 scales, ALiBi slopes, sinks).
+/// per-slot fp8 scales, ALiBi slopes, sinks). An MLA call's caches are one memory, held once (file_name).
 struct InputTensor {
   const char* name;
   bool optional;
@@ -56,7 +63,15 @@ struct InputTensor {
 const std::vector<InputTensor>& input_tensors();
 /// The host pointer of input `t` in call `a` (null for an optional input the call lacks).
 const void* input_pointer(const pacheck_kernel_args& a, const InputTensor& t);
-/// Bytes of input `t` in call `a` (0 when absent).
+/// The tensor input `t` of call `a` is in its case file, or nullptr when the file does not hold it: its own
+/// name, except in an MLA call (format_version 5), whose key_cache is the latent cache, held as "latent_cache"
+/// [num_blocks, block_size, kv_lora_rank + qk_rope_head_dim] (vLLM's MLA cache shape; file_shape), and whose
+/// value_cache, the same memory, is not held again.
+const char* file_name(const pacheck_kernel_args& a, const InputTensor& t);
+/// The shape input `t` of call `a` has in its case file: t.shape(a), or latent_cache's.
+std::vector<std::int64_t> file_shape(const pacheck_kernel_args& a, const InputTensor& t);
+/// Bytes of input `t` in call `a` as its case file holds and inputs_sha256 hashes them (0 when absent, and for an
+/// MLA call's value_cache: its latent cache is hashed once, as key_cache).
 std::size_t input_bytes(const pacheck_kernel_args& a, const InputTensor& t);
 
 /// One input buffer of a call, in host memory.
@@ -65,7 +80,8 @@ struct Bytes {
   std::size_t n;
 };
 /// SHA-256 of the inputs of one call, in input_tensors() order; absent (empty) ones take no part, so a case
-/// without them hashes exactly its five tensors (and every case of an older export hashes as it did).
+/// without them hashes exactly its five tensors (and every case of an older export hashes as it did); an MLA
+/// call hashes query, its latent cache once, block_tables and seq_lens (and query_start_loc's tokens via query).
 std::string hash_inputs(const std::vector<Bytes>& parts);
 
 /// Shapes of the pool tensors, per pacheck_layout (include/pacheck/kernel_abi.h); `x` the key vector width.
@@ -88,9 +104,9 @@ json scalar_value(const pacheck_kernel_args& a, std::string_view name);
 /// Everything of one call a kernel reads besides the bytes of its buffers: the shape fields (num_seqs,
 /// num_heads, num_kv_heads, head_size, block_size, num_blocks, max_blocks_per_seq, layout, x, q/kv/out
 /// dtype, strides in elements of query, key_cache, value_cache, block_tables and out), the case fields'
-/// case-file scalars (scale, k_scale, v_scale, sliding_window, logits_soft_cap: core/case_fields.hpp's
-/// casefile_scalar), query_lens and the scale forms (k_scale_form, v_scale_form: from which scale pointers the
-/// call has). Two calls with equal geometries and equal inputs_sha256 are the same call to any kernel, so
+/// case-file scalars (scale, k_scale, v_scale, sliding_window, logits_soft_cap, kv_lora_rank,
+/// qk_rope_head_dim, v_head_dim: core/case_fields.hpp's casefile_scalar), query_lens and the scale forms
+/// (k_scale_form, v_scale_form: from which scale pointers the call has). Two calls with equal geometries and equal inputs_sha256 are the same call to any kernel, so
 /// they may share a case file and its output; h16/8 d256 and h32/16 d128 at the same lengths and seed have
 /// byte-identical inputs and differ only here.
 json geometry_of(const pacheck_kernel_args& a);
@@ -100,10 +116,10 @@ const std::vector<std::string>& shape_fields();
 /// scalars, query_lens, k_scale_form, v_scale_form.
 const std::vector<std::string>& geometry_fields();
 
-/// The call a suite cell of case `c` gives a kernel, without generating its inputs: make_args over a pool of
-/// the pager's dimensions (num_blocks = the blocks the sequences need + spare_blocks, max_blocks_per_seq =
-/// the longest sequence's blocks + padding_columns) and the case's scales (suite cells carry no scale
-/// fault). Buffer pointers are null. export_cases checks it against every call it captures, so `score` can
+/// The call a suite cell of case `c` gives a kernel, without generating its inputs: make_args (make_mla_args for
+/// an MLA case) over a pool of the pager's dimensions (num_blocks = the blocks the sequences need +
+/// spare_blocks, max_blocks_per_seq = the longest sequence's blocks + padding_columns) and the case's scales
+/// (suite cells carry no scale fault). Buffer pointers are null. export_cases checks it against every call it captures, so `score` can
 /// hold a manifest's cells to it.
 pacheck_kernel_args call_of(const Case& c);
 /// The geometry of the call a cell of case `c` makes: geometry_of(call_of(c)) with the case's query_lens and

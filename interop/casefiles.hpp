@@ -13,7 +13,7 @@
 // case field table (core/case_fields.hpp).
 //
 // `export_cases` writes into DIR:
-//   manifest.json  {"format": "pacheck-cases", "format_version": 4, "pacheck", "abi_version", "suite",
+//   manifest.json  {"format": "pacheck-cases", "format_version": 5, "pacheck", "abi_version", "suite",
 //                   "kernel_layout", "left_out": [...], "case_fields": [...], "files": [...], "cells": [...]}
 //     case_fields: the case field table as `pacheck list fields --json` gives it (name, kind, id token, the
 //               case-file tensors that carry each field and the format_version that added them, the
@@ -21,21 +21,24 @@
 //               which attention variant (examples/python/runner.py declines a variant it does not implement).
 //               Informational: score does not read it, and an export without it scores as before.
 //     left_out[k]: selected cells of one kind no case file can carry, {"kind" ("layout", "dtype",
-//               "high_block_ids"), "cells" (how many), "reason"}; kinds with no cell are not listed. `pacheck
+//               "high_block_ids", "mla": MLA cells of a --format-version 4 export), "cells" (how many),
+//               "reason"}; kinds with no cell are not listed. `pacheck
 //               score` prints each after its summary ("not scored: the export left out ..."), so a user sees
 //               what the file route did not cover.
 //     files[i]: one distinct set of kernel inputs, {"file": "0003.safetensors", "inputs_sha256", "case" (case
 //               id), "fault" (fault id), "layout", "x", shape fields (num_seqs, num_heads, num_kv_heads,
 //               head_size, block_size, num_blocks, max_blocks_per_seq), "q_dtype", "kv_dtype",
-//               "kv_tensor_dtype" (the safetensors tag of key_cache / value_cache: F32, F16, BF16, F8_E4M3,
-//               F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale", "k_scale_form"
+//               "kv_tensor_dtype" (the safetensors tag of key_cache / value_cache, or of an MLA file's
+//               latent_cache: F32, F16, BF16, F8_E4M3, F8_E5M2, or U8 for fp8_e4m3fnuz), "out_dtype", "scale", "k_scale", "v_scale", "k_scale_form"
 //               and "v_scale_form" (format_version 4: how each cache's fp8 scale is given, "none" for a cache
 //               that is not fp8, "per_tensor", "per_kv_head" or "per_slot"),
-//               "sliding_window" (int, 0 = none), "logits_soft_cap" (number, 0 = none), "query_lens" ([num_seqs]
-//               ints, 1 each for plain decode), "num_query_tokens" (their sum: the rows of query and out),
-//               "shapes" and "strides" (elements) of query,
-//               key_cache, value_cache, block_tables and out, "output": {"file", "tensor": "out", "dtype",
-//               "shape" ([num_query_tokens, num_heads, head_size])}}.
+//               "sliding_window" (int, 0 = none), "logits_soft_cap" (number, 0 = none), "kv_lora_rank",
+//               "qk_rope_head_dim", "v_head_dim" (format_version 5: ints, the MLA shape, 0 each for a multi-head
+//               call), "query_lens" ([num_seqs] ints, 1 each for plain decode), "num_query_tokens" (their sum: the
+//               rows of query and out), "shapes" (of the file's tensors) and "strides" (elements, as the ABI
+//               hands them; an MLA call's latent cache is key_cache and value_cache) of query, key_cache,
+//               value_cache, block_tables and out, "output": {"file", "tensor": "out", "dtype", "shape"
+//               ([num_query_tokens, num_heads, head_size], or v_head_dim wide for an MLA call)}}.
 //     cells[j]: one suite cell, {"id" (cell id as `pacheck run` prints it), "case", "fault", "straddle",
 //               "file" (its inputs), "baseline" (file of the same case with a clean cache, null for a
 //               clean cell)}. A baseline that is not itself a suite cell is still exported: the
@@ -45,11 +48,21 @@
 //     query [num_query_tokens, num_heads, head_size] q_dtype: one row per query token (num_query_tokens =
 //       num_seqs for plain decode); sequence s owns rows query_start_loc[s] .. query_start_loc[s+1] - 1
 //     key_cache, value_cache: the paged pool in `layout` (shapes on pacheck_layout), kv_dtype, with the
-//       unwritten slots holding the cell's poison
+//       unwritten slots holding the cell's poison; an MLA call's file (format_version 5) holds neither, but its
+//       one latent cache: latent_cache [num_blocks, block_size, R] kv_dtype, R = kv_lora_rank +
+//       qk_rope_head_dim = head_size (vLLM's MLA cache; the ABI hands it as key_cache and value_cache
+//       [num_blocks, block_size, 1, R], one pointer), each row c_kv (kv_lora_rank values) then k_pe, shared by
+//       every query head (num_kv_heads 1, layout nhd), the cell's poison in the part of the unwritten rows its
+//       fault's target names (K the rope part, V the latent part, K+V the row)
 //     block_tables [num_seqs, max_blocks_per_seq] I32, seq_lens [num_seqs] I32
-//     out [num_query_tokens, num_heads, head_size] out_dtype, rows as query's, pre-filled with pacheck's
+//     out [num_query_tokens, num_heads, head_size] out_dtype ([.., v_head_dim] in an MLA file: V is the first
+//       v_head_dim values of the latent rows, core/mla.hpp), rows as query's, pre-filled with pacheck's
 //       "never written" pattern: a runner should start its output buffer from it so elements it never writes
 //       are detected (every row is judged and guarded, as in `pacheck run`)
+//     kv_lora_rank, qk_rope_head_dim, v_head_dim: I32 scalars (format_version 5, always present; 0 each in a
+//       multi-head file): the MLA shape (include/pacheck/kernel_abi.h, "MLA decode"). In an MLA file the
+//       logits are scale * (q . row) over all R values of a row, `scale` is the model's own (not 1/sqrt(R)),
+//       and an fp8 latent cache has one per-tensor scale, k_scale (v_scale the same value)
 //     query_lens [num_seqs] I32 (format_version 3, always present): the query tokens of each sequence, 1 to 8
 //       and at most its seq_lens entry (1 each for plain decode); query_start_loc [num_seqs + 1] I32: their
 //       prefix sums from 0 (the ABI's query_start_loc). Row i of sequence s is the token at position
@@ -96,10 +109,16 @@
 //   the tables in inputs_sha256; version 3 left per-slot cells out (its left_out kind "per_slot_scales").
 //   The bump is needed: a version-3 reader would find a NaN k_scale / v_scale and no per-head array, and
 //   either compute NaN outputs, reported as the kernel's failures, or (a pacheck of version 3) refuse the
-//   files as "inputs changed since export"; the version lets it refuse the export for what it is. This
-//   pacheck reads 1 to 4 (older directories score as before: their scale forms follow from the tensors
-//   present); a pacheck or examples/python/runner.py that reads only up to 3 refuses a version-4 manifest by
-//   its format_version, exit 2.
+//   files as "inputs changed since export"; the version lets it refuse the export for what it is. Version 5
+//   added MLA cells: latent_cache in place of key_cache / value_cache in an MLA call's file, the scalars
+//   kv_lora_rank, qk_rope_head_dim and v_head_dim (tensors and entry fields, 0 in every multi-head file), out
+//   and the output v_head_dim wide; version 4 left MLA cells out (its left_out kind "mla"). The bump is needed:
+//   a version-4 reader would find no key_cache in an MLA file, or a runner of its own would take out's width
+//   for head_size. `pacheck export --format-version 4` still writes version 4 (every multi-head cell as before,
+//   the MLA cells left out and counted) for a runner that reads up to 4. This pacheck reads 1 to 5 (older
+//   directories score as before: their scale forms follow from the tensors present, their MLA scalars are 0);
+//   a pacheck or examples/python/runner.py that reads only up to 4 refuses a version-5 manifest by its
+//   format_version, exit 2.
 //
 // A foreign runner writes, for each files[i], OUTPUTS/<same file name> holding one tensor "out" of
 // files[i].output's dtype and shape, or, for a call it cannot take, OUTPUTS/<same file name>.declined
@@ -144,6 +163,10 @@ struct ExportOptions {
   /// Called with one selected cell per case (export order) before the directory is created or any case
   /// generated; may throw to refuse the export (the CLI's --max-memory check).
   std::function<void(const std::vector<Cell>&)> preflight;
+  /// The manifest's format_version: kOldestExportFormatVersion (4: MLA cells are left out, counted in
+  /// skipped_mla, for a runner that reads up to 4) to kManifestFormatVersion (the default); another value is
+  /// a CaseFilesError naming --format-version.
+  int format_version = kManifestFormatVersion;
 };
 
 struct ExportSummary {
@@ -154,7 +177,8 @@ struct ExportSummary {
                            ///< (the aiter layout needs block_size % 16 == 0)
   int skipped_dtype = 0;   ///< cells with a q/out dtype safetensors has no tag for (none at present)
   int skipped_high_ids = 0;///< cells with high block ids (hiblk=): their 4-16 GiB pools are not written to files
-  int skipped_mla = 0;     ///< MLA cells (mla=): no case-file format_version carries a latent cache yet
+  int skipped_mla = 0;     ///< MLA cells (mla=) of an export older than format_version 5 (--format-version 4)
+  int format_version = kManifestFormatVersion;  ///< the manifest's (ExportOptions::format_version)
   std::string manifest;    ///< path of manifest.json
 };
 
@@ -168,8 +192,15 @@ std::vector<LeftOut> left_out_kinds(const ExportSummary& sum);
 /// CaseFilesError / SafetensorsError on I/O errors and CaseError for an invalid case.
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt);
 
+/// What score appends to ScoreOptions::kernel_name for the MLA cells of an export that also has multi-head ones.
+inline constexpr const char* kMlaKernelSuffix = ".mla";
+/// The name score reports a kind of cell under: `name` (ScoreOptions::kernel_name), or for the MLA cells
+/// (`mla`) of an export that also has multi-head cells (`mixed`) `name` + kMlaKernelSuffix. A replayed kernel
+/// takes one kind of cell, as every kernel does (Kernel::takes_mla): such an export is scored as two kernels.
+std::string score_kernel_name(const std::string& name, bool mla, bool mixed);
+
 struct ScoreOptions {
-  std::string kernel_name = "foreign";  ///< name the outputs are reported under
+  std::string kernel_name = "foreign";  ///< name the outputs are reported under (score_kernel_name)
   /// The outputs come from a runner with the planted V-tail fault (examples/python/runner.py --bug v-tail):
   /// report it as a negative control that must fail exactly the cells poisons_v_tail() names.
   bool negative_control = false;
@@ -212,13 +243,21 @@ struct ScoreOptions {
 /// are held to the export by inputs_sha256), and the entry's k_scale_form / v_scale_form (and the file's
 /// metadata keys of those names) must be the case's forms; a missing, unexpected or misshapen table, a form
 /// that is not the case's, a table in an older export, or a per-slot case in a manifest older than 4 is a
-/// CaseFilesError or SafetensorsError naming the file and the tensor or field (the CLI: exit 2).
+/// CaseFilesError or SafetensorsError naming the file and the tensor or field (the CLI: exit 2). MLA cells
+/// (format_version 5): an MLA case's file holds latent_cache (kv_dtype's tag, [num_blocks, block_size,
+/// kv_lora_rank + qk_rope_head_dim]) and no key_cache / value_cache, a multi-head one no latent_cache; the
+/// scalars kv_lora_rank, qk_rope_head_dim and v_head_dim (I32, in [0, 1024], 0 in a multi-head file) must equal
+/// the entry's fields of those names and be the call its case makes; out and the output are [num_query_tokens,
+/// num_heads, v_head_dim]; an MLA case in a manifest older than 5, or one of those tensors or fields in one, is
+/// refused. The MLA cells are replayed through a kernel of their own kind (score_kernel_name) and judged as
+/// `run` judges an MLA kernel's (the MLA oracle, the same verdicts).
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
                        std::string* suite_name = nullptr, std::vector<LeftOut>* left_out = nullptr);
 
 /// SHA-256 over the input bytes of one call in the order query, key_cache, value_cache, block_tables,
 /// seq_lens, then k_scales_per_head, v_scales_per_head, alibi_slopes, sinks, k_scales_per_slot and
-/// v_scales_per_slot, each when present (the sizes follow from the shapes
+/// v_scales_per_slot, each when present, an MLA call's latent cache once, as key_cache (value_cache is the same
+/// memory; casefile_schema.hpp's input_bytes) (the sizes follow from the shapes
 /// in `a`; pointers are host pointers). With the call's geometry (every other field of `a`), the key that
 /// ties an output file to the call pacheck regenerates when scoring: bytes alone do not identify a call.
 std::string inputs_sha256(const pacheck_kernel_args& a);

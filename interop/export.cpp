@@ -44,7 +44,7 @@ class CaptureKernel final : public Kernel {
     inputs.clear();
     for (const InputTensor& t : input_tensors()) inputs.push_back(grab(input_pointer(a, t), input_bytes(a, t)));
     const std::size_t out_bytes = query_rows(a) * static_cast<std::size_t>(a.num_heads) *
-                                  static_cast<std::size_t>(a.head_size) * dtype_size(static_cast<DType>(a.out_dtype));
+                                  static_cast<std::size_t>(out_width(a)) * dtype_size(static_cast<DType>(a.out_dtype));
     out = grab(a.out, out_bytes);  // the fill pattern, left untouched: that is what a runner should start from
     query_lens = query_lens_of(a);
     // The call's pointers are valid during the call only: keep a copy of query_start_loc for geometry_of, and
@@ -75,11 +75,13 @@ class CaptureKernel final : public Kernel {
   mutable std::vector<std::int32_t> query_start_loc;  ///< [num_seqs + 1] with several query tokens, else empty
 };
 
-/// The safetensors file of one captured call: the kernel inputs, `out` (the fill pattern), the case fields'
-/// scalars, query_lens and query_start_loc, and the metadata.
-SafetensorsFile case_file_of(const Case& c, const FaultSpec& f, const CaptureKernel& cap, const std::string& sha) {
+/// The safetensors file of one captured call of a format_version `version` export: the kernel inputs (an MLA
+/// call's one latent cache as latent_cache), `out` (the fill pattern), the case fields' scalars that version
+/// carries, query_lens and query_start_loc, and the metadata.
+SafetensorsFile case_file_of(const Case& c, const FaultSpec& f, const CaptureKernel& cap, const std::string& sha,
+                             int version) {
   const pacheck_kernel_args& a = cap.args;
-  const std::int64_t S = a.num_seqs, H = a.num_heads, D = a.head_size;
+  const std::int64_t S = a.num_seqs, H = a.num_heads, D = out_width(a);
   const auto T = static_cast<std::int64_t>(query_rows(a));  // query / out rows: num_query_tokens
   SafetensorsFile st;
   st.metadata = {{"format", kFormat},     {"pacheck", pacheck_version()}, {"case", c.id()},
@@ -88,12 +90,14 @@ SafetensorsFile case_file_of(const Case& c, const FaultSpec& f, const CaptureKer
                  {"k_scale_form", scale_form_name(c, c.k_scale)}, {"v_scale_form", scale_form_name(c, c.v_scale)}};
   const auto& inputs = input_tensors();
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (!inputs[i].optional) st.add(inputs[i].name, inputs[i].dtype(a), inputs[i].shape(a), cap.inputs[i].data());
+    if (!inputs[i].optional && file_name(a, inputs[i]))
+      st.add(file_name(a, inputs[i]), inputs[i].dtype(a), file_shape(a, inputs[i]), cap.inputs[i].data());
   st.add("out", st_of(c.out_dtype), {T, H, D}, cap.out.data());
   // The case fields' scalars (scale, k_scale and v_scale, NaN with per-KV-head or per-slot scales: a kernel
-  // must read the arrays; the variants' sliding_window and logits_soft_cap, 0 = none), typed as the ABI's.
+  // must read the arrays; the variants' sliding_window and logits_soft_cap, 0 = none; format_version 5's MLA
+  // shape, 0 for a multi-head call), typed as the ABI's.
   for (const CaseField& cf : case_field_table()) {
-    if (cf.casefile_scalar.empty()) continue;
+    if (cf.casefile_scalar.empty() || cf.casefile_version > version) continue;
     const AbiField* af = find_abi_field(AbiStruct::kernel_args, cf.casefile_scalar);
     st.add(std::string(cf.casefile_scalar), af->type == AbiType::f32 ? StDType::F32 : StDType::I32, {},
            reinterpret_cast<const unsigned char*>(&a) + af->offset);
@@ -112,10 +116,10 @@ SafetensorsFile case_file_of(const Case& c, const FaultSpec& f, const CaptureKer
   return st;
 }
 
-/// Writes one captured call as a case file and returns its manifest entry.
+/// Writes one captured call as a case file of a format_version `version` export and returns its manifest entry.
 json write_case_file(const std::string& dir, const std::string& file, const Case& c, const FaultSpec& f,
-                     const CaptureKernel& cap, const std::string& sha) {
-  const SafetensorsFile st = case_file_of(c, f, cap, sha);
+                     const CaptureKernel& cap, const std::string& sha, int version) {
+  const SafetensorsFile st = case_file_of(c, f, cap, sha, version);
   write_safetensors((fs::path(dir) / file).string(), st);
   const pacheck_kernel_args& a = cap.args;
   const auto T = static_cast<std::int64_t>(query_rows(a));
@@ -133,10 +137,15 @@ json write_case_file(const std::string& dir, const std::string& file, const Case
                  {{"file", file},
                   {"tensor", "out"},
                   {"dtype", st_dtype_name(st_of(c.out_dtype))},
-                  {"shape", {T, a.num_heads, a.head_size}}}}});
+                  {"shape", {T, a.num_heads, out_width(a)}}}}});
   // The case fields' scalars as JSON numbers (a NaN scale is null): a runner reading only the manifest sees them.
+  // Those of a later format_version than the export's are left out (an older reader refuses them).
   for (const CaseField& cf : case_field_table()) {
     if (cf.casefile_scalar.empty()) continue;
+    if (cf.casefile_version > version) {
+      entry.erase(std::string(cf.casefile_scalar));
+      continue;
+    }
     const AbiField* af = find_abi_field(AbiStruct::kernel_args, cf.casefile_scalar);
     const unsigned char* at = reinterpret_cast<const unsigned char*>(&a) + af->offset;
     if (af->type == AbiType::f32) {
@@ -159,7 +168,9 @@ std::vector<LeftOut> left_out_kinds(const ExportSummary& sum) {
           {"dtype", sum.skipped_dtype, "a query or output dtype safetensors has no tag for"},
           {"high_block_ids", sum.skipped_high_ids,
            "high block ids (hiblk=): their pools of 2^31 elements and more are not written to case files"},
-          {"mla", sum.skipped_mla, "MLA cells (mla=): no case-file format_version carries a latent cache yet"}};
+          {"mla", sum.skipped_mla,
+           fmt::format("MLA cells (mla=): a format_version {} export carries no latent cache; format_version {} added "
+                       "it", sum.format_version, find_case_field("kv_lora_rank")->casefile_version)}};
 }
 
 namespace {
@@ -193,7 +204,8 @@ std::vector<Cell> exported_cells(const Suite& suite, const ExportOptions& opt, E
       ++sum.skipped_high_ids;
       continue;
     }
-    if (cell.c.is_mla()) {  // gate's MLA group: run them with `pacheck run`
+    // MLA cells in an export older than format_version 5 (--format-version 4, for a runner that reads up to 4).
+    if (cell.c.is_mla() && case_file_gate(cell.c, opt.format_version)) {
       ++sum.skipped_mla;
       continue;
     }
@@ -258,7 +270,8 @@ void remove_temps(const std::string& dir, const CapturedCases& captured) {
 /// Case `ci` of `g`: generated once, every fault's call captured, each call that differs from the case's
 /// earlier ones written to a temporary file in `dir`. Throws std::logic_error when a captured call is not
 /// the one call_of predicts (score would refuse the export).
-std::vector<Captured> capture_case(const CaseGroups& g, std::size_t ci, const std::string& dir, Backend& backend) {
+std::vector<Captured> capture_case(const CaseGroups& g, std::size_t ci, const std::string& dir, Backend& backend,
+                                   int version) {
   const auto& [c, faults] = g.by_case.at(g.order[ci]);
   const CaseData data = prepare_inputs(c);  // no oracle: the export compares nothing
   const json expected = expected_geometry(c);
@@ -276,15 +289,16 @@ std::vector<Captured> capture_case(const CaseGroups& g, std::size_t ci, const st
     Captured k{call_key(geometry, sha), "", json(), f.clean()};
     if (std::none_of(out.begin(), out.end(), [&](const Captured& o) { return o.key == k.key; })) {
       k.temp = fmt::format(".export-{}-{}.safetensors.tmp", ci, fi);
-      k.entry = write_case_file(dir, k.temp, c, f, cap, sha);
+      k.entry = write_case_file(dir, k.temp, c, f, cap, sha, version);
     }
     out.push_back(std::move(k));
   }
   return out;
 }
 
-/// Captures every case of `g`, `threads` at a time; on an error removes the temporary files and rethrows.
-CapturedCases capture_cases(const CaseGroups& g, const std::string& dir, int threads) {
+/// Captures every case of `g` as files of format_version `version`, `threads` at a time; on an error removes the
+/// temporary files and rethrows.
+CapturedCases capture_cases(const CaseGroups& g, const std::string& dir, int threads, int version) {
   CapturedCases captured(g.order.size());
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
@@ -294,7 +308,7 @@ CapturedCases capture_cases(const CaseGroups& g, const std::string& dir, int thr
     auto backend = make_cpu_backend();
     for (std::size_t ci; !failed && (ci = next++) < g.order.size();) {
       try {
-        captured[ci] = capture_case(g, ci, dir, *backend);
+        captured[ci] = capture_case(g, ci, dir, *backend, version);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();
@@ -367,7 +381,7 @@ void write_manifest(const Suite& suite, const ExportOptions& opt, const std::vec
   for (const auto& [kind, n, reason] : left_out_kinds(sum))
     if (n > 0) left_out.push_back({{"kind", kind}, {"cells", n}, {"reason", reason}});
   json manifest = {{"format", kFormat},
-                   {"format_version", kFormatVersion},
+                   {"format_version", opt.format_version},
                    {"pacheck", pacheck_version()},
                    {"abi_version", PACHECK_ABI_VERSION},
                    {"suite", suite.name},
@@ -388,7 +402,12 @@ void write_manifest(const Suite& suite, const ExportOptions& opt, const std::vec
 }  // namespace
 
 ExportSummary export_cases(const Suite& suite, const std::string& dir, const ExportOptions& opt) {
+  if (opt.format_version < kOldestExportFormatVersion || opt.format_version > kFormatVersion)
+    throw CaseFilesError(fmt::format("--format-version: {} (this pacheck writes {} to {}; older versions lack "
+                                     "tensors every export now holds)",
+                                     opt.format_version, kOldestExportFormatVersion, kFormatVersion));
   ExportSummary sum;
+  sum.format_version = opt.format_version;
   // Resolve cells as `run` would, then group them by case: each case is generated and paged once.
   const std::vector<Cell> cells = exported_cells(suite, opt, sum);
   const CaseGroups groups = group_by_case(cells);
@@ -402,7 +421,7 @@ ExportSummary export_cases(const Suite& suite, const std::string& dir, const Exp
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::min<int>(static_cast<int>(std::max<std::size_t>(groups.order.size(), 1)),
                                     opt.threads > 0 ? opt.threads : hw);
-  CapturedCases captured = capture_cases(groups, dir, threads);
+  CapturedCases captured = capture_cases(groups, dir, threads, opt.format_version);
   NumberedFiles numbered;
   try {
     numbered = number_files(groups, captured, dir, sum);

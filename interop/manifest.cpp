@@ -29,7 +29,7 @@ std::string output_problem(const ManifestFile& f) {
   // Output dtypes are f32, f16 or bf16 (Case::validate), whose safetensors tags are their upper-case names.
   std::string dtype(dtype_name(f.c.out_dtype));
   for (char& ch : dtype) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  const json shape = {f.c.num_query_tokens(), f.c.num_heads, f.c.head_size};
+  const json shape = {f.c.num_query_tokens(), f.c.num_heads, f.c.out_head_size()};
   const std::pair<const char*, json> want[] = {{"file", f.file}, {"tensor", "out"}, {"dtype", dtype}, {"shape", shape}};
   for (const auto& [key, value] : want)
     if (!o.contains(key) || o[key] != value)

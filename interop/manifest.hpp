@@ -42,10 +42,15 @@ T manifest_field(const nlohmann::json& entry, const char* key, const std::string
 /// "left_out"; a version-1 or -2 export holds no such cell and reads as one query token per sequence.
 /// Version 4 added the per-slot fp8 scale tables (k_scales_per_slot, v_scales_per_slot) and the scale forms
 /// (files[i].k_scale_form / v_scale_form); an older export holds no per-slot cell, and its forms follow from
-/// the per-head tensors present.
+/// the per-head tensors present. Version 5 added MLA cells (the latent cache as latent_cache, the scalars
+/// kv_lora_rank, qk_rope_head_dim and v_head_dim, out [num_query_tokens, num_heads, v_head_dim]); an older
+/// export holds no MLA cell (counted in left_out), and reads as one whose MLA scalars are all 0.
 inline constexpr const char* kManifestFormat = "pacheck-cases";
-inline constexpr int kManifestFormatVersion = 4;
+inline constexpr int kManifestFormatVersion = 5;
 inline constexpr int kManifestOldestFormatVersion = 1;
+/// The oldest format_version export writes (`pacheck export --format-version 4`, for a runner that reads up to
+/// 4: MLA cells are then left out); versions 1 to 3 lack tensors every export now holds (query_lens, ...).
+inline constexpr int kOldestExportFormatVersion = 4;
 
 /// One files[i] entry: a set of kernel inputs in the case directory.
 struct ManifestFile {
@@ -66,7 +71,8 @@ struct ManifestCell {
 
 /// Selected cells of one kind that an export could not write as case files (manifest "left_out", format_version
 /// 3): `kind` is "layout" (pinned to a layout other than --kernel-layout), "dtype" (a q/out dtype safetensors
-/// has no tag for) or "high_block_ids" (pools of 4-16 GiB per cache); `reason` says why, for people.
+/// has no tag for), "high_block_ids" (pools of 4-16 GiB per cache) or "mla" (MLA cells of an export older than
+/// format_version 5); `reason` says why, for people.
 struct LeftOut {
   std::string kind;
   int cells = 0;
@@ -75,7 +81,7 @@ struct LeftOut {
 
 /// manifest.json as read.
 struct Manifest {
-  int format_version = kManifestFormatVersion;  ///< as written: 1 to 4
+  int format_version = kManifestFormatVersion;  ///< as written: 1 to 5
   std::string suite;                ///< the exported suite's name
   std::vector<LeftOut> left_out;    ///< "left_out" (format_version 3; empty for older manifests)
   std::vector<ManifestFile> files;  ///< in file order
@@ -91,7 +97,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path);
 
 /// The manifest's entries against each other (no input file is read): each file is listed once; each
 /// files[i].output names that file, the tensor "out", the case's output dtype and its shape [num_query_tokens,
-/// num_heads, head_size]; and each files[i] holds the call of a cell that uses it: its (case, fault) is a cell's
+/// num_heads, out_head_size] (head_size, or an MLA case's v_head_dim); and each files[i] holds the call of a cell that uses it: its (case, fault) is a cell's
 /// (case, fault) whose "file" it is, or (case, clean) of a cell whose "baseline" it is (export names a file
 /// after the first cell that made its call). Throws CaseFilesError naming the entry and the field.
 void check_manifest_entries(const Manifest& m);

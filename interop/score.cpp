@@ -31,7 +31,7 @@ namespace {
 
 /// One foreign output, or why there is none.
 struct Output {
-  std::vector<std::uint8_t> bytes;  ///< [num_seqs, num_heads, head_size] in the case's out dtype
+  std::vector<std::uint8_t> bytes;  ///< [num_query_tokens, num_heads, out_head_size] in the case's out dtype
   std::string error;                ///< non-empty: the cells using it get verdict `error` with this
   bool declined = false;            ///< the runner wrote a decline note for the file instead of an output
 };
@@ -52,22 +52,29 @@ std::string decline_reason(const std::string& text) {
   return line.empty() ? std::string("no reason given") : line;
 }
 
+/// What a foreign runner wrote for an export: the outputs by call key, what it declined by case id, and the
+/// case id of each call key. Shared by the replay kernels of one score (multi-head and MLA).
+struct Replayed {
+  std::map<std::string, Output> outputs;
+  std::map<std::string, CaseDecline> declines;
+  std::map<std::string, std::string> case_of_call;
+};
+
 /// Stands in for the foreign kernel: "runs" a call by copying the output the foreign runner computed for
 /// exactly this call (matched by call_key: geometry and input SHA-256), so run_suite judges it like any
-/// kernel's output.
+/// kernel's output. One kernel takes one kind of cell (Kernel::takes_mla): score replays an export's
+/// multi-head cells and its MLA cells through one each.
 class ReplayKernel final : public Kernel {
  public:
-  /// `outputs` by call key; `declines` by case id; `case_of_call` the case id of each call key.
-  ReplayKernel(std::string name, std::map<std::string, Output> outputs, std::map<std::string, CaseDecline> declines,
-               std::map<std::string, std::string> case_of_call, bool control)
-      : name_(std::move(name)),
-        outputs_(std::move(outputs)),
-        declines_(std::move(declines)),
-        case_of_call_(std::move(case_of_call)),
-        control_(control) {}
+  ReplayKernel(std::string name, std::shared_ptr<const Replayed> replayed, bool mla, bool control)
+      : name_(std::move(name)), r_(std::move(replayed)), mla_(mla), control_(control) {}
   std::string name() const override { return name_; }
-  std::string description() const override { return "outputs of a foreign runner, replayed from case files"; }
+  std::string description() const override {
+    return mla_ ? "MLA outputs of a foreign runner, replayed from case files"
+                : "outputs of a foreign runner, replayed from case files";
+  }
   pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+  bool takes_mla() const override { return mla_; }
   /// Every attention variant of the case field table (case files carry them all): the runner declines what
   /// its kernel cannot take.
   unsigned variants() const override {
@@ -76,8 +83,8 @@ class ReplayKernel final : public Kernel {
     return v;
   }
   Support supports(const Case& c) const override {
-    const auto it = declines_.find(c.id());
-    if (it != declines_.end() && it->second.declined == it->second.files) return Support::no(it->second.reason);
+    const auto it = r_->declines.find(c.id());
+    if (it != r_->declines.end() && it->second.declined == it->second.files) return Support::no(it->second.reason);
     return Support::yes();
   }
   std::optional<std::function<bool(const Cell&)>> expected_failures() const override {
@@ -85,22 +92,24 @@ class ReplayKernel final : public Kernel {
     return std::function<bool(const Cell&)>(poisons_v_tail);
   }
   void run(const pacheck_kernel_args& a) const override {
-    auto it = outputs_.find(call_key(geometry_of(a), inputs_sha256(a)));
-    if (it == outputs_.end())
+    auto it = r_->outputs.find(call_key(geometry_of(a), inputs_sha256(a)));
+    if (it == r_->outputs.end())
       throw KernelError("no exported case file holds the inputs pacheck regenerated for this cell (case files from "
                         "another pacheck version or edited?)");
     const Output& o = it->second;
     if (!o.error.empty()) throw KernelError(o.error);
     if (o.declined) {
       // supports() lets a case through only when the runner declined part of its files.
-      const auto d = declines_.find(case_of(a));
+      const auto d = r_->declines.find(case_of(a));
+      const bool known = d != r_->declines.end();
       throw KernelError(fmt::format("{}, but the runner wrote outputs for {} other case file(s) of the same case: the "
                                     "files of a case are one call (shapes, dtypes, scales), so a runner declines all "
                                     "of them or none",
-                                    d != declines_.end() ? d->second.reason : "declined by the runner",
-                                    d != declines_.end() ? d->second.files - d->second.declined : 0));
+                                    known ? d->second.reason : "declined by the runner",
+                                    known ? d->second.files - d->second.declined : 0));
     }
-    const std::size_t row = static_cast<std::size_t>(a.head_size) * dtype_size(static_cast<DType>(a.out_dtype));
+    // A row of out: head_size values, or an MLA call's v_head_dim.
+    const std::size_t row = static_cast<std::size_t>(out_width(a)) * dtype_size(static_cast<DType>(a.out_dtype));
     const std::size_t esz = dtype_size(static_cast<DType>(a.out_dtype));
     // Every output row: num_query_tokens of them with several query tokens per sequence.
     const auto rows = static_cast<std::int64_t>(query_rows(a));
@@ -112,14 +121,12 @@ class ReplayKernel final : public Kernel {
 
  private:
   std::string case_of(const pacheck_kernel_args& a) const {
-    const auto it = case_of_call_.find(call_key(geometry_of(a), inputs_sha256(a)));
-    return it == case_of_call_.end() ? std::string() : it->second;
+    const auto it = r_->case_of_call.find(call_key(geometry_of(a), inputs_sha256(a)));
+    return it == r_->case_of_call.end() ? std::string() : it->second;
   }
   std::string name_;
-  std::map<std::string, Output> outputs_;
-  std::map<std::string, CaseDecline> declines_;  ///< by case id
-  std::map<std::string, std::string> case_of_call_;
-  bool control_;
+  std::shared_ptr<const Replayed> r_;
+  bool mla_, control_;
 };
 
 /// Checks the per-slot scale table `name` (k_scales_per_slot or v_scales_per_slot) of case file `in` against
@@ -292,6 +299,25 @@ json file_geometry(const json& entry, const SafetensorsFile& in, const std::stri
   return g;
 }
 
+/// Checks that case file `in` holds the caches of its case `c` (whose call is `call`) and no other: a multi-head
+/// case no latent_cache, an MLA case neither key_cache nor value_cache (its one latent cache is latent_cache); and
+/// then the required inputs under their file names (file_name): query, the caches, block_tables, seq_lens.
+/// Throws CaseFilesError (unexpected) or SafetensorsError (missing) naming the file, the tensor and the case.
+void check_cache_tensors(const SafetensorsFile& in, const Case& c, const pacheck_kernel_args& call) {
+  for (const char* name : {"key_cache", "value_cache", "latent_cache"}) {
+    bool held = false;
+    for (const InputTensor& t : input_tensors())
+      held = held || (file_name(call, t) && std::string_view(file_name(call, t)) == name);
+    if (!held && in.find(name))
+      throw CaseFilesError(fmt::format("{}: tensor '{}': its case '{}' is {} (its file holds {})", in.path, name, c.id(),
+                                       c.is_mla() ? "an MLA case" : "a multi-head case",
+                                       c.is_mla() ? "one latent cache, 'latent_cache'" : "'key_cache' and 'value_cache'"));
+  }
+  for (const InputTensor& t : input_tensors())
+    if (!t.optional && file_name(call, t) && !in.find(file_name(call, t)))
+      throw SafetensorsError(in.path, file_name(call, t), "missing");
+}
+
 /// Reads and checks the input file of manifest entry `mf` (every check score_cases documents) and returns the
 /// geometry of its call and the rows of its query and out.
 struct CheckedFile {
@@ -302,6 +328,7 @@ CheckedFile check_case_file(const Manifest& m, const ManifestFile& mf, const std
   const std::string& where = mf.where;
   const Case& c = mf.c;
   const std::int64_t S = c.num_seqs(), H = c.num_heads, D = c.head_size;
+  const pacheck_kernel_args call = call_of(c);
   const std::string cpath = (fs::path(cases_dir) / mf.file).string();
   std::string cbytes;
   try {
@@ -311,38 +338,37 @@ CheckedFile check_case_file(const Manifest& m, const ManifestFile& mf, const std
   }
   const SafetensorsFile in = parse_safetensors(reinterpret_cast<const std::uint8_t*>(cbytes.data()), cbytes.size(), cpath);
   cbytes = std::string();  // the tensors hold their own copies
-  for (const InputTensor& t : input_tensors())
-    if (!t.optional && !in.find(t.name)) throw SafetensorsError(in.path, t.name, "missing");
   check_case_version(c, m.format_version, where);
   check_no_later_tensors(in, mf.entry, where, m.format_version);
+  check_cache_tensors(in, c, call);
   in.expect("seq_lens", StDType::I32, {S});
   const std::vector<std::int32_t> query_lens = read_query_lens(in, mf.entry, where, S, m.format_version);
   std::int64_t T = 0;  // rows of query and out: num_query_tokens
   for (std::int32_t q : query_lens) T += q;
   check_head_tensor(in, "alibi_slopes", c.alibi_slopes.resolve(c.num_heads), c);
   check_head_tensor(in, "sinks", c.sinks.resolve(c.num_heads), c);
-  const pacheck_kernel_args call = call_of(c);
   check_slot_table(in, "k_scales_per_slot", c, call);
   check_slot_table(in, "v_scales_per_slot", c, call);
+  // The file's inputs in input_tensors() order, as the call hashes them (an MLA call's latent cache once).
   std::vector<Bytes> parts;
   for (const InputTensor& t : input_tensors()) {
-    const StTensor* st = in.find(t.name);
+    const char* name = file_name(call, t);
+    const StTensor* st = name ? in.find(name) : nullptr;
     parts.push_back(st ? Bytes{st->data.data(), st->data.size()} : Bytes{nullptr, 0});
   }
   in.expect("query", st_of(c.q_dtype), {T, H, D});
   // The caches' bytes mean what the case's kv dtype says: their tag must be its storage tag, and a file
   // that names its kv dtype (every export does; U8 caches depend on it) must name the case's.
-  for (const char* name : {"key_cache", "value_cache"}) {
+  for (const char* name : {"key_cache", "value_cache", "latent_cache"}) {
     const StDType want = kv_st_of(c.kv_dtype);
-    if (in.find(name)->dtype != want)
-      throw SafetensorsError(in.path, name, fmt::format("dtype {} (kv_dtype {} is stored as {})",
-                                                        st_dtype_name(in.find(name)->dtype), dtype_name(c.kv_dtype),
-                                                        st_dtype_name(want)));
+    if (const StTensor* t = in.find(name); t && t->dtype != want)
+      throw SafetensorsError(in.path, name, fmt::format("dtype {} (kv_dtype {} is stored as {})", st_dtype_name(t->dtype),
+                                                        dtype_name(c.kv_dtype), st_dtype_name(want)));
   }
   if (auto it = in.metadata.find("kv_dtype"); it != in.metadata.end() && it->second != dtype_name(c.kv_dtype))
     throw CaseFilesError(fmt::format("{}: metadata kv_dtype '{}' but the case's kv dtype is {}", in.path, it->second,
                                      dtype_name(c.kv_dtype)));
-  in.expect("out", st_of(c.out_dtype), {T, H, D});
+  in.expect("out", st_of(c.out_dtype), {T, H, c.out_head_size()});
   const std::string got = hash_inputs(parts);
   if (got != mf.inputs_sha256)
     throw CaseFilesError(
@@ -352,10 +378,11 @@ CheckedFile check_case_file(const Manifest& m, const ManifestFile& mf, const std
   if (const auto d = first_difference(out.geometry, expected_geometry(c)))
     throw CaseFilesError(fmt::format("{}: file '{}': field '{}' is {} but its case '{}' gives a kernel {}", where,
                                      mf.file, d->field, d->a, c.id(), d->b));
-  const int x = layout_vector_width(c.layout, c.kv_dtype);
-  in.expect("key_cache", kv_st_of(c.kv_dtype), key_shape(call, x));
-  in.expect("value_cache", kv_st_of(c.kv_dtype), value_shape(call));
-  in.expect("block_tables", StDType::I32, {S, call.max_blocks_per_seq});
+  // The pool tensors, block_tables and seq_lens in the call's shapes (query's rows were checked above: call_of
+  // carries no query_start_loc).
+  for (const InputTensor& t : input_tensors())
+    if (!t.optional && file_name(call, t) && std::string_view(t.name) != "query")
+      in.expect(file_name(call, t), t.dtype(call), file_shape(call, t));
   return out;
 }
 
@@ -365,7 +392,7 @@ CheckedFile check_case_file(const Manifest& m, const ManifestFile& mf, const std
 /// (a FIFO, a directory, too large) throws CaseFilesError.
 Output read_output(const std::string& outputs_dir, const ManifestFile& mf, std::int64_t T, CaseDecline& cd) {
   const Case& c = mf.c;
-  const std::int64_t H = c.num_heads, D = c.head_size;
+  const std::int64_t H = c.num_heads, D = c.out_head_size();
   Output o;
   const std::string opath = (fs::path(outputs_dir) / mf.file).string();
   const std::string dpath = opath + kDeclineSuffix;
@@ -458,7 +485,30 @@ void keep_cells(Suite& suite, const std::vector<std::string>& ids, const std::st
                     suite.cells.end());
 }
 
+/// The kernels a score replays `r` through: one for the multi-head cells of `suite`, named opt.kernel_name, and
+/// one for its MLA cells (Kernel::takes_mla), named opt.kernel_name too when the suite has no multi-head cell,
+/// else kMlaKernelSuffix appended (a kernel takes one kind of cell: run pairs each with its own kind). A suite
+/// of neither kind (an empty --cell selection) gets the multi-head one. Throws CaseFilesError when the MLA
+/// kernel's name breaks the kernel name rule (too long).
+std::vector<KernelPtr> replay_kernels(const Suite& suite, const ScoreOptions& opt, std::shared_ptr<const Replayed> r) {
+  const CellKinds kinds = cell_kinds(suite);
+  std::vector<KernelPtr> kernels;
+  if (kinds.mha || !kinds.mla)
+    kernels.push_back(std::make_shared<ReplayKernel>(opt.kernel_name, r, false, opt.negative_control));
+  if (kinds.mla) {
+    const std::string name = score_kernel_name(opt.kernel_name, true, kinds.mha);
+    if (const std::string why = kernel_name_problem(name); !why.empty())
+      throw CaseFilesError(fmt::format("--kernel-name: the export's MLA cells are reported as '{}': {}", name, why));
+    kernels.push_back(std::make_shared<ReplayKernel>(name, r, true, opt.negative_control));
+  }
+  return kernels;
+}
+
 }  // namespace
+
+std::string score_kernel_name(const std::string& name, bool mla, bool mixed) {
+  return mla && mixed ? name + kMlaKernelSuffix : name;
+}
 
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
                        std::string* suite_name, std::vector<LeftOut>* left_out) {
@@ -476,31 +526,28 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
 
   // Every exported input must still be what the manifest says it is: a replay keyed by call (geometry and
   // SHA-256) would otherwise silently score outputs of different inputs.
-  std::map<std::string, Output> outputs;            // call_key -> output
-  std::map<std::string, CaseDecline> declines;      // case id -> what the runner declined of it
-  std::map<std::string, std::string> case_of_call;  // call_key -> case id
+  auto replayed = std::make_shared<Replayed>();     // outputs and case ids by call_key, declines by case id
   std::map<std::string, json> geometry_of_file;     // files[i].file -> its geometry
   for (const ManifestFile& mf : m.files) {
     const CheckedFile checked = check_case_file(m, mf, cases_dir);
     geometry_of_file[mf.file] = checked.geometry;
     const std::string key = call_key(checked.geometry, mf.inputs_sha256);
-    case_of_call[key] = mf.c.id();
-    outputs[key] = read_output(outputs_dir, mf, checked.rows, declines[mf.c.id()]);
+    replayed->case_of_call[key] = mf.c.id();
+    replayed->outputs[key] = read_output(outputs_dir, mf, checked.rows, replayed->declines[mf.c.id()]);
   }
   Suite suite = suite_of(m, mpath, geometry_of_file);
   keep_cells(suite, opt.cells, mpath);
   if (suite_name) *suite_name = suite.name;
   if (left_out) *left_out = m.left_out;
-  auto kernel = std::make_shared<ReplayKernel>(opt.kernel_name, std::move(outputs), std::move(declines),
-                                               std::move(case_of_call), opt.negative_control);
+  const std::vector<KernelPtr> kernels = replay_kernels(suite, opt, std::move(replayed));
   RunOptions ro = opt.run;
   ro.filter.reset();
   ro.seed.reset();
   // The runner already wrote a control's outputs for every cell, and judging them costs little: a replayed
   // control is judged on every cell (it must pass those outside its expected failures), as before not_run.
   ro.controls_everywhere = true;
-  if (opt.preflight) opt.preflight(suite, {kernel}, ro);
-  return run_suite(suite, {kernel}, "cpu", ro);
+  if (opt.preflight) opt.preflight(suite, kernels, ro);
+  return run_suite(suite, kernels, "cpu", ro);
 }
 
 }  // namespace pacheck

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "faults/inject.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
 
@@ -210,12 +211,13 @@ json manifest(const fs::path& cases) {
 }
 
 /// A foreign runner: builds pacheck_kernel_args from a case file and its manifest entry only, runs
-/// `kernel` (cpu.reference unless named) on it, lets `plant` tamper with the output bytes, and writes the
-/// output file.
+/// `kernel` (cpu.reference unless named) on it, or `mla_kernel` (cpu.mla_reference unless named) on the file of
+/// an MLA call (format_version 5: latent_cache as both caches, the MLA scalars from the file), lets `plant`
+/// tamper with the output bytes, and writes the output file.
 void run_foreign(const fs::path& cases, const fs::path& outputs,
                  const std::function<void(const json& entry, std::vector<std::uint8_t>& out)>& plant = {},
-                 const std::string& kernel = "cpu.reference") {
-  const KernelPtr k = Registry::global().find(kernel);
+                 const std::string& kernel = "cpu.reference", const std::string& mla_kernel = "cpu.mla_reference") {
+  const KernelPtr k = Registry::global().find(kernel), mk = Registry::global().find(mla_kernel);
   fs::create_directories(outputs);
   const json m = manifest(cases);  // a named copy: ranging over a temporary's member would dangle
   for (const auto& e : m["files"]) {
@@ -237,8 +239,18 @@ void run_foreign(const fs::path& cases, const fs::path& outputs,
     a.query = in.find("query")->data.data();
     a.q_stride_seq = st["query"][0];
     a.q_stride_head = st["query"][1];
-    a.key_cache = in.find("key_cache")->data.data();
-    a.value_cache = in.find("value_cache")->data.data();
+    auto i32 = [&](const char* n) {
+      std::int32_t v = 0;
+      if (const StTensor* t = in.find(n)) std::memcpy(&v, t->data.data(), 4);
+      return v;
+    };
+    // An MLA call (format_version 5): one latent cache, handed as both caches (kernel_abi.h, "MLA decode").
+    a.kv_lora_rank = i32("kv_lora_rank");
+    a.qk_rope_head_dim = i32("qk_rope_head_dim");
+    a.v_head_dim = i32("v_head_dim");
+    const bool mla = a.kv_lora_rank > 0;
+    a.key_cache = in.find(mla ? "latent_cache" : "key_cache")->data.data();
+    a.value_cache = in.find(mla ? "latent_cache" : "value_cache")->data.data();
     for (std::size_t i = 0; i < st["key_cache"].size(); ++i) a.k_strides[i] = st["key_cache"][i];
     for (std::size_t i = 0; i < st["value_cache"].size(); ++i) a.v_strides[i] = st["value_cache"][i];
     a.block_tables = reinterpret_cast<const std::int32_t*>(in.find("block_tables")->data.data());
@@ -274,7 +286,10 @@ void run_foreign(const fs::path& cases, const fs::path& outputs,
     if (a.max_query_len > 1)
       a.query_start_loc = a.query_start_loc_host =
           reinterpret_cast<const std::int32_t*>(in.find("query_start_loc")->data.data());
-    k->run(a);
+    if (mla)
+      mk->run_case(a, parse_case_id(e["case"].get<std::string>()));
+    else
+      k->run(a);
     if (plant) plant(e, out);
     SafetensorsFile o;
     const StTensor* proto = in.find("out");
@@ -290,14 +305,17 @@ std::map<std::string, const CellResult*> by_cell(const RunSummary& s) {
 }
 
 /// Scores `outs` (run_foreign's reference outputs of `cases`, exported from `suite`) and runs `suite` on
-/// cpu.reference: score must give run's verdict and rel_linf cell for cell, and pass.
-void expect_score_equals_run(const fs::path& cases, const fs::path& outs, const Suite& suite) {
+/// cpu.reference (and cpu.mla_reference, for its MLA cells: `mla`): score must give run's verdict and rel_linf
+/// cell for cell, and pass.
+void expect_score_equals_run(const fs::path& cases, const fs::path& outs, const Suite& suite, bool mla = false) {
   ScoreOptions so;
   so.run.threads = 2;
   const RunSummary scored = score_cases(cases.string(), outs.string(), so);
   RunOptions ro;
   ro.threads = 2;
-  const RunSummary ran = run_suite(suite, {Registry::global().find("cpu.reference")}, "cpu", ro);
+  std::vector<KernelPtr> kernels = {Registry::global().find("cpu.reference")};
+  if (mla) kernels.push_back(Registry::global().find("cpu.mla_reference"));
+  const RunSummary ran = run_suite(suite, kernels, "cpu", ro);
   EXPECT_EQ(scored.results.size(), ran.results.size());
   const auto want = by_cell(ran);
   for (const auto& r : scored.results) {
@@ -418,7 +436,7 @@ TEST(CaseFilesVariants, ExportCarriesThemAndScoreJudgesThemAsRun) {
   const fs::path cases = fresh_dir("variants");
   const ExportSummary sum = export_cases(variants_suite(), cases.string(), {});
   const json m = manifest(cases);
-  EXPECT_EQ(m["format_version"], 4);
+  EXPECT_EQ(m["format_version"], 5);
   int window_cells = 0;
   for (const auto& c : m["cells"]) window_cells += c["case"].get<std::string>().find("win=") != std::string::npos;
   EXPECT_GT(window_cells, 0);
@@ -577,7 +595,7 @@ TEST(CaseFilesQueryLen, ExportCarriesThemAndScoreJudgesEveryRowAsRun) {
   const ExportSummary sum = export_cases(qlen_suite(), cases.string(), {});
   EXPECT_EQ(sum.cells, 10);
   const json m = manifest(cases);
-  EXPECT_EQ(m["format_version"], 4);
+  EXPECT_EQ(m["format_version"], 5);
   EXPECT_TRUE(m["left_out"].empty()) << m["left_out"].dump();
   int qlen_files = 0;
   for (const auto& e : m["files"]) {
@@ -999,13 +1017,13 @@ TEST_F(CaseFiles, BrokenCaseDirectoriesAreInputErrors) {
   // behaviour under UBSan).
   for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
            {R"({"format": 1})", "manifest.json: not a pacheck case manifest (format is not \"pacheck-cases\")"},
-           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 4; a newer export needs a newer pacheck)"},
-           {R"({"format": "pacheck-cases", "format_version": 5})", "manifest.json: format_version 5 (this pacheck reads 1 to 4; a newer export needs a newer pacheck)"},
+           {R"({"format": "pacheck-cases", "format_version": 1e300})", "manifest.json: format_version 1e+300 (this pacheck reads 1 to 5; a newer export needs a newer pacheck)"},
+           {R"({"format": "pacheck-cases", "format_version": 6})", "manifest.json: format_version 6 (this pacheck reads 1 to 5; a newer export needs a newer pacheck)"},
            {R"({"format": "pacheck-cases", "format_version": "1"})", "manifest.json: field 'format_version': must be a number, not \"1\""},
            // Fresh-user audit: a missing field was nlohmann's "[json.exception.out_of_range.403] key ... not
            // found", and format_version 0 said a newer export needs a newer pacheck.
            {R"({"format": "pacheck-cases"})", "manifest.json: field 'format_version' is missing"},
-           {R"({"format": "pacheck-cases", "format_version": 0})", "manifest.json: format_version 0 (this pacheck reads 1 to 4; no export writes it)"},
+           {R"({"format": "pacheck-cases", "format_version": 0})", "manifest.json: format_version 0 (this pacheck reads 1 to 5; no export writes it)"},
            {R"({"format": "pacheck-cases", "format_version": 3})", "manifest.json: field 'files' is missing"}}) {
     const fs::path d = copy_cases("bad_format");
     std::ofstream(d / "manifest.json") << text;
@@ -1432,7 +1450,7 @@ TEST(CaseFilesPerSlot, ExportCarriesTheTablesAsInjectedAndScoreJudgesThemAsRun) 
   const ExportSummary sum = export_cases(suite, cases.string(), {});
   EXPECT_EQ(sum.cells, 50);
   const json m = manifest(cases);
-  EXPECT_EQ(m["format_version"], 4);
+  EXPECT_EQ(m["format_version"], 5);
   EXPECT_TRUE(m["left_out"].empty()) << m["left_out"].dump();
   int poisoned_tables = 0;
   for (const auto& e : m["files"]) {
@@ -1588,6 +1606,264 @@ v_scale_slot = [0.25, 4.0]
       EXPECT_NE(out.find("exit=2"), std::string::npos) << b.name << ": " << out;
       EXPECT_NE(out.find("v_scales_per_slot"), std::string::npos) << b.name << ": " << out;
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// MLA cells (format_version 5; issue 44 item 4)
+
+/// MLA cells beside multi-head ones (a mixed suite, as gate is): a small latent shape whose V (24) is a shorter
+/// prefix than its latent part (32), straddling and aligned batches, poison in each part of the tail and in the
+/// other sequence's slots, several query tokens, and an fp8 latent cache with a per-tensor scale.
+Suite mla_suite() {
+  return parse_suite(R"(
+name = "mla-casefiles"
+[[cells]]
+mla = "32+16,v24"
+heads = "4/1"
+head_sizes = 48
+block_sizes = 16
+layouts = "nhd"
+dtypes = "bf16"
+seq_lens = [[37, 5], [32]]
+scales = [0.125]
+variants = ["none", "qlen=3"]
+faults = ["clean", "V:nan@tail", "K:nan@tail", "K+V:+inf@tail", "V:nan@others"]
+[[cells]]
+mla = "32+16"
+heads = "4/1"
+head_sizes = 48
+block_sizes = 16
+layouts = "nhd"
+dtypes = "q=bf16,kv=fp8_e4m3fn,o=bf16"
+seq_lens = [[37, 5]]
+scales = [0.125]
+k_scale = 0.5
+faults = ["clean", "V:nan@tail"]
+[[cells]]
+heads = "4/2"
+head_sizes = 64
+block_sizes = 16
+dtypes = "bf16"
+seq_lens = [[37, 5]]
+faults = ["clean", "V:nan@tail"]
+)",
+                     "mla-casefiles.toml");
+}
+
+/// The I32 scalar `name` of case file `f`.
+std::int32_t i32_scalar(const SafetensorsFile& f, const char* name) {
+  std::int32_t v;
+  std::memcpy(&v, f.expect(name, StDType::I32, {}).data.data(), 4);
+  return v;
+}
+
+// Export writes every MLA cell: its file holds the latent cache once (latent_cache [num_blocks, block_size, R],
+// no key_cache / value_cache), the three MLA scalars (0 in a multi-head file), out [T, H, v_head_dim]; the entry
+// restates the scalars. A runner built from the files alone (cpu.mla_reference on the MLA files) gets run's
+// verdicts, reported under a kernel of each kind; one that reads V over the whole final block (cpu.mla_v_tail)
+// fails exactly the cells poisons_v_tail names, and scored as the negative control it is caught there.
+TEST(CaseFilesMla, ExportCarriesTheLatentCacheAndScoreJudgesItAsRun) {
+  const Suite suite = mla_suite();
+  const fs::path cases = fresh_dir("mla");
+  const ExportSummary sum = export_cases(suite, cases.string(), {});
+  EXPECT_EQ(sum.cells, 24);
+  EXPECT_EQ(sum.skipped_mla, 0);
+  const json m = manifest(cases);
+  EXPECT_EQ(m["format_version"], 5);
+  EXPECT_TRUE(m["left_out"].empty()) << m["left_out"].dump();
+  int mla_files = 0;
+  for (const auto& e : m["files"]) {
+    const Case c = parse_case_id(e["case"].get<std::string>());
+    const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
+    const std::int64_t T = c.num_query_tokens(), N = e["num_blocks"];
+    EXPECT_EQ(i32_scalar(f, "kv_lora_rank"), c.kv_lora_rank) << e["case"];
+    EXPECT_EQ(i32_scalar(f, "qk_rope_head_dim"), c.qk_rope_head_dim) << e["case"];
+    EXPECT_EQ(i32_scalar(f, "v_head_dim"), c.v_head_dim) << e["case"];
+    for (const char* k : {"kv_lora_rank", "qk_rope_head_dim", "v_head_dim"})
+      EXPECT_EQ(e[k], i32_scalar(f, k)) << e["case"] << " " << k;
+    EXPECT_EQ(f.find("out")->shape, (std::vector<std::int64_t>{T, c.num_heads, c.out_head_size()})) << e["case"];
+    EXPECT_EQ(e["output"]["shape"], json({T, c.num_heads, c.out_head_size()})) << e["case"];
+    if (!c.is_mla()) {
+      EXPECT_EQ(f.find("latent_cache"), nullptr) << e["case"];
+      continue;
+    }
+    ++mla_files;
+    EXPECT_EQ(f.find("key_cache"), nullptr) << e["case"];
+    EXPECT_EQ(f.find("value_cache"), nullptr) << e["case"];
+    const StTensor* lat = f.find("latent_cache");
+    ASSERT_NE(lat, nullptr) << e["case"];
+    EXPECT_EQ(lat->shape, (std::vector<std::int64_t>{N, c.block_size, 48})) << e["case"];
+    EXPECT_EQ(e["kv_tensor_dtype"], std::string(st_dtype_name(lat->dtype))) << e["case"];
+    EXPECT_EQ(f.find("query")->shape, (std::vector<std::int64_t>{T, c.num_heads, 48})) << e["case"];
+  }
+  EXPECT_GT(mla_files, 0);
+
+  const fs::path outs = fresh_dir("mla_ref");
+  run_foreign(cases, outs);
+  expect_score_equals_run(cases, outs, suite, true);
+  ScoreOptions so;
+  so.run.threads = 2;
+  std::set<std::string> kernels;
+  for (const auto& r : score_cases(cases.string(), outs.string(), so).results) {
+    kernels.insert(r.kernel);
+    EXPECT_EQ(r.kernel, parse_cell_id(r.cell_id).c.is_mla() ? "foreign.mla" : "foreign") << r.cell_id;
+  }
+  EXPECT_EQ(kernels, (std::set<std::string>{"foreign", "foreign.mla"}));
+
+  // Planted: the MLA files through cpu.mla_v_tail (weights 0 past the keys, V read over the whole final block),
+  // the multi-head ones through its multi-head form, cpu.vector_v (the same predicate on cells without a window).
+  const fs::path bad = fresh_dir("mla_v_tail");
+  run_foreign(cases, bad, {}, "cpu.vector_v", "cpu.mla_v_tail");
+  const RunSummary planted = score_cases(cases.string(), bad.string(), so);
+  int failed = 0;
+  for (const auto& r : planted.results) {
+    const bool want = poisons_v_tail(parse_cell_id(r.cell_id));
+    EXPECT_EQ(counts_as_failure(planted, r), want) << r.cell_id << ": " << verdict_name(r.verdict) << " " << r.detail;
+    failed += want;
+  }
+  EXPECT_GT(failed, 0);
+  ScoreOptions control = so;
+  control.negative_control = true;
+  EXPECT_EQ(score_cases(cases.string(), bad.string(), control).exit_code(), 0);
+}
+
+// --format-version 4 (for a runner that reads up to 4): the MLA cells are left out, counted, with the reason
+// in the manifest's left_out; the files and entries carry no MLA scalar; score reads the export as before and
+// names what was left out.
+TEST(CaseFilesMla, AFormatVersion4ExportLeavesThemOut) {
+  const fs::path cases = fresh_dir("mla_v4");
+  ExportOptions eo;
+  eo.format_version = 4;
+  const ExportSummary sum = export_cases(mla_suite(), cases.string(), eo);
+  EXPECT_EQ(sum.cells, 2);
+  EXPECT_EQ(sum.skipped_mla, 22);
+  const json m = manifest(cases);
+  EXPECT_EQ(m["format_version"], 4);
+  ASSERT_EQ(m["left_out"].size(), 1u) << m["left_out"].dump();
+  EXPECT_EQ(m["left_out"][0]["kind"], "mla");
+  EXPECT_EQ(m["left_out"][0]["cells"], 22);
+  EXPECT_NE(m["left_out"][0]["reason"].get<std::string>().find(
+                "a format_version 4 export carries no latent cache; format_version 5 added it"),
+            std::string::npos)
+      << m["left_out"].dump();
+  for (const auto& e : m["files"]) {
+    const SafetensorsFile f = read_safetensors((cases / e["file"].get<std::string>()).string());
+    for (const char* k : {"kv_lora_rank", "qk_rope_head_dim", "v_head_dim"}) {
+      EXPECT_EQ(f.find(k), nullptr) << e["file"] << " " << k;
+      EXPECT_FALSE(e.contains(k)) << e["file"] << " " << k;
+    }
+  }
+  const fs::path outs = fresh_dir("mla_v4_outs");
+  run_foreign(cases, outs);
+  std::vector<LeftOut> left;
+  EXPECT_EQ(score_cases(cases.string(), outs.string(), {}, nullptr, &left).exit_code(), 0);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].kind, "mla");
+  EXPECT_EQ(left[0].cells, 22);
+  ExportOptions bad;
+  bad.format_version = 3;
+  EXPECT_THROW(export_cases(mla_suite(), fresh_dir("mla_v3").string(), bad), CaseFilesError);
+  const std::string out = cli_output("export --suite gate --filter mla= --format-version 4 --out " +
+                                     fresh_dir("mla_cli_v4").string() + " 2>&1; echo exit=$?");
+  EXPECT_NE(out.find("4 MLA cells (a format_version 4 export carries no latent cache; format_version 5 added it)"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("exit=2"), std::string::npos) << out;
+}
+
+// The reader validates the MLA fields (format_version 5): each bad value is refused before anything is scored,
+// naming the file and the tensor or field (the CLI exits 2 on it, as on every case-file error).
+TEST(CaseFilesMla, BadMlaFieldsAreInputErrorsNamingTheField) {
+  const Suite suite = parse_suite(R"(
+name = "mla-bad"
+[[cells]]
+mla = "32+16,v24"
+heads = "4/1"
+head_sizes = 48
+block_sizes = 16
+layouts = "nhd"
+dtypes = "bf16"
+seq_lens = [[37, 5]]
+scales = [0.125]
+faults = ["clean"]
+)",
+                                  "mla-bad.toml");
+  const fs::path cases = fresh_dir("mla_bad");
+  export_cases(suite, cases.string(), {});
+  const std::string first = manifest(cases)["files"][0]["file"];
+  const fs::path outs = fresh_dir("mla_bad_outs");
+  run_foreign(cases, outs);
+  ASSERT_EQ(score_cases(cases.string(), outs.string(), {}).exit_code(), 0);
+
+  auto set_i32 = [](SafetensorsFile& f, const char* name, std::int32_t v) {
+    for (auto& t : f.tensors)
+      if (t.name == name) std::memcpy(t.data.data(), &v, 4);
+  };
+  auto rename = [](SafetensorsFile& f, const char* from, const char* to) {
+    for (auto& t : f.tensors)
+      if (t.name == from) t.name = to;
+  };
+  const std::vector<BadEdit> bad = {
+      {"entry_rank", "field 'kv_lora_rank' is 48 but its file holds 32",
+       [](SafetensorsFile&, json& m) { m["files"][0]["kv_lora_rank"] = 48; }},
+      {"entry_rope", "field 'qk_rope_head_dim' is 0 but its file holds 16",
+       [](SafetensorsFile&, json& m) { m["files"][0]["qk_rope_head_dim"] = 0; }},
+      {"entry_v", "field 'v_head_dim' is 32 but its file holds 24",
+       [](SafetensorsFile&, json& m) { m["files"][0]["v_head_dim"] = 32; }},
+      {"no_entry_v", "field 'v_head_dim' is missing", [](SafetensorsFile&, json& m) { m["files"][0].erase("v_head_dim"); }},
+      {"other_v", "field 'v_head_dim' is 32 but its case",
+       [&](SafetensorsFile& f, json& m) {
+         set_i32(f, "v_head_dim", 32);
+         m["files"][0]["v_head_dim"] = 32;
+       }},
+      {"negative_rope", "tensor 'qk_rope_head_dim': -1 is not an integer in [0, 1024]",
+       [&](SafetensorsFile& f, json&) { set_i32(f, "qk_rope_head_dim", -1); }},
+      {"no_rank", "kv_lora_rank", [](SafetensorsFile& f, json&) { drop_tensor(f, "kv_lora_rank"); }},
+      {"no_latent", "latent_cache", [](SafetensorsFile& f, json&) { drop_tensor(f, "latent_cache"); }},
+      {"as_key_cache", "tensor 'key_cache': its case",
+       [&](SafetensorsFile& f, json&) { rename(f, "latent_cache", "key_cache"); }},
+      {"latent_dtype", "dtype F16 (kv_dtype bf16 is stored as BF16)",
+       [](SafetensorsFile& f, json&) {
+         for (auto& t : f.tensors)
+           if (t.name == "latent_cache") t.dtype = StDType::F16;
+       }},
+      {"latent_changed", "inputs changed since export",
+       [](SafetensorsFile& f, json&) {
+         for (auto& t : f.tensors)
+           if (t.name == "latent_cache") t.data[5] ^= 1;
+       }},
+      {"output_width", "field 'output.shape' is [2,4,48] but its case",
+       [](SafetensorsFile&, json& m) { m["files"][0]["output"]["shape"] = {2, 4, 48}; }},
+      {"version_4", "has an MLA latent cache, which a format_version 4 export cannot carry",
+       [](SafetensorsFile&, json& m) { m["format_version"] = 4; }},
+  };
+  for (const auto& b : bad) {
+    const fs::path d = tampered_copy(cases, first, "mla_bad_" + b.name, b.edit);
+    try {
+      score_cases(d.string(), outs.string(), {});
+      ADD_FAILURE() << b.name << ": scored";
+    } catch (const std::runtime_error& e) {  // CaseFilesError or SafetensorsError: both exit 2 in the CLI
+      EXPECT_NE(std::string(e.what()).find(b.want), std::string::npos) << b.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(d.string()), std::string::npos) << b.name << ": " << e.what();
+    }
+    if (b.name == "entry_rank") {
+      const std::string out =
+          cli_output("score --cases " + d.string() + " --outputs " + outs.string() + " 2>&1; echo exit=$?");
+      EXPECT_NE(out.find("exit=2"), std::string::npos) << out;
+      EXPECT_NE(out.find("field 'kv_lora_rank'"), std::string::npos) << out;
+    }
+  }
+  // An output of the latent row's width (a runner that wrote head_size values per head) is the file's error.
+  const fs::path wide = fresh_dir("mla_bad_wide");
+  {
+    SafetensorsFile o;
+    const std::vector<std::uint8_t> bytes(2 * 4 * 48 * 2, 0);
+    o.add("out", StDType::BF16, {2, 4, 48}, bytes.data());
+    write_safetensors((wide / first).string(), o);
+  }
+  for (const auto& r : score_cases(cases.string(), wide.string(), {}).results) {
+    EXPECT_EQ(r.verdict, Verdict::error) << r.cell_id;
+    EXPECT_NE(r.detail.find("out"), std::string::npos) << r.detail;
   }
 }
 

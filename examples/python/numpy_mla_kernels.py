@@ -1,6 +1,7 @@
 """Two paged MLA decode kernels in NumPy (multi-head latent attention, the DeepSeek-V2/V3 family's decode with the
 up-projections absorbed), as pacheck.Kernel objects with mla=True (test_numpy_mla_kernel.py runs them over suite
-`mla`).
+`mla`). runner.py, the case-file runner, hands decode_mla / decode_mla_v_tail the MLA case files (format_version
+5) as the Inputs they read, so both routes run this one decode.
 
 The call (pacheck.Inputs, "MLA decode"): one latent row per token of R = kv_lora_rank + qk_rope_head_dim values
 (512 + 64 = 576 for DeepSeek-V3: c_kv, then k_pe) shared by every query head; latent_cache [num_blocks,

@@ -54,6 +54,17 @@ files that use it (`--decline-variant` shows how) rather than compute plain atte
 uses comes from the manifest's "case_fields" (pacheck's case field table, `pacheck list fields`): a variant
 this runner does not implement, from a newer pacheck, declines its files instead of being ignored.
 
+MLA cells (format_version 5; multi-head latent attention, DeepSeek-V2/V3 and Kimi-K2 decode with the
+up-projections absorbed; include/pacheck/kernel_abi.h, "MLA decode"): the manifest entry and the file's I32
+scalars give kv_lora_rank, qk_rope_head_dim and v_head_dim (0, 0, 0 in a multi-head file). Such a file holds
+one latent cache, latent_cache [num_blocks, block_size, R] with R = kv_lora_rank + qk_rope_head_dim (each row
+c_kv then k_pe, shared by every query head), instead of key_cache and value_cache; query is [num_query_tokens,
+num_heads, R] and out [num_query_tokens, num_heads, v_head_dim]: V is the first v_head_dim values of the same
+rows, the logits run over the whole row, and `scale` is the model's own. This runner computes MLA files with the
+NumPy MLA kernel of the Python module route (numpy_mla_kernels.py beside it: `decode_mla`, on both backends),
+handed the file as the pacheck.Inputs it reads; that module imports the pacheck package (an installed wheel,
+or this checkout's python/ directory, found from here), and without it MLA files are declined with the reason.
+
 `--bug v-tail` plants the fault of pacheck's cpu.vector_v negative control (probabilities masked past
 seq_len, but V multiplied over the whole final block, so 0 * NaN poisons the output): `pacheck score
 --negative-control` must then catch it. It exists to prove the round trip can fail. `--bug no-window`
@@ -63,9 +74,11 @@ no-causal` computes every query row of a sequence as its last (no causal mask am
 pacheck's cpu.qlen_no_causal); `--bug slot-scale-unmasked` masks the V codes past seq_len but multiplies the
 whole final block by its per-slot V scales before the probabilities do their masking (pacheck's
 cpu.slot_scale_unmasked: 0 x NaN from an unwritten slot's scale entry): `pacheck score` must fail exactly the
-cells those faults change.
+cells those faults change. On MLA files `--bug v-tail` runs numpy_mla_kernels' `decode_mla_v_tail` (the same
+weights, V read over the whole final block: pacheck's cpu.mla_v_tail); the other bugs leave MLA files honest.
 
-Needs Python 3.8+ and NumPy; nothing else (the safetensors format is read and written here directly).
+Needs Python 3.8+ and NumPy (and for MLA files the pacheck package, above); nothing else (the safetensors
+format is read and written here directly).
 """
 import argparse
 import json
@@ -96,8 +109,11 @@ class CaseFileError(Exception):
     pass
 
 
-# The tensors every case file carries, whatever its variant (docs/REFERENCE.md's case-file layout).
+# The tensors every case file carries, whatever its variant (interop/casefiles.hpp's case-file layout); an MLA
+# file (format_version 5) holds its one latent cache instead of the two caches.
 REQUIRED_TENSORS = ("query", "key_cache", "value_cache", "block_tables", "seq_lens", "scale", "out")
+MLA_REQUIRED_TENSORS = ("query", "latent_cache", "block_tables", "seq_lens", "scale", "out", "kv_lora_rank",
+                        "qk_rope_head_dim", "v_head_dim")
 
 
 def read_safetensors(path):
@@ -125,7 +141,7 @@ def read_safetensors(path):
             raise CaseFileError(f"{path}: tensor '{name}': bad data_offsets {e['data_offsets']}")
         arr = np.frombuffer(data[begin:end], dtype=np.dtype(np_type).newbyteorder("<"), count=count)
         out[name] = (tag, arr.reshape(e["shape"]))
-    for name in REQUIRED_TENSORS:
+    for name in MLA_REQUIRED_TENSORS if "latent_cache" in out else REQUIRED_TENSORS:
         if name not in out:
             raise CaseFileError(f"{path}: tensor '{name}': missing (every case file has it: export the case again)")
     return out
@@ -511,6 +527,83 @@ def decode_attention_torch(entry, t, bug=None):
     return out.cpu().numpy()
 
 
+def is_mla(entry):
+    """True for the file of an MLA call (format_version 5: kv_lora_rank > 0; older manifests have no MLA files)."""
+    return entry.get("kv_lora_rank", 0) > 0
+
+
+def mla_kernels():
+    """numpy_mla_kernels (beside this file), the NumPy MLA kernel of the Python module route, or the ImportError
+    that keeps it out. It imports the pacheck package, which needs no library to import: an installed one, else
+    this checkout's python/ directory (appended to the path, so an installed package wins)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (here, os.path.join(here, os.pardir, os.pardir, "python")):
+        if d not in sys.path:
+            sys.path.append(d)
+    try:
+        import numpy_mla_kernels
+    except ImportError as e:
+        return e
+    return numpy_mla_kernels
+
+
+class _Host:
+    """A host array as a pacheck.Buffer hands it to a kernel (numpy(): the raw storage)."""
+
+    def __init__(self, arr):
+        self._arr = arr
+
+    def numpy(self):
+        return self._arr
+
+
+class MlaCall:
+    """An MLA case file as the pacheck.Inputs of its call: the fields numpy_mla_kernels' decode reads (kernel_abi.h,
+    "MLA decode"), arrays in pacheck's raw storage (pacheck.dtypes.STORAGE: bf16 and f16 as uint16, fp8 as
+    uint8). `out` starts from the file's "never written" pattern. Checks what a kernel relies on: latent_cache
+    [num_blocks, block_size, R] in the entry's kv dtype, R = kv_lora_rank + qk_rope_head_dim = the query rows'
+    width, and out [num_query_tokens, num_heads, v_head_dim] with v_head_dim in [1, kv_lora_rank]."""
+
+    def __init__(self, entry, t, storage):
+        def scalar(name, kind=float):
+            return kind(np.asarray(t[name][1]).reshape(-1)[0])
+
+        self.kv_lora_rank, self.qk_rope_head_dim, self.v_head_dim = (
+            scalar(n, int) for n in ("kv_lora_rank", "qk_rope_head_dim", "v_head_dim"))
+        R, V = self.kv_lora_rank + self.qk_rope_head_dim, self.v_head_dim
+        self.num_heads, self.block_size = entry["num_heads"], entry["block_size"]
+        self.q_dtype, self.kv_dtype, self.out_dtype = entry["q_dtype"], entry["kv_dtype"], entry["out_dtype"]
+        lat, out = t["latent_cache"][1], t["out"][1]
+        want = (entry["num_blocks"], self.block_size, R)
+        if tuple(lat.shape) != want or t["query"][1].shape[-1] != R or not 1 <= V <= self.kv_lora_rank or \
+                tuple(out.shape[1:]) != (self.num_heads, V):
+            raise CaseFileError(f"MLA file: latent_cache {list(lat.shape)} (want {list(want)}), query rows of "
+                                f"{t['query'][1].shape[-1]}, out {list(out.shape)} for kv_lora_rank "
+                                f"{self.kv_lora_rank}, qk_rope_head_dim {self.qk_rope_head_dim}, v_head_dim {V}")
+        self.scale, self.k_scale = scalar("scale"), scalar("k_scale")
+        self.seq_lens_host = [int(v) for v in t["seq_lens"][1].reshape(-1)]
+        self.query_lens = query_lens_of(t, len(self.seq_lens_host))
+        self.query_start_loc_host = [sum(self.query_lens[:s]) for s in range(len(self.query_lens) + 1)]
+        self.num_query_tokens = self.query_start_loc_host[-1]
+        self.query = _Host(np.ascontiguousarray(t["query"][1]).view(storage[self.q_dtype]))
+        self.latent_cache = _Host(np.ascontiguousarray(lat).view(storage[self.kv_dtype]))
+        self.block_tables = _Host(t["block_tables"][1])
+        self.out_buffer = np.array(out)  # the file's storage type; out views it as pacheck's
+        self.out = _Host(self.out_buffer.view(storage[self.out_dtype]))
+
+
+def decode_mla_file(entry, t, bug=None):
+    """An MLA case file through numpy_mla_kernels: decode_mla, or with bug "v-tail" decode_mla_v_tail (V read over
+    the whole final block). Returns float32 [num_query_tokens, num_heads, v_head_dim]."""
+    mk = mla_kernels()
+    from pacheck.dtypes import STORAGE  # pacheck's raw storage types: importable once mla_kernels() was
+
+    call = MlaCall(entry, t, STORAGE)
+    with np.errstate(invalid="ignore", over="ignore"):  # the planted fault's 0 x NaN, and poison, warn otherwise
+        (mk.decode_mla_v_tail if bug == "v-tail" else mk.decode_mla)(call)
+    return to_float32(entry["output"]["dtype"], call.out_buffer)
+
+
 def skip_broken(entry, out_path, err, bad):
     """Reports case file `entry` that could not be read or computed (CaseFileError `err`) by name, records it
     in `bad`, and removes a stale output of an earlier run, so that pacheck score reports it as missing."""
@@ -552,10 +645,10 @@ def main(argv=None):
     with open(os.path.join(args.cases, "manifest.json")) as f:
         manifest = json.load(f)
     # Version 2 added the attention variants, version 3 several query tokens per sequence, version 4 per-slot fp8
-    # scale tables; a runner that does not implement them must refuse the version rather than ignore the new
-    # fields (this one reads 1 to 4).
-    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2, 3, 4):
-        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 to 4 "
+    # scale tables, version 5 MLA cells; a runner that does not implement them must refuse the version rather than
+    # ignore the new fields (this one reads 1 to 5).
+    if manifest.get("format") != "pacheck-cases" or manifest.get("format_version") not in (1, 2, 3, 4, 5):
+        sys.exit(f"runner.py: {args.cases}/manifest.json is not a pacheck-cases manifest of format_version 1 to 5 "
                  f"(format_version {manifest.get('format_version')!r})")
     try:
         variants = variant_fields(manifest)
@@ -568,6 +661,8 @@ def main(argv=None):
     os.makedirs(args.outputs, exist_ok=True)
     bug = None if args.bug == "none" else args.bug
     declined, bad = 0, []
+    # MLA files need numpy_mla_kernels (and the pacheck package it imports): without them they are declined.
+    mla = mla_kernels() if any(is_mla(e) for e in manifest["files"]) else None
     for entry in manifest["files"]:
         out_path = os.path.join(args.outputs, entry["output"]["file"])
         try:
@@ -580,6 +675,8 @@ def main(argv=None):
         reason = None
         if entry["kv_dtype"] in args.decline_kv_dtype:
             reason = f"kv_dtype {entry['kv_dtype']} is not supported (runner.py --decline-kv-dtype)"
+        elif is_mla(entry) and isinstance(mla, ImportError):
+            reason = f"kv_lora_rank {entry['kv_lora_rank']}: runner.py's MLA decode cannot be imported ({mla})"
         for name in variants_used(t, variants):
             if reason is None and name in args.decline_variant:
                 reason = f"{name}: this kernel does not implement it (runner.py --decline-variant)"
@@ -598,7 +695,7 @@ def main(argv=None):
             os.remove(out_path + ".declined")
         out_tag = entry["output"]["dtype"]
         try:
-            result = compute(entry, t, bug)
+            result = (decode_mla_file if is_mla(entry) else compute)(entry, t, bug)
         except CaseFileError as e:
             skip_broken(entry, out_path, e, bad)
             continue

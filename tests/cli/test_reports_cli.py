@@ -554,10 +554,15 @@ def scenario_bad_input(args, tmp):
     rejected("export: none of the 2 selected cells of suite gate can be written as case files (0 pinned to "
              "another layout or not valid in it, 0 of an untagged dtype, 2 with high block ids, 0 MLA cells)",
              "export", "--suite", "gate", "--filter", "hiblk=", "--out", os.path.join(tmp, "exp-hiblk"))
-    # No case-file format carries a latent cache yet: gate's MLA group is counted as such.
+    # A format_version 4 export (for a runner that reads up to 4) carries no latent cache: gate's MLA group is
+    # counted as such, with the reason (format_version 5 carries them).
     rejected("export: none of the 4 selected cells of suite gate can be written as case files (0 pinned to "
-             "another layout or not valid in it, 0 of an untagged dtype, 0 with high block ids, 4 MLA cells)",
-             "export", "--suite", "gate", "--filter", "mla=", "--out", os.path.join(tmp, "exp-mla"))
+             "another layout or not valid in it, 0 of an untagged dtype, 0 with high block ids, 4 MLA cells (a "
+             "format_version 4 export carries no latent cache; format_version 5 added it))",
+             "export", "--suite", "gate", "--filter", "mla=", "--format-version", "4", "--out",
+             os.path.join(tmp, "exp-mla"))
+    rejected("--format-version: 3 (this pacheck writes 4 to 5;", "export", "--suite", "gate", "--format-version",
+             "3", "--out", os.path.join(tmp, "exp-v3"))
     rejected("--filter: 'NOTHING' matches none of the", "export", "--suite", "tail-poison", "--filter",
              "NOTHING", "--out", os.path.join(tmp, "exp-none"))
     rejected("--shard '0/99999999999': N must be at most 2147483647", *tiny, "--shard", "0/99999999999")

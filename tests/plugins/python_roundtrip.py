@@ -16,6 +16,16 @@ scale tables (scored as cpu.reference's in step 1, the `scales` poison cells amo
 runner --bug slot-scale-unmasked (V codes masked past seq_len, the final block's per-slot V scales applied
 before the probabilities mask it) must fail exactly the cells pacheck's own control of that fault,
 cpu.slot_scale_unmasked, fails in `pacheck run`, and pass every other one.
+The reference run is `pacheck run` on cpu.reference and, for MLA cells, cpu.mla_reference: an export with MLA cells
+(gate's MLA group; case-file format_version 5) scores those through the runner's NumPy MLA decode
+(numpy_mla_kernels.py) as cpu.mla_reference's, and step (3)'s planted runner reads their V over the whole final
+block too (decode_mla_v_tail).
+With --mla (the `mla` suite, optionally --filter REGEX to keep a part of it), the export must hold MLA cells only,
+and (4) --bug v-tail must fail exactly the cells pacheck's own MLA control of that fault, cpu.mla_v_tail, fails
+in `pacheck run` (the straddling V-tail cells: CellInfo.poisons_v_tail's), with score exit 1; (5) an export at
+--format-version 4 leaves every MLA cell out with its reason (exit 2: none can be written); (6) a manifest whose
+entry of an MLA file restates kv_lora_rank, qk_rope_head_dim or v_head_dim wrongly is refused, exit 2, naming the
+field.
 Exits 77 (ctest: skipped) with the reason when NumPy is missing.
 """
 import argparse
@@ -106,6 +116,52 @@ def check_planted_per_slot(a, py, cases, scored):
                  f"{sorted(got - want)[:3]}, missed: {sorted(want - got)[:3]}")
 
 
+def check_mla(a, py, cases, scored, flt):
+    """Steps (4) to (6) of --mla: the planted V-tail runner against cpu.mla_v_tail, the format_version 4 export,
+    and the manifest edits of the MLA scalars."""
+    mla_cells = [c for c in scored if " mla=" in c]
+    print(f"{len(mla_cells)} MLA cells scored as cpu.mla_reference's")
+    if not mla_cells or len(mla_cells) != len(scored):
+        sys.exit(f"FAILED: {len(mla_cells)} MLA cells of {len(scored)} scored")
+    ctrl = os.path.join(a.work, "mla_v_tail.json")
+    run([a.pacheck, "run", "--suite", a.suite, *flt, "--kernel", "cpu.mla_v_tail", "--only-failures", "--json", ctrl], 0)
+    want = failing(ctrl)
+    outs = os.path.join(a.work, "outputs-mla-v-tail")
+    report = os.path.join(a.work, "score-mla-v-tail.json")
+    run([py, a.runner, "--cases", cases, "--outputs", outs, "--bug", "v-tail"], 0)
+    run([a.pacheck, "score", "--cases", cases, "--outputs", outs, "--only-failures", "--json", report], 1)
+    got = failing(report)
+    print(f"--bug v-tail on MLA files: {len(got)} cells failed, {len(want)} expected (cpu.mla_v_tail's)")
+    if not want or got != want:
+        sys.exit(f"FAILED: --bug v-tail failed {len(got)} MLA cells, expected {len(want)}; unexpected: "
+                 f"{sorted(got - want)[:3]}, missed: {sorted(want - got)[:3]}")
+
+    old = os.path.join(a.work, "cases-v4")
+    out = run([a.pacheck, "export", "--suite", a.suite, *flt, "--format-version", "4", "--out", old], 2)
+    reason = "a format_version 4 export carries no latent cache; format_version 5 added it"
+    if f"{len(scored)} MLA cells" not in out or reason not in out:
+        sys.exit(f"FAILED: the format_version 4 export did not leave the {len(scored)} MLA cells out with its reason")
+
+    with open(os.path.join(cases, "manifest.json")) as f:
+        manifest = json.load(f)
+    for field in ("kv_lora_rank", "qk_rope_head_dim", "v_head_dim"):
+        edited = os.path.join(a.work, f"cases-{field}")
+        shutil.rmtree(edited, ignore_errors=True)
+        os.makedirs(edited)
+        for name in os.listdir(cases):
+            os.symlink(os.path.join(cases, name), os.path.join(edited, name))
+        m = json.loads(json.dumps(manifest))
+        m["files"][0][field] += 16
+        os.remove(os.path.join(edited, "manifest.json"))
+        with open(os.path.join(edited, "manifest.json"), "w") as f:
+            json.dump(m, f)
+        out = run([a.pacheck, "score", "--cases", edited, "--outputs", os.path.join(a.work, "outputs")], 2)
+        want_text = f"field '{field}' is {m['files'][0][field]} but its file holds {manifest['files'][0][field]}"
+        if want_text not in out:
+            sys.exit(f"FAILED: the edit of {field} was not refused naming it ({want_text!r})")
+        print(f"manifest edit of {field}: refused, exit 2")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--pacheck", required=True)
@@ -114,24 +170,32 @@ def main():
     ap.add_argument("--suite", default="gate")
     ap.add_argument("--variants", action="store_true", help="the attention-variant checks (use with --suite variants)")
     ap.add_argument("--per-slot", action="store_true", help="the per-slot scale-table checks (use with --suite aiter)")
+    ap.add_argument("--mla", action="store_true", help="the MLA checks (use with --suite mla)")
+    ap.add_argument("--filter", help="export, run and score only the cells whose id matches (pacheck's --filter)")
     a = ap.parse_args()
+    flt = ["--filter", a.filter] if a.filter else []
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     cases, outs, bug = (os.path.join(a.work, d) for d in ("cases", "outputs", "outputs-bug"))
     py = sys.executable
 
-    run([a.pacheck, "export", "--suite", a.suite, "--out", cases], 0)
+    run([a.pacheck, "export", "--suite", a.suite, *flt, "--out", cases], 0)
     run([py, a.runner, "--cases", cases, "--outputs", outs], 0)
     run([a.pacheck, "score", "--cases", cases, "--outputs", outs, "--only-failures", "--json",
          os.path.join(a.work, "score.json")], 0)
-    run([a.pacheck, "run", "--suite", a.suite, "--kernel", "cpu.reference", "--only-failures", "--json",
+    # The reference kernel of each kind of cell the export holds (multi-head, MLA), each paired with its own kind's.
+    scored = verdicts(os.path.join(a.work, "score.json"))
+    kinds = {" mla=" in c for c in scored}
+    refs = [arg for mla, k in ((False, "cpu.reference"), (True, "cpu.mla_reference")) if mla in kinds
+            for arg in ("--kernel", k)]
+    run([a.pacheck, "run", "--suite", a.suite, *flt, *refs, "--only-failures", "--json",
          os.path.join(a.work, "reference.json")], 0)
-    scored, ref = verdicts(os.path.join(a.work, "score.json")), verdicts(os.path.join(a.work, "reference.json"))
+    ref = verdicts(os.path.join(a.work, "reference.json"))
     missing = [c for c in scored if c not in ref]
     differ = [(c, scored[c], ref[c]) for c in scored if c in ref and scored[c] != ref[c]]
     poisoned_cells = [c for c in scored if "clean" not in c.split()[-1]]
-    print(f"compared {len(scored)} cells ({len(poisoned_cells)} with a fault) with cpu.reference; "
-          f"{len(ref) - len(scored)} cpu.reference cells not exported")
+    print(f"compared {len(scored)} cells ({len(poisoned_cells)} with a fault) with {' and '.join(refs[1::2])}; "
+          f"{len(ref) - len(scored)} of their cells not exported")
     if missing or differ or not poisoned_cells:
         sys.exit(f"FAILED: cells not in the reference run: {missing[:5]}; verdicts differ: {differ[:5]}")
 
@@ -145,6 +209,10 @@ def main():
         check_planted_variants(a, py, cases, scored)
     if a.per_slot:
         check_planted_per_slot(a, py, cases, scored)
+    if a.mla:
+        check_mla(a, py, cases, scored, flt)
+        shutil.rmtree(a.work, ignore_errors=True)
+        return
 
     # The decline channel: a runner that cannot take fp8_e4m3fnuz (or, with --variants, sinks) declines those
     # files; score reports their cells as declined with the runner's reason, every other verdict unchanged,
