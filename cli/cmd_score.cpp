@@ -13,12 +13,15 @@
 #include "cli/interrupt.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_control.hpp"
+#include "core/digest.hpp"
+#include "core/files.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
 #include "report/json.hpp"
 #include "report/report_dir.hpp"
 #include "report/run_identity.hpp"
 #include "report/text.hpp"
+#include "verify/evidence.hpp"
 
 namespace pacheck::cli {
 
@@ -38,27 +41,44 @@ void register_score_repro(const ScoreCommand& o) {
   };
   set_repro_command(o.kernel, line);
   set_repro_command(score_kernel_name(o.kernel, true, true), line);
+  if (o.control_outputs.empty()) return;
+  // The control's cells rerun alone: its outputs scored as a control under its own name.
+  const std::string control = o.kernel + kControlKernelSuffix;
+  auto control_line = [cases = o.cases, outputs = o.control_outputs, control](const std::string& cell_id,
+                                                                              const std::string& judge_flags) {
+    return fmt::format("{} score --cases {} --outputs {} --cell {} --kernel-name {} --negative-control{}",
+                       command_name(), shell_quote(cases), shell_quote(outputs), shell_quote(cell_id),
+                       shell_quote(control), judge_flags.empty() ? "" : " " + judge_flags);
+  };
+  set_repro_command(control, control_line);
+  set_repro_command(score_kernel_name(control, true, true), control_line);
 }
 
 /// score's pre-flight, which score_cases calls once the case files passed their checks (and again for each
 /// repeat of --repeat N): the memory check, the replayed kernels' roles into `roles` (one kernel, or two for an
-/// export of multi-head and MLA cells), the run's identity (with the case and output directories) into
-/// `identity`, and the report directory into `reports`, started once.
+/// export of multi-head and MLA cells, and as many controls with --control-outputs), the run's identity (with
+/// the case and output directories and the manifest's SHA-256, which `verify --cases` compares) into
+/// `identity`, the scored cells and kernels into `evidence`, and the report directory into `reports`, started
+/// once.
 decltype(ScoreOptions::preflight) score_preflight(const ScoreCommand& o, MemoryBudget budget, const std::string& device,
                                                   std::vector<KernelRole>& roles, nlohmann::json& identity,
-                                                  std::optional<ReportDir>& reports) {
-  return [&o, budget, device, &roles, &identity, &reports](const Suite& suite, const std::vector<KernelPtr>& kernels,
-                                                           const RunOptions& ro) {
+                                                  EvidenceInputs& evidence, std::optional<ReportDir>& reports) {
+  return [&o, budget, device, &roles, &identity, &evidence, &reports](
+             const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& ro) {
     check_memory(plan_memory(suite, kernels, ro), budget);
     std::vector<std::string> names;
     roles.clear();
+    evidence = {suite_digest(suite), {}};
     for (const auto& k : kernels) {
       names.push_back(k->name());
-      roles.push_back({k->name(), o.negative_control});
+      roles.push_back({k->name(), k->is_negative_control()});
+      evidence.kernels.push_back({k->name(), k->layouts(), k->is_negative_control(), k->takes_mla()});
     }
     identity = run_identity(suite, names, device, ro, "");
+    const std::string manifest = (std::filesystem::path(o.cases) / "manifest.json").string();
     identity["score"] = {{"cases", std::filesystem::absolute(o.cases).lexically_normal().string()},
-                         {"outputs", std::filesystem::absolute(o.outputs).lexically_normal().string()}};
+                         {"outputs", std::filesystem::absolute(o.outputs).lexically_normal().string()},
+                         {"manifest_sha256", sha256_of(read_regular_file(manifest, kManifestLimit))}};
     if (o.report_dir.empty()) return;
     try {
       // Once: each repeat of --repeat N passes the pre-flight again, into the one directory.
@@ -87,10 +107,14 @@ void print_score_stopped_hint(std::FILE* notes, const ReportDir* reports, int re
 /// A finished score: its format's document, what the export left out, --json, and the report directory.
 /// Returns the exit code: the run's, or kUsage when the report directory could not be finished.
 int end_score(const ScoreCommand& o, const RunSummary& s, ReportMeta& meta, const std::string& suite,
-              const std::vector<LeftOut>& left_out, ReportFormat& out, ReportDir* reports) {
+              const std::vector<LeftOut>& left_out, const EvidenceInputs& evidence, ReportFormat& out,
+              ReportDir* reports) {
   std::FILE* notes = o.format == kDefaultFormat ? stdout : stderr;
   // Outputs are judged on the CPU.
-  if (reports || out.needs_environment()) meta.environment = collect_environment("cpu");
+  if (reports || out.needs_environment()) {
+    meta.environment = collect_environment("cpu");
+    meta.environment.device = meta.device;  // "cpu (replayed outputs)", as run.json and the console name it
+  }
   out.run_ended(s, meta);
   // What the export could not write as case files is not covered by this score: say so after the summary.
   for (const auto& l : left_out)
@@ -100,7 +124,11 @@ int end_score(const ScoreCommand& o, const RunSummary& s, ReportMeta& meta, cons
                  l.cells, suite, l.kind, l.reason);
   if (!o.json.empty()) write_output_file("--json", o.json, to_json(s, suite, meta.device).dump(1) + "\n");
   if (!reports) return s.exit_code();
-  return write_report_dir(*reports, o.format == kDefaultFormat, s.exit_code(), [&] { reports->finish(s, meta); });
+  return write_report_dir(*reports, o.format == kDefaultFormat, s.exit_code(), [&] {
+    reports->finish(s, meta);
+    // `pacheck verify DIR --cases EXPORT` checks it (and refuses a score of --cell's part: cells left out).
+    write_evidence(reports->dir(), s, meta, evidence);
+  });
 }
 
 }  // namespace
@@ -124,6 +152,15 @@ void bind_score_command(CLI::App* cmd, ScoreCommand& o) {
                 "and the failure list");
   bind_format_option(cmd, o.format);
   bind_color_option(cmd, o.color);
+  cmd->add_option("--control-outputs", o.control_outputs,
+                  fmt::format("outputs of the same runner with the planted V-tail fault (runner.py --bug v-tail), "
+                              "scored beside --outputs as the negative control KERNEL-NAME{}: it must fail exactly "
+                              "the cells that poison the V tail, or the score is instrument blind (exit 3); "
+                              "`pacheck verify` needs it in a score's evidence",
+                              kControlKernelSuffix))
+      ->check(CLI::Validator(
+          [](const std::string& v) { return v.empty() ? std::string("an empty directory name") : std::string(); },
+          "DIR", "not empty"));
   cmd->add_flag("--negative-control", o.negative_control,
                 "the outputs come from a runner with the planted V-tail fault (runner.py --bug v-tail): it must fail "
                 "the cells that poison the V tail, or the run is instrument blind (exit 3)");
@@ -150,6 +187,7 @@ int score_command(const ScoreCommand& o) {
   ScoreOptions so;
   so.kernel_name = o.kernel;
   so.negative_control = o.negative_control;
+  so.control_outputs = o.control_outputs;
   so.cells = o.cells;
   so.run = o.common.run_options();
   register_score_repro(o);
@@ -159,7 +197,8 @@ int score_command(const ScoreCommand& o) {
   std::optional<ReportDir> reports;
   nlohmann::json identity;
   std::vector<KernelRole> roles;  // the replayed kernels, known once the manifest was read (the pre-flight)
-  so.preflight = score_preflight(o, o.common.memory.budget(), device, roles, identity, reports);
+  EvidenceInputs evidence;
+  so.preflight = score_preflight(o, o.common.memory.budget(), device, roles, identity, evidence, reports);
   so.run.on_result = [&](const CellResult& r) {
     // First: a kill right after this cell must not lose it. A repeated score's results are combined first.
     if (reports && o.control.repeat == 1) reports->append(r);
@@ -207,7 +246,7 @@ int score_command(const ScoreCommand& o) {
   }
   // A repeated score's results are combined first, then logged.
   control_run.finish_repeats(s, o.format == kDefaultFormat, reports ? &*reports : nullptr);
-  return end_score(o, s, meta, suite, left_out, *out, reports ? &*reports : nullptr);
+  return end_score(o, s, meta, suite, left_out, evidence, *out, reports ? &*reports : nullptr);
 }
 
 void add_score_command(CLI::App& app, Context& ctx) {

@@ -55,6 +55,7 @@ struct ScoreCommand {
   std::string format = kDefaultFormat;  ///< --format
   std::string color = "auto";           ///< --color
   bool negative_control = false;        ///< --negative-control
+  std::string control_outputs;          ///< --control-outputs DIR: a planted runner's outputs, a negative control
   CommonOptions common;                 ///< --threads, the judge flags and --max-memory only
   RunControlFlags control;              ///< --fail-fast, --repeat, --progress-interval
 };

@@ -198,12 +198,20 @@ inline constexpr const char* kMlaKernelSuffix = ".mla";
 /// (`mla`) of an export that also has multi-head cells (`mixed`) `name` + kMlaKernelSuffix. A replayed kernel
 /// takes one kind of cell, as every kernel does (Kernel::takes_mla): such an export is scored as two kernels.
 std::string score_kernel_name(const std::string& name, bool mla, bool mixed);
+/// The suffix of the negative control a score replays from ScoreOptions::control_outputs: kernel_name + it
+/// (then kMlaKernelSuffix for a mixed export's MLA cells, as score_kernel_name gives).
+inline constexpr const char* kControlKernelSuffix = ".v_tail";
 
 struct ScoreOptions {
   std::string kernel_name = "foreign";  ///< name the outputs are reported under (score_kernel_name)
   /// The outputs come from a runner with the planted V-tail fault (examples/python/runner.py --bug v-tail):
   /// report it as a negative control that must fail exactly the cells poisons_v_tail() names.
   bool negative_control = false;
+  /// Outputs of the same runner with the planted V-tail fault (runner.py --bug v-tail), replayed beside the
+  /// runner's as the negative control kernel_name + kControlKernelSuffix: it must fail exactly the cells
+  /// poisons_v_tail() names, or the score is instrument blind (exit 3); its caught cells are what `pacheck
+  /// verify` needs of a score's evidence. "" = none. A missing directory is a CaseFilesError naming it.
+  std::string control_outputs;
   /// Cell ids (exactly as the manifest's cells[j].id) to score; empty: every exported cell. An id the
   /// manifest does not hold is a CaseFilesError naming it (`pacheck score --cell`, the repro line score prints).
   std::vector<std::string> cells;

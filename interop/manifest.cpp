@@ -143,4 +143,17 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   return out;
 }
 
+Suite manifest_suite(const Manifest& m, const std::string& path) {
+  Suite suite;
+  suite.name = m.suite;
+  suite.file = path;
+  for (const ManifestCell& mc : m.cells) {
+    SuiteCell sc;
+    sc.native_layout = false;  // the export fixed every layout
+    sc.cell = mc.cell;
+    suite.cells.push_back(std::move(sc));
+  }
+  return suite;
+}
+
 }  // namespace pacheck

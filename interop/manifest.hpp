@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cell.hpp"
+#include "suites/suite.hpp"
 
 namespace pacheck {
 
@@ -94,6 +95,11 @@ struct Manifest {
 /// then check_manifest_entries(). Throws CaseFilesError naming `path`, the entry (files[I] / cells[J]) and the
 /// field; nothing else.
 Manifest parse_manifest(const std::string& text, const std::string& path);
+
+/// The manifest's cells as a suite named as the exported one (`path` its file): cells[] in order, each
+/// layout fixed by the export (SuiteCell::native_layout false), as `pacheck score` judges them and `verify
+/// --cases` recomputes them. No case file is read or checked here (score_cases checks them).
+Suite manifest_suite(const Manifest& m, const std::string& path);
 
 /// The manifest's entries against each other (no input file is read): each file is listed once; each
 /// files[i].output names that file, the tensor "out", the case's output dtype and its shape [num_query_tokens,

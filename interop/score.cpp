@@ -443,14 +443,8 @@ Output read_output(const std::string& outputs_dir, const ManifestFile& mf, std::
 /// geometries of identical bytes (h16/8 d256 and h32/16 d128), which would judge a cell against the wrong
 /// oracle.
 Suite suite_of(const Manifest& m, const std::string& mpath, const std::map<std::string, json>& geometry_of_file) {
-  Suite suite;
-  suite.name = m.suite;
-  suite.file = mpath;
   for (const ManifestCell& mc : m.cells) {
-    SuiteCell sc;
-    sc.native_layout = false;  // the export fixed every layout
-    sc.cell = mc.cell;
-    const json expected = expected_geometry(sc.cell.c);
+    const json expected = expected_geometry(mc.cell.c);
     for (const char* key : {"file", "baseline"}) {
       const json& f = key == std::string_view("file") ? mc.file : mc.baseline;
       if (f.is_null()) continue;
@@ -462,11 +456,10 @@ Suite suite_of(const Manifest& m, const std::string& mpath, const std::map<std::
             "{}: cell '{}' claims {} '{}', whose field '{}' is {} but the cell's case gives a kernel {}: a case file "
             "is shared only by cells of the same call (shapes, dtypes, layout, strides, scales and input bytes); "
             "this export shares it across calls, as pacheck export did before it keyed files by call: export again",
-            mc.where, sc.cell.id(), key, it->first, d->field, d->a, d->b));
+            mc.where, mc.cell.id(), key, it->first, d->field, d->a, d->b));
     }
-    suite.cells.push_back(std::move(sc));
   }
-  return suite;
+  return manifest_suite(m, mpath);
 }
 
 /// Keeps only the cells of `suite` named in `ids` (`--cell`; their clean twins' outputs stay loaded: a
@@ -485,23 +478,41 @@ void keep_cells(Suite& suite, const std::vector<std::string>& ids, const std::st
                     suite.cells.end());
 }
 
-/// The kernels a score replays `r` through: one for the multi-head cells of `suite`, named opt.kernel_name, and
-/// one for its MLA cells (Kernel::takes_mla), named opt.kernel_name too when the suite has no multi-head cell,
-/// else kMlaKernelSuffix appended (a kernel takes one kind of cell: run pairs each with its own kind). A suite
-/// of neither kind (an empty --cell selection) gets the multi-head one. Throws CaseFilesError when the MLA
-/// kernel's name breaks the kernel name rule (too long).
-std::vector<KernelPtr> replay_kernels(const Suite& suite, const ScoreOptions& opt, std::shared_ptr<const Replayed> r) {
+/// The kernels a score replays `r` through (negative controls when `control`): one for the multi-head cells of
+/// `suite`, named kernel_name, and one for its MLA cells (Kernel::takes_mla), named kernel_name too when the
+/// suite has no multi-head cell, else kMlaKernelSuffix appended (a kernel takes one kind of cell: run pairs each
+/// with its own kind). A suite of neither kind (an empty --cell selection) gets the multi-head one. Throws
+/// CaseFilesError when a name breaks the kernel name rule (too long).
+std::vector<KernelPtr> replay_kernels(const Suite& suite, const std::string& kernel_name, bool control,
+                                      std::shared_ptr<const Replayed> r) {
   const CellKinds kinds = cell_kinds(suite);
   std::vector<KernelPtr> kernels;
-  if (kinds.mha || !kinds.mla)
-    kernels.push_back(std::make_shared<ReplayKernel>(opt.kernel_name, r, false, opt.negative_control));
+  if (kinds.mha || !kinds.mla) {
+    if (const std::string why = kernel_name_problem(kernel_name); !why.empty())
+      throw CaseFilesError(fmt::format("--kernel-name: the outputs are reported as '{}': {}", kernel_name, why));
+    kernels.push_back(std::make_shared<ReplayKernel>(kernel_name, r, false, control));
+  }
   if (kinds.mla) {
-    const std::string name = score_kernel_name(opt.kernel_name, true, kinds.mha);
+    const std::string name = score_kernel_name(kernel_name, true, kinds.mha);
     if (const std::string why = kernel_name_problem(name); !why.empty())
       throw CaseFilesError(fmt::format("--kernel-name: the export's MLA cells are reported as '{}': {}", name, why));
-    kernels.push_back(std::make_shared<ReplayKernel>(name, r, true, opt.negative_control));
+    kernels.push_back(std::make_shared<ReplayKernel>(name, r, true, control));
   }
   return kernels;
+}
+
+/// What the runner wrote in `outputs_dir` for every file of the export (the files passed check_case_file:
+/// `checked` holds each one's geometry and query rows, by file name).
+std::shared_ptr<const Replayed> replay_outputs(const Manifest& m, const std::string& outputs_dir,
+                                               const std::map<std::string, CheckedFile>& checked) {
+  auto replayed = std::make_shared<Replayed>();  // outputs and case ids by call_key, declines by case id
+  for (const ManifestFile& mf : m.files) {
+    const CheckedFile& c = checked.at(mf.file);
+    const std::string key = call_key(c.geometry, mf.inputs_sha256);
+    replayed->case_of_call[key] = mf.c.id();
+    replayed->outputs[key] = read_output(outputs_dir, mf, c.rows, replayed->declines[mf.c.id()]);
+  }
+  return replayed;
 }
 
 }  // namespace
@@ -523,23 +534,27 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
   const Manifest m = parse_manifest(mtext, mpath);
   if (!outputs_dir.empty() && !fs::is_directory(outputs_dir))
     throw CaseFilesError(fmt::format("{}: no such directory (--outputs)", outputs_dir));
+  if (!opt.control_outputs.empty() && !fs::is_directory(opt.control_outputs))
+    throw CaseFilesError(fmt::format("{}: no such directory (--control-outputs)", opt.control_outputs));
 
   // Every exported input must still be what the manifest says it is: a replay keyed by call (geometry and
   // SHA-256) would otherwise silently score outputs of different inputs.
-  auto replayed = std::make_shared<Replayed>();     // outputs and case ids by call_key, declines by case id
-  std::map<std::string, json> geometry_of_file;     // files[i].file -> its geometry
+  std::map<std::string, CheckedFile> checked;    // files[i].file -> its checks' findings
+  std::map<std::string, json> geometry_of_file;  // files[i].file -> its geometry
   for (const ManifestFile& mf : m.files) {
-    const CheckedFile checked = check_case_file(m, mf, cases_dir);
-    geometry_of_file[mf.file] = checked.geometry;
-    const std::string key = call_key(checked.geometry, mf.inputs_sha256);
-    replayed->case_of_call[key] = mf.c.id();
-    replayed->outputs[key] = read_output(outputs_dir, mf, checked.rows, replayed->declines[mf.c.id()]);
+    const CheckedFile& c = checked[mf.file] = check_case_file(m, mf, cases_dir);
+    geometry_of_file[mf.file] = c.geometry;
   }
   Suite suite = suite_of(m, mpath, geometry_of_file);
   keep_cells(suite, opt.cells, mpath);
   if (suite_name) *suite_name = suite.name;
   if (left_out) *left_out = m.left_out;
-  const std::vector<KernelPtr> kernels = replay_kernels(suite, opt, std::move(replayed));
+  std::vector<KernelPtr> kernels =
+      replay_kernels(suite, opt.kernel_name, opt.negative_control, replay_outputs(m, outputs_dir, checked));
+  if (!opt.control_outputs.empty())
+    for (KernelPtr& k : replay_kernels(suite, opt.kernel_name + kControlKernelSuffix, true,
+                                       replay_outputs(m, opt.control_outputs, checked)))
+      kernels.push_back(std::move(k));
   RunOptions ro = opt.run;
   ro.filter.reset();
   ro.seed.reset();

@@ -30,8 +30,8 @@ namespace {
 /// "1a2b3c4d..": the first 8 hex digits of a digest, for the one-line answer.
 std::string short_hash(const std::string& hex) { return hex.size() > 8 ? hex.substr(0, 8) + ".." : hex; }
 
-/// The device kind of a spec: "cpu", "cuda", "hip" ("cuda:1" -> "cuda").
-std::string device_kind(const std::string& spec) { return spec.substr(0, spec.find(':')); }
+/// The device kind of a spec: "cpu", "cuda", "hip" ("cuda:1" -> "cuda", score's "cpu (replayed outputs)" -> "cpu").
+std::string device_kind(const std::string& spec) { return spec.substr(0, spec.find_first_of(": ")); }
 
 /// A failed check: its exit code and its message (what, then why).
 struct Failure {
@@ -212,8 +212,43 @@ void check_run_file(Verification& v) {
     fail(kVerifyResults, fmt::format("{}: differs from the run {} records", path_in(v.req.dir, kRunFile), kEvidenceFile));
 }
 
+/// 3 (score). The export a `pacheck score` judged: --cases is given exactly for a score's evidence, its
+/// manifest is the scored one (run.json's score.manifest_sha256), and the score judged every cell of it.
+/// Returns false for a run's evidence (check_suite goes on with the suite).
+bool check_scored_export(Verification& v) {
+  const VerifyRequest& req = v.req;
+  const std::string run_path = path_in(req.dir, kRunFile);
+  const bool scored = v.run.contains("score");
+  if (!scored && req.cases)
+    fail(kVerifyUsage, fmt::format("--cases {}: {} is of `pacheck run`, not of `pacheck score`: verify it with "
+                                   "--suite (or none) instead",
+                                   req.cases->dir, v.ev_path));
+  if (!scored) return false;
+  if (!req.cases)
+    fail(kVerifyUsage, fmt::format("{}: the evidence of `pacheck score`: give --cases DIR, your copy of the export it "
+                                   "scored (its cells stand in for a suite's)",
+                                   v.ev_path));
+  const nlohmann::json& score = object_field(v.run, "score", run_path);
+  const std::string scored_sha = score.value("manifest_sha256", std::string());
+  if (scored_sha != req.cases->manifest_sha256)
+    fail(kVerifySuite, fmt::format("{} score.manifest_sha256: the score judged an export whose manifest.json has "
+                                   "sha256 {}, but --cases {} holds {}: not the same case files",
+                                   run_path, scored_sha.empty() ? "(none recorded)" : short_hash(scored_sha),
+                                   req.cases->dir, short_hash(req.cases->manifest_sha256)));
+  v.suite = req.cases->suite;
+  v.mine = suite_digest(v.suite);
+  const nlohmann::json& ev_suite = object_field(v.ev, "suite", v.ev_path);
+  const std::size_t ev_cells = count_field(ev_suite, "cells", v.ev_path + " suite");
+  if (v.mine.sha256 != str_field(ev_suite, "sha256", v.ev_path + " suite") || v.mine.cells != ev_cells)
+    fail(kVerifySuite, fmt::format("{} suite: the score judged {} cells, not the {} cells of --cases {} (a score of "
+                                   "part of an export, `--cell`, leaves cells out)",
+                                   v.ev_path, ev_cells, v.mine.cells, req.cases->dir));
+  return true;
+}
+
 /// 3. The suite, as this pacheck resolves it: the same cells, and the run neither filtered nor sharded.
 void check_suite(Verification& v) {
+  if (check_scored_export(v)) return;
   const VerifyRequest& req = v.req;
   const nlohmann::json& ev_suite = object_field(v.ev, "suite", v.ev_path);
   const std::string ev_suite_name = str_field(ev_suite, "name", v.ev_path + " suite");
@@ -376,7 +411,9 @@ void check_plugin(Verification& v) {
   const VerifyRequest& req = v.req;
   const nlohmann::json& plugins = array_field(v.ev, "plugins", v.ev_path);
   if (req.plugin.empty()) {
-    v.plugin_text = plugins.empty() ? "no plugin"
+    v.plugin_text = req.cases ? fmt::format("a case-file runner's outputs (export sha256 {} = --cases)",
+                                            short_hash(req.cases->manifest_sha256))
+                    : plugins.empty() ? "no plugin"
                                     : fmt::format("plugin sha256 {} (not checked: no --plugin)",
                                                   short_hash(str_field(plugins[0], "sha256", v.ev_path + " plugins[]")));
     return;
@@ -428,8 +465,10 @@ void check_controls(Verification& v) {
   if (!any_on_device)
     fail(kVerifyControls,
          fmt::format("{}: no negative control was caught on the run's device {}{}: nothing shows the checks can fail "
-                     "there (run with --with-controls)",
-                     v.results_path, v.spec, v.counts.controls.empty() ? " (none ran)" : ""));
+                     "there ({})",
+                     v.results_path, v.spec, v.counts.controls.empty() ? " (none ran)" : "",
+                     v.req.cases ? "score with --control-outputs DIR, the outputs of your runner with a planted fault"
+                                 : "run with --with-controls"));
 }
 
 /// 7. The comparator self-test passed, by the evidence and by report.json.

@@ -10,7 +10,10 @@
 //  tampering test in tests/cli/test_verify_cli.py.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "suites/suite.hpp"
 
 namespace pacheck {
 
@@ -30,6 +33,14 @@ enum VerifyExit : int {
   kVerifyFailed = 18,    ///< --require-pass: the evidence verifies, but the run's kernels failed some cell
 };
 
+/// The export a `pacheck score` judged, as `verify --cases DIR` names it: the author's copy of the case files.
+/// The command line reads it (interop/ reads case files, and comes after this stage).
+struct ScoredExport {
+  std::string dir;              ///< --cases DIR, for messages
+  std::string manifest_sha256;  ///< of DIR/manifest.json's bytes: the score's run.json records the scored one's
+  Suite suite;                  ///< the manifest's cells in its order, each layout fixed by the export
+};
+
 /// What `pacheck verify DIR` was asked to check.
 struct VerifyRequest {
   std::string dir;
@@ -37,6 +48,9 @@ struct VerifyRequest {
   std::string plugin;         ///< --plugin LIB: "" = the plugin hash is reported, not checked
   std::string device_expect;  ///< --device-expect TEXT: "" = not checked
   bool require_pass = false;  ///< --require-pass: a run with a failed cell is exit 18 (a missed control is 15)
+  /// --cases DIR: the evidence is of `pacheck score`, whose cells are those of this export (its manifest's
+  /// SHA-256 must be the scored one's) in place of a suite's. Required for a score's evidence, refused for a run's.
+  std::optional<ScoredExport> cases;
 };
 
 /// verify's answer: the exit code and one line. Verified: "verified: suite gate (271 cells, sha256 1a2b..;

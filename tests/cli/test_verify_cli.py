@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -462,9 +463,68 @@ def scenario_repro_isolated(args, tmp):
     check("max_abs   nan" in p.stdout and "rel_linf  nan" in p.stdout, f"all-NaN metrics:\n{p.stdout}")
 
 
+def numpy_python():
+    """The first of this Python, python3 on PATH and Debian's /usr/bin/python3 that imports NumPy (runner.py's
+    backend), or None."""
+    for cand in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        if cand and os.path.exists(cand) and subprocess.run([cand, "-c", "import numpy"], capture_output=True).returncode == 0:
+            return cand
+    return None
+
+
+def scenario_verify_score(args, tmp):
+    """A case-file kernel validated remotely (issue 43): `score --report-dir` writes evidence.json, with the planted
+    runner's outputs (--control-outputs) as the negative control; `verify DIR --cases EXPORT` checks it against the
+    author's copy of the export. Refused: no --cases (2), --cases on a run's evidence (2), another export (12), a
+    score of part of the export (--cell: 12), a score without the control (15), an edited result (11); a failing
+    runner verifies and --require-pass turns it into 18."""
+    py = numpy_python()
+    if not py:
+        print("skip: no Python 3 with NumPy for examples/python/runner.py")
+        sys.exit(77)
+    suite = suite_file(tmp)
+    cases, other = os.path.join(tmp, "cases"), os.path.join(tmp, "other")
+    run(args, "export", "--suite", suite, "--out", cases, expect=0)
+    run(args, "export", "--suite", suite, "--filter", "ctx17 ", "--out", other, expect=0)
+    runner = os.path.join(args.source, "examples", "python", "runner.py")
+    outs, planted = os.path.join(tmp, "outs"), os.path.join(tmp, "planted")
+    for out, bug in ((outs, "none"), (planted, "v-tail")):
+        subprocess.run([py, runner, "--cases", cases, "--outputs", out, "--bug", bug], check=True, capture_output=True)
+
+    def score(name, *extra, expect=0):
+        d = os.path.join(tmp, name)
+        run(args, "score", "--cases", cases, *extra, "--report-dir", d, expect=expect)
+        check(os.path.exists(os.path.join(d, "evidence.json")), f"{d}: no evidence.json: {sorted(os.listdir(d))}")
+        return d
+
+    d = score("rep", "--outputs", outs, "--control-outputs", planted)
+    verify(args, d, "--cases", cases, expect=0,
+           says=["verified: suite evidence-small (8 cells", "16 results", "a case-file runner's outputs",
+                 "cpu (replayed outputs)", "0 failed, controls 2/2 caught"])
+    verify(args, d, expect=2, says=["the evidence of `pacheck score`: give --cases DIR"])
+    verify(args, d, "--cases", other, expect=12, says=["score.manifest_sha256", "not the same case files"])
+    verify(args, d, "--cases", os.path.join(tmp, "nosuch"), expect=2, says="--cases: cannot read")
+    tampered = copy(d, tmp, "tampered")
+    results = os.path.join(tampered, "results.jsonl")
+    write(results, read(results).replace(b'"verdict":"poisoned"', b'"verdict":"pass"', 1))
+    verify(args, tampered, "--cases", cases, expect=11, says=["results.jsonl", "changed after the run"])
+    verify(args, score("alone", "--outputs", outs), "--cases", cases, expect=15,
+           says=["no negative control was caught", "score with --control-outputs DIR"])
+    cell = json.loads(read(os.path.join(cases, "manifest.json")))["cells"][0]["id"]
+    verify(args, score("part", "--outputs", outs, "--control-outputs", planted, "--cell", cell), "--cases", cases,
+           expect=12, says=["the score judged 1 cells, not the 8 cells", "--cell"])
+    failing = score("failing", "--outputs", planted, "--control-outputs", planted, expect=1)
+    verify(args, failing, "--cases", cases, expect=0, says=["verified:", "2 failed, controls 2/2 caught"])
+    verify(args, failing, "--cases", cases, "--require-pass", expect=18, says="failed 2 cells")
+    # A run's evidence is verified against a suite, never an export.
+    r = os.path.join(tmp, "run")
+    real_run(args, r, "--suite", suite, *KERNELS)
+    verify(args, r, "--suite", suite, "--cases", cases, expect=2, says="is of `pacheck run`, not of `pacheck score`")
+
+
 def main():
     scenarios = ["verify_real", "verify_tamper", "verify_plugin", "verify_require_pass", "resume_rebuilt_plugin",
-                 "repro_isolated"]
+                 "repro_isolated", "verify_score"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)
