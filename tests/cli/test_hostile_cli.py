@@ -34,7 +34,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_reports_cli import check, read_jsonl, rejected, run, scenario_main  # noqa: E402
+from test_reports_cli import check, numpy_python, read_jsonl, rejected, run, scenario_main  # noqa: E402
 
 
 
@@ -243,7 +243,11 @@ def scenario_manifest_edits(args, tmp):
     cases, outputs = os.path.join(tmp, "cases"), os.path.join(tmp, "outputs")
     run(args, "export", "--suite", isolation_suite(args), "--out", cases, expect=0)
     runner = os.path.join(args.source, "examples", "python", "runner.py")
-    subprocess.run([sys.executable, runner, "--cases", cases, "--outputs", outputs], check=True,
+    python = numpy_python()
+    if not python:
+        print("skip: no Python 3 with NumPy for examples/python/runner.py")
+        sys.exit(77)
+    subprocess.run([python, runner, "--cases", cases, "--outputs", outputs], check=True,
                    stdout=subprocess.DEVNULL)
     run(args, "score", "--cases", cases, "--outputs", outputs, expect=0)
 

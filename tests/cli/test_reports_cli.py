@@ -1102,6 +1102,15 @@ def scenario_resume_check(args, tmp):
     refused(args, "results.jsonl:5: malformed result line", *SMALL, "--resume", d)
 
 
+def numpy_python():
+    """The first of this Python, python3 on PATH and Debian's /usr/bin/python3 that imports NumPy (what
+    examples/python/runner.py computes with), or None."""
+    for cand in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        if cand and os.path.exists(cand) and subprocess.run([cand, "-c", "import numpy"], capture_output=True).returncode == 0:
+            return cand
+    return None
+
+
 NONE_RAN = "negative controls: none ran, so this run does not show that its checks can fail here"
 
 

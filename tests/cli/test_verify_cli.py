@@ -35,7 +35,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_reports_cli import check, run  # noqa: E402
+from test_reports_cli import check, numpy_python, run  # noqa: E402
 
 SMALL_SUITE = """name = "evidence-small"
 description = "a few cells for the evidence tests: V tail NaN caught by cpu.vector_v at the straddling length"
@@ -461,15 +461,6 @@ def scenario_repro_isolated(args, tmp):
     # A tail fault's NaN output: the metrics over finite pairs read "nan", never a small number.
     p = run(args, "repro", "h4/2 d32 bs16 f32 ctx17 nhd seed7 V:nan@tail", "--kernel", "cpu.vector_v", expect=1)
     check("max_abs   nan" in p.stdout and "rel_linf  nan" in p.stdout, f"all-NaN metrics:\n{p.stdout}")
-
-
-def numpy_python():
-    """The first of this Python, python3 on PATH and Debian's /usr/bin/python3 that imports NumPy (runner.py's
-    backend), or None."""
-    for cand in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
-        if cand and os.path.exists(cand) and subprocess.run([cand, "-c", "import numpy"], capture_output=True).returncode == 0:
-            return cand
-    return None
 
 
 def scenario_verify_score(args, tmp):
