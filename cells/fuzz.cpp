@@ -54,7 +54,15 @@ FuzzAnswer fuzz(const FuzzRequest& req) {
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(fmt::format("properties: {}", e.what()));
   }
-  if (props.empty()) props = prop::default_properties();  // opt-in properties run only when named
+  // Opt-in properties run only when named; an MLA kernel runs those that apply to it (check_applies).
+  if (props.empty()) props = prop::default_properties_for(*kernel);
+  for (prop::Property p : props) {
+    try {
+      prop::check_applies(p, *kernel);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(fmt::format("properties: {}", e.what()));
+    }
+  }
   if (!req.reproduce.empty() && props.size() != 1)
     throw std::runtime_error("reproduce replays one property's failure: name it in properties");
   FuzzAnswer out;

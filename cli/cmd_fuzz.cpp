@@ -46,7 +46,15 @@ int run_fuzz(FuzzOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--property: {}", e.what()));
   }
-  if (props.empty()) props = prop::default_properties();  // opt-in properties (overflow) run only when named
+  // Opt-in properties (overflow) run only when named; an MLA kernel runs those that apply to it (check_applies).
+  if (props.empty()) props = prop::default_properties_for(*kernel);
+  for (prop::Property p : props) {
+    try {
+      prop::check_applies(p, *kernel);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--property: {}", e.what()));
+    }
+  }
   if (!o.reproduce.empty() && props.size() != 1)
     throw UsageError("--reproduce replays one property's failure: name it with --property");
 
@@ -166,7 +174,7 @@ void add_fuzz_command(CLI::App& app, Context& ctx) {
   std::vector<std::string_view> names;
   for (const prop::PropertyInfo& p : prop::property_table()) names.push_back(p.name);
   cmd->add_option("--property,-p", o->properties,
-                  fmt::format("property to run (repeatable; default all but the opt-in overflow): {}",
+                  fmt::format("property to run (repeatable; default all but the opt-in overflow, for an MLA kernel those that apply to it): {}",
                               fmt::join(names, ", ")));
   cmd->add_option("--max-size", o->max_size, "RapidCheck max_size: 0..100 scales lengths and work per case")
       ->check(CLI::Range(0, 100))

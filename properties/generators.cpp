@@ -40,6 +40,18 @@ const std::vector<Poison> kPoisons = [] {
   return v;
 }();
 const std::vector<Target> kTargets{Target::v, Target::k, Target::kv};
+/// MLA (core/mla.hpp): the latent shapes, 512+64 first (where shrinking goes): DeepSeek-V2/V3's, V2-Lite's and
+/// Kimi-K2's row, and suite mla's V prefix of 256 of its 512 latent values.
+const std::vector<MlaShape> kMlaShapes{{512, 64, 512}, {512, 64, 256}};
+/// Query heads per rank of an MLA case; 1, 8, 16, 64 and 128 (DeepSeek-V3 on 128 ranks, 8-way and one rank;
+/// Kimi-K2 at 8-way and one rank) drawn two times in three, 1 first (where shrinking goes).
+const std::vector<int> kMlaHeads{1, 2, 4, 8, 16, 32, 64, 128};
+const std::vector<int> kFavouredMlaHeads{1, 8, 16, 64, 128};
+/// MLA page sizes: AITER's and FlashInfer's 1, vLLM's 16 and 32, FlashMLA's 64.
+const std::vector<int> kMlaBlockSizes{1, 16, 32, 64};
+/// Query heads an MLA case over budget keeps before its sequences are shortened (fit_mla_budget): DeepSeek-V3's
+/// and V2-Lite's count at 8-way tensor parallelism.
+constexpr int kMlaHeadsKept = 16;
 const std::vector<Region> kRegions{Region::tail, Region::all, Region::unused, Region::padding, Region::others};
 
 /// Seeds uniform in [0, 2^20) at every size (see gen_uniform).
@@ -90,16 +102,32 @@ void fit_budget(Case& c, const CaseSpace& sp, std::int64_t budget) {
   }
 }
 
-/// GQA ratio: a favoured ratio two times in three, any supported ratio otherwise.
-Gen<int> gen_ratio(const CaseSpace& sp) {
-  std::vector<int> favoured;
-  for (int r : kFavouredRatios)
-    if (std::find(sp.gqa_ratios.begin(), sp.gqa_ratios.end(), r) != sp.gqa_ratios.end()) favoured.push_back(r);
-  if (favoured.empty()) favoured = sp.gqa_ratios;
-  return gen::mapcat(gen_uniform(0, 3), [favoured, all = sp.gqa_ratios](int which) {
-    return which < 2 ? pick(favoured) : pick(all);
-  });
+/// Shrinks MLA case `c` until its work fits `budget`: query heads halved down to kMlaHeadsKept, then the
+/// longest sequence halved, then heads halved down to 1, so lengths at block edges survive the budget before a
+/// model's head count below 16 does. A case of one head and sequences of length 1 may stay over (one block of a
+/// 576-value row at page 64 is 36,864, over size 0's 16K).
+void fit_mla_budget(Case& c, std::int64_t budget) {
+  while (case_work(c) > budget) {
+    auto longest = std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+    if (c.num_heads > kMlaHeadsKept) c.num_heads = std::max(kMlaHeadsKept, c.num_heads / 2);
+    else if (*longest > 1) *longest = (*longest + 1) / 2;
+    else if (c.num_heads > 1) c.num_heads /= 2;
+    else return;
+  }
 }
+
+/// An element of `all` from `favoured` (those of it in `all`) two times in three, any of `all` otherwise;
+/// shrinks towards favoured's first.
+Gen<int> gen_favoured(const std::vector<int>& favoured_values, const std::vector<int>& all) {
+  std::vector<int> favoured;
+  for (int r : favoured_values)
+    if (std::find(all.begin(), all.end(), r) != all.end()) favoured.push_back(r);
+  if (favoured.empty()) favoured = all;
+  return gen::mapcat(gen_uniform(0, 3), [favoured, all](int which) { return which < 2 ? pick(favoured) : pick(all); });
+}
+
+/// GQA ratio: a favoured ratio two times in three, any supported ratio otherwise.
+Gen<int> gen_ratio(const CaseSpace& sp) { return gen_favoured(kFavouredRatios, sp.gqa_ratios); }
 
 /// Significand bits (with the implicit one) of bf16, f16 and f32.
 int significand_bits(DType t) { return t == DType::f32 ? 24 : t == DType::f16 ? 11 : 8; }
@@ -135,6 +163,19 @@ Gen<std::tuple<int, int, int>> gen_paging(int size) {
                   });
 }
 
+/// `c` (fitted to its work budget) with joint constraints (a context bound, say) the per-field probes cannot see
+/// repaired by shortening the longest sequence a few times before the case is given up to the final filter,
+/// and its padding target (a raw draw `padto`, -1: a spare block) reduced modulo its pool.
+Case repaired(const CaseSpace& sp, Case c, int padto) {
+  for (int i = 0; i < 16 && sp.supports && !sp.supports(c).ok; ++i) {
+    auto longest = std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+    if (*longest == 1) break;
+    *longest = (*longest + 1) / 2;
+  }
+  c.padding_target = padto < 0 ? -1 : static_cast<int>(padto % pool_blocks(c));
+  return c;
+}
+
 using Shape = std::tuple<int, int, int, std::tuple<DType, DType, DType>, Layout, Dist, std::uint64_t,
                          std::tuple<int, int, int>>;
 
@@ -161,15 +202,34 @@ Case build_case(const CaseSpace& sp, int size, int bs, const std::vector<int>& l
   int padto = -1;
   std::tie(c.spare_blocks, c.padding_columns, padto) = std::get<7>(t);
   fit_budget(c, sp, work_budget(sp, size));
-  // Joint constraints (a context bound, say) the per-field probes cannot see: shorten the longest
-  // sequence a few times before giving the case up to the final filter.
-  for (int i = 0; i < 16 && sp.supports && !sp.supports(c).ok; ++i) {
-    auto longest = std::max_element(c.seq_lens.begin(), c.seq_lens.end());
-    if (*longest == 1) break;
-    *longest = (*longest + 1) / 2;
-  }
-  c.padding_target = padto < 0 ? -1 : static_cast<int>(padto % pool_blocks(c));
-  return c;
+  return repaired(sp, std::move(c), padto);
+}
+
+using MlaDraw = std::tuple<MlaShape, int, int, std::tuple<DType, DType, DType>, Dist, std::uint64_t,
+                           std::tuple<int, int, int>>;
+
+/// An MLA case of block size `bs` and lengths `lens` from the draw (shape, num_heads, index of its model in
+/// mla_models() for the scale, dtypes, distribution, seed, paging), fitted to the size's work budget.
+Case build_mla_case(const CaseSpace& sp, int size, int bs, const std::vector<int>& lens, const MlaDraw& t) {
+  Case c;
+  const MlaShape& m = std::get<0>(t);
+  c.kv_lora_rank = m.kv_lora_rank;
+  c.qk_rope_head_dim = m.qk_rope_head_dim;
+  c.v_head_dim = m.v_head_dim;
+  c.head_size = m.row();
+  c.num_kv_heads = 1;
+  c.num_heads = std::get<1>(t);
+  c.layout = Layout::nhd;
+  c.scale = static_cast<float>(mla_models()[static_cast<std::size_t>(std::get<2>(t))].softmax_scale());
+  std::tie(c.q_dtype, c.kv_dtype, c.out_dtype) = std::get<3>(t);
+  c.dist = std::get<4>(t);
+  c.seed = std::get<5>(t);
+  c.block_size = bs;
+  c.seq_lens = lens;
+  int padto = -1;
+  std::tie(c.spare_blocks, c.padding_columns, padto) = std::get<6>(t);
+  fit_mla_budget(c, work_budget(sp, size));
+  return repaired(sp, std::move(c), padto);
 }
 
 /// Softmax scale of a case of `head_size`: the default (Case::scale unset) three times in four (choice 0..2,
@@ -231,6 +291,81 @@ CaseSpace full_space() {
   return sp;
 }
 
+CaseSpace full_mla_space() {
+  CaseSpace sp = full_space();
+  sp.block_sizes = kMlaBlockSizes;
+  sp.head_sizes.clear();
+  sp.gqa_ratios.clear();
+  sp.layouts = {Layout::nhd};
+  sp.aiter_layout = false;
+  sp.dists = {Dist::normal, Dist::uniform, Dist::peaked};
+  sp.offset_dists.clear();
+  sp.per_head_scales = sp.per_slot_scales = false;
+  sp.variants = PACHECK_VARIANT_MULTI_QUERY;
+  sp.mla_shapes = kMlaShapes;
+  sp.mla_heads = kMlaHeads;
+  return sp;
+}
+
+namespace {
+
+/// The MLA space of MLA kernel `k`: the probes of probe_space around an MLA case it accepts (512+64 at 16 heads
+/// and 100 tokens, DeepSeek-V3's scale; page sizes 64, 16, 32, 1; bf16, f16, f32), each field of full_mla_space
+/// tried alone. Throws std::invalid_argument naming the kernel when it accepts no such case. `ok` asks
+/// cell_support of a valid case.
+CaseSpace probe_mla_space(const KernelPtr& k, const std::function<bool(const Case&)>& ok) {
+  const CaseSpace all = full_mla_space();
+  std::optional<Case> base;
+  for (DType t : kDTypes)
+    for (int bs : {64, 16, 32, 1})
+      if (!base) {
+        Case c = make_mla_case(mla_model("deepseek-v3"), 16, {100}, bs, t).as_case();
+        c.q_dtype = c.out_dtype = t;
+        if (ok(c)) base = c;
+      }
+  if (!base)
+    throw std::invalid_argument(fmt::format("{} is an MLA decode kernel and declines every MLA probe case (mla=512+64, "
+                                            "16 query heads, 100 tokens, block_size 64, 16, 32 or 1, bf16, f16 or "
+                                            "f32): nothing to generate",
+                                            k->name()));
+  CaseSpace sp = all;
+  sp.supports = nullptr;
+  auto keep = [&](auto& kept, const auto& values, auto set) {
+    kept.clear();
+    for (const auto& v : values) {
+      Case c = *base;
+      set(c, v);
+      if (ok(c)) kept.push_back(v);
+    }
+  };
+  keep(sp.block_sizes, all.block_sizes, [](Case& c, int bs) { c.block_size = bs; });
+  keep(sp.mla_heads, all.mla_heads, [](Case& c, int h) { c.num_heads = h; });
+  keep(sp.mla_shapes, all.mla_shapes, [](Case& c, const MlaShape& m) {
+    c.kv_lora_rank = m.kv_lora_rank;
+    c.qk_rope_head_dim = m.qk_rope_head_dim;
+    c.v_head_dim = m.v_head_dim;
+    c.head_size = m.row();
+  });
+  keep(sp.kv_dtypes, all.kv_dtypes, [](Case& c, DType t) { c.q_dtype = c.kv_dtype = c.out_dtype = t; });
+  keep(sp.dists, all.dists, [](Case& c, Dist d) { c.dist = d; });
+  keep(sp.fp8_dtypes, all.fp8_dtypes, [](Case& c, DType t) {
+    c.kv_dtype = t;
+    if (c.out_dtype == DType::f32 || c.q_dtype == DType::f32) c.q_dtype = c.out_dtype = DType::bf16;
+    c.k_scale.values = {0.5f};
+  });
+  Case q = *base, o = *base;
+  q.q_dtype = base->kv_dtype == DType::f32 ? DType::bf16 : DType::f32;
+  o.out_dtype = q.q_dtype;
+  sp.mixed_dtypes = ok(q) && ok(o);
+  Case multi = *base;
+  multi.query_lens = {3};
+  sp.variants = ok(multi) ? PACHECK_VARIANT_MULTI_QUERY : 0u;
+  // The base's own block size, head count, shape, dtype and distribution are among those tried: no list is empty.
+  return sp;
+}
+
+}  // namespace
+
 CaseSpace probe_space(const KernelPtr& k) {
   const CaseSpace all = full_space();
   auto ok = [&](const Case& c) {
@@ -241,6 +376,13 @@ CaseSpace probe_space(const KernelPtr& k) {
       return false;
     }
   };
+  if (k->takes_mla()) {
+    // One kind per kernel (cell_support): an MLA kernel is probed with MLA cases only, a multi-head one below.
+    CaseSpace sp = probe_mla_space(k, ok);
+    sp.max_work = k->device() == PACHECK_DEVICE_CPU ? all.max_work : 4 * all.max_work;
+    sp.supports = [k](const Case& c) { return cell_support(*k, c); };
+    return sp;
+  }
   // A base case the kernel accepts: its preferred layouts first, common shapes first (aiter last: it
   // constrains block_size, and is probed apart below).
   std::vector<Layout> layouts = k->layouts();
@@ -266,10 +408,6 @@ CaseSpace probe_space(const KernelPtr& k) {
               c.seq_lens = {100};
               if (ok(c)) base = c;
             }
-  if (!base && k->takes_mla())
-    throw std::invalid_argument(fmt::format("{} is an MLA decode kernel and the generators draw multi-head cases only "
-                                            "(kv_lora_rank 0); its cells are suite mla's (and gate's MLA group)",
-                                            k->name()));
   if (!base) throw std::invalid_argument(fmt::format("{} declines every probe case; nothing to generate", k->name()));
 
   CaseSpace sp;
@@ -411,20 +549,27 @@ static Gen<std::vector<int>> gen_big_batch(int bs, int cap) {
                      });
 }
 
-Gen<Case> gen_case(const CaseSpace& sp) {
+/// The seq_lens of a case of block size `bs` at RapidCheck size `size`: 1 to 1 + size / 30 lengths of
+/// gen_seq_len or, from size 30, one case in 8 a large batch (gen_big_batch) of at most as many sequences as
+/// blocks of `block_work` (one block of the smallest case the space draws) fit the size's work budget.
+static Gen<std::vector<int>> gen_lens(const CaseSpace& sp, int size, int bs, std::int64_t block_work) {
+  const int max_seqs = 1 + size / 30;  // 1 sequence at small sizes, up to 4 at size 90+
+  const int cap = static_cast<int>(std::min<std::int64_t>(256, work_budget(sp, size) / block_work));
+  return gen::mapcat(gen_uniform(0, 8), [bs, size, max_seqs, cap](int which) {
+    if (which == 7 && size >= 30 && cap >= 5) return gen_big_batch(bs, cap);
+    return gen::mapcat(gen_uniform(1, max_seqs + 1), [bs, size](int n) {
+      return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, size));
+    });
+  });
+}
+
+/// The multi-head part of gen_case: shape, dtypes, layout, distribution, seed, paging, fitted to the budget,
+/// then the softmax scale.
+static Gen<Case> gen_mha_case(const CaseSpace& sp) {
   Gen<Case> g = gen::withSize([sp](int size) {
     return gen::mapcat(pick(sp.block_sizes), [sp, size](int bs) {
-      const int max_seqs = 1 + size / 30;  // 1 sequence at small sizes, up to 4 at size 90+
-      // Issue 18: from size 30, one case in 8 is a large batch (gen_big_batch).
       const std::int64_t one_block = static_cast<std::int64_t>(bs) * *std::min_element(sp.head_sizes.begin(), sp.head_sizes.end());
-      const int cap = static_cast<int>(std::min<std::int64_t>(256, work_budget(sp, size) / one_block));
-      auto lens = gen::mapcat(gen_uniform(0, 8), [bs, size, max_seqs, cap](int which) {
-        if (which == 7 && size >= 30 && cap >= 5) return gen_big_batch(bs, cap);
-        return gen::mapcat(gen_uniform(1, max_seqs + 1), [bs, size](int n) {
-          return gen::container<std::vector<int>>(static_cast<std::size_t>(n), gen_seq_len(bs, size));
-        });
-      });
-      return gen::mapcat(lens, [sp, size, bs](const std::vector<int>& l) {
+      return gen::mapcat(gen_lens(sp, size, bs, one_block), [sp, size, bs](const std::vector<int>& l) {
         return gen::map(gen::tuple(gen_ratio(sp), gen_uniform(1, 2 + size / 25), pick(sp.head_sizes), gen_dtypes(sp),
                                    pick(sp.layouts), pick(sp.dists), gen_seed(),
                                    gen_paging(size)),
@@ -433,13 +578,34 @@ Gen<Case> gen_case(const CaseSpace& sp) {
     });
   });
   // The softmax scale, for the head size the case ended with (fit_budget may shrink it).
-  g = gen::mapcat(std::move(g), [](Case c) {
+  return gen::mapcat(std::move(g), [](Case c) {
     return gen::map(gen_scale_choice(), [c](int choice) {
       Case out = c;
       out.scale = scale_for(choice, c.head_size);
       return out;
     });
   });
+}
+
+Gen<Case> gen_mla_case(const CaseSpace& sp) {
+  if (!sp.mla()) throw std::invalid_argument("gen_mla_case: the space has no MLA shape (mla_shapes)");
+  int min_row = sp.mla_shapes.front().row();
+  for (const MlaShape& m : sp.mla_shapes) min_row = std::min(min_row, m.row());
+  const int models = static_cast<int>(mla_models().size());
+  return gen::withSize([sp, min_row, models](int size) {
+    return gen::mapcat(pick(sp.block_sizes), [sp, size, min_row, models](int bs) {
+      const std::int64_t one_block = static_cast<std::int64_t>(bs) * min_row;  // one query head
+      return gen::mapcat(gen_lens(sp, size, bs, one_block), [sp, size, bs, models](const std::vector<int>& l) {
+        return gen::map(gen::tuple(pick(sp.mla_shapes), gen_favoured(kFavouredMlaHeads, sp.mla_heads),
+                                   gen_uniform(0, models), gen_dtypes(sp), pick(sp.dists), gen_seed(), gen_paging(size)),
+                        [sp, size, bs, l](const MlaDraw& t) { return build_mla_case(sp, size, bs, l, t); });
+      });
+    });
+  });
+}
+
+Gen<Case> gen_case(const CaseSpace& sp) {
+  Gen<Case> g = sp.mla() ? gen_mla_case(sp) : gen_mha_case(sp);
   // Issue 18: high physical block ids. From size 20, one case in 16 puts its blocks past 2^31 elements and
   // one in 16 past 2^32 (Case::high_block_ids), when num_kv_heads x head_size >= 128: the pool is sparse,
   // but its slot map has a byte per slot of the whole pool (2^B / (num_kv_heads x head_size) bytes, at most
@@ -594,10 +760,13 @@ Case with_fp8(const CaseSpace& sp, const Case& c, DType kv, int form) {
   if (form > 4) form = 4;
   if (form == 4 && (!sp.per_slot_scales || c.high_block_ids)) form = 2;
   if (form == 2 && !sp.per_head_scales) form = 1;
+  // An MLA cache is one tensor with one per-tensor k_scale (check_mla_case): forms 0, 1 and 3 on k_scale alone.
+  const bool mla = c.is_mla();
+  if (mla && (form == 2 || form == 4)) form = 1;
   switch (form) {
     case 1:
       f.k_scale.values = {0.37f};
-      f.v_scale.values = {2.5f};
+      if (!mla) f.v_scale.values = {2.5f};
       break;
     case 2:
       f.k_scale.range = std::pair{0.3f, 3.0f};
@@ -609,7 +778,7 @@ Case with_fp8(const CaseSpace& sp, const Case& c, DType kv, int form) {
       // the rest saturate at the largest finite code. Extreme K is +-64 (its V follows v_scale by design).
       const float top = c.dist == Dist::uniform ? 1.0f / 400 : c.dist == Dist::extreme ? 64.0f / 400 : 4.0f / 400;
       f.k_scale.values = {top};
-      f.v_scale.values = {top};
+      if (!mla) f.v_scale.values = {top};
       break;
     }
     case 4:

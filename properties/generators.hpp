@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mla.hpp"
 #include "kernels/kernel.hpp"
 
 namespace pacheck::prop {
@@ -18,7 +19,9 @@ namespace pacheck::prop {
 inline constexpr int kPartitionTokens = 512;
 
 /// The values a generator may draw for each field of a case. probe_space() fills it from a kernel's
-/// supports(), so no generated case is declined for a field the kernel never runs.
+/// supports(), so no generated case is declined for a field the kernel never runs. A space is of one kind: a
+/// multi-head space (mla_shapes empty) draws multi-head cases, an MLA space MLA cases only (core/mla.hpp), as a
+/// kernel runs one kind (cell_support).
 struct CaseSpace {
   std::vector<int> block_sizes;  ///< subset of {1, 8, 16, 32, 64, 128, 256}, smallest first
   std::vector<int> head_sizes;   ///< subset of {32, 64, 80, 96, 112, 128, 192, 256}, smallest first
@@ -52,15 +55,33 @@ struct CaseSpace {
   std::int64_t max_work = 1 << 21;
   /// Joint constraints the per-field probes cannot see (e.g. a context bound). Empty: everything.
   std::function<Support(const Case&)> supports;
+  /// The latent shapes of an MLA space, a subset of {512+64, 512+64,v256} (kv_lora_rank + qk_rope_head_dim,
+  /// v_head_dim: DeepSeek-V2/V3's and Kimi-K2's row, and suite mla's shorter V prefix). Non-empty: gen_case draws
+  /// MLA cases only (gen_mla_case), one KV head, head_size the row, layout nhd, num_heads from mla_heads;
+  /// head_sizes, gqa_ratios, layouts, aiter_layout and offset_dists are then not drawn (MLA cases take none of
+  /// them but nhd; check_mla_case).
+  std::vector<MlaShape> mla_shapes;
+  /// Query heads per rank of an MLA space: a subset of {1, 2, 4, 8, 16, 32, 64, 128} (DeepSeek-V3 128 on one
+  /// rank and 16 at 8-way tensor parallelism, Kimi-K2 64 and 8, DeepSeek-V2-Lite 16), smallest first.
+  std::vector<int> mla_heads;
+  /// True for an MLA space (mla_shapes non-empty).
+  bool mla() const { return !mla_shapes.empty(); }
 };
 
-/// Every value the generators know, for a kernel that runs every case (Arbitrary<Case> uses it).
+/// Every value the generators know for multi-head cases, for a kernel that runs every case (Arbitrary<Case>
+/// uses it).
 CaseSpace full_space();
 
+/// Every value the generators know for MLA cases (an MLA space: full_space's block sizes 1, 16, 32 and 64 only,
+/// the uniform, normal and peaked distributions, e4m3fn/e5m2/e4m3fnuz caches with a per-tensor k_scale, several
+/// query tokens and no other variant), for an MLA kernel that runs every MLA case.
+CaseSpace full_mla_space();
+
 /// Probes `cell_support(*k, ...)` one field at a time around a case the kernel accepts, keeping the values it
-/// accepts. GPU kernels get a larger work bound (the oracle, on the CPU, is then the cost). Throws
-/// std::invalid_argument when the kernel declines every probe case (an MLA kernel, built-in, plugin or Python:
-/// the probes are multi-head cases).
+/// accepts. The probes are of the kernel's kind (Kernel::takes_mla, which cell_support enforces): multi-head
+/// cases for a multi-head kernel, MLA cases (an MLA space: mla_shapes, mla_heads) for an MLA kernel, built-in,
+/// plugin or Python. GPU kernels get a larger work bound (the oracle, on the CPU, is then the cost). Throws
+/// std::invalid_argument naming the kernel when it declines every probe case of its kind.
 CaseSpace probe_space(const KernelPtr& k);
 
 /// Kernel work of a case: sum over sequences of seq_len rounded up to whole blocks (kernels that read
@@ -88,7 +109,8 @@ rc::Gen<int> gen_seq_len(int bs, int size);
 /// default (the model-derived forms of docs/SUITES.md). Shrinks towards the default.
 rc::Gen<int> gen_scale_choice();
 
-/// A whole case: block_size, then 1..4 seq_lens for it, then GQA ratio, num_kv_heads, head_size,
+/// A whole case of `space`'s kind: an MLA case (gen_mla_case) for an MLA space, else a multi-head one, as
+/// follows. Multi-head: block_size, then 1..4 seq_lens for it, then GQA ratio, num_kv_heads, head_size,
 /// dtypes, layout, distribution, seed and paging (spare_blocks, padding_columns, padding_target),
 /// reduced to fit work_budget and repaired (longest sequence halved) until `space.supports` accepts it;
 /// then the softmax scale (gen_scale_choice: non-default one case in four), high block ids (from size 20,
@@ -100,6 +122,17 @@ rc::Gen<int> gen_scale_choice();
 /// KV head four, per tensor at the top binade two, per slot eight; not with an offset distribution, which needs a
 /// 16/32-bit cache).
 rc::Gen<Case> gen_case(const CaseSpace& space);
+
+/// The MLA part of gen_case for an MLA space: block_size, then seq_lens for it as a multi-head case draws them
+/// (1..4, or from size 30 one case in 8 a large batch), then the latent shape (space.mla_shapes), num_heads
+/// (1, 8, 16, 64 and 128 two times in three, any of space.mla_heads otherwise), the softmax scale of an MLA model
+/// (mla_models(): DeepSeek-V3's, DeepSeek-V2-Lite's or Kimi-K2's, explicit: MLA's scale is not 1 / sqrt(row)),
+/// dtypes, distribution, seed and paging; then reduced to fit work_budget (fit_mla_budget: query heads halved
+/// down to 16, then the longest sequence halved, then heads halved down to 1) and repaired as a multi-head case.
+/// gen_case then adds high block ids, an fp8 cache (per-tensor k_scale: with_fp8) and several query tokens as
+/// for a multi-head case. Shrinks towards block_size 1, one sequence of length 1, 512+64, one head and
+/// DeepSeek-V3's scale.
+rc::Gen<Case> gen_mla_case(const CaseSpace& space);
 
 /// Query tokens per sequence for `c` (issue 19, speculative decode): from RapidCheck size 10, one case in 8
 /// gets them, half the time one query_len for every sequence (2..8), else one per sequence (1..8, at least one
@@ -125,6 +158,8 @@ rc::Gen<Case> gen_variant(Case c, int size, unsigned variants);
 /// heads over two KV heads where the GQA ratio is even and the space takes the split (the work, which counts
 /// query heads, is unchanged). An output dtype finer than the query's becomes the query's (designs that
 /// round P.V products of an fp8 cache to the query dtype, cpu.half_products, meet their limit there).
+/// An MLA case (one latent cache, one per-tensor k_scale: check_mla_case) takes forms 0, 1 and 3 on k_scale
+/// alone; 2 and 4 become 1.
 /// Returns `c` unchanged when the moved case is invalid or `space.supports` declines it.
 Case with_fp8(const CaseSpace& space, const Case& c, DType kv, int form);
 

@@ -19,6 +19,8 @@
 #include "exec/prepare.hpp"
 #include "faults/inject.hpp"
 #include "judge/comparator.hpp"
+#include "oracle/mla.hpp"
+#include "paging/mla_pager.hpp"
 #include "report/text.hpp"
 
 namespace pacheck::prop {
@@ -49,6 +51,7 @@ void classify(const Case& c) {
   if (!c.alibi_slopes.is_default()) RC_TAG("alibi");
   if (!c.sinks.is_default()) RC_TAG("sinks");
   if (offset_dist(c.dist)) RC_TAG("logits far from zero");
+  if (c.is_mla()) RC_TAG("mla");  // an MLA kernel's cases (gen_mla_case), every one of them
 }
 
 std::string repro_line(const KernelUnderTest& t, const Cell& cell) {
@@ -158,16 +161,24 @@ void guarded(Property p, const KernelUnderTest& t, const Cell& cell, F&& body) {
   }
 }
 
-/// Case data without the oracle, for properties that compare the kernel with itself.
+/// The pre-paging tensors of `c`: its latent rows for an MLA case (generate_mla: q and k, no v), else Q, K, V.
+PrePaging inputs(const Case& c) { return c.is_mla() ? generate_mla(mla_case_of(c)) : generate(c); }
+
+/// Case data without the oracle, for properties that compare the kernel with itself: `pre` paged as `c`
+/// (an MLA case's latent rows into its one latent cache).
 CaseData paged(const Case& c, PrePaging pre) {
   CaseData d;
   d.c = c;
   d.pre = std::move(pre);
-  d.cache = page(d.c, d.pre);
+  d.cache = c.is_mla() ? page_mla(mla_case_of(c), d.pre) : page(d.c, d.pre);
   return d;
 }
 
-std::string where(const Case& c, std::int64_t flat) { return "(" + describe(index3(flat, c)) + ")"; }
+/// The shape of `c`'s output rows ([num_query_tokens, num_heads, head_size] of the returned case): `c` itself,
+/// or for an MLA case its output_case() (head_size = v_head_dim).
+Case out_shape(const Case& c) { return c.is_mla() ? mla_case_of(c).output_case() : c; }
+
+std::string where(const Case& c, std::int64_t flat) { return "(" + describe(index3(flat, out_shape(c))) + ")"; }
 
 /// One kernel run with the runner's integrity checks; a guard, input or unwritten problem fails the case.
 /// With `pool`, on its buffers (those of the previous call, when the sizes match).
@@ -270,7 +281,7 @@ void paging(Property self, const KernelUnderTest& t) {
   RC_PRE(t.kernel->supports(alt).ok);
   admit(t, alt);
   guarded(self, t, cell, [&] {
-    PrePaging pre = generate(c);
+    PrePaging pre = inputs(c);
     const CaseData a = paged(c, pre), b = paged(alt, std::move(pre));
     const RawRun ra = run_checked(self, t, cell, a, "first paging");
     const RawRun rb = run_checked(self, t, cell, b, "second paging");
@@ -305,12 +316,12 @@ void determinism(Property self, const KernelUnderTest& t) {
   const Cell cell = *gen_cell(t.space, false);
   classify(cell.c);
   guarded(self, t, cell, [&] {
-    const CaseData a = paged(cell.c, generate(cell.c));
+    const CaseData a = paged(cell.c, inputs(cell.c));
     // Another case of the same shape in between, on the same buffers (an inference engine reuses its buffers
     // from step to step), exposes state carried from one call to the next: the third run of `a` must equal
     // the first, and the other case its own run on buffers of its own.
     const Case other = contrast_case(cell.c, t);
-    const CaseData b = paged(other, generate(other));
+    const CaseData b = paged(other, inputs(other));
     BufferPool pool(*t.backend);
     const RawRun r1 = run_checked(self, t, cell, a, "first", &pool);
     const RawRun r2 = run_checked(self, t, cell, a, "second", &pool);
@@ -333,18 +344,19 @@ void determinism(Property self, const KernelUnderTest& t) {
 
 // ---- 5. Batch invariance --------------------------------------------------------------------------
 
-/// Sequence `s` of `pre` (a case of `c`'s shapes) as the pre-paging tensors of a one-sequence case.
+/// Sequence `s` of `pre` (a case of `c`'s shapes) as the pre-paging tensors of a one-sequence case. An MLA
+/// case's tensors have no v (V is the latent rows' prefix, in k).
 PrePaging slice(const Case& c, const PrePaging& pre, int s) {
   const std::size_t row = static_cast<std::size_t>(c.num_heads) * c.head_size;
   const std::size_t first = static_cast<std::size_t>(c.query_start(s)) * row, rows = static_cast<std::size_t>(c.query_len(s));
   PrePaging one;
   one.q.assign(pre.q.begin() + static_cast<std::ptrdiff_t>(first), pre.q.begin() + static_cast<std::ptrdiff_t>(first + rows * row));
   one.k = {pre.k[s]};
-  one.v = {pre.v[s]};
-  // fp8 caches: the codes the pager writes, and per-slot scales, follow their sequence.
+  // V, and for fp8 caches the codes the pager writes and per-slot scales, follow their sequence.
   auto take = [s](const auto& from, auto& to) {
     if (!from.empty()) to = {from[static_cast<std::size_t>(s)]};
   };
+  take(pre.v, one.v);
   take(pre.k_codes, one.k_codes);
   take(pre.v_codes, one.v_codes);
   take(pre.k_slot_scales, one.k_slot_scales);
@@ -375,9 +387,11 @@ void batch(Property self, const KernelUnderTest& t) {
   const Cell cell{b, {}};
   classify(b);
   guarded(self, t, cell, [&] {
-    const PrePaging pre = generate(b);
+    const PrePaging pre = inputs(b);
     const RawRun rb = run_checked(self, t, cell, paged(b, pre), "batch");
-    const std::size_t row = static_cast<std::size_t>(b.num_heads) * b.head_size;
+    // Output rows: [num_heads, out_head_size] per query token (an MLA case's are v_head_dim wide).
+    const int D = b.out_head_size();
+    const std::size_t row = static_cast<std::size_t>(b.num_heads) * D;
     const bool bitwise = t.kernel->batch_invariant();
     // Compares sequence `s` of the batch run with sequence `s2` of run `r` of case `c2`: its query_len(s)
     // output rows (one for plain decode), from query_start(s) in the batch and query_start(s2) in `r`.
@@ -390,8 +404,8 @@ void batch(Property self, const KernelUnderTest& t) {
           fail(self, t, cell,
                fmt::format("sequence {} (seq_len {}) {} differs bitwise from the batch in {} of {} elements; first at "
                            "query token {}, head {}, dim {}: {} vs {} in the batch",
-                           s, b.seq_lens[s], how, d.count, n, d.first / row, (d.first % row) / b.head_size,
-                           d.first % b.head_size, r.out[at2 + d.first], rb.out[at + d.first]),
+                           s, b.seq_lens[s], how, d.count, n, d.first / row, (d.first % row) / D,
+                           d.first % D, r.out[at2 + d.first], rb.out[at + d.first]),
                fmt::format("  {:<6} {}\n", how == "alone" ? "alone" : "other", c2.id()));
         return;
       }
@@ -401,7 +415,7 @@ void batch(Property self, const KernelUnderTest& t) {
       Case one = b;
       one.seq_lens = {b.seq_lens[s]};
       one.query_lens = b.query_len(s) > 1 ? std::vector<int>{b.query_len(s)} : std::vector<int>{};
-      const Metrics m = compare(mine, ref, one, b.out_dtype);
+      const Metrics m = compare(mine, ref, out_shape(one), b.out_dtype);
       const double limit = fixed_limit(b.out_dtype, one.max_seq_len());
       if (m.bad_nonfinite > 0 || !(m.rel_linf <= limit))
         fail(self, t, cell,
@@ -435,7 +449,7 @@ void batch(Property self, const KernelUnderTest& t) {
       const PrePaging one = slice(b, pre, s);
       pre_rev.q.insert(pre_rev.q.end(), one.q.begin(), one.q.end());
       pre_rev.k.push_back(one.k[0]);
-      pre_rev.v.push_back(one.v[0]);
+      if (!one.v.empty()) pre_rev.v.push_back(one.v[0]);  // an MLA case has none
       for (auto [from, to] : {std::pair{&one.k_codes, &pre_rev.k_codes}, std::pair{&one.v_codes, &pre_rev.v_codes}})
         if (!from->empty()) to->push_back((*from)[0]);
       for (auto [from, to] : {std::pair{&one.k_slot_scales, &pre_rev.k_slot_scales},
@@ -941,19 +955,23 @@ constexpr PropertyInfo kProperties[] = {
     {"determinism", "two runs of a case, also with another case in between, are bitwise identical", determinism},
     {"batch-invariance", "a sequence alone equals itself inside a batch and in a reversed batch", batch},
     {"gqa-expansion", "duplicating each KV head to make the case MHA gives the same output within tolerance",
-     gqa_expansion},
-    {"exact-scaling", "V x 2^e gives the output x 2^e exactly", scaling},
+     gqa_expansion, /*opt_in=*/false,
+     /*not_mla=*/"the expansion of a latent cache's one KV head is a multi-head case, which an MLA kernel does not run"},
+    {"exact-scaling", "V x 2^e gives the output x 2^e exactly", scaling, /*opt_in=*/false,
+     /*not_mla=*/"V is a prefix of the latent row, so V x 2^e scales the keys and moves the logits too"},
     {"scale-folding",
      "scale x 2^e with K x 2^-e (fp8 caches: k_scale x 2^-e) or with Q x 2^-e gives a bitwise identical output",
-     scale_folding},
+     scale_folding, /*opt_in=*/false,
+     /*not_mla=*/"its K fold scales the latent row, which is V too; the Q fold alone is not drawn for MLA cases"},
     {"neutral-variants",
      "a variant in its neutral form (window >= seq_len, ALiBi slopes 0, sinks -1e30, soft cap >= 1e4 max|logit|) "
      "gives the plain case's output within tolerance",
-     neutral_variants},
+     neutral_variants, /*opt_in=*/false, /*not_mla=*/"MLA cases take no attention variant but several query tokens"},
     {"overflow",
      "opt-in: with V near the dtype's limit (dist=overflow) the output is finite where the oracle is, and within "
      "tolerance; unnormalised fp32 P.V sums (FlashAttention-2, two-pass, LSE merges) overflow here by design",
-     overflow, /*opt_in=*/true},
+     overflow, /*opt_in=*/true,
+     /*not_mla=*/"dist=overflow bounds V apart from K, and an MLA case's V is its key row (uniform, normal, peaked only)"},
 };
 
 /// property_table() as a name table of core/table.hpp (value: the row's address), for parse()'s lookup and
@@ -992,6 +1010,25 @@ const std::vector<Property>& default_properties() {
   return chosen;
 }
 
+bool applies(Property p, const Kernel& k) { return !k.takes_mla() || p->not_mla.empty(); }
+
+void check_applies(Property p, const Kernel& k) {
+  if (applies(p, k)) return;
+  std::string those;
+  for (const PropertyInfo& r : kProperties)
+    if (applies(r, k)) those += fmt::format("{}{}", those.empty() ? "" : ", ", r.name);
+  throw std::invalid_argument(fmt::format("property '{}' does not apply to {}, an MLA decode kernel: {} (those that do: "
+                                          "{})",
+                                          p.name(), k.name(), p->not_mla, those));
+}
+
+std::vector<Property> default_properties_for(const Kernel& k) {
+  std::vector<Property> v;
+  for (Property p : default_properties())
+    if (applies(p, k)) v.push_back(p);
+  return v;
+}
+
 KernelUnderTest make_target(KernelPtr kernel, const std::string& device, RunOptions options) {
   if (!kernel) throw std::invalid_argument("make_target: null kernel");
   KernelUnderTest t;
@@ -1013,6 +1050,7 @@ void check_once(Property p, const KernelUnderTest& t) {
 }
 
 PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params) {
+  check_applies(p, *t.kernel);
   PropertyRun run{p};
   run.kernel = t.kernel->name();
   run.passed = true;

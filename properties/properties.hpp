@@ -12,7 +12,8 @@
 //     is the property (Property is a handle to it; parse_property("my-property") finds it by name).
 //  3. Add its row to docs/PROPERTIES.md's table (tests/test_tables.cpp checks names and order).
 //  `pacheck fuzz`, `pacheck list properties` and the ctest label `property` pick it up: every registered
-//  CPU kernel that is not a negative control must then hold it. A negative control or planted kernel that
+//  CPU kernel that is not a negative control must then hold it, the MLA kernels too unless the row gives a
+//  not_mla reason (then its body never sees an MLA case). A negative control or planted kernel that
 //  fails it is one row, naming the property ("my-property"), in test_controls.hpp's expected catches.
 #pragma once
 
@@ -61,6 +62,10 @@ struct PropertyInfo {
   /// (`pacheck fuzz --property NAME`, a test row that lists it); left out of default_properties() and of
   /// ctest's "every honest kernel holds every property".
   bool opt_in = false;
+  /// Why the property does not apply to MLA decode kernels (Kernel::takes_mla), whose cases its transform does
+  /// not fit (V is a prefix of the key row, one latent KV head, no attention variant but several query tokens).
+  /// Empty: it applies, and runs on MLA cases for an MLA kernel (the generators draw them: gen_mla_case).
+  std::string_view not_mla = {};
 };
 /// Every property, in issue order (the order `pacheck fuzz` runs them and docs/PROPERTIES.md lists them),
 /// the opt-in ones last.
@@ -76,6 +81,16 @@ const std::vector<Property>& all_properties();
 /// The properties that are not opt-in, in property_table()'s order: what `pacheck fuzz` runs when no
 /// --property is named, and what every honest kernel must hold.
 const std::vector<Property>& default_properties();
+
+/// True when property `p` applies to kernel `k`: every property to a multi-head kernel, to an MLA kernel
+/// (Kernel::takes_mla) those whose row gives no not_mla reason.
+bool applies(Property p, const Kernel& k);
+/// Throws std::invalid_argument("property 'P' does not apply to K, an MLA decode kernel: REASON (those that do:
+/// A, B, ...)") when !applies(p, k).
+void check_applies(Property p, const Kernel& k);
+/// The properties of default_properties() that apply to `k`: what `pacheck fuzz --kernel K` (and pacheck.fuzz)
+/// runs when no property is named, and what an honest kernel must hold.
+std::vector<Property> default_properties_for(const Kernel& k);
 
 /// What a property runs against: the kernel, the backend its buffers live on, the runner options that
 /// judge() uses (tolerance, oracle precision), and the case space probed from the kernel.
@@ -156,7 +171,8 @@ struct PropertyRun {
 
 /// Runs property `p` against `t` with RapidCheck under the test id "<property>/<kernel>" and returns the
 /// shrunk counterexample when it fails, with the reproduce string that replays it. Prints nothing
-/// (RapidCheck's own listener is replaced, so expected failures in tests leave no exit message).
+/// (RapidCheck's own listener is replaced, so expected failures in tests leave no exit message). Throws
+/// std::invalid_argument (check_applies) when `p` does not apply to the kernel.
 PropertyRun run_property(Property p, const KernelUnderTest& t, const RunParams& params);
 
 /// "straddling 61%, GQA>1 74%, multi-partition 9%, scale set 25%" from RC_TAG counts, then ", TAG N%" for each further tag a

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -51,6 +52,14 @@ inline RunParams rc_params() {
 inline KernelPtr kernel(const std::string& name) {
   KernelPtr k = Registry::global().find(name);
   return k ? k : find_planted_kernel(name);
+}
+
+/// The expected_failures() predicate of the negative control `name` (a registered or planted kernel).
+inline std::function<bool(const Cell&)> kernel_expected_failures(const std::string& name) {
+  const KernelPtr k = kernel(name);
+  auto pred = k ? k->expected_failures() : std::nullopt;
+  if (!pred) throw std::invalid_argument(name + " is no negative control");
+  return *pred;
 }
 
 /// The verdict `pacheck repro` gives the counterexample's cell (the same run_cell it calls).
@@ -132,6 +141,40 @@ inline std::function<void(const Counterexample&, double)> batch_catch(std::strin
     EXPECT_GE(c.num_query_tokens(), 2) << c.id();
     EXPECT_TRUE(c.dist == Dist::mixed_scales || c.dist == Dist::extreme) << c.id();
     if (repro) EXPECT_TRUE(is_failure(repro_verdict(cx.cell, kernel))) << c.id();
+  };
+}
+
+/// The check of an MLA control whose logits or V offset are wrong (cpu.mla_fixed_scale, cpu.mla_rope_dropped,
+/// cpu.mla_rope_unscaled, cpu.mla_v_offset): an MLA case of the normal or uniform distribution (they decline
+/// peaked, whose hot rows hide their faults), judged beyond tolerance of the oracle (tail-poison judges its cell
+/// too: the clean cell fails as well, as `pacheck repro` shows); with `logits`, two keys or more (one key's
+/// weight is 1 whatever its logit).
+inline std::function<void(const Counterexample&, double)> mla_oracle_catch(std::string kernel, bool logits) {
+  return [kernel, logits](const Counterexample& cx, double) {
+    const Case& c = cx.cell.c;
+    EXPECT_TRUE(c.is_mla()) << c.id();
+    EXPECT_TRUE(c.dist == Dist::normal || c.dist == Dist::uniform) << c.id();
+    if (logits) EXPECT_GE(max_len(c), 2) << "one key's weight is 1 whatever its logit: " << c.id();
+    EXPECT_EQ(cx.what.rfind("fail: rel_linf", 0), 0u) << cx.what;
+    Cell clean = cx.cell;
+    clean.fault = FaultSpec{};
+    EXPECT_TRUE(is_failure(repro_verdict(clean, kernel))) << "the clean cell fails: " << clean.id();
+  };
+}
+
+/// The check of an MLA control that reads unwritten latent rows into P.V (cpu.mla_v_tail, cpu.mla_packed_tile):
+/// an MLA cell with a NaN or Inf in the V prefix (target V or K+V; K, the rope part, is never read as V) that
+/// the control's own expected_failures() claims, poisoned under `pacheck repro` too; with `batch`, two
+/// sequences or more (the poison is in another sequence's slots).
+inline std::function<void(const Counterexample&, double)> mla_read_catch(std::string kernel, bool batch) {
+  return [kernel, batch](const Counterexample& cx, double) {
+    const Cell& cell = cx.cell;
+    EXPECT_TRUE(cell.c.is_mla()) << cell.id();
+    EXPECT_NE(cell.fault.target, Target::k) << cell.id();
+    EXPECT_TRUE(poison_is_nonfinite(cell.fault.poison)) << cell.id();
+    if (batch) EXPECT_GE(cell.c.num_seqs(), 2) << cell.id();
+    EXPECT_TRUE(kernel_expected_failures(kernel)(cell)) << "not a cell " << kernel << " claims: " << cell.id();
+    EXPECT_EQ(repro_verdict(cell, kernel), Verdict::poisoned) << cell.id();
   };
 }
 
@@ -450,17 +493,45 @@ inline const std::vector<Catch>& catches() {
          EXPECT_NE(cx.what.find("a run after another case on the same buffers"), std::string::npos) << cx.what;
          EXPECT_NE(cx.message.find("dist=far_above"), std::string::npos) << cx.message;
        }},
+      // MLA controls (kernels/cpu/mla_reference.cpp, mla_reads.cpp): the generators draw an MLA kernel MLA cases
+      // (gen_mla_case). The logit and V-offset faults are beyond tolerance of the oracle on normal and uniform
+      // rows; the other properties compare the kernel with itself and hold.
+      {"cpu.mla_fixed_scale", "agreement", "OnAnMlaCaseOfTwoKeysOrMore", mla_oracle_catch("cpu.mla_fixed_scale", true)},
+      {"cpu.mla_fixed_scale", "tail-poison", "TheCellFailsOnAnMlaCase", mla_oracle_catch("cpu.mla_fixed_scale", true)},
+      {"cpu.mla_rope_dropped", "agreement", "OnAnMlaCaseOfTwoKeysOrMore", mla_oracle_catch("cpu.mla_rope_dropped", true)},
+      {"cpu.mla_rope_dropped", "tail-poison", "TheCellFailsOnAnMlaCase", mla_oracle_catch("cpu.mla_rope_dropped", true)},
+      {"cpu.mla_rope_unscaled", "agreement", "OnAnMlaCaseOfTwoKeysOrMore",
+       mla_oracle_catch("cpu.mla_rope_unscaled", true)},
+      {"cpu.mla_rope_unscaled", "tail-poison", "TheCellFailsOnAnMlaCase", mla_oracle_catch("cpu.mla_rope_unscaled", true)},
+      {"cpu.mla_v_offset", "agreement", "OnAnMlaCase", mla_oracle_catch("cpu.mla_v_offset", false)},
+      {"cpu.mla_v_offset", "tail-poison", "TheCellFailsOnAnMlaCase", mla_oracle_catch("cpu.mla_v_offset", false)},
+      // NaN in the V prefix of an unwritten slot multiplied by p = 0: only tail-poison writes poison. v_tail reads
+      // its own final block's tail (a straddling length); packed_tile another sequence's slots through the
+      // batch's packed page list (FlashInfer #942; in 10 seeds of 300 cases, caught at case 30 to 136).
+      {"cpu.mla_v_tail", "tail-poison", "StraddlingLengthAndNonFiniteVPrefixPoison",
+       [](const Counterexample& cx, double seconds) {
+         EXPECT_TRUE(cx.cell.c.straddles()) << cx.cell.id();
+         EXPECT_EQ(cx.cell.c.num_seqs(), 1) << "not shrunk: " << cx.cell.id();
+         EXPECT_LT(seconds, 60.0);
+         mla_read_catch("cpu.mla_v_tail", false)(cx, seconds);
+       }},
+      {"cpu.mla_packed_tile", "tail-poison", "NonFiniteVPrefixPoisonInAnotherSequenceOfABatch",
+       mla_read_catch("cpu.mla_packed_tile", true)},
   };
   return rows;
 }
 
 /// Registered controls whose other properties are held at fewer cases than RapidCheck's max_success: outside
 /// the cells their fault needs (fp8 caches) they compute what cpu.reference does, which holds every property
-/// at the full count; a few cases keep the check that they are otherwise honest (and CI's time).
+/// at the full count; a few cases keep the check that they are otherwise honest (and CI's time). The MLA
+/// controls compute what cpu.mla_reference does but for their one change (kernels/cpu/mla_reference.cpp,
+/// mla_reads.cpp), and the properties they hold compare them with themselves: 20 cases each.
 inline int control_hold_cases(const std::string& kernel) {
   for (const char* k : {"cpu.slot_scale_unmasked", "cpu.fp8_head0_scale", "cpu.fp8_scale_fault", "cpu.sentinel_max",
                         "cpu.softmax_no_max", "cpu.carried_max", "cpu.p_f16_ftz", "cpu.e4m3_ieee", "cpu.slot_scale_nhd"})
     if (kernel == k) return 60;
+  const KernelPtr k = Registry::global().find(kernel);
+  if (k && k->takes_mla() && k->is_negative_control()) return 20;
   return 0;
 }
 

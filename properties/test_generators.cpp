@@ -134,10 +134,11 @@ TEST_P(ProbedSpace, GeneratesOnlyCellsTheKernelSupports) {
   const KernelPtr k = Registry::global().find(GetParam());
   ASSERT_TRUE(k);
   const CaseSpace sp = probe_space(k);
+  EXPECT_EQ(sp.mla(), k->takes_mla());
   const auto gen = gen_cell(sp, true);
   for (int i = 0; i < 500; ++i) {
     const Cell cell = gen(rc::Random(i), i % 101).value();
-    const Support s = k->supports(cell.c);
+    const Support s = cell_support(*k, cell.c);
     ASSERT_TRUE(s.ok) << cell.id() << ": " << s.reason;
   }
 }
@@ -145,7 +146,7 @@ TEST_P(ProbedSpace, GeneratesOnlyCellsTheKernelSupports) {
 std::vector<std::string> cpu_kernels() {
   std::vector<std::string> names;
   for (const KernelPtr& k : Registry::global().all())
-    if (k->device() == PACHECK_DEVICE_CPU && !k->takes_mla()) names.push_back(k->name());  // MLA: no drawn case
+    if (k->device() == PACHECK_DEVICE_CPU) names.push_back(k->name());  // the MLA ones get MLA cases
   return names;
 }
 
@@ -318,25 +319,158 @@ TEST(Generators, FaultsDrawEveryPoisonTargetAndRegion) {
 }
 
 // A kernel that takes MLA cells only (a plugin or Python kernel with PACHECK_KERNEL_MLA) whose own supports()
-// accepts any case: the probes ask cell_support, so none of the multi-head probe cases is taken and the kernel is
-// refused by name; probing supports() alone handed its run() a multi-head case.
-TEST(Generators, ProbeRefusesAnMlaKernelWhoseSupportsAcceptsEverything) {
-  class MlaTakesAll final : public Kernel {
+// accepts any case: the probes ask cell_support and are of the kernel's kind, so its space is an MLA space and
+// every generated case is an MLA case (probing supports() alone once handed its run() a multi-head case). A
+// multi-head kernel that accepts everything gets multi-head cases only, and an MLA kernel that declines every
+// MLA case is refused by name.
+TEST(Generators, ProbeGivesAnMlaKernelWhoseSupportsAcceptsEverythingMlaCasesOnly) {
+  class AnyCase final : public Kernel {
    public:
-    std::string name() const override { return "test.mla_takes_all"; }
-    std::string description() const override { return "an MLA kernel without a supports() of its own"; }
+    AnyCase(bool mla, bool takes) : mla_(mla), takes_(takes) {}
+    std::string name() const override { return mla_ ? (takes_ ? "test.mla_takes_all" : "test.mla_nothing") : "test.mha_takes_all"; }
+    std::string description() const override { return "a kernel without a supports() of its own"; }
     pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
-    Support supports(const Case&) const override { return Support::yes(); }
-    bool takes_mla() const override { return true; }
+    Support supports(const Case&) const override { return takes_ ? Support::yes() : Support::no("nothing"); }
+    bool takes_mla() const override { return mla_; }
     void run(const pacheck_kernel_args&) const override {}
+
+   private:
+    bool mla_, takes_;
   };
+  for (const bool mla : {true, false}) {
+    const CaseSpace sp = probe_space(std::make_shared<AnyCase>(mla, true));
+    EXPECT_EQ(sp.mla(), mla);
+    const auto gen = gen_case(sp);
+    int mla_cases = 0;
+    for (int i = 0; i < 1000; ++i) {
+      const Case c = gen(rc::Random(i), i % 101).value();
+      mla_cases += c.is_mla();
+      ASSERT_TRUE(cell_support(AnyCase(mla, true), c).ok) << c.id();
+    }
+    EXPECT_EQ(mla_cases, mla ? 1000 : 0) << (mla ? "an MLA kernel was given a multi-head case" : "an MLA case");
+  }
   try {
-    probe_space(std::make_shared<MlaTakesAll>());
-    ADD_FAILURE() << "an MLA kernel was given a multi-head case space";
+    probe_space(std::make_shared<AnyCase>(true, false));
+    ADD_FAILURE() << "an MLA kernel that declines every MLA case was given a space";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("test.mla_takes_all is an MLA decode kernel and the generators draw "
-                                         "multi-head cases only"),
+    EXPECT_NE(std::string(e.what()).find("test.mla_nothing is an MLA decode kernel and declines every MLA probe case"),
               std::string::npos)
         << e.what();
   }
+}
+
+// An MLA kernel's space keeps only what it takes, one field at a time (as ProbeKeepsOnlyWhatTheKernelSupports for
+// a multi-head kernel): page sizes, head counts, shapes, distributions, dtypes, fp8 encodings, query tokens.
+TEST(Generators, ProbeKeepsOnlyWhatAnMlaKernelSupports) {
+  class NarrowMla final : public Kernel {
+   public:
+    std::string name() const override { return "test.narrow_mla"; }
+    std::string description() const override { return "an MLA kernel of a narrow slice"; }
+    pacheck_device device() const override { return PACHECK_DEVICE_CPU; }
+    bool takes_mla() const override { return true; }
+    Support supports(const Case& c) const override {
+      if (c.block_size != 64 && c.block_size != 1) return Support::no("block_size");
+      if (c.num_heads > 64) return Support::no("num_heads");
+      if (c.v_head_dim != c.kv_lora_rank) return Support::no("v_head_dim");
+      if (c.dist == Dist::peaked) return Support::no("dist");
+      if (c.kv_dtype == DType::f32 || c.kv_dtype == DType::fp8_e4m3fnuz) return Support::no("kv_dtype");
+      if (!is_fp8(c.kv_dtype) && (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype)) return Support::no("dtype");
+      if (c.max_query_len() > 1) return Support::no("query_lens");
+      return Support::yes();
+    }
+    void run(const pacheck_kernel_args&) const override {}
+  };
+  const auto k = std::make_shared<NarrowMla>();
+  const CaseSpace sp = probe_space(k);
+  ASSERT_TRUE(sp.mla());
+  EXPECT_EQ(sp.block_sizes, (std::vector<int>{1, 64}));
+  EXPECT_EQ(sp.mla_heads, (std::vector<int>{1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(sp.mla_shapes, (std::vector<MlaShape>{{512, 64, 512}}));
+  EXPECT_EQ(sp.dists, (std::vector<Dist>{Dist::normal, Dist::uniform}));
+  EXPECT_EQ(sp.kv_dtypes, (std::vector<DType>{DType::bf16, DType::f16}));
+  EXPECT_FALSE(sp.mixed_dtypes);
+  EXPECT_EQ(sp.fp8_dtypes, (std::vector<DType>{DType::fp8_e4m3fn, DType::fp8_e5m2}));
+  EXPECT_EQ(sp.variants, 0u);
+  const auto gen = gen_case(sp);
+  for (int i = 0; i < 1000; ++i) {
+    const Case c = gen(rc::Random(i), i % 101).value();
+    ASSERT_TRUE(c.is_mla() && k->supports(c).ok) << c.id() << ": " << k->supports(c).reason;
+  }
+}
+
+// The MLA space: its cases are valid MLA cases (check_mla_case) whose ids read back, with faults an MLA cache
+// takes (no per-slot `scales` table, no `window`).
+RC_GTEST_PROP(Generators, MlaCellsAreValidAndTheirIdsReadBack, ()) {
+  const Cell cell = *gen_cell(full_mla_space(), true);
+  cell.c.validate();
+  RC_ASSERT(cell.c.is_mla());
+  RC_ASSERT(cell.c.num_kv_heads == 1 && cell.c.layout == Layout::nhd && cell.c.scale.has_value());
+  RC_ASSERT(parse_case_id(cell.c.id()).id() == cell.c.id());
+  RC_ASSERT(parse_fault(cell.fault.id()).id() == cell.fault.id());
+  RC_ASSERT(fault_case_problem(cell.fault, cell.c).empty());
+  RC_ASSERT(cell.fault.region != Region::scales && cell.fault.region != Region::window);
+  RC_ASSERT(poison_unsupported(cell.fault.poison, cell.c.kv_dtype).empty());
+}
+
+// Within the work budget, but for a case of one query head whose sequences are 1 token long (one block of a
+// 576-value row at page 64 is over size 0's budget): fit_mla_budget halves heads and lengths down to that.
+RC_GTEST_PROP(Generators, MlaCasesFitTheWorkBudgetOfTheirSize, ()) {
+  const CaseSpace sp = full_mla_space();
+  const int size = *rc::gen::withSize([](int s) { return rc::gen::just(s); });
+  const Case c = *gen_case(sp);
+  RC_ASSERT(case_work(c) <= work_budget(sp, size) || (c.num_heads == 1 && c.max_seq_len() == 1));
+}
+
+// Over 3000 MLA cases across all sizes: both latent shapes, the page sizes, the models' head counts and scales,
+// the edges of gen_seq_len, batches, several query tokens and each fp8 encoding with its per-tensor k_scale.
+TEST(Generators, MlaCasesCoverTheEdges) {
+  const CaseSpace sp = full_mla_space();
+  const auto gen = gen_case(sp);
+  std::map<std::string, int> seen;
+  std::set<int> heads, blocks;
+  std::set<std::string> shapes;
+  std::set<float> scales;
+  const int n = 3000;
+  for (int i = 0; i < n; ++i) {
+    const Case c = gen(rc::Random(7000 + i), i % 101).value();
+    ASSERT_TRUE(c.is_mla()) << c.id();
+    heads.insert(c.num_heads);
+    blocks.insert(c.block_size);
+    shapes.insert(mla_case_of(c).m.text());
+    scales.insert(*c.scale);
+    ++seen[c.straddles() ? "straddling" : "aligned"];
+    if (c.num_seqs() > 1) ++seen["batch"];
+    if (c.num_seqs() >= 5) ++seen["batch>=5"];
+    if (c.max_query_len() > 1) ++seen["qlen>1"];
+    if (c.high_block_ids) ++seen["block ids>2^31"];
+    if (c.padding_target >= 0) ++seen["padding into the pool"];
+    ++seen[std::string("dist=") + std::string(dist_name(c.dist))];
+    if (c.q_dtype != c.kv_dtype || c.out_dtype != c.kv_dtype) ++seen["mixed dtypes"];
+    ++seen[std::string("kv=") + std::string(dtype_name(c.kv_dtype))];
+    if (is_fp8(c.kv_dtype)) {
+      EXPECT_TRUE(c.v_scale.is_default()) << c.id();
+      EXPECT_FALSE(c.k_scale.per_head() || c.k_scale.per_slot()) << c.id();
+      ++seen[c.k_scale.is_default() ? "fp8 scale 1" : "fp8 per tensor"];
+    }
+    for (int len : c.seq_lens) {
+      const int bs = c.block_size;
+      if (len == 1) ++seen["len 1"];
+      if (bs > 1 && len == bs - 1) ++seen["len bs-1"];
+      if (len == bs) ++seen["len bs"];
+      if (len == bs + 1) ++seen["len bs+1"];
+      if (len > 64) ++seen["past one 64-token tile"];
+    }
+  }
+  for (const char* key : {"straddling", "aligned", "batch", "batch>=5", "qlen>1", "block ids>2^31",
+                          "padding into the pool", "dist=normal", "dist=uniform", "dist=peaked", "mixed dtypes",
+                          "kv=bf16", "kv=f16", "kv=f32", "kv=fp8_e4m3fn", "kv=fp8_e5m2", "kv=fp8_e4m3fnuz",
+                          "fp8 scale 1", "fp8 per tensor", "len 1", "len bs-1", "len bs", "len bs+1",
+                          "past one 64-token tile"})
+    EXPECT_GT(seen[key], 0) << key;
+  EXPECT_GT(seen["straddling"], n / 5);
+  EXPECT_GT(seen["aligned"], n / 5);
+  EXPECT_EQ(blocks, (std::set<int>{1, 16, 32, 64}));
+  EXPECT_EQ(shapes, (std::set<std::string>{"512+64", "512+64,v256"}));
+  for (int h : {1, 8, 16, 64, 128}) EXPECT_TRUE(heads.count(h)) << "num_heads " << h;
+  for (const MlaModel& m : mla_models()) EXPECT_TRUE(scales.count(static_cast<float>(m.softmax_scale()))) << m.name;
 }

@@ -63,8 +63,7 @@ TEST(Controls, EveryControlIsExpected) {
   }
   std::vector<KernelPtr> controls = planted_kernels();
   for (const KernelPtr& k : Registry::global().all())
-    // An MLA control is caught by suite mla (tests/test_mla.cpp): the generators draw no MLA case.
-    if (k->device() == PACHECK_DEVICE_CPU && k->is_negative_control() && !k->takes_mla()) controls.push_back(k);
+    if (k->device() == PACHECK_DEVICE_CPU && k->is_negative_control()) controls.push_back(k);  // MLA ones too
   for (const KernelPtr& k : controls)
     EXPECT_TRUE(expected.count(k->name())) << k->name() << ": add its expected catch to properties/test_controls.hpp";
   for (const std::string& name : expected) EXPECT_TRUE(kernel(name)) << "test_controls.hpp names no kernel " << name;
@@ -85,6 +84,8 @@ TEST(Controls, EveryControlIsExpected) {
   }
   // Rows name properties: a name property_table() lacks would fail only when its row runs.
   for (const Catch& c : catches()) EXPECT_NO_THROW(parse_property(c.property)) << c.kernel;
+  // A row whose property does not apply to its kernel (an MLA kernel and gqa-expansion, say) could never run.
+  for (const Catch& c : catches()) EXPECT_TRUE(applies(parse_property(c.property), *kernel(c.kernel))) << c.kernel;
   for (const Hold& h : planted_holds()) EXPECT_NO_THROW(parse_property(h.property)) << h.kernel;
 }
 

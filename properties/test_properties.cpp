@@ -1,6 +1,7 @@
 // Every property of property_table() over every registered CPU kernel (ctest label `property`), one test
 // per (kernel, property), named like Registry/Holds.Property/cpu_split_kv_batch_invariance:
-//  - a kernel that is not a negative control must hold every property;
+//  - a kernel that is not a negative control must hold every property (an MLA kernel: every property that
+//    applies to it, on MLA cases);
 //  - a negative control must hold every property it is not expected to fail (test_controls.hpp);
 //  - a planted kernel must hold the properties of planted_holds();
 //  - opt-in properties (overflow) run only where opt_in_holds() lists them.
@@ -42,14 +43,13 @@ std::vector<Hold> holds() {
     // depends on the allocator and the order the tests run in. Its catch (determinism, on buffers of one pool)
     // is in catches(); tests/test_state_controls.cpp runs it as `pacheck run` does.
     if (k->device() != PACHECK_DEVICE_CPU || k->history_dependent()) continue;
-    // The generators draw multi-head cases only, which an MLA kernel declines: tests/test_mla.cpp and suite
-    // mla test the MLA kernels.
-    if (k->takes_mla()) continue;
     const bool unreachable = std::any_of(unreached().begin(), unreached().end(),
                                          [&](const Unreached& u) { return u.kernel == k->name(); });
     if (unreachable) continue;
+    // An MLA kernel (the generators draw it MLA cases) holds the properties that apply to it.
     for (const PropertyInfo& p : property_table())
-      if (!p.opt_in && !caught(k->name(), p.name)) out.push_back({k->name(), std::string(p.name), control_hold_cases(k->name())});
+      if (!p.opt_in && applies(p, *k) && !caught(k->name(), p.name))
+        out.push_back({k->name(), std::string(p.name), control_hold_cases(k->name())});
   }
   for (const Hold& h : planted_holds()) out.push_back(h);
   for (const Hold& h : opt_in_holds()) out.push_back(h);

@@ -240,17 +240,18 @@ def properties(opt_in=False):
 def fuzz(kernel, properties=None, seed=None, cases=None, budget=None, max_size=100, shrink=True, reproduce=None,
          device=None, max_memory=None):
     """`pacheck fuzz` on `kernel` (a Kernel or a registered kernel's name), in this process and on this thread:
-    the same properties (default: every one but the opt-in ones; `properties` names some, as `pacheck list
-    properties` prints them), random cells, shrinking to a minimal counterexample and reproduce strings.
+    the same properties (default: every one but the opt-in ones, for an MLA kernel those that apply to it;
+    `properties` names some, as `pacheck list properties` prints them), random cells (MLA cells for an MLA
+    kernel, Kernel(mla=True)), shrinking to a minimal counterexample and reproduce strings.
 
     cases: per property (default 100); budget: wall seconds in all, shared by the properties (instead of
     cases); seed: RapidCheck's (default random, in the answer); max_size: 0..100; reproduce: a string an earlier
     failure printed, replayed (one property); max_memory: bytes one generated case may take (default 50% of
     RAM), a larger case is discarded and counted. Returns FuzzResult (its .report() is `pacheck fuzz`'s text,
-    each failure's replay line included). Raises PacheckError for an unknown kernel or property, a device it
-    cannot use, a kernel that declines every probe case (an MLA kernel, Kernel(mla=True): the generators draw
-    multi-head cases only), or a library without the properties (libpacheck_cells.so: use the wheel's
-    libpacheck_cells_c.so)."""
+    each failure's replay line included). Raises PacheckError for an unknown kernel or property, a property
+    that does not apply to an MLA kernel (gqa-expansion, exact-scaling, scale-folding, neutral-variants,
+    overflow), a device it cannot use, a kernel that declines every probe case of its kind, or a library without
+    the properties (libpacheck_cells.so: use the wheel's libpacheck_cells_c.so)."""
     from . import Kernel, _kernel_name
 
     name = _kernel_name(kernel)

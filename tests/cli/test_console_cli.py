@@ -32,6 +32,9 @@ Scenarios:
   repro_flags the repro lines of a run, a report and fuzz under --tolerance calibrated --oracle-precision f32
               carry those flags and reproduce the run's verdict and limit (without them, another limit)
   repro_mla   repro of an MLA cell places each of its worst elements in the v_head_dim-wide output row
+  fuzz_mla    fuzz on an MLA kernel draws MLA cases: the five properties that apply hold on cpu.mla_online;
+              cpu.mla_v_tail fails tail-poison on an MLA cell whose repro line is poisoned; a property that does
+              not apply to an MLA kernel is refused (exit 2) naming it
   list_cells  `pacheck list cells --suite S [--kernel K] [--filter RE]`: one pasteable id per line, the ids a
               run of the same selection reports, in the same order; its options refused for other lists
 """
@@ -375,6 +378,26 @@ def scenario_repro_mla(args, tmp):
           f"{max((d for _, d in places), default=-1)}, heads up to {max((h for h, _ in places), default=-1)}")
 
 
+MLA_PROPERTIES = ["agreement", "tail-poison", "paging-invariance", "determinism", "batch-invariance"]
+
+
+def scenario_fuzz_mla(args, tmp):
+    """Before: fuzz refused every MLA kernel (exit 2: 'the generators draw multi-head cases only')."""
+    p = run(args, "fuzz", "--kernel", "cpu.mla_online", "--cases", "10", "--seed", "1", expect=0)
+    # Every case an MLA case: the coverage line's `mla` tag is on all of them.
+    held = re.findall(r"^(\S+)\s+held\s+10\s.*\bmla 100%", p.stdout, re.M)
+    check(held == MLA_PROPERTIES, f"held on MLA cases: {held}\n{p.stdout[-2000:]}")
+    check("5 properties held, 0 not exercised, 0 failed" in p.stdout, p.stdout[-1000:])
+    p = run(args, "fuzz", "--kernel", "cpu.mla_v_tail", "--cases", "40", "--seed", "5", expect=1)
+    failed = re.findall(r"^(\S+)\s+FAILED\s", p.stdout, re.M)
+    check(failed == ["tail-poison"], f"failed: {failed}\n{p.stdout[-3000:]}")
+    line = re.search(r"^\s+repro\s+(\S+ repro .+)$", p.stdout, re.M)
+    check(line and " mla=512+64" in line.group(1), f"repro line: {line and line.group(1)}\n{p.stdout[-2000:]}")
+    check(repro_limit(args, line.group(1))[0] == "poisoned", f"{line.group(1)} is not poisoned")
+    refused(args, "--property: property 'gqa-expansion' does not apply to cpu.mla_online, an MLA decode kernel",
+            "fuzz", "--kernel", "cpu.mla_online", "--property", "gqa-expansion", "--cases", "1")
+
+
 def score_inputs(args, tmp):
     """An export of tail-poison's bf16 cells and a foreign runner's outputs for it, written without NumPy: the
     first case's files declined (its cells are declined, not failed), every other output all zeros (each of
@@ -478,7 +501,7 @@ def scenario_progress_interval(args, tmp):
 
 def main():
     scenarios = ["signals", "console", "quiet", "fail_fast", "repeat", "list_cells", "repro_flags", "repro_mla",
-                 "score_fail_fast", "score_repeat", "progress_interval"]
+                 "fuzz_mla", "score_fail_fast", "score_repeat", "progress_interval"]
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=scenarios)
     ap.add_argument("--pacheck", required=True)

@@ -142,14 +142,34 @@ def test_the_planted_twin_fails_exactly_gates_mla_v_tail_cells():
     assert failed == want
 
 
-def test_fuzz_refuses_an_mla_kernel_without_calling_it():
-    # The generators draw multi-head cases only: an MLA kernel is refused by name, never handed one (before
-    # probe_space asked cell_support, a Python or plugin MLA kernel's run() got a multi-head case).
-    calls, kern = _counting(True, "t.fuzz_mla")
-    with pytest.raises(pacheck.PacheckError, match="t.fuzz_mla is an MLA decode kernel and the generators draw "
-                                                   "multi-head cases only"):
-        pacheck.fuzz(kern, properties=["agreement"], cases=3)
-    assert calls == {"run": 0, "supports": 0}
+MLA_PROPERTIES = ["agreement", "tail-poison", "paging-invariance", "determinism", "batch-invariance"]
+
+
+def test_fuzz_draws_mla_cases_for_an_mla_kernel():
+    # Before: pacheck.fuzz refused an MLA kernel by name ("the generators draw multi-head cases only"). Now the
+    # properties that apply to it run on MLA cases, and its run() is handed nothing else.
+    seen = set()
+
+    def run(inp):
+        seen.add((inp.is_mla, inp.num_kv_heads, inp.head_size == inp.kv_lora_rank + inp.qk_rope_head_dim, inp.layout))
+        numpy_mla_kernels.decode_mla(inp)
+
+    kern = pacheck.Kernel("t.fuzz_mla", run, mla=True, variants=("query_lens",), sparse_pools=True)
+    res = pacheck.fuzz(kern, cases=8, seed=3, max_size=40)
+    assert [p.name for p in res.properties] == MLA_PROPERTIES
+    assert res.passed, res.report()
+    assert all("mla 100%" in p.coverage for p in res.properties), res.report()
+    assert seen == {(True, 1, True, "nhd")}, seen
+
+
+def test_fuzz_catches_the_planted_mla_v_tail_and_refuses_a_property_that_does_not_apply():
+    res = pacheck.fuzz(numpy_mla_kernels.numpy_mla_v_tail, properties=["tail-poison"], cases=100, seed=5)
+    p = res.properties[0]
+    assert not p.passed and " mla=512+64" in p.cell_id, res.report()
+    assert pacheck.run_cell(None, numpy_mla_kernels.numpy_mla_v_tail, p.cell_id).verdict == "poisoned"
+    with pytest.raises(pacheck.PacheckError, match="property 'gqa-expansion' does not apply to py.numpy_mla_decode, "
+                                                   "an MLA decode kernel"):
+        pacheck.fuzz(numpy_mla_kernels.numpy_mla_decode, properties=["gqa-expansion"], cases=1)
 
 
 @pytest.mark.parametrize("kw, error, says", [
