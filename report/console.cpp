@@ -47,8 +47,8 @@ constexpr std::size_t kListedFailures = 100;
 // takes a planted runner's outputs, `run` the device's built-in controls; each names only its own option.
 std::string no_control_hint(const ReportMeta& meta) {
   const bool score = meta.run.is_null() || (meta.run.is_object() && meta.run.contains("score"));
-  return score ? " (`pacheck score --negative-control` scores the outputs of a runner with the planted "
-                              "V-tail fault as one)"
+  return score ? " (`pacheck score --control-outputs DIR` scores the outputs of your runner with a planted "
+                              "V-tail fault beside yours as one, as `pacheck verify` needs)"
                             : " (`pacheck run --with-controls` adds the device's built-in controls to a --plugin "
                               "or --kernel selection)";
 }

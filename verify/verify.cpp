@@ -224,6 +224,9 @@ bool check_scored_export(Verification& v) {
                                    "--suite (or none) instead",
                                    req.cases->dir, v.ev_path));
   if (!scored) return false;
+  if (req.cases && !req.suite.empty())
+    fail(kVerifyUsage, fmt::format("--suite {}: a score's cells are those of --cases {}, not a suite's: drop --suite",
+                                   req.suite, req.cases->dir));
   if (!req.cases)
     fail(kVerifyUsage, fmt::format("{}: the evidence of `pacheck score`: give --cases DIR, your copy of the export it "
                                    "scored (its cells stand in for a suite's)",

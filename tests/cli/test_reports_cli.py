@@ -1024,7 +1024,7 @@ def scenario_score_reports(args, tmp):
     with open(os.path.join(d, "summary.md")) as f:
         check(NONE_RAN in f.read(), "score's summary.md does not say that no negative control ran")
     # The console's hint names score's own way to add a control, not run's option.
-    check("`pacheck score --negative-control`" in p.stdout and "--with-controls" not in p.stdout,
+    check("`pacheck score --control-outputs DIR`" in p.stdout and "--with-controls" not in p.stdout,
           f"score's console hint: {[l for l in p.stdout.splitlines() if NONE_RAN in l]}")
     run(args, "report", d, expect=0)
     # A broken export is refused before the report directory is started: the earlier reports stay.

@@ -493,6 +493,7 @@ def scenario_verify_score(args, tmp):
            says=["verified: suite evidence-small (8 cells", "16 results", "a case-file runner's outputs",
                  "cpu (replayed outputs)", "0 failed, controls 2/2 caught"])
     verify(args, d, expect=2, says=["the evidence of `pacheck score`: give --cases DIR"])
+    verify(args, d, "--cases", cases, "--suite", "gate", expect=2, says="a score's cells are those of --cases")
     verify(args, d, "--cases", other, expect=12, says=["score.manifest_sha256", "not the same case files"])
     verify(args, d, "--cases", os.path.join(tmp, "nosuch"), expect=2, says="--cases: cannot read")
     tampered = copy(d, tmp, "tampered")
