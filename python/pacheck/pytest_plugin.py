@@ -215,7 +215,9 @@ def pytest_configure(config):
             raise pytest.UsageError(f"{opt}: {value!r} is negative")
     if config.getoption("--pacheck-timeout") is not None:
         pacheck.DEFAULT_TIMEOUT = config.getoption("--pacheck-timeout")
-    config._pacheck = {"checks": {}, "blind": [], "failed_repro": [], "groups": {}}
+    # ran: (suite, kernel label) -> [cells run, cells declined] over this process's cells, for the "no cell
+    # ran" rule of `pacheck run` (a kernel that declined every selected cell tested nothing: a failure).
+    config._pacheck = {"checks": {}, "blind": [], "failed_repro": [], "groups": {}, "ran": {}}
 
 
 def _test_name(item):
@@ -431,6 +433,8 @@ def pytest_runtest_makereport(item, call):
         # writes the teardown report's user_properties into <properties>.
         item.user_properties.append(("pacheck_verdict", cell.result.verdict))
         item.user_properties.append(("pacheck_seconds", f"{cell.result.seconds:.6f}"))
+        counts = item.config._pacheck["ran"].setdefault((cell.suite, _kernel_label(cell.kernel)), [0, 0])
+        counts[1 if cell.result.declined else 0] += 1
     outcome = yield
     rep = outcome.get_result()
     if ran and rep.failed:
@@ -442,8 +446,18 @@ def pytest_runtest_makereport(item, call):
         item.config._pacheck["failed_repro"].append(lines)
 
 
+def _nothing_ran(st):
+    """(suite, kernel label, declined cells) of each kernel whose every cell in this process was declined."""
+    return [(suite, kernel, declined) for (suite, kernel), (ran, declined) in st["ran"].items() if ran == 0]
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     st = getattr(config, "_pacheck", None)
+    for suite, kernel, declined in _nothing_ran(st) if st and not hasattr(config, "workerinput") else []:
+        terminalreporter.write_line(f"pacheck: NO CELL RAN: {kernel} declined all {declined} selected cells of suite "
+                                    f"'{suite}': it tested nothing, which counts as a failure, as `pacheck run` "
+                                    "counts it (the wrong suite for this kernel, or a filter that keeps none of "
+                                    "its cells?)", red=True)
     closed = [(g, g.close()) for g in st["groups"].values()] if st else []
     if not st or not (st["checks"] or st["failed_repro"] or any(c for _, c in closed)):
         return
@@ -469,3 +483,5 @@ def pytest_sessionfinish(session, exitstatus):
     st = getattr(session.config, "_pacheck", None)
     if st and st["blind"]:
         session.exitstatus = 3  # pacheck's exit code for an instrument-blind run
+    elif st and _nothing_ran(st) and session.exitstatus == 0 and not hasattr(session.config, "workerinput"):
+        session.exitstatus = 1  # an xdist worker sees part of the cells only: the rule is for a whole session

@@ -69,8 +69,11 @@ def test_whole(pacheck_cell):
 """)
     res = pytester.runpytest_subprocess("-p", "pacheck.pytest_plugin", "--pacheck-no-instrument", "-k", "hiblk", "-rs",
                                         f"--junitxml={pytester.path / 'out.xml'}")
-    assert res.ret == 0, res.stdout.str()  # every selected cell skipped (declined), none killed the session
+    # Every selected cell skipped (declined) and none killed the session; a kernel that ran no cell fails the
+    # session (exit 1, "NO CELL RAN"), as `pacheck run` counts it.
+    assert res.ret == 1, res.stdout.str()
     res.stdout.fnmatch_lines(["*declined: high_block_ids*sparse pool*"])
+    res.stdout.fnmatch_lines(["*NO CELL RAN: *t.whole_pool* declined all 2 selected cells of suite 'gate'*"])
     assert (pytester.path / "out.xml").is_file()
 
 

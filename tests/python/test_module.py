@@ -287,6 +287,24 @@ pacheck.check_instrument = lambda suite, *a, **k: pacheck.InstrumentCheck(True, 
     res.stdout.fnmatch_lines(["*pacheck is blind on suite 'gate'*", "*BLIND*"])
 
 
+def test_plugin_kernel_that_declines_every_selected_cell_fails_the_session(pytester):
+    """A kernel that declined every cell it was given tested nothing: exit 1 and a NO CELL RAN line, as `pacheck
+    run` counts it (the audit's MLA kernel on suite tail-poison: "32 skipped", exit 0). Its honest neighbour,
+    which ran its cells, keeps the session green when alone."""
+    pytester.makepyfile(test_inner=_INNER + """
+@pp.cells("gate", pacheck.Kernel("t.declines_all", numpy_decode.run, supports=lambda c: "never this one"))
+def test_d(pacheck_cell):
+    pacheck_cell.check()
+""")
+    sel = "ctx1000 and V:nan and tail and bf16 and not fp8 and h8" + _NO_VARIANTS
+    res = pytester.runpytest("-p", "pacheck.pytest_plugin", "--pacheck-no-instrument", "-k", "test_d and " + sel)
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*NO CELL RAN: *t.declines_all* declined all * selected cells of suite 'gate'*"])
+    ok = pytester.runpytest_subprocess("-p", "pacheck.pytest_plugin", "--pacheck-no-instrument", "-k", "test_k and " + sel)
+    assert ok.ret == 0
+    assert "NO CELL RAN" not in ok.stdout.str()
+
+
 # Issue 17/20 audit: a Kernel's arguments are checked in Python, at construction, and every message names
 # the Python object and the field ("pacheck.Kernel('NAME'): FIELD: ...").
 @pytest.mark.parametrize("field", ["head_sizes", "block_sizes", "gqa_ratios"])
