@@ -13,8 +13,6 @@
 #include "cli/interrupt.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_control.hpp"
-#include "core/digest.hpp"
-#include "core/files.hpp"
 #include "interop/casefiles.hpp"
 #include "interop/safetensors.hpp"
 #include "report/json.hpp"
@@ -57,13 +55,14 @@ void register_score_repro(const ScoreCommand& o) {
 /// score's pre-flight, which score_cases calls once the case files passed their checks (and again for each
 /// repeat of --repeat N): the memory check, the replayed kernels' roles into `roles` (one kernel, or two for an
 /// export of multi-head and MLA cells, and as many controls with --control-outputs), the run's identity (with
-/// the case and output directories and the manifest's SHA-256, which `verify --cases` compares) into
+/// the case and output directories and `manifest_sha256`, which `verify --cases` compares) into
 /// `identity`, the scored cells and kernels into `evidence`, and the report directory into `reports`, started
 /// once.
 decltype(ScoreOptions::preflight) score_preflight(const ScoreCommand& o, MemoryBudget budget, const std::string& device,
                                                   std::vector<KernelRole>& roles, nlohmann::json& identity,
-                                                  EvidenceInputs& evidence, std::optional<ReportDir>& reports) {
-  return [&o, budget, device, &roles, &identity, &evidence, &reports](
+                                                  EvidenceInputs& evidence, const std::string& manifest_sha256,
+                                                  std::optional<ReportDir>& reports) {
+  return [&o, budget, device, &roles, &identity, &evidence, &manifest_sha256, &reports](
              const Suite& suite, const std::vector<KernelPtr>& kernels, const RunOptions& ro) {
     check_memory(plan_memory(suite, kernels, ro), budget);
     std::vector<std::string> names;
@@ -75,10 +74,9 @@ decltype(ScoreOptions::preflight) score_preflight(const ScoreCommand& o, MemoryB
       evidence.kernels.push_back({k->name(), k->layouts(), k->is_negative_control(), k->takes_mla()});
     }
     identity = run_identity(suite, names, device, ro, "");
-    const std::string manifest = (std::filesystem::path(o.cases) / "manifest.json").string();
     identity["score"] = {{"cases", std::filesystem::absolute(o.cases).lexically_normal().string()},
                          {"outputs", std::filesystem::absolute(o.outputs).lexically_normal().string()},
-                         {"manifest_sha256", sha256_of(read_regular_file(manifest, kManifestLimit))}};
+                         {"manifest_sha256", manifest_sha256}};
     if (o.report_dir.empty()) return;
     try {
       // Once: each repeat of --repeat N passes the pre-flight again, into the one directory.
@@ -198,7 +196,9 @@ int score_command(const ScoreCommand& o) {
   nlohmann::json identity;
   std::vector<KernelRole> roles;  // the replayed kernels, known once the manifest was read (the pre-flight)
   EvidenceInputs evidence;
-  so.preflight = score_preflight(o, o.common.memory.budget(), device, roles, identity, evidence, reports);
+  std::string manifest_sha256;  // set by score_cases before the pre-flight: the manifest bytes it read
+  so.preflight =
+      score_preflight(o, o.common.memory.budget(), device, roles, identity, evidence, manifest_sha256, reports);
   so.run.on_result = [&](const CellResult& r) {
     // First: a kill right after this cell must not lose it. A repeated score's results are combined first.
     if (reports && o.control.repeat == 1) reports->append(r);
@@ -228,7 +228,7 @@ int score_command(const ScoreCommand& o) {
   std::vector<LeftOut> left_out;
   RunSummary s;
   try {
-    s = control_run.run([&] { return score_cases(o.cases, o.outputs, so, &suite, &left_out); }, roles);
+    s = control_run.run([&] { return score_cases(o.cases, o.outputs, so, &suite, &left_out, &manifest_sha256); }, roles);
   } catch (const CaseFilesError& e) {
     throw UsageError(e.what());
   } catch (const SafetensorsError& e) {

@@ -259,8 +259,11 @@ struct ScoreOptions {
 /// num_heads, v_head_dim]; an MLA case in a manifest older than 5, or one of those tensors or fields in one, is
 /// refused. The MLA cells are replayed through a kernel of their own kind (score_kernel_name) and judged as
 /// `run` judges an MLA kernel's (the MLA oracle, the same verdicts).
+/// `manifest_sha256`, when given, gets the SHA-256 of the manifest.json bytes this score read, before
+/// opt.preflight is called (the score's run identity records it; `pacheck verify --cases` compares it).
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
-                       std::string* suite_name = nullptr, std::vector<LeftOut>* left_out = nullptr);
+                       std::string* suite_name = nullptr, std::vector<LeftOut>* left_out = nullptr,
+                       std::string* manifest_sha256 = nullptr);
 
 /// SHA-256 over the input bytes of one call in the order query, key_cache, value_cache, block_tables,
 /// seq_lens, then k_scales_per_head, v_scales_per_head, alibi_slopes, sinks, k_scales_per_slot and

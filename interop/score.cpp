@@ -13,6 +13,7 @@
 #include "core/files.hpp"
 #include "faults/inject.hpp"
 #include "interop/casefile_schema.hpp"
+#include "core/digest.hpp"
 #include "interop/casefiles.hpp"
 
 namespace pacheck {
@@ -522,7 +523,7 @@ std::string score_kernel_name(const std::string& name, bool mla, bool mixed) {
 }
 
 RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_dir, const ScoreOptions& opt,
-                       std::string* suite_name, std::vector<LeftOut>* left_out) {
+                       std::string* suite_name, std::vector<LeftOut>* left_out, std::string* manifest_sha256) {
   const std::string mpath = (fs::path(cases_dir) / "manifest.json").string();
   std::string mtext;
   try {
@@ -532,6 +533,7 @@ RunSummary score_cases(const std::string& cases_dir, const std::string& outputs_
         fmt::format("--cases: cannot read {} (is '{}' a directory written by pacheck export?)", e.what(), cases_dir));
   }
   const Manifest m = parse_manifest(mtext, mpath);
+  if (manifest_sha256) *manifest_sha256 = sha256_of(mtext);
   if (!outputs_dir.empty() && !fs::is_directory(outputs_dir))
     throw CaseFilesError(fmt::format("{}: no such directory (--outputs)", outputs_dir));
   if (!opt.control_outputs.empty() && !fs::is_directory(opt.control_outputs))
